@@ -1,0 +1,49 @@
+"""State shared by every connection of one broker, and the per-request context.
+
+Handlers receive both instead of reaching for globals (as uvicorn passes its
+ServerState), so tests can build a broker state around a temporary directory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eoslog.broker.purgatory import FetchPurgatory
+from eoslog.broker.security import Principal
+from eoslog.config import BrokerConfig
+from eoslog.storage import LogManager
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class BrokerState:
+    config: BrokerConfig
+    logs: LogManager
+    purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
+    clock_ms: Callable[[], int] = wall_clock_ms
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 9092
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.logs.cluster_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    principal: Principal
+    client_address: str
+    state: BrokerState

@@ -1,0 +1,84 @@
+"""Request dispatch: frame → (version check, decode, authorize, handle) → frame.
+
+The registry is built from each handler module's ``APIS`` list; ApiVersions advertises
+exactly what is registered. What Kafka does with a request it cannot serve:
+
+- ApiVersions of an unknown (newer) version → a v0 response with UNSUPPORTED_VERSION
+  and the supported ranges;
+- any other unknown API key or version, or a malformed frame → the connection is
+  closed (Kafka's ``InvalidRequestException``); other connections are untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from eoslog.broker.context import BrokerState, RequestContext
+from eoslog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce
+from eoslog.broker.handlers.base import ApiSpec
+from eoslog.broker.security import Authorizer, Principal
+from eoslog.protocol.codec import (
+    API_VERSIONS_KEY,
+    DecodeError,
+    decode_request,
+    encode_response,
+    read_prefix,
+)
+
+log = logging.getLogger(__name__)
+
+_MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets]
+try:  # handler families added alongside the core; optional until they land
+    from eoslog.broker.handlers import cluster, configs, topics
+
+    _MODULES += [topics, configs, cluster]
+except ImportError:  # pragma: no cover
+    pass
+
+REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for m in _MODULES for spec in m.APIS}
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; close this connection only."""
+
+
+class Dispatcher:
+    def __init__(self, state: BrokerState, authorizer: Authorizer | None = None) -> None:
+        self.state = state
+        self.authorizer = authorizer or Authorizer()
+
+    async def handle(self, frame: bytes, principal: Principal, peer: str) -> bytes | None:
+        """Answer one request frame; None when no response is due (acks=0)."""
+        try:
+            prefix = read_prefix(frame)
+        except DecodeError as e:
+            raise CloseConnection(str(e)) from e
+        spec = REGISTRY.get(prefix.api_key)
+        if spec is None or not spec.min_version <= prefix.api_version <= spec.max_version:
+            if prefix.api_key == API_VERSIONS_KEY:
+                return encode_response(
+                    prefix.correlation_id,
+                    api_versions.unsupported_version_response(REGISTRY),
+                    API_VERSIONS_KEY,
+                )
+            raise CloseConnection(
+                f"unsupported API key {prefix.api_key} version {prefix.api_version}"
+                + (f" (supported {spec.min_version}-{spec.max_version})" if spec else "")
+            )
+        try:
+            request, client_id = decode_request(frame, prefix)
+        except DecodeError as e:
+            raise CloseConnection(str(e)) from e
+        ctx = RequestContext(
+            prefix.api_key, prefix.api_version, prefix.correlation_id, client_id,
+            principal, peer, self.state,
+        )
+        if not self.authorizer.authorize(principal, prefix.api_key, request):
+            # Unreachable until ACLs exist; each handler family will answer with its
+            # *_AUTHORIZATION_FAILED code here.
+            raise CloseConnection(f"{principal} is not authorized for {spec.name}")
+        response = await spec.handler(ctx, request)
+        if response is None:
+            return None
+        return encode_response(prefix.correlation_id, response, prefix.api_key)

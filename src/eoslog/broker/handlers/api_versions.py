@@ -1,0 +1,48 @@
+"""ApiVersions (key 18): advertises exactly the version ranges registered by handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_module, response_types
+from eoslog.protocol.errors import ErrorCode
+
+API_KEY = 18
+MAX_VERSION = 4
+
+
+def _api_keys(module: Any, registry: dict[int, ApiSpec]) -> tuple[Any, ...]:
+    return tuple(
+        build(module.ApiVersion, api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(registry.values(), key=lambda s: s.api_key)
+    )
+
+
+def unsupported_version_response(registry: dict[int, ApiSpec]) -> Any:
+    """Kafka's answer to an ApiVersions request of a version it does not know: a v0
+    response with UNSUPPORTED_VERSION and the supported ranges, so the client can retry
+    with a version both sides speak."""
+    module = response_module(API_KEY, 0)
+    return module.ApiVersionsResponse(
+        error_code=ErrorCode.unsupported_version, api_keys=_api_keys(module, registry)
+    )
+
+
+async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
+    from eoslog.broker.dispatcher import REGISTRY
+
+    module = response_types(ctx)
+    return build(
+        module.ApiVersionsResponse,
+        error_code=ErrorCode.none,
+        api_keys=_api_keys(module, REGISTRY),
+        throttle_time=NO_THROTTLE,
+        supported_features=(),
+        finalized_features_epoch=-1,
+        finalized_features=(),
+        zk_migration_ready=False,
+    )
+
+
+APIS = [ApiSpec(API_KEY, "ApiVersions", 0, MAX_VERSION, handle_api_versions)]

@@ -1,0 +1,99 @@
+"""Fetch (key 1), v4-v12: long-poll reads woken by appends.
+
+Byte limits follow Kafka (KIP-74): ``max_bytes`` caps the response and
+``partition_max_bytes`` each partition, except that the first batch of the first
+partition with data is returned whole even when it is larger, so consumers always
+progress. Fetch sessions (KIP-227) are declined: every response carries session id 0,
+which tells clients to keep sending full fetch requests.
+read_committed (isolation level 1) reads only below the last stable offset.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.errors import ErrorCode
+from eoslog.storage import OffsetOutOfRange
+
+READ_COMMITTED = 1
+INVALID_SESSION_ID = 0
+FINAL_EPOCH = -1
+
+
+def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any], int, bool]:
+    """One pass over the requested partitions → (topic responses, bytes, any error)."""
+    logs = ctx.state.logs
+    read_committed = request.isolation_level == READ_COMMITTED
+    remaining = min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"]))
+    total = 0
+    errors = False
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            index = int(p.partition)
+            plog = logs.get_log(topic.topic, index)
+            code = ErrorCode.none
+            records = b""
+            hw = lso = lso_start = -1
+            if plog is None:
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                hw, lso_start = plog.high_watermark, plog.log_start_offset
+                lso = plog.last_stable_offset
+                try:
+                    info = plog.read(
+                        int(p.fetch_offset),
+                        min(int(p.partition_max_bytes), remaining),
+                        upper_bound=lso if read_committed else None,
+                        min_one=total == 0,
+                    )
+                    records = info.records
+                except OffsetOutOfRange:
+                    code = ErrorCode.offset_out_of_range
+            if code != ErrorCode.none:
+                errors = True
+            total += len(records)
+            remaining = max(0, remaining - len(records))
+            partitions.append(
+                build(
+                    module.PartitionData,
+                    partition_index=index, error_code=code, high_watermark=hw,
+                    last_stable_offset=lso, log_start_offset=lso_start,
+                    aborted_transactions=() if read_committed else None,
+                    preferred_read_replica=-1, records=records,
+                )
+            )
+        topics.append(build(module.FetchableTopicResponse, topic=topic.topic, partitions=tuple(partitions)))
+    return topics, total, errors
+
+
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    session_id = int(getattr(request, "session_id", 0))
+    if session_id != INVALID_SESSION_ID:
+        # We never hand out session ids, so an incremental fetch cannot be ours.
+        return build(
+            module.FetchResponse, throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(),
+        )
+    deadline = time.monotonic() + request.max_wait.total_seconds()
+    min_bytes = max(1, int(request.min_bytes))
+    wanted = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
+    while True:
+        topics, total, errors = _read_all(ctx, request, module)
+        left = deadline - time.monotonic()
+        if total >= min_bytes or errors or left <= 0 or not wanted:
+            break
+        await ctx.state.purgatory.wait(wanted, left)
+    return build(
+        module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+        session_id=INVALID_SESSION_ID, responses=tuple(topics),
+    )
+
+
+# v13+ addresses topics by id (KIP-516); kept out until the whole id path exists.
+APIS = [ApiSpec(1, "Fetch", 4, 12, handle_fetch)]

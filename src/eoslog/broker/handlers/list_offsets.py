@@ -1,0 +1,55 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.errors import ErrorCode
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            plog = ctx.state.logs.get_log(topic.name, int(p.partition_index))
+            code, ts, offset = ErrorCode.none, -1, -1
+            target = int(p.timestamp)
+            if plog is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif target == LATEST:
+                offset = plog.last_stable_offset if read_committed else plog.high_watermark
+            elif target == EARLIEST:
+                offset = plog.log_start_offset
+            elif target == MAX_TIMESTAMP:
+                ts, offset = plog.max_timestamp()
+            elif target < 0:
+                code = ErrorCode.invalid_request
+            else:
+                found = plog.offset_for_timestamp(target)
+                if found is not None:
+                    offset, ts = found
+                    bound = plog.last_stable_offset if read_committed else plog.high_watermark
+                    if offset >= bound:
+                        offset, ts = -1, -1
+            partitions.append(
+                build(
+                    module.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index, error_code=code, timestamp=ts,
+                    offset=offset, leader_epoch=0 if code == ErrorCode.none else -1,
+                )
+            )
+        topics.append(build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+APIS = [ApiSpec(2, "ListOffsets", 1, 7, handle_list_offsets)]

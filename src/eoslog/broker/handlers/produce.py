@@ -1,0 +1,83 @@
+"""Produce (key 0), v3+ (record batch v2 only).
+
+Validation and offset assignment live in the partition log; this module maps its
+results and errors onto the response. acks=0 requests get no response at all, as in
+Kafka. With one node, acks=1 and acks=-1 both mean "appended to the leader's log",
+which is also the whole ISR.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.records import InvalidRecordError
+
+log = logging.getLogger(__name__)
+
+_UTC = datetime.UTC
+
+
+def _partition_response(
+    module: Any, index: int, code: ErrorCode, base_offset: int = -1,
+    log_append_time: int = -1, log_start_offset: int = -1, message: str | None = None,
+) -> Any:
+    return build(
+        module.PartitionProduceResponse,
+        index=index, error_code=code, base_offset=base_offset,
+        log_append_time=(
+            datetime.datetime.fromtimestamp(log_append_time / 1000, _UTC)
+            if log_append_time >= 0 else None
+        ),
+        log_start_offset=log_start_offset, record_errors=(), error_message=message,
+    )
+
+
+async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
+    module = response_types(ctx)
+    state = ctx.state
+    acks = int(request.acks)
+    topics = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        partitions = []
+        for pdata in topic_data.partition_data:
+            index = int(pdata.index)
+            if acks not in (0, 1, -1):
+                partitions.append(_partition_response(module, index, ErrorCode.invalid_required_acks))
+                continue
+            plog = state.logs.get_log(name, index)
+            if plog is None:
+                partitions.append(
+                    _partition_response(module, index, ErrorCode.unknown_topic_or_partition)
+                )
+                continue
+            try:
+                if not pdata.records:
+                    raise InvalidRecordError("CORRUPT_MESSAGE", "produce request without records")
+                info = plog.append_as_leader(pdata.records)
+            except InvalidRecordError as e:
+                log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
+                partitions.append(
+                    _partition_response(module, index, error_code(e.error_name), message=str(e))
+                )
+                continue
+            state.purgatory.notify((name, index))
+            partitions.append(
+                _partition_response(
+                    module, index, ErrorCode.none, info.first_offset, info.log_append_time,
+                    info.log_start_offset,
+                )
+            )
+        topics.append(build(module.TopicProduceResponse, name=name, partition_responses=tuple(partitions)))
+    if acks == 0:
+        return None
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+# v12+ signals KIP-890 part 2 (implicit AddPartitionsToTxn); v13 switches to topic ids.
+APIS = [ApiSpec(0, "Produce", 3, 11, handle_produce)]

@@ -1,0 +1,145 @@
+"""The broker process: ``startup`` → ``main_loop`` → ``shutdown``.
+
+Start-up loads (and if needed recovers) every log before the listener opens, then
+prints one ready line. SIGTERM or SIGINT begins a graceful shutdown: stop accepting,
+let in-flight requests finish (bounded), flush every log, write the checkpoints and
+the clean-shutdown marker. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+from eoslog.broker.connection import KafkaProtocol
+from eoslog.broker.context import BrokerState, wall_clock_ms
+from eoslog.broker.dispatcher import Dispatcher
+from eoslog.config import BrokerConfig
+from eoslog.storage import LogManager
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_DRAIN_SECONDS = 5.0
+CHECKPOINT_INTERVAL_S = 60.0
+
+
+@dataclass
+class BrokerStatus:
+    host: str
+    port: int
+    data_dir: str
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.logs = LogManager(
+            config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id
+        )
+        self.state = BrokerState(config=config, logs=self.logs)
+        self.dispatcher = Dispatcher(self.state)
+        self.connections: set[KafkaProtocol] = set()
+        self._server: asyncio.Server | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._signals = 0
+
+    async def startup(self) -> BrokerStatus:
+        self.logs.startup()
+        for lg in self.logs.all_logs():
+            for path, result in lg.recovery_results:
+                log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
+        host, port = self.config.listener()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaProtocol(
+                self.dispatcher, int(self.config["socket.request.max.bytes"]), self.connections
+            ),
+            host, port, reuse_address=True, backlog=1024,
+        )
+        bound_port = self._server.sockets[0].getsockname()[1]
+        adv_host, adv_port = self.config.advertised()
+        self.state.advertised_host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        self.state.advertised_port = bound_port if adv_port == 0 or not self.config["advertised.listeners"] else adv_port
+        self._tasks = [
+            loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
+                                         self.logs.run_retention)),
+            loop.create_task(self._every(int(self.config["log.flush.scheduler.interval.ms"]) / 1000,
+                                         self.logs.run_time_flush)),
+            loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
+        ]
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
+
+    async def _every(self, seconds: float, job: object) -> None:
+        assert callable(job)
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                job()
+            except Exception:
+                log.exception("background job %s failed", getattr(job, "__name__", job))
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting without a clean shutdown")
+            os._exit(1)
+        log.info("received %s: shutting down", signal.Signals(sig).name)
+        self._stop.set()
+
+    async def main_loop(self) -> None:
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        deadline = asyncio.get_running_loop().time() + SHUTDOWN_DRAIN_SECONDS
+        while any(not c.idle for c in self.connections):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            conn.close()
+        for task in self._tasks:
+            task.cancel()
+        self.logs.shutdown()
+        log.info("clean shutdown complete")
+
+
+async def _serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    status = await broker.startup()
+    print(
+        f"eoslog broker {config.node_id} ready on {status.host}:{status.port} "
+        f"(data: {status.data_dir})",
+        flush=True,
+    )
+    try:
+        await broker.main_loop()
+    finally:
+        await broker.shutdown()
+
+
+def run_broker(config: BrokerConfig) -> None:
+    logging.basicConfig(
+        level=os.environ.get("EOSLOG_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        import uvloop
+
+        uvloop.run(_serve(config))
+    except ImportError:
+        asyncio.run(_serve(config))

@@ -1,0 +1,275 @@
+"""Broker and topic configuration, under Apache Kafka's names and defaults.
+
+A broker is configured by a Kafka-style properties file (``key=value`` lines) and by
+flags; flags win. Topic configs fall back to the broker's ``log.*`` defaults exactly as
+Kafka maps them (``log.segment.bytes`` → ``segment.bytes`` …).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: type
+    default: Any
+    doc: str
+    # Broker property that supplies the default for a topic config, if any.
+    broker_default: str | None = None
+    valid: tuple[Any, ...] | None = None
+
+
+def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in items}
+
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("cleanup.policy", str, "delete", "delete, compact, or both",
+              "log.cleanup.policy", ("delete", "compact", "compact,delete", "delete,compact")),
+    ConfigDef("segment.bytes", int, 1073741824, "segment size before roll", "log.segment.bytes"),
+    ConfigDef("segment.ms", int, 604800000, "segment age before roll", "log.roll.ms"),
+    ConfigDef("retention.ms", int, 604800000, "time to keep data, -1 forever", "log.retention.ms"),
+    ConfigDef("retention.bytes", int, -1, "bytes to keep per partition, -1 no limit",
+              "log.retention.bytes"),
+    ConfigDef("max.message.bytes", int, 1048588, "largest batch accepted", "message.max.bytes"),
+    ConfigDef("message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime",
+              "log.message.timestamp.type", ("CreateTime", "LogAppendTime")),
+    ConfigDef("flush.messages", int, LONG_MAX, "fsync after this many messages",
+              "log.flush.interval.messages"),
+    ConfigDef("flush.ms", int, LONG_MAX, "fsync after this many ms", "log.flush.interval.ms"),
+    ConfigDef("index.interval.bytes", int, 4096, "bytes between offset index entries",
+              "log.index.interval.bytes"),
+    ConfigDef("segment.index.bytes", int, 10485760, "maximum index size",
+              "log.index.size.max.bytes"),
+    ConfigDef("min.insync.replicas", int, 1, "replicas that must ack acks=all",
+              "min.insync.replicas"),
+    ConfigDef("compression.type", str, "producer", "producer keeps the producer's codec",
+              "compression.type", ("producer", "none", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("delete.retention.ms", int, 86400000, "how long tombstones are kept",
+              "log.cleaner.delete.retention.ms"),
+    ConfigDef("min.compaction.lag.ms", int, 0, "minimum age before compaction",
+              "log.cleaner.min.compaction.lag.ms"),
+    ConfigDef("min.cleanable.dirty.ratio", float, 0.5, "dirty ratio that triggers cleaning",
+              "log.cleaner.min.cleanable.ratio"),
+)
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("node.id", int, 0, "this broker's id"),
+    ConfigDef("log.dirs", str, "./eoslog-data", "directory holding partition logs"),
+    ConfigDef("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where to accept connections"),
+    ConfigDef("advertised.listeners", str, "", "address given to clients (default: listeners)"),
+    ConfigDef("num.partitions", int, 1, "partitions of an auto-created topic"),
+    ConfigDef("default.replication.factor", int, 1, "replication factor of new topics"),
+    ConfigDef("auto.create.topics.enable", bool, True, "create topics on first use"),
+    ConfigDef("delete.topic.enable", bool, True, "allow DeleteTopics"),
+    ConfigDef("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
+    ConfigDef("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
+    ConfigDef("log.flush.scheduler.interval.ms", int, 1000, "how often flush.ms is checked"),
+    ConfigDef("log.segment.bytes", int, 1073741824, "default segment.bytes"),
+    ConfigDef("log.roll.ms", int, 604800000, "default segment.ms"),
+    ConfigDef("log.retention.ms", int, 604800000, "default retention.ms"),
+    ConfigDef("log.retention.bytes", int, -1, "default retention.bytes"),
+    ConfigDef("message.max.bytes", int, 1048588, "default max.message.bytes"),
+    ConfigDef("log.message.timestamp.type", str, "CreateTime", "default message.timestamp.type"),
+    ConfigDef("log.flush.interval.messages", int, LONG_MAX, "default flush.messages"),
+    ConfigDef("log.flush.interval.ms", int, LONG_MAX, "default flush.ms"),
+    ConfigDef("log.index.interval.bytes", int, 4096, "default index.interval.bytes"),
+    ConfigDef("log.index.size.max.bytes", int, 10485760, "default segment.index.bytes"),
+    ConfigDef("log.cleanup.policy", str, "delete", "default cleanup.policy"),
+    ConfigDef("log.cleaner.delete.retention.ms", int, 86400000, "default delete.retention.ms"),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", int, 0, "default min.compaction.lag.ms"),
+    ConfigDef("log.cleaner.min.cleanable.ratio", float, 0.5, "default min.cleanable.dirty.ratio"),
+    ConfigDef("min.insync.replicas", int, 1, "default min.insync.replicas"),
+    ConfigDef("compression.type", str, "producer", "default compression.type"),
+    ConfigDef("fetch.max.bytes", int, 57671680, "cap on a fetch response"),
+    ConfigDef("group.initial.rebalance.delay.ms", int, 3000, "delay of a new group's first rebalance"),
+)
+
+
+def _coerce(defn: ConfigDef, raw: Any) -> Any:
+    try:
+        if defn.type is bool:
+            if isinstance(raw, bool):
+                value: Any = raw
+            elif str(raw).lower() in ("true", "false"):
+                value = str(raw).lower() == "true"
+            else:
+                raise ValueError(raw)
+        elif defn.type is int:
+            value = int(raw)
+        elif defn.type is float:
+            value = float(raw)
+        else:
+            value = str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{defn.name}={raw!r} is not a valid {defn.type.__name__}"
+        ) from None
+    if defn.valid is not None and value not in defn.valid:
+        raise ConfigError(f"{defn.name}={value!r}; valid values are {', '.join(map(str, defn.valid))}")
+    return value
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java-style properties file (``key=value``, ``#`` comments)."""
+    props: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"line {lineno}: expected key=value, got {line!r}")
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    return props
+
+
+@dataclass
+class BrokerConfig:
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(
+        cls, path: Path | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> BrokerConfig:
+        raw: dict[str, Any] = {}
+        if path is not None:
+            raw.update(parse_properties(path.read_text()))
+        if overrides:
+            raw.update({k: v for k, v in overrides.items() if v is not None})
+        values = {name: d.default for name, d in BROKER_CONFIGS.items()}
+        for key, val in raw.items():
+            defn = BROKER_CONFIGS.get(key)
+            if defn is None:
+                # Unknown keys are kept (Kafka warns and ignores them); they may be
+                # topic-level defaults or settings of a later version.
+                values[key] = val
+                continue
+            values[key] = _coerce(defn, val)
+        # Kafka's hour/minute variants of the time settings.
+        for base in ("log.retention", "log.roll"):
+            for unit, factor in (("hours", 3600000), ("minutes", 60000)):
+                if f"{base}.{unit}" in raw and f"{base}.ms" not in raw:
+                    values[f"{base}.ms"] = int(raw[f"{base}.{unit}"]) * factor
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def log_dir(self) -> Path:
+        # One log directory for now; the comma-separated form is accepted for the first.
+        return Path(str(self.values["log.dirs"]).split(",")[0].strip())
+
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(str(self.values["listeners"]))
+
+    def advertised(self) -> tuple[str, int]:
+        adv = str(self.values.get("advertised.listeners") or "")
+        return parse_listener(adv) if adv else self.listener()
+
+    def topic_defaults(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, d in TOPIC_CONFIGS.items():
+            if d.broker_default and d.broker_default in self.values:
+                out[name] = _coerce(d, self.values[d.broker_default])
+            else:
+                out[name] = d.default
+        return out
+
+
+def parse_listener(spec: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` or ``host:port`` → (host, port)."""
+    first = spec.split(",")[0].strip()
+    if "://" in first:
+        first = first.split("://", 1)[1]
+    host, sep, port = first.rpartition(":")
+    if not sep:
+        raise ConfigError(f"listener {spec!r} must be HOST:PORT or PLAINTEXT://HOST:PORT")
+    try:
+        return (host.strip("[]") or "0.0.0.0", int(port))
+    except ValueError:
+        raise ConfigError(f"listener {spec!r}: port {port!r} is not a number") from None
+
+
+class TopicConfig:
+    """Effective configuration of one topic: its overrides over the broker defaults."""
+
+    __slots__ = ("_defaults", "overrides", "_values")
+
+    def __init__(self, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None = None):
+        self._defaults = dict(defaults)
+        self.overrides: dict[str, Any] = {}
+        for key, val in (overrides or {}).items():
+            defn = TOPIC_CONFIGS.get(key)
+            if defn is None:
+                raise ConfigError(f"unknown topic config {key!r}")
+            self.overrides[key] = _coerce(defn, val)
+        self._values = {**self._defaults, **self.overrides}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    # Hot-path accessors, named as Kafka names the configs.
+    @property
+    def segment_bytes(self) -> int:
+        return int(self._values["segment.bytes"])
+
+    @property
+    def segment_ms(self) -> int:
+        return int(self._values["segment.ms"])
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self._values["retention.ms"])
+
+    @property
+    def retention_bytes(self) -> int:
+        return int(self._values["retention.bytes"])
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self._values["max.message.bytes"])
+
+    @property
+    def log_append_time(self) -> bool:
+        return self._values["message.timestamp.type"] == "LogAppendTime"
+
+    @property
+    def flush_messages(self) -> int:
+        return int(self._values["flush.messages"])
+
+    @property
+    def flush_ms(self) -> int:
+        return int(self._values["flush.ms"])
+
+    @property
+    def index_interval_bytes(self) -> int:
+        return int(self._values["index.interval.bytes"])
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in str(self._values["cleanup.policy"])
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in str(self._values["cleanup.policy"])

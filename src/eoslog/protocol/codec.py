@@ -1,0 +1,136 @@
+"""Request/response framing over kio's typed messages.
+
+A frame is ``int32 size`` + header + body. The request header is v1 (api key,
+version, correlation id, nullable client id) for non-flexible request versions and v2
+(v1 + tagged fields) for flexible ones; the response header is v0 (correlation id) or
+v1 (+ tagged fields), except that ApiVersions responses always use v0 so that a client
+can read the answer before it knows which versions the broker speaks.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from functools import cache
+from typing import Any, NamedTuple
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+API_VERSIONS_KEY = 18
+_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class RequestPrefix(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+class DecodeError(Exception):
+    """A frame that cannot be parsed; the connection that sent it is closed."""
+
+
+def read_prefix(frame: bytes) -> RequestPrefix:
+    if len(frame) < _PREFIX.size:
+        raise DecodeError(f"request of {len(frame)} bytes is shorter than a request header")
+    return RequestPrefix._make(_PREFIX.unpack_from(frame, 0))
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[Any]:
+    return load_request_schema(api_key, version)  # type: ignore[no-any-return]
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[Any]:
+    return load_response_schema(api_key, version)  # type: ignore[no-any-return]
+
+
+@cache
+def _reader(cls: type[Any]) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: type[Any]) -> Any:
+    return entity_writer(cls)
+
+
+def decode_request(frame: bytes, prefix: RequestPrefix) -> tuple[Any, str | None]:
+    """Parse header and body of a request whose version the broker supports."""
+    schema = request_schema(prefix.api_key, prefix.api_version)
+    header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        header, pos = _reader(header_cls)(frame, 0)
+        body, size = _reader(schema)(frame, pos)
+    except Exception as e:  # kio raises several types for malformed input
+        raise DecodeError(
+            f"malformed {schema.__name__} v{prefix.api_version}: {type(e).__name__}: {e}"
+        ) from e
+    if pos + size != len(frame):
+        raise DecodeError(
+            f"{schema.__name__} v{prefix.api_version}: {len(frame) - pos - size} trailing bytes"
+        )
+    return body, header.client_id
+
+
+def read_client_id(frame: bytes) -> str | None:
+    """Client id of any request (its position is the same in header v1 and v2)."""
+    if len(frame) < 10:
+        return None
+    (n,) = struct.unpack_from(">h", frame, 8)
+    if n < 0 or 10 + n > len(frame):
+        return None
+    return frame[10 : 10 + n].decode("utf-8", "replace")
+
+
+def encode_response(correlation_id: int, response: Any, api_key: int) -> bytes:
+    """Frame a response: size, header (v0/v1), body."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if response.__flexible__ and api_key != API_VERSIONS_KEY:
+        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
+    else:
+        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    _writer(type(response))(buf, response)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_request(correlation_id: int, request: Any, client_id: str | None = "eoslog") -> bytes:
+    """Frame a request (used by eoslog's own tools and tests)."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    header_cls = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
+    _writer(header_cls)(
+        buf,
+        header_cls(
+            request_api_key=i16(request.__api_key__),
+            request_api_version=i16(request.__version__),
+            correlation_id=i32(correlation_id),
+            client_id=client_id,
+        ),
+    )
+    _writer(type(request))(buf, request)
+    out = buf.getbuffer()
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """Parse a response frame (without its size prefix) → (correlation id, body)."""
+    schema = response_schema(api_key, version)
+    header_cls = (
+        ResponseHeaderV1 if schema.__flexible__ and api_key != API_VERSIONS_KEY else ResponseHeaderV0
+    )
+    header, pos = _reader(header_cls)(frame, 0)
+    body, _ = _reader(schema)(frame, pos)
+    return int(header.correlation_id), body

@@ -1,0 +1,37 @@
+"""Record batch format v2: parsing, validation and building, shared by storage and clients."""
+
+from eoslog.records.batch import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    ControlRecordType,
+    InvalidRecordError,
+    Record,
+    TimestampType,
+    assign_offsets,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batch_headers,
+    parse_control_record,
+    read_batch_header,
+    validate_produce_batches,
+)
+from eoslog.records.compression import CompressionType
+
+__all__ = [
+    "ControlRecordType",
+    "assign_offsets",
+    "parse_control_record",
+    "validate_produce_batches",
+    "BATCH_HEADER_SIZE",
+    "BatchHeader",
+    "CompressionType",
+    "InvalidRecordError",
+    "Record",
+    "TimestampType",
+    "build_batch",
+    "build_control_batch",
+    "decode_records",
+    "iter_batch_headers",
+    "read_batch_header",
+]

@@ -1,0 +1,429 @@
+"""Record batch v2 (magic 2): the unit that producers send, the log stores and fetch returns.
+
+Wire layout of a batch header, 61 bytes, big-endian::
+
+    offset  size  field
+    0       8     baseOffset            assigned by the broker on append
+    8       4     batchLength           bytes after this field
+    12      4     partitionLeaderEpoch
+    16      1     magic                 must be 2
+    17      4     crc                   CRC-32C of bytes [21, end)
+    21      2     attributes            bits 0-2 compression, 3 timestampType,
+                                        4 isTransactional, 5 isControl, 6 hasDeleteHorizonMs
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     recordsCount
+    61      ...   records (compressed as a whole when bits 0-2 are set)
+
+Each record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+key (varint length, -1 = null), value (likewise), headers (varint count, then
+key varint-length string, value varint-length bytes).
+
+Because the CRC does not cover baseOffset, the broker can assign offsets by patching
+eight bytes; everything else is stored exactly as the producer sent it.
+
+A control batch (isControl) holds one record whose key is (version int16, type int16:
+0 = ABORT, 1 = COMMIT) and whose value is (version int16, coordinatorEpoch int32).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple
+
+import crc32c
+
+from eoslog.records.compression import CompressionType, compress, decompress
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
+MAGIC_V2 = 2
+CRC_START = 21
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
+
+
+class TimestampType(IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ControlRecordType(IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+class InvalidRecordError(ValueError):
+    """A batch that must be refused; ``error_name`` is the Kafka error to answer with."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies in the log."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType(self.attributes & COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType((self.attributes & TIMESTAMP_TYPE_MASK) >> 3)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap at Int.MaxValue (Kafka's DefaultRecordBatch.incrementSequence).
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return int(crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
+
+
+def iter_batch_headers(
+    buf: bytes | bytearray | memoryview, *, verify_crc: bool = False
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for every complete batch in ``buf``.
+
+    Raises InvalidRecordError at the first batch that is truncated, not magic 2, or
+    (with verify_crc) fails its checksum. Callers that recover a log catch it to find
+    where the valid prefix ends.
+    """
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        if end - pos < BATCH_HEADER_SIZE:
+            raise InvalidRecordError(
+                "CORRUPT_MESSAGE", f"truncated batch header at position {pos}"
+            )
+        header = read_batch_header(buf, pos)
+        if header.magic != MAGIC_V2:
+            raise InvalidRecordError(
+                "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+                if header.magic in (0, 1)
+                else "CORRUPT_MESSAGE",
+                f"record batch magic {header.magic} at position {pos}; only magic 2 is supported",
+            )
+        size = header.size
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+            raise InvalidRecordError(
+                "CORRUPT_MESSAGE",
+                f"batch at position {pos} claims {size} bytes, {end - pos} available",
+            )
+        if verify_crc:
+            actual = compute_crc(buf, pos, size)
+            if actual != header.crc:
+                raise InvalidRecordError(
+                    "CORRUPT_MESSAGE",
+                    f"batch at position {pos} (baseOffset {header.base_offset}) has CRC "
+                    f"{header.crc:#010x}, computed {actual:#010x}",
+                )
+        yield pos, header
+        pos += size
+
+
+def validate_produce_batches(
+    records: bytes, max_message_bytes: int
+) -> list[tuple[int, BatchHeader]]:
+    """Check a Produce request's record set before anything is written.
+
+    Kafka's rules (LogValidator): magic 2 only, a valid CRC, a record count that
+    matches lastOffsetDelta, no control batches from clients, each batch within
+    ``max.message.bytes``.
+    """
+    if not records:
+        raise InvalidRecordError("CORRUPT_MESSAGE", "empty record set")
+    batches = list(iter_batch_headers(records, verify_crc=True))
+    for pos, h in batches:
+        if h.size > max_message_bytes:
+            raise InvalidRecordError(
+                "MESSAGE_TOO_LARGE",
+                f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
+            )
+        if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+            raise InvalidRecordError(
+                "INVALID_RECORD",
+                f"batch at position {pos} has {h.records_count} records but "
+                f"lastOffsetDelta {h.last_offset_delta}",
+            )
+        if h.is_control:
+            raise InvalidRecordError(
+                "INVALID_RECORD", "clients may not produce control batches"
+            )
+        if h.compression > CompressionType.ZSTD:
+            raise InvalidRecordError(
+                "CORRUPT_MESSAGE", f"unknown compression codec {h.attributes & 7}"
+            )
+    return batches
+
+
+def assign_offsets(
+    buf: bytearray,
+    batches: list[tuple[int, BatchHeader]],
+    base_offset: int,
+    log_append_time: int | None = None,
+) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """Patch each batch's baseOffset in place (and maxTimestamp for LogAppendTime).
+
+    Returns the next offset after the last batch and the patched headers.
+    """
+    offset = base_offset
+    patched = []
+    for pos, h in batches:
+        _BASE_OFFSET.pack_into(buf, pos, offset)
+        if log_append_time is not None:
+            attributes = h.attributes | TIMESTAMP_TYPE_MASK
+            _ATTRIBUTES.pack_into(buf, pos + 21, attributes)
+            _MAX_TIMESTAMP.pack_into(buf, pos + 35, log_append_time)
+            crc = compute_crc(buf, pos, h.size)
+            _CRC.pack_into(buf, pos + 17, crc)
+            h = h._replace(attributes=attributes, max_timestamp=log_append_time, crc=crc)
+        patched.append((pos, h._replace(base_offset=offset)))
+        offset += h.last_offset_delta + 1
+    return offset, patched
+
+
+# ---------------------------------------------------------------------------
+# Records inside a batch
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=())
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        if pos >= len(buf):
+            raise InvalidRecordError("CORRUPT_MESSAGE", "truncated varint")
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("CORRUPT_MESSAGE", "varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    raw &= (1 << 64) - 1
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(buf):
+        raise InvalidRecordError("CORRUPT_MESSAGE", "record field runs past the batch")
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode the records of one complete batch (decompressing it when needed)."""
+    h = read_batch_header(batch)
+    body = bytes(batch[BATCH_HEADER_SIZE : h.size])
+    body = decompress(h.compression, body)
+    records: list[Record] = []
+    pos = 0
+    for _ in range(h.records_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        pos += 1  # record attributes, unused
+        ts_delta, pos = _read_varint(body, pos)
+        off_delta, pos = _read_varint(body, pos)
+        key, pos = _read_bytes(body, pos)
+        value, pos = _read_bytes(body, pos)
+        n_headers, pos = _read_varint(body, pos)
+        headers = []
+        for _ in range(n_headers):
+            hk, pos = _read_bytes(body, pos)
+            hv, pos = _read_bytes(body, pos)
+            headers.append(((hk or b"").decode("utf-8", "replace"), hv))
+        if pos != end:
+            raise InvalidRecordError("CORRUPT_MESSAGE", "record length does not match its fields")
+        records.append(
+            Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, key, value, tuple(headers))
+        )
+    return records
+
+
+def _encode_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes | None], ...],
+) -> None:
+    body = bytearray(b"\x00")
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    for blob in (key, value):
+        if blob is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(blob))
+            body += blob
+    _write_varint(body, len(headers))
+    for hk, hv in headers:
+        kb = hk.encode()
+        _write_varint(body, len(kb))
+        body += kb
+        if hv is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(hv))
+            body += hv
+    _write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]],
+    *,
+    timestamp: int,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamps: list[int] | None = None,
+) -> bytes:
+    """Build one batch of (key, value, headers) records."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    ts = timestamps or [timestamp] * len(records)
+    base_ts = ts[0]
+    body = bytearray()
+    for i, (key, value, headers) in enumerate(records):
+        _encode_record(body, i, ts[i] - base_ts, key, value, headers)
+    payload = compress(compression, bytes(body))
+    attributes = int(compression)
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    out = bytearray(
+        _HEADER.pack(
+            base_offset, batch_length, partition_leader_epoch, MAGIC_V2, 0, attributes,
+            len(records) - 1, base_ts, max(ts), producer_id, producer_epoch,
+            base_sequence, len(records),
+        )
+    )
+    out += payload
+    _CRC.pack_into(out, 17, compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def build_control_batch(
+    marker: ControlRecordType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+) -> bytes:
+    key = struct.pack(">hh", 0, int(marker))
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch(
+        [(key, value, ())],
+        timestamp=timestamp,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
+def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
+    """Return (marker type, coordinator epoch) of a control record."""
+    if record.key is None or len(record.key) < 4:
+        raise InvalidRecordError("CORRUPT_MESSAGE", "control record without a valid key")
+    _, kind = struct.unpack_from(">hh", record.key)
+    epoch = -1
+    if record.value is not None and len(record.value) >= 6:
+        _, epoch = struct.unpack_from(">hi", record.value)
+    return ControlRecordType(kind), epoch

@@ -1,0 +1,18 @@
+"""Durable storage: segmented partition logs, their indexes, and the log manager.
+
+Never imports the wire protocol: handlers translate requests into calls on
+``LogManager`` / ``PartitionLog`` and their results back into responses.
+"""
+
+from eoslog.storage.log import AppendInfo, FetchInfo, OffsetOutOfRange, PartitionLog
+from eoslog.storage.log_manager import LogManager, TopicError, TopicInfo
+
+__all__ = [
+    "AppendInfo",
+    "FetchInfo",
+    "LogManager",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "TopicError",
+    "TopicInfo",
+]

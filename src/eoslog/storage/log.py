@@ -1,0 +1,302 @@
+"""The log of one partition: an ordered list of segments in ``<topic>-<partition>/``.
+
+Owns offsets (log start offset, log end offset, high watermark, recovery point),
+segment roll, retention and recovery. It never parses records beyond batch headers on
+the append path and never looks at the wire protocol.
+
+Single node: the high watermark equals the log end offset once an append returns.
+The last stable offset arrives with transactions; until then it is the high watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from eoslog.config import TopicConfig
+from eoslog.records.batch import BatchHeader, assign_offsets, validate_produce_batches
+from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
+
+log = logging.getLogger(__name__)
+
+_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    m = _DIR_RE.match(name)
+    return (m.group("topic"), int(m.group("partition"))) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    records: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchInfo:
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
+class OffsetOutOfRange(Exception):
+    pass
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: TopicConfig,
+        clock_ms: Callable[[], int],
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean_shutdown: bool = True,
+    ) -> None:
+        parsed = parse_partition_dir(directory.name)
+        if parsed is None:
+            raise ValueError(f"{directory} is not a <topic>-<partition> directory")
+        self.topic, self.partition = parsed
+        self.dir = directory
+        self.config = config
+        self._clock_ms = clock_ms
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self.recovery_results: list[tuple[Path, RecoveryResult]] = []
+        self.recovery_point = recovery_point
+        self._last_flush_ms = clock_ms()
+        self._load(clean_shutdown)
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.high_watermark = self.log_end_offset
+
+    # -- loading -------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes, self._clock_ms())
+
+    def _load(self, clean_shutdown: bool) -> None:
+        for leftover in self.dir.glob("*.tmp"):
+            leftover.unlink()
+        bases = sorted(
+            b for p in self.dir.glob("*.log") if (b := parse_segment_base(p)) is not None
+        )
+        # Indexes without a log file are debris from an interrupted delete.
+        for p in list(self.dir.glob("*.index")) + list(self.dir.glob("*.timeindex")):
+            if parse_segment_base(p) not in bases:
+                p.unlink()
+        truncated = False
+        for base in bases:
+            seg = self._new_segment(base)
+            if truncated:
+                # Everything after a truncated segment is unreachable: Kafka deletes it.
+                log.warning("deleting %s: it follows a truncated segment", seg.log_path)
+                seg.delete()
+                continue
+            if self.segments:
+                seg.next_offset = base
+            verify = not clean_shutdown and base >= self._recovery_floor(bases)
+            result = seg.load(verify=verify)
+            if result.reason is not None:
+                self.recovery_results.append((seg.log_path, result))
+                truncated = True
+            self.segments.append(seg)
+        if not self.segments:
+            self.segments.append(self._new_segment(0))
+        self.recovery_point = self.log_end_offset if not clean_shutdown else self.recovery_point
+
+    def _recovery_floor(self, bases: list[int]) -> int:
+        """Base offset of the first segment that may hold unflushed data."""
+        floor = 0
+        for b in bases:
+            if b <= self.recovery_point:
+                floor = b
+        return floor
+
+    # -- offsets ---------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- appending ----------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes) -> AppendInfo:
+        """Validate a producer's record set, assign offsets and append it.
+
+        Raises InvalidRecordError (with the Kafka error name) without writing anything
+        if any batch is invalid.
+        """
+        batches = validate_produce_batches(records, self.config.max_message_bytes)
+        return self._append(bytearray(records), batches)
+
+    def _append(self, buf: bytearray, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
+        now = self._clock_ms()
+        append_time = now if self.config.log_append_time else None
+        first = self.log_end_offset
+        self._maybe_roll(len(buf), now)
+        next_offset, patched = assign_offsets(buf, batches, first, append_time)
+        seg = self.active_segment
+        seg.append(buf, patched)
+        self.high_watermark = next_offset
+        if seg.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(
+            first, next_offset - 1, append_time if append_time is not None else -1,
+            self.log_start_offset, next_offset - first,
+        )
+
+    def _maybe_roll(self, incoming: int, now: int) -> None:
+        seg = self.active_segment
+        if seg.size == 0:
+            return
+        too_big = seg.size + incoming > self.config.segment_bytes
+        too_old = (
+            seg.rolling_base_ms is not None
+            and now - seg.rolling_base_ms > self.config.segment_ms
+        )
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset; the old one is flushed."""
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        old.flush(fsync=True)
+        new = self._new_segment(self.log_end_offset)
+        new.next_offset = old.next_offset
+        self.segments.append(new)
+        self.recovery_point = new.base_offset
+        log.info("rolled %s-%d at offset %d", self.topic, self.partition, new.base_offset)
+        return new
+
+    def flush(self) -> None:
+        self.active_segment.flush(fsync=True)
+        self.recovery_point = self.log_end_offset
+        self._last_flush_ms = self._clock_ms()
+
+    def maybe_flush_on_time(self, now: int) -> bool:
+        if self.active_segment.unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- reading ----------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int | None = None,
+             min_one: bool = True) -> FetchInfo:
+        """Batches from ``offset`` below ``upper_bound`` (default: the high watermark)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+        bound = self.high_watermark if upper_bound is None else upper_bound
+        data = b""
+        if offset < bound:
+            for seg in self._segments_from(offset):
+                data = seg.read(offset, max_bytes, bound, min_one)
+                if data:
+                    break
+        return FetchInfo(data, self.high_watermark, self.last_stable_offset, self.log_start_offset)
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        lo, hi = 0, len(self.segments) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.segments[lo:]
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        for seg in self.segments:
+            found = seg.find_offset_by_timestamp(timestamp)
+            if found is not None and found[0] >= self.log_start_offset:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets -3)."""
+        best = (-1, -1)
+        for seg in self.segments:
+            if seg.max_timestamp > best[0]:
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+        return best
+
+    # -- retention ---------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention.ms and retention.bytes; returns how many segments went."""
+        if not self.config.delete:
+            return 0
+        now = self._clock_ms()
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        total = self.size_bytes
+        while self.segments:
+            seg = self.segments[0]
+            expired = retention_ms >= 0 and seg.size > 0 and seg.max_timestamp >= 0 and (
+                now - seg.max_timestamp > retention_ms
+            )
+            oversize = retention_bytes >= 0 and total - seg.size >= retention_bytes and seg.size > 0
+            if not (expired or oversize):
+                break
+            if seg is self.active_segment:
+                if not expired:
+                    break
+                self.roll()  # Kafka rolls so that an expired active segment can go.
+            self.segments.pop(0)
+            total -= seg.size
+            seg.delete()
+            deleted += 1
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            log.info("retention deleted segment %s; log start offset now %d",
+                     seg.log_path.name, self.log_start_offset)
+        return deleted
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,305 @@
+"""All partition logs of one log directory, plus the topic metadata that names them.
+
+Files in ``log.dirs`` (Kafka's names where Kafka has the same file):
+
+- ``meta.properties``: node id and cluster id;
+- ``topics.json``: topic name → topic id, partition count, config overrides
+  (KRaft keeps this in ``__cluster_metadata``; one node needs no quorum);
+- ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``: Kafka's
+  checkpoint format (version, count, ``topic partition offset`` lines);
+- ``.eoslog_cleanshutdown``: written last on a clean shutdown, removed at start-up.
+  Without it the segments after each partition's recovery point are re-validated.
+- ``<topic>-<partition>/``: the segments.
+
+Files are replaced atomically (write temp, fsync, rename, fsync directory).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eoslog.config import TopicConfig
+from eoslog.storage.log import PartitionLog, parse_partition_dir, partition_dir_name
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".eoslog_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+TOPICS_FILE = "topics.json"
+META_FILE = "meta.properties"
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+
+class TopicError(Exception):
+    """A topic operation refused; ``error_name`` is the Kafka error code name."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise TopicError("INVALID_TOPIC_EXCEPTION", "topic name is empty")
+    if name in (".", ".."):
+        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise TopicError(
+            "INVALID_TOPIC_EXCEPTION",
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'",
+        )
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    config: TopicConfig
+    internal: bool = False
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    if not path.exists():
+        return {}
+    try:
+        lines = path.read_text().splitlines()
+        out = {}
+        for line in lines[2 : 2 + int(lines[1])]:
+            topic, part, off = line.rsplit(" ", 2)
+            out[(topic, int(part))] = int(off)
+        return out
+    except (ValueError, IndexError):
+        log.warning("ignoring malformed checkpoint %s", path)
+        return {}
+
+
+class LogManager:
+    def __init__(
+        self, log_dir: Path, topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
+        node_id: int = 0,
+    ) -> None:
+        self.log_dir = log_dir
+        self.topic_defaults = topic_defaults
+        self._clock_ms = clock_ms
+        self.node_id = node_id
+        self.cluster_id = ""
+        self.topics: dict[str, TopicInfo] = {}
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.had_clean_shutdown = False
+
+    # -- start-up and shut-down ---------------------------------------------------
+
+    def startup(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._load_meta()
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        if self.had_clean_shutdown:
+            marker.unlink()
+        else:
+            log.info("no clean-shutdown marker in %s: recovering unflushed segments", self.log_dir)
+        self._load_topics()
+        recovery = read_checkpoint(self.log_dir / RECOVERY_POINT_FILE)
+        starts = read_checkpoint(self.log_dir / LOG_START_FILE)
+        for topic in self.topics.values():
+            for p in range(topic.num_partitions):
+                tp = (topic.name, p)
+                self.logs[tp] = PartitionLog(
+                    self.log_dir / partition_dir_name(*tp), topic.config, self._clock_ms,
+                    log_start_offset=starts.get(tp, 0),
+                    recovery_point=recovery.get(tp, 0),
+                    clean_shutdown=self.had_clean_shutdown,
+                )
+        self._remove_stray_dirs()
+        self.checkpoint()
+
+    def _load_meta(self) -> None:
+        path = self.log_dir / META_FILE
+        if path.exists():
+            props = dict(
+                line.split("=", 1) for line in path.read_text().splitlines()
+                if "=" in line and not line.startswith("#")
+            )
+            self.cluster_id = props.get("cluster.id", "")
+        if not self.cluster_id:
+            self.cluster_id = uuid.uuid4().hex[:22]
+            atomic_write(path, f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n".encode())
+
+    def _load_topics(self) -> None:
+        path = self.log_dir / TOPICS_FILE
+        if not path.exists():
+            return
+        for entry in json.loads(path.read_text())["topics"]:
+            self.topics[entry["name"]] = TopicInfo(
+                entry["name"], uuid.UUID(entry["id"]), int(entry["partitions"]),
+                TopicConfig(self.topic_defaults, entry.get("config", {})),
+                bool(entry.get("internal", False)),
+            )
+
+    def _save_topics(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": [
+                {"name": t.name, "id": str(t.topic_id), "partitions": t.num_partitions,
+                 "config": t.config.overrides, "internal": t.internal}
+                for t in self.topics.values()
+            ],
+        }
+        atomic_write(self.log_dir / TOPICS_FILE, json.dumps(doc, indent=1).encode())
+
+    def _remove_stray_dirs(self) -> None:
+        """Partition directories of deleted topics (a delete cut short by a crash)."""
+        for d in self.log_dir.iterdir():
+            if not d.is_dir():
+                continue
+            parsed = parse_partition_dir(d.name.removesuffix(".deleted"))
+            if parsed is None:
+                continue
+            if d.name.endswith(".deleted") or parsed not in self.logs:
+                log.info("removing stray partition directory %s", d)
+                _rmtree(d)
+
+    def checkpoint(self) -> None:
+        write_checkpoint(self.log_dir / RECOVERY_POINT_FILE,
+                         {tp: lg.recovery_point for tp, lg in self.logs.items()})
+        write_checkpoint(self.log_dir / LOG_START_FILE,
+                         {tp: lg.log_start_offset for tp, lg in self.logs.items()})
+
+    def shutdown(self) -> None:
+        for lg in self.logs.values():
+            lg.flush()
+        self.checkpoint()
+        for lg in self.logs.values():
+            lg.close()
+        atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
+
+    # -- topics -------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, num_partitions: int, overrides: dict[str, Any] | None = None,
+        *, internal: bool = False, validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        if num_partitions < 1:
+            raise TopicError("INVALID_PARTITIONS", f"number of partitions must be >= 1, got {num_partitions}")
+        try:
+            config = TopicConfig(self.topic_defaults, overrides or {})
+        except ValueError as e:
+            raise TopicError("INVALID_CONFIG", str(e)) from None
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, config, internal)
+        if validate_only:
+            return info
+        self.topics[name] = info
+        for p in range(num_partitions):
+            self._open_log(info, p)
+        self._save_topics()
+        self.checkpoint()
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    def _open_log(self, info: TopicInfo, partition: int) -> None:
+        tp = (info.name, partition)
+        self.logs[tp] = PartitionLog(
+            self.log_dir / partition_dir_name(*tp), info.config, self._clock_ms
+        )
+
+    def delete_topic(self, name: str) -> None:
+        info = self.topics.pop(name, None)
+        if info is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        self._save_topics()  # the delete is decided once the metadata no longer names it
+        for p in range(info.num_partitions):
+            lg = self.logs.pop((name, p))
+            lg.close()
+            target = lg.dir.with_name(lg.dir.name + ".deleted")
+            os.replace(lg.dir, target)
+            _rmtree(target)
+        self.checkpoint()
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        if total <= info.num_partitions:
+            raise TopicError(
+                "INVALID_PARTITIONS",
+                f"topic {name!r} has {info.num_partitions} partitions; the new count "
+                f"{total} must be larger",
+            )
+        if validate_only:
+            return
+        for p in range(info.num_partitions, total):
+            self._open_log(info, p)
+        info.num_partitions = total
+        self._save_topics()
+        self.checkpoint()
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def all_logs(self) -> Iterator[PartitionLog]:
+        return iter(list(self.logs.values()))
+
+    # -- background work ------------------------------------------------------------
+
+    def run_retention(self) -> int:
+        deleted = sum(lg.delete_old_segments() for lg in self.all_logs())
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def run_time_flush(self) -> None:
+        now = self._clock_ms()
+        for lg in self.all_logs():
+            lg.maybe_flush_on_time(now)
+
+
+def _rmtree(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir():
+            _rmtree(child)
+        else:
+            child.unlink(missing_ok=True)
+    path.rmdir()
