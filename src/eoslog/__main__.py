@@ -1,0 +1,3 @@
+from eoslog.cli.main import app
+
+app()

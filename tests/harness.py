@@ -1,0 +1,108 @@
+"""Test harness: the real broker as a subprocess on a free port.
+
+``BrokerProcess`` starts ``python -m eoslog broker``, waits for its ready line, and
+can stop it cleanly (SIGTERM), kill it (SIGKILL, as ``kill -9``) and restart it on
+the same port and data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, port: int | None = None,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child
+        log.write(f"--- start {self.starts} ---\n")
+        log.flush()
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        self.starts += 1
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        ready = threading.Event()
+
+        def watch() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if "ready on" in line:
+                    ready.set()
+            # keep draining so the child never blocks on a full pipe
+
+        threading.Thread(target=watch, daemon=True).start()
+        while not ready.wait(0.05):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}; see {self.log_path}:\n"
+                                   + self.log_text()[-3000:])
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"broker not ready after {READY_TIMEOUT_S}s; see {self.log_path}")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no clean-shutdown marker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return int(self.proc.returncode)
+
+    def restart(self, *, kill: bool = False) -> BrokerProcess:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
