@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from eoslog.broker.purgatory import FetchPurgatory
 from eoslog.broker.security import Principal
 from eoslog.config import BrokerConfig
+from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.storage import LogManager
 
 
@@ -24,6 +25,7 @@ def wall_clock_ms() -> int:
 class BrokerState:
     config: BrokerConfig
     logs: LogManager
+    producer_ids: ProducerIdManager
     purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
     clock_ms: Callable[[], int] = wall_clock_ms
     advertised_host: str = "127.0.0.1"

@@ -20,6 +20,7 @@ from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.config import BrokerConfig
+from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,10 @@ class Broker:
         self.logs = LogManager(
             config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id
         )
-        self.state = BrokerState(config=config, logs=self.logs)
+        self.state = BrokerState(
+            config=config, logs=self.logs,
+            producer_ids=ProducerIdManager(config.log_dir, config.node_id),
+        )
         self.dispatcher = Dispatcher(self.state)
         self.connections: set[KafkaProtocol] = set()
         self._server: asyncio.Server | None = None

@@ -1,0 +1,322 @@
+"""Per-partition producer state: what makes an idempotent producer's retries harmless.
+
+For every producer id that wrote to the partition we keep its epoch and the metadata of
+its last ``NUM_BATCHES_TO_RETAIN`` (5) batches — as Kafka's ProducerStateManager does,
+and why clients may have at most 5 requests in flight. An append is first *validated*
+against a copy of the producer's entry (``ProducerAppendInfo``); the copy replaces the
+entry only after the log write succeeded, so a failed write leaves no trace.
+
+Rules (seed 001, Kafka's ProducerAppendInfo):
+- a batch whose epoch is below the producer's → INVALID_PRODUCER_EPOCH;
+- a batch with a new (higher) epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a producer we know nothing of must start at sequence 0, else UNKNOWN_PRODUCER_ID
+  (its state expired or its batches were deleted by retention);
+- same epoch: a batch equal in sequence range to one of the 5 cached ones is a duplicate and
+  is answered with the original offsets, appending nothing; otherwise its first sequence
+  must follow the last one (Int.MaxValue wraps to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+Durability: a snapshot ``<offset:020d>.snapshot`` holds the state as of that offset (all 5
+batches per producer, unlike Kafka's last-batch-only snapshot, so duplicates stay detectable
+across a restart). Snapshots are taken when a segment rolls and at clean shutdown; at load the
+newest usable snapshot is read and the log after it is replayed. A torn or corrupt snapshot is
+deleted and an older one (or a replay from the log start) used instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+INT32_MAX = 2**31 - 1
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+
+_SNAP_HEADER = struct.Struct(">hIi")  # version, crc32c of the rest, producer count
+_SNAP_ENTRY = struct.Struct(">qhiqqb")  # pid, epoch, coordinator epoch, txn first offset, last ts, n batches
+_SNAP_BATCH = struct.Struct(">iiqiq")  # first seq, last seq, last offset, offset delta, timestamp
+
+
+class ProducerStateError(Exception):
+    """A batch refused by the sequence/epoch rules; ``error_name`` is the Kafka error."""
+
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1  # set by the transactions issue
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
+        if h.producer_epoch != self.producer_epoch:
+            return None
+        last_seq = h.last_sequence
+        for b in self.batches:
+            if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                return b
+        return None
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id, self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.coordinator_epoch,
+            self.current_txn_first_offset, self.last_timestamp,
+        )
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerAppendInfo:
+    """Validates the batches of one append against copies of the producers' entries."""
+
+    def __init__(self, manager: ProducerStateManager) -> None:
+        self._manager = manager
+        self.updated: dict[int, ProducerStateEntry] = {}
+
+    def _entry(self, producer_id: int) -> tuple[ProducerStateEntry | None, ProducerStateEntry]:
+        current = self._manager.producers.get(producer_id)
+        updated = self.updated.get(producer_id)
+        if updated is None:
+            updated = current.copy() if current else ProducerStateEntry(producer_id)
+            self.updated[producer_id] = updated
+        return current, updated
+
+    def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
+        if h.producer_id < 0 or h.base_sequence == NO_SEQUENCE:
+            return None
+        entry = self.updated.get(h.producer_id) or self._manager.producers.get(h.producer_id)
+        return entry.find_duplicate(h) if entry else None
+
+    def validate(self, h: BatchHeader, offset: int) -> None:
+        """Check one (non-duplicate) batch; raises ProducerStateError."""
+        pid, epoch, first_seq = h.producer_id, h.producer_epoch, h.base_sequence
+        _, entry = self._entry(pid)
+        where = f"producer {pid} at offset {offset} in {self._manager.partition_name}"
+        if epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                "INVALID_PRODUCER_EPOCH",
+                f"epoch of {where} is {epoch}, smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        if first_seq == NO_SEQUENCE:
+            return  # transactional markers and non-idempotent batches carry no sequence
+        if epoch != entry.producer_epoch:
+            if first_seq != 0:
+                if entry.producer_epoch != NO_PRODUCER_EPOCH:
+                    raise ProducerStateError(
+                        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                        f"invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
+                        f"{first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)",
+                    )
+                raise ProducerStateError(
+                    "UNKNOWN_PRODUCER_ID",
+                    f"found no record of {where} with sequence {first_seq}; its last batch may "
+                    "have been removed by retention or its state expired",
+                )
+        elif entry.last_seq == NO_SEQUENCE:
+            if first_seq != 0:
+                raise ProducerStateError(
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    f"out of order sequence number for {where}: found {first_seq} (incoming seq. "
+                    "number), but expected 0",
+                )
+        elif not in_sequence(entry.last_seq, first_seq):
+            raise ProducerStateError(
+                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                f"out of order sequence number for {where}: {first_seq} (incoming seq. number), "
+                f"{entry.last_seq} (current end sequence number)",
+            )
+
+    def append(self, h: BatchHeader) -> None:
+        """Record an appended batch (offsets assigned) in the updated entry."""
+        if h.producer_id < 0:
+            return
+        _, entry = self._entry(h.producer_id)
+        if h.producer_epoch > entry.producer_epoch:
+            entry.producer_epoch = h.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        if h.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(h.base_sequence, h.last_sequence, h.last_offset,
+                              h.last_offset_delta, h.max_timestamp)
+            )
+
+
+class ProducerStateManager:
+    def __init__(self, directory: Path, partition_name: str, expiration_ms: int) -> None:
+        self.dir = directory
+        self.partition_name = partition_name
+        self.expiration_ms = expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # the state reflects the log below this offset
+
+    # -- the append path -------------------------------------------------------------
+
+    def prepare(self) -> ProducerAppendInfo:
+        return ProducerAppendInfo(self)
+
+    def commit(self, info: ProducerAppendInfo, end_offset: int) -> None:
+        self.producers.update(info.updated)
+        self.map_end_offset = end_offset
+
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        """Rebuild state from batches already in the log (no validation, as Kafka's
+        log-recovery origin)."""
+        info = ProducerAppendInfo(self)
+        end = self.map_end_offset
+        for h in headers:
+            if h.next_offset <= self.map_end_offset:
+                continue
+            info.append(h)
+            end = h.next_offset
+        self.commit(info, end)
+
+    # -- expiry -----------------------------------------------------------------
+
+    def remove_expired(self, now_ms: int) -> list[int]:
+        expired = [
+            pid for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= self.expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def on_log_start_offset(self, log_start_offset: int) -> list[int]:
+        """Forget producers whose last batch retention deleted (Kafka's truncateHead)."""
+        gone = [
+            pid for pid, e in self.producers.items()
+            if e.last_offset < log_start_offset and e.current_txn_first_offset < 0
+        ]
+        for pid in gone:
+            del self.producers[pid]
+        for offset, path in self._snapshots():
+            if offset < log_start_offset:
+                path.unlink(missing_ok=True)
+        return gone
+
+    # -- snapshots -------------------------------------------------------------
+
+    def _snapshots(self) -> list[tuple[int, Path]]:
+        out = []
+        for p in self.dir.glob("*" + SNAPSHOT_SUFFIX):
+            try:
+                out.append((int(p.stem), p))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def take_snapshot(self) -> Path:
+        body = bytearray()
+        for e in self.producers.values():
+            body += _SNAP_ENTRY.pack(e.producer_id, e.producer_epoch, e.coordinator_epoch,
+                                     e.current_txn_first_offset, e.last_timestamp, len(e.batches))
+            for b in e.batches:
+                body += _SNAP_BATCH.pack(b.first_seq, b.last_seq, b.last_offset, b.offset_delta, b.timestamp)
+        count = struct.pack(">i", len(self.producers))
+        crc = crc32c.crc32c(count + bytes(body))
+        data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc, len(self.producers)) + bytes(body)
+        path = self.dir / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
+        data = path.read_bytes()
+        if len(data) < _SNAP_HEADER.size:
+            raise ValueError(f"{path}: {len(data)} bytes is shorter than a snapshot header")
+        version, crc, count = _SNAP_HEADER.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"{path}: unknown snapshot version {version}")
+        if crc32c.crc32c(data[6:]) != crc:
+            raise ValueError(f"{path}: snapshot CRC mismatch (torn or corrupt)")
+        pos = _SNAP_HEADER.size
+        producers: dict[int, ProducerStateEntry] = {}
+        for _ in range(count):
+            pid, epoch, coord_epoch, txn_first, last_ts, n = _SNAP_ENTRY.unpack_from(data, pos)
+            pos += _SNAP_ENTRY.size
+            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch,
+                                       current_txn_first_offset=txn_first, last_timestamp=last_ts)
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(data, pos)))
+                pos += _SNAP_BATCH.size
+            producers[pid] = entry
+        if pos != len(data):
+            raise ValueError(f"{path}: {len(data) - pos} trailing bytes")
+        return producers
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Load the newest usable snapshot at or below the log end; returns its offset.
+
+        The caller replays the log from the returned offset. Snapshots beyond the log end
+        (the log was truncated in recovery) and unreadable ones are deleted.
+        """
+        self.producers = {}
+        self.map_end_offset = log_start_offset
+        for offset, path in reversed(self._snapshots()):
+            if offset > log_end_offset:
+                log.warning("deleting %s: beyond the log end offset %d", path, log_end_offset)
+                path.unlink(missing_ok=True)
+                continue
+            if offset < log_start_offset:
+                break
+            try:
+                self.producers = self.read_snapshot(path)
+            except (ValueError, struct.error) as e:
+                log.warning("ignoring producer state snapshot: %s", e)
+                path.unlink(missing_ok=True)
+                continue
+            self.map_end_offset = offset
+            break
+        return self.map_end_offset
+
+    def delete_snapshots_except_latest(self, keep: int = 2) -> None:
+        snaps = self._snapshots()
+        for _, path in snaps[:-keep]:
+            path.unlink(missing_ok=True)
