@@ -94,6 +94,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("min.insync.replicas", int, 1, "default min.insync.replicas"),
     ConfigDef("compression.type", str, "producer", "default compression.type"),
     ConfigDef("fetch.max.bytes", int, 57671680, "cap on a fetch response"),
+    ConfigDef("producer.id.expiration.ms", int, 86400000, "idle time after which producer state expires"),
+    ConfigDef("producer.id.expiration.check.interval.ms", int, 600000, "how often producer expiry runs"),
     ConfigDef("group.initial.rebalance.delay.ms", int, 3000, "delay of a new group's first rebalance"),
 )
 

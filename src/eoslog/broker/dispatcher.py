@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from eoslog.broker.context import BrokerState, RequestContext
-from eoslog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce
+from eoslog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce, transactions
 from eoslog.broker.handlers.base import ApiSpec
 from eoslog.broker.security import Authorizer, Principal
 from eoslog.protocol.codec import (
@@ -28,7 +28,7 @@ from eoslog.protocol.codec import (
 
 log = logging.getLogger(__name__)
 
-_MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets]
+_MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets, transactions]
 try:  # handler families added alongside the core; optional until they land
     from eoslog.broker.handlers import cluster, configs, topics
 

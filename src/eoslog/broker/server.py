@@ -40,7 +40,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.logs = LogManager(
-            config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id
+            config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
+            int(config["producer.id.expiration.ms"]),
         )
         self.state = BrokerState(
             config=config, logs=self.logs,
@@ -76,6 +77,8 @@ class Broker:
             loop.create_task(self._every(int(self.config["log.flush.scheduler.interval.ms"]) / 1000,
                                          self.logs.run_time_flush)),
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
+            loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
+                                         self.logs.run_producer_expiration)),
         ]
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):

@@ -14,12 +14,13 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from eoslog.config import TopicConfig
 from eoslog.records.batch import BatchHeader, assign_offsets, validate_produce_batches
+from eoslog.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     records: int
+    duplicate: bool = False  # an idempotent retry of a batch already in the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class PartitionLog:
         log_start_offset: int = 0,
         recovery_point: int = 0,
         clean_shutdown: bool = True,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         parsed = parse_partition_dir(directory.name)
         if parsed is None:
@@ -83,6 +86,17 @@ class PartitionLog:
         self._load(clean_shutdown)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.high_watermark = self.log_end_offset
+        self.producer_state = ProducerStateManager(
+            directory, f"{self.topic}-{self.partition}", producer_id_expiration_ms
+        )
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Newest usable snapshot, then a replay of the log after it (no validation)."""
+        start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        if start < self.log_end_offset:
+            self.producer_state.replay(h for _, h in self._batch_headers_from(start))
+        self.producer_state.map_end_offset = self.log_end_offset
 
     # -- loading -------------------------------------------------------------
 
@@ -154,9 +168,21 @@ class PartitionLog:
         if any batch is invalid.
         """
         batches = validate_produce_batches(records, self.config.max_message_bytes)
-        return self._append(bytearray(records), batches)
+        producers = self.producer_state.prepare()
+        for _, h in batches:
+            if h.producer_id >= 0 and (dup := producers.find_duplicate(h)) is not None:
+                # Kafka answers a retried batch with where it was first written.
+                return AppendInfo(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
+        offset = self.log_end_offset
+        for _, h in batches:
+            if h.producer_id >= 0:
+                producers.validate(h, offset)  # raises ProducerStateError
+            offset += h.last_offset_delta + 1
+        return self._append(bytearray(records), batches, producers)
 
-    def _append(self, buf: bytearray, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
+    def _append(
+        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo
+    ) -> AppendInfo:
         now = self._clock_ms()
         append_time = now if self.config.log_append_time else None
         first = self.log_end_offset
@@ -164,6 +190,9 @@ class PartitionLog:
         next_offset, patched = assign_offsets(buf, batches, first, append_time)
         seg = self.active_segment
         seg.append(buf, patched)
+        for _, h in patched:
+            producers.append(h)
+        self.producer_state.commit(producers, next_offset)
         self.high_watermark = next_offset
         if seg.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -194,6 +223,9 @@ class PartitionLog:
         new.next_offset = old.next_offset
         self.segments.append(new)
         self.recovery_point = new.base_offset
+        # Kafka snapshots producer state at every roll, so recovery replays one segment at most.
+        self.producer_state.take_snapshot()
+        self.producer_state.delete_snapshots_except_latest(keep=3)
         log.info("rolled %s-%d at offset %d", self.topic, self.partition, new.base_offset)
         return new
 
@@ -226,6 +258,15 @@ class PartitionLog:
                 if data:
                     break
         return FetchInfo(data, self.high_watermark, self.last_stable_offset, self.log_start_offset)
+
+    def _batch_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch whose last offset is >= ``offset``."""
+        for seg in self._segments_from(offset):
+            found = seg.find_position(offset)
+            if found is None:
+                continue
+            for pos, h in seg.iter_headers(found[0]):
+                yield pos, h
 
     def _segments_from(self, offset: int) -> list[LogSegment]:
         lo, hi = 0, len(self.segments) - 1
@@ -282,9 +323,16 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info("retention deleted segment %s; log start offset now %d",
                      seg.log_path.name, self.log_start_offset)
+        if deleted:
+            self.producer_state.on_log_start_offset(self.log_start_offset)
         return deleted
 
     # -- lifecycle --------------------------------------------------------------
+
+    def snapshot_producer_state(self) -> None:
+        """At clean shutdown: a snapshot at the log end, so start-up replays nothing."""
+        self.producer_state.take_snapshot()
+        self.producer_state.delete_snapshots_except_latest(keep=3)
 
     def close(self) -> None:
         for seg in self.segments:

@@ -109,12 +109,13 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 class LogManager:
     def __init__(
         self, log_dir: Path, topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
-        node_id: int = 0,
+        node_id: int = 0, producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         self.log_dir = log_dir
         self.topic_defaults = topic_defaults
         self._clock_ms = clock_ms
         self.node_id = node_id
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -142,6 +143,7 @@ class LogManager:
                     log_start_offset=starts.get(tp, 0),
                     recovery_point=recovery.get(tp, 0),
                     clean_shutdown=self.had_clean_shutdown,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
         self._remove_stray_dirs()
         self.checkpoint()
@@ -201,6 +203,7 @@ class LogManager:
     def shutdown(self) -> None:
         for lg in self.logs.values():
             lg.flush()
+            lg.snapshot_producer_state()
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
@@ -235,7 +238,8 @@ class LogManager:
     def _open_log(self, info: TopicInfo, partition: int) -> None:
         tp = (info.name, partition)
         self.logs[tp] = PartitionLog(
-            self.log_dir / partition_dir_name(*tp), info.config, self._clock_ms
+            self.log_dir / partition_dir_name(*tp), info.config, self._clock_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
     def delete_topic(self, name: str) -> None:
@@ -289,6 +293,11 @@ class LogManager:
         if deleted:
             self.checkpoint()
         return deleted
+
+    def run_producer_expiration(self) -> None:
+        now = self._clock_ms()
+        for lg in self.all_logs():
+            lg.producer_state.remove_expired(now)
 
     def run_time_flush(self) -> None:
         now = self._clock_ms()

@@ -16,6 +16,7 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import InvalidRecordError
+from eoslog.storage.producer_state import ProducerStateError
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                 if not pdata.records:
                     raise InvalidRecordError("CORRUPT_MESSAGE", "produce request without records")
                 info = plog.append_as_leader(pdata.records)
-            except InvalidRecordError as e:
+            except (InvalidRecordError, ProducerStateError) as e:
                 log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
                 partitions.append(
                     _partition_response(module, index, error_code(e.error_name), message=str(e))
                 )
                 continue
-            state.purgatory.notify((name, index))
+            if not info.duplicate:
+                state.purgatory.notify((name, index))
             partitions.append(
                 _partition_response(
                     module, index, ErrorCode.none, info.first_offset, info.log_append_time,

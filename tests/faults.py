@@ -1,0 +1,211 @@
+"""A fault-injecting TCP proxy between Kafka clients and the broker.
+
+It understands Kafka framing (int32 size + payload) in both directions, remembers which
+API each correlation id belongs to, and can, per response, on a schedule or at random:
+
+- ``drop``: swallow the response the broker already produced (the request *was* applied)
+  and close the client connection, so the client must retry something that succeeded;
+- ``close_mid_request``: forward half of a request frame, then cut both sides;
+- ``delay``: hold a response for some seconds before forwarding it;
+- ``stall``: stop forwarding on a connection for some seconds (client-side timeouts).
+
+Point clients at the proxy and start the broker with
+``advertised.listeners=PLAINTEXT://127.0.0.1:<proxy port>`` so that every connection a
+client opens after bootstrap also goes through it. The proxy runs its own asyncio loop on
+a background thread so synchronous tests (confluent-kafka, kafka-python) can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+PRODUCE = 0
+FETCH = 1
+
+
+@dataclass
+class FaultPolicy:
+    """What to do to responses of the listed API keys. Probabilities are per response."""
+
+    api_keys: frozenset[int] = frozenset({PRODUCE})
+    drop_probability: float = 0.0
+    close_mid_request_probability: float = 0.0
+    delay_probability: float = 0.0
+    delay_seconds: float = 0.5
+    stall_probability: float = 0.0
+    stall_seconds: float = 2.0
+    # Apply faults only to the Nth, 2Nth, ... response (0 = use the probabilities).
+    every_nth: int = 0
+    every_nth_action: str = "drop"
+    seed: int = 1
+
+
+@dataclass
+class _Conn:
+    inflight: dict[int, int] = field(default_factory=dict)  # correlation id -> api key
+
+
+class FaultProxy:
+    def __init__(self, target_host: str, target_port: int, listen_port: int = 0) -> None:
+        self.target = (target_host, target_port)
+        self.listen_port = listen_port
+        self.policy = FaultPolicy()
+        self.injected: Counter[str] = Counter()
+        self.responses_seen = 0
+        self._rng = random.Random(self.policy.seed)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._lock = threading.Lock()
+
+    # -- control (any thread) ----------------------------------------------------------
+
+    def start(self) -> FaultProxy:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._serve, "127.0.0.1", self.listen_port)
+            )
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="fault-proxy", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.listen_port}"
+
+    def set_policy(self, policy: FaultPolicy) -> None:
+        with self._lock:
+            self.policy = policy
+            self._rng = random.Random(policy.seed)
+
+    def heal(self) -> None:
+        """Stop injecting faults (connections stay up)."""
+        self.set_policy(FaultPolicy())
+
+    def cut_all(self) -> None:
+        """Close every proxied connection now."""
+        self._call(lambda: [w.close() for w in list(self._writers)])
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None
+            self._server.close()
+            for w in list(self._writers):
+                w.close()
+
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
+        with contextlib.suppress(Exception):
+            fut.result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _call(self, fn: Callable[[], object]) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(fn)
+
+    # -- proxying (loop thread) ------------------------------------------------------
+
+    def _decide(self, api_key: int) -> str | None:
+        with self._lock:
+            p = self.policy
+            if api_key not in p.api_keys:
+                return None
+            self.responses_seen += 1
+            if p.every_nth:
+                return p.every_nth_action if self.responses_seen % p.every_nth == 0 else None
+            r = self._rng.random()
+            for action, prob in (("drop", p.drop_probability), ("delay", p.delay_probability),
+                                 ("stall", p.stall_probability)):
+                if r < prob:
+                    return action
+                r -= prob
+            return None
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            broker_r, broker_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            client_w.close()
+            return
+        self._writers.update((client_w, broker_w))
+        conn = _Conn()
+
+        def close_both() -> None:
+            client_w.close()
+            broker_w.close()
+
+        async def upstream() -> None:
+            while True:
+                size_b = await client_r.readexactly(4)
+                (size,) = struct.unpack(">i", size_b)
+                payload = await client_r.readexactly(size)
+                if size >= 8:
+                    api_key, _, corr = struct.unpack_from(">hhi", payload)
+                    conn.inflight[corr] = api_key
+                    if api_key in self.policy.api_keys and self._decide_mid_request(api_key):
+                        broker_w.write(size_b + payload[: size // 2])
+                        await broker_w.drain()
+                        self.injected["close_mid_request"] += 1
+                        close_both()
+                        return
+                broker_w.write(size_b + payload)
+                await broker_w.drain()
+
+        async def downstream() -> None:
+            while True:
+                size_b = await broker_r.readexactly(4)
+                (size,) = struct.unpack(">i", size_b)
+                payload = await broker_r.readexactly(size)
+                corr = struct.unpack_from(">i", payload)[0] if size >= 4 else -1
+                api_key = conn.inflight.pop(corr, -1)
+                action = self._decide(api_key)
+                if action == "drop":
+                    self.injected["drop"] += 1
+                    close_both()
+                    return
+                if action == "delay":
+                    self.injected["delay"] += 1
+                    await asyncio.sleep(self.policy.delay_seconds)
+                elif action == "stall":
+                    self.injected["stall"] += 1
+                    await asyncio.sleep(self.policy.stall_seconds)
+                client_w.write(size_b + payload)
+                await client_w.drain()
+
+        tasks = [asyncio.create_task(upstream()), asyncio.create_task(downstream())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            close_both()
+            self._writers.discard(client_w)
+            self._writers.discard(broker_w)
+
+    def _decide_mid_request(self, api_key: int) -> bool:
+        with self._lock:
+            p = self.policy
+            if p.close_mid_request_probability <= 0:
+                return False
+            return self._rng.random() < p.close_mid_request_probability
