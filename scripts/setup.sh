@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Set up everything eoslog needs, idempotently; shared by scripts/main.sh and scripts/test.sh.
+#
+#   1. a Python >= 3.11 virtual environment in .venv/ at the repository root;
+#   2. eoslog installed into it, editable, with its test extras (skipped when
+#      pyproject.toml has not changed since the last successful install);
+#   3. kcat (used by the interop tests), installed with apt-get when missing and root;
+#   4. Java 17 (needed by the Spark pipeline of later issues): checked, warned about, not fatal.
+#
+# Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
+# skips steps 3 and 4.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.eoslog-installed"
+EXTRAS="test"
+
+if [[ -t 1 ]]; then
+    _bold=$'\e[1m' _green=$'\e[32m' _yellow=$'\e[33m' _red=$'\e[31m' _off=$'\e[0m'
+else
+    _bold="" _green="" _yellow="" _red="" _off=""
+fi
+step() { printf '%s==>%s %s\n' "$_bold" "$_off" "$*"; }
+ok() { printf '    %sok%s %s\n' "$_green" "$_off" "$*"; }
+warn() { printf '    %swarning:%s %s\n' "$_yellow" "$_off" "$*" >&2; }
+die() { printf '%serror:%s %s\n' "$_red" "$_off" "$*" >&2; exit 1; }
+
+is_root() { [[ "$(id -u)" -eq 0 ]]; }
+
+apt_updated=0
+apt_install() {
+    # Non-interactive: CI has no stdin. `apt-get update` once per run.
+    if [[ $apt_updated -eq 0 ]]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# -- 1. Python and the virtual environment --------------------------------------------
+
+python_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+
+find_python() {
+    local candidate
+    for candidate in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
+        [[ -n "$candidate" ]] || continue
+        if command -v "$candidate" >/dev/null 2>&1 && python_ok "$candidate"; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+step "Python virtual environment (.venv)"
+if [[ -x "$VENV/bin/python" ]] && python_ok "$VENV/bin/python"; then
+    ok "using existing $VENV ($("$VENV/bin/python" --version 2>&1))"
+else
+    PY="$(find_python)" || die "Python 3.11 or newer is required and was not found.
+    Install it (Debian/Ubuntu: apt-get install python3 python3-venv) or set PYTHON=/path/to/python3.11."
+    rm -rf "$VENV"
+    if ! "$PY" -m venv "$VENV" 2>/dev/null; then
+        # Debian ships venv's ensurepip in a separate package.
+        rm -rf "$VENV"
+        pyver="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+        if is_root && command -v apt-get >/dev/null 2>&1; then
+            warn "$PY cannot create a venv; installing python${pyver}-venv with apt-get"
+            apt_install "python${pyver}-venv" || apt_install python3-venv \
+                || die "apt-get could not install python${pyver}-venv"
+            "$PY" -m venv "$VENV" || die "$PY -m venv $VENV failed"
+        else
+            die "$PY cannot create a virtual environment. Install python${pyver}-venv
+    (Debian/Ubuntu: sudo apt-get install python${pyver}-venv) and run this again."
+        fi
+    fi
+    ok "created $VENV with $("$VENV/bin/python" --version 2>&1) from $PY"
+fi
+VPY="$VENV/bin/python"
+
+# -- 2. eoslog and its Python dependencies --------------------------------------------
+
+step "Python packages (pip install -e '.[$EXTRAS]')"
+want_stamp="$( (cat "$ROOT/pyproject.toml"; echo "$EXTRAS"; "$VPY" --version) | sha256sum | cut -d' ' -f1)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] \
+        && "$VPY" -c 'import eoslog' 2>/dev/null; then
+    ok "already installed (pyproject.toml unchanged)"
+else
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+    # -q keeps pip to warnings and errors; errors are printed in full.
+    "$VPY" -m pip install -q --upgrade pip \
+        || die "could not upgrade pip in $VENV (is PyPI reachable?)"
+    "$VPY" -m pip install -q -e "$ROOT[$EXTRAS]" \
+        || die "pip could not install eoslog with its '$EXTRAS' extras; the error is above"
+    echo "$want_stamp" > "$STAMP"
+    ok "installed eoslog $("$VPY" -c 'import importlib.metadata as m; print(m.version("eoslog"))')" \
+       "and its dependencies"
+fi
+
+if [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" == "1" ]]; then
+    step "System packages: skipped (EOSLOG_SKIP_SYSTEM_DEPS=1)"
+    exit 0
+fi
+
+# -- 3. kcat ------------------------------------------------------------------------------
+
+step "kcat (Kafka command-line client, used by the interop tests)"
+if command -v kcat >/dev/null 2>&1; then
+    ok "$(command -v kcat) ($(kcat -V 2>&1 | head -n1))"
+elif is_root && command -v apt-get >/dev/null 2>&1; then
+    echo "    kcat is missing; installing it: apt-get update && apt-get install -y kcat"
+    if apt_install kcat && command -v kcat >/dev/null 2>&1; then
+        ok "installed $(command -v kcat)"
+    else
+        warn "apt-get could not install kcat; tests that call kcat will fail. Install it by hand:
+    apt-get update && apt-get install -y kcat"
+    fi
+else
+    warn "kcat is not installed and this is not a root shell, so it was not installed.
+    Install it with: sudo apt-get update && sudo apt-get install -y kcat
+    (macOS: brew install kcat). Tests that call kcat fail without it."
+fi
+
+# -- 4. Java 17 ---------------------------------------------------------------------------
+
+step "Java 17 (for the Spark pipeline of later issues; not needed yet)"
+java_major() {
+    # `java -version` prints e.g. 'openjdk version "17.0.15" 2025-04-15' (or "1.8.0_..." for 8).
+    java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -n1 \
+        | awk -F. '{ print ($1 == 1) ? $2 : $1 }'
+}
+if command -v java >/dev/null 2>&1; then
+    jv="$(java_major)"
+    if [[ -n "$jv" && "$jv" -ge 17 ]]; then
+        ok "$(java -version 2>&1 | head -n1)"
+    else
+        warn "found Java ${jv:-of unknown version} ($(command -v java)); Spark needs Java 17 or newer.
+    Install it with: apt-get install -y openjdk-17-jre-headless"
+    fi
+else
+    warn "java not found. Nothing needs it yet; the Spark pipeline will.
+    Install it with: apt-get install -y openjdk-17-jre-headless"
+fi

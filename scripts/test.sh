@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up .venv (scripts/setup.sh) and run every check: ruff, mypy, then the whole pytest suite.
+#
+#   ./scripts/test.sh                 # everything: what CI runs
+#   ./scripts/test.sh tests/unit -x   # extra arguments go to pytest
+#
+# All three checks run even when one fails, so one run shows every problem; the exit
+# status is non-zero if any failed. pytest collecting no test at all (exit 5) is a failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+"$ROOT/scripts/setup.sh"
+BIN="$ROOT/.venv/bin"
+
+if [[ -t 1 ]]; then
+    _bold=$'\e[1m' _green=$'\e[32m' _red=$'\e[31m' _off=$'\e[0m'
+else
+    _bold="" _green="" _red="" _off=""
+fi
+
+declare -a results=()
+failed=0
+run_check() {
+    local name="$1"; shift
+    printf '\n%s==> %s%s  (%s)\n' "$_bold" "$name" "$_off" "$*"
+    local start=$SECONDS rc=0
+    "$@" || rc=$?
+    local took=$((SECONDS - start))
+    if [[ $name == pytest && $rc -eq 5 ]]; then
+        printf '%serror:%s pytest collected no tests (exit 5); that counts as a failure\n' \
+            "$_red" "$_off" >&2
+    fi
+    if [[ $rc -eq 0 ]]; then
+        results+=("${_green}passed${_off}  $name (${took}s)")
+    else
+        results+=("${_red}FAILED${_off}  $name (exit $rc, ${took}s)")
+        failed=1
+    fi
+}
+
+run_check ruff "$BIN/ruff" check .
+run_check mypy "$BIN/mypy" src/eoslog
+# Brokers started by tests are subprocesses of this interpreter; unbuffered output
+# keeps their log lines in order with pytest's.
+if [[ $# -eq 0 ]]; then set -- tests; fi
+PYTHONUNBUFFERED=1 run_check pytest "$BIN/python" -m pytest "$@"
+
+printf '\n%s==> summary%s\n' "$_bold" "$_off"
+printf '    %s\n' "${results[@]}"
+exit "$failed"
