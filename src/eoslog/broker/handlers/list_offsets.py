@@ -7,11 +7,26 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.errors import ErrorCode
+from eoslog.storage import PartitionLog
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
+
+
+def _max_timestamp(plog: PartitionLog) -> tuple[int, int]:
+    """(timestamp, offset) of the first record carrying the log's largest timestamp.
+
+    The log tracks the maximum per batch (its last offset, as Kafka's batch header
+    does); since KAFKA-16310 Kafka answers with the record's own offset, so the batch
+    is searched for the first record at that timestamp.
+    """
+    ts, offset = plog.max_timestamp()
+    if ts < 0:
+        return -1, -1
+    found = plog.offset_for_timestamp(ts)
+    return (ts, found[0]) if found is not None else (ts, offset)
 
 
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
@@ -31,7 +46,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             elif target == EARLIEST:
                 offset = plog.log_start_offset
             elif target == MAX_TIMESTAMP:
-                ts, offset = plog.max_timestamp()
+                ts, offset = _max_timestamp(plog)
             elif target < 0:
                 code = ErrorCode.invalid_request
             else:
