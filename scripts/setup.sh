@@ -82,6 +82,13 @@ VPY="$VENV/bin/python"
 # -- 2. eoslog and its Python dependencies --------------------------------------------
 
 step "Python packages (pip install -e '.[$EXTRAS]')"
+pip_quiet() {
+    # pip -q still repeats, for every package, a warning about a configured package
+    # directory that does not exist (machine-wide pip config); drop only that line.
+    { "$VPY" -m pip -q "$@" 2>&1 1>&3 \
+        | { grep -v -E "^WARNING: Location '[^']*' is ignored: it is neither a file nor a directory" \
+            || true; } >&2; } 3>&1
+}
 want_stamp="$( (cat "$ROOT/pyproject.toml"; echo "$EXTRAS"; "$VPY" --version) | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] \
         && "$VPY" -c 'import eoslog' 2>/dev/null; then
@@ -89,9 +96,9 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] \
 else
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
     # -q keeps pip to warnings and errors; errors are printed in full.
-    "$VPY" -m pip install -q --upgrade pip \
+    pip_quiet install --upgrade pip \
         || die "could not upgrade pip in $VENV (is PyPI reachable?)"
-    "$VPY" -m pip install -q -e "$ROOT[$EXTRAS]" \
+    pip_quiet install -e "$ROOT[$EXTRAS]" \
         || die "pip could not install eoslog with its '$EXTRAS' extras; the error is above"
     echo "$want_stamp" > "$STAMP"
     ok "installed eoslog $("$VPY" -c 'import importlib.metadata as m; print(m.version("eoslog"))')" \
