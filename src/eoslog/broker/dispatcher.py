@@ -11,6 +11,7 @@ exactly what is registered. What Kafka does with a request it cannot serve:
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
@@ -29,12 +30,14 @@ from eoslog.protocol.codec import (
 log = logging.getLogger(__name__)
 
 _MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets, transactions]
-try:  # handler families added alongside the core; optional until they land
-    from eoslog.broker.handlers import cluster, configs, topics
-
-    _MODULES += [topics, configs, cluster]
-except ImportError:  # pragma: no cover
-    pass
+# Handler families added alongside the core, each optional until it lands (one missing
+# module must not unregister the others).
+for _name in ("topics", "configs", "cluster"):
+    try:
+        _MODULES.append(importlib.import_module(f"eoslog.broker.handlers.{_name}"))
+    except ModuleNotFoundError as _e:  # pragma: no cover - during bring-up only
+        if _e.name != f"eoslog.broker.handlers.{_name}":
+            raise
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for m in _MODULES for spec in m.APIS}
 

@@ -45,22 +45,31 @@ def read_prefix(frame: bytes) -> RequestPrefix:
 
 @cache
 def request_schema(api_key: int, version: int) -> type[Any]:
-    return load_request_schema(api_key, version)  # type: ignore[no-any-return]
+    return load_request_schema(api_key, version)
 
 
 @cache
 def response_schema(api_key: int, version: int) -> type[Any]:
-    return load_response_schema(api_key, version)  # type: ignore[no-any-return]
+    return load_response_schema(api_key, version)
 
 
-@cache
+# kio builds a reader/writer per class; building one is costly, so each is kept.
+_READERS: dict[type[Any], Any] = {}
+_WRITERS: dict[type[Any], Any] = {}
+
+
 def _reader(cls: type[Any]) -> Any:
-    return entity_reader(cls)
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = entity_reader(cls)
+    return reader
 
 
-@cache
 def _writer(cls: type[Any]) -> Any:
-    return entity_writer(cls)
+    writer = _WRITERS.get(cls)
+    if writer is None:
+        writer = _WRITERS[cls] = entity_writer(cls)
+    return writer
 
 
 def decode_request(frame: bytes, prefix: RequestPrefix) -> tuple[Any, str | None]:

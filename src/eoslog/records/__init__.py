@@ -19,19 +19,19 @@ from eoslog.records.batch import (
 from eoslog.records.compression import CompressionType
 
 __all__ = [
-    "ControlRecordType",
-    "assign_offsets",
-    "parse_control_record",
-    "validate_produce_batches",
     "BATCH_HEADER_SIZE",
     "BatchHeader",
     "CompressionType",
+    "ControlRecordType",
     "InvalidRecordError",
     "Record",
     "TimestampType",
+    "assign_offsets",
     "build_batch",
     "build_control_batch",
     "decode_records",
     "iter_batch_headers",
+    "parse_control_record",
     "read_batch_header",
+    "validate_produce_batches",
 ]

@@ -190,34 +190,73 @@ def validate_produce_batches(
 ) -> list[tuple[int, BatchHeader]]:
     """Check a Produce request's record set before anything is written.
 
-    Kafka's rules (LogValidator): magic 2 only, a valid CRC, a record count that
-    matches lastOffsetDelta, no control batches from clients, each batch within
-    ``max.message.bytes``.
+    Kafka's rules, in Kafka's order (ProduceRequest.validateRecords, then
+    UnifiedLog.analyzeAndValidateRecords and LogValidator.validateBatch):
+
+    - exactly one batch, of magic 2 → else INVALID_RECORD;
+    - a complete batch whose length covers at least a header → else CORRUPT_MESSAGE;
+    - baseOffset 0, as every client sends it → else INVALID_RECORD;
+    - at most ``max.message.bytes`` → else MESSAGE_TOO_LARGE;
+    - a valid CRC-32C → else CORRUPT_MESSAGE;
+    - recordsCount > 0 and equal to lastOffsetDelta + 1, no control batch, a base
+      sequence when there is a producer id → else INVALID_RECORD.
     """
-    if not records:
-        raise InvalidRecordError("CORRUPT_MESSAGE", "empty record set")
-    batches = list(iter_batch_headers(records, verify_crc=True))
-    for pos, h in batches:
-        if h.size > max_message_bytes:
+    end = len(records)
+    if end < BATCH_HEADER_SIZE:
+        if end >= 17 and records[16] != MAGIC_V2:
             raise InvalidRecordError(
-                "MESSAGE_TOO_LARGE",
-                f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
+                "INVALID_RECORD", f"record batch magic {records[16]}; produce v3+ needs magic 2"
             )
-        if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
-            raise InvalidRecordError(
-                "INVALID_RECORD",
-                f"batch at position {pos} has {h.records_count} records but "
-                f"lastOffsetDelta {h.last_offset_delta}",
-            )
-        if h.is_control:
-            raise InvalidRecordError(
-                "INVALID_RECORD", "clients may not produce control batches"
-            )
-        if h.compression > CompressionType.ZSTD:
-            raise InvalidRecordError(
-                "CORRUPT_MESSAGE", f"unknown compression codec {h.attributes & 7}"
-            )
-    return batches
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE" if end else "INVALID_RECORD",
+            f"record set of {end} bytes holds no complete record batch",
+        )
+    h = read_batch_header(records)
+    if h.magic != MAGIC_V2:
+        raise InvalidRecordError(
+            "INVALID_RECORD", f"record batch magic {h.magic}; produce v3+ needs magic 2"
+        )
+    if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or h.size > end:
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE",
+            f"record batch claims {h.batch_length + LOG_OVERHEAD} bytes, {end} were sent",
+        )
+    if h.size != end:
+        raise InvalidRecordError(
+            "INVALID_RECORD",
+            f"{end - h.size} bytes after the first record batch; a produce request "
+            "carries exactly one batch per partition",
+        )
+    if h.base_offset != 0:
+        raise InvalidRecordError(
+            "INVALID_RECORD", f"record batch baseOffset is {h.base_offset}; clients send 0"
+        )
+    if h.size > max_message_bytes:
+        raise InvalidRecordError(
+            "MESSAGE_TOO_LARGE",
+            f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
+        )
+    actual = compute_crc(records, 0, h.size)
+    if actual != h.crc:
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE", f"record batch CRC is {h.crc:#010x}, computed {actual:#010x}"
+        )
+    if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+        raise InvalidRecordError(
+            "INVALID_RECORD",
+            f"batch has {h.records_count} records but lastOffsetDelta {h.last_offset_delta}",
+        )
+    if h.is_control:
+        raise InvalidRecordError("INVALID_RECORD", "clients may not produce control batches")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError(
+            "INVALID_RECORD", f"producer id {h.producer_id} sent a batch without a base sequence"
+        )
+    if (h.attributes & COMPRESSION_MASK) > CompressionType.ZSTD:
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE", f"unknown compression codec {h.attributes & COMPRESSION_MASK}"
+        )
+    return [(0, h)]
 
 
 def assign_offsets(
@@ -298,13 +337,26 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     """Decode the records of one complete batch (decompressing it when needed)."""
     h = read_batch_header(batch)
-    body = bytes(batch[BATCH_HEADER_SIZE : h.size])
-    body = decompress(h.compression, body)
+    if len(batch) < h.size:
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE", f"batch claims {h.size} bytes, {len(batch)} available"
+        )
+    codec = h.attributes & COMPRESSION_MASK
+    if codec > CompressionType.ZSTD:
+        raise InvalidRecordError("CORRUPT_MESSAGE", f"unknown compression codec {codec}")
+    try:
+        body = decompress(CompressionType(codec), bytes(batch[BATCH_HEADER_SIZE : h.size]))
+    except Exception as e:  # each codec library raises its own error type
+        raise InvalidRecordError(
+            "CORRUPT_MESSAGE", f"cannot decompress {CompressionType(codec).name} batch: {e}"
+        ) from e
     records: list[Record] = []
     pos = 0
     for _ in range(h.records_count):
         length, pos = _read_varint(body, pos)
         end = pos + length
+        if length < 0 or end > len(body):
+            raise InvalidRecordError("CORRUPT_MESSAGE", f"record length {length} out of bounds")
         pos += 1  # record attributes, unused
         ts_delta, pos = _read_varint(body, pos)
         off_delta, pos = _read_varint(body, pos)

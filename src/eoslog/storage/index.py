@@ -106,7 +106,10 @@ class OffsetIndex(_IndexFile):
         i = bisect_right(self.positions, position - 1)
         del self.relative_offsets[i:]
         del self.positions[i:]
-        self.rewrite(b"".join(_OFFSET_ENTRY.pack(r, p) for r, p in zip(self.relative_offsets, self.positions, strict=True)))
+        self.rewrite(b"".join(
+            _OFFSET_ENTRY.pack(r, p)
+            for r, p in zip(self.relative_offsets, self.positions, strict=True)
+        ))
 
     def reset(self) -> None:
         self.relative_offsets, self.positions = array("q"), array("q")
@@ -152,7 +155,10 @@ class TimeIndex(_IndexFile):
         keep = bisect_right(self.relative_offsets, next_offset - 1 - self.base_offset)
         del self.timestamps[keep:]
         del self.relative_offsets[keep:]
-        self.rewrite(b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.relative_offsets, strict=True)))
+        self.rewrite(b"".join(
+            _TIME_ENTRY.pack(t, r)
+            for t, r in zip(self.timestamps, self.relative_offsets, strict=True)
+        ))
 
     def reset(self) -> None:
         self.timestamps, self.relative_offsets = array("q"), array("q")

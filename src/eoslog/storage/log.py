@@ -19,12 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eoslog.config import TopicConfig
-from eoslog.records.batch import BatchHeader, assign_offsets, validate_produce_batches
+from eoslog.records.batch import (
+    BatchHeader,
+    InvalidRecordError,
+    assign_offsets,
+    validate_produce_batches,
+)
 from eoslog.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
 
 log = logging.getLogger(__name__)
 
+INT32_MAX = 2**31 - 1
 _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
@@ -131,7 +137,12 @@ class PartitionLog:
             self.segments.append(seg)
         if not self.segments:
             self.segments.append(self._new_segment(0))
-        self.recovery_point = self.log_end_offset if not clean_shutdown else self.recovery_point
+        # As Kafka's LogLoader: a clean shutdown flushed everything; after a crash the
+        # recovered data is not yet fsynced, so the recovery point only moves back.
+        if clean_shutdown and not self.recovery_results:
+            self.recovery_point = self.log_end_offset
+        else:
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     def _recovery_floor(self, bases: list[int]) -> int:
         """Base offset of the first segment that may hold unflushed data."""
@@ -168,6 +179,13 @@ class PartitionLog:
         if any batch is invalid.
         """
         batches = validate_produce_batches(records, self.config.max_message_bytes)
+        if len(records) > self.config.segment_bytes:
+            # Checked after the batch itself, as in Kafka's UnifiedLog.append.
+            raise InvalidRecordError(
+                "RECORD_LIST_TOO_LARGE",
+                f"record set of {len(records)} bytes exceeds segment.bytes="
+                f"{self.config.segment_bytes} of {self.topic}-{self.partition}",
+            )
         producers = self.producer_state.prepare()
         for _, h in batches:
             if h.producer_id >= 0 and (dup := producers.find_duplicate(h)) is not None:
@@ -186,7 +204,11 @@ class PartitionLog:
         now = self._clock_ms()
         append_time = now if self.config.log_append_time else None
         first = self.log_end_offset
-        self._maybe_roll(len(buf), now)
+        incoming_ts = (
+            append_time if append_time is not None else max(h.max_timestamp for _, h in batches)
+        )
+        incoming_offsets = sum(h.last_offset_delta + 1 for _, h in batches)
+        self._maybe_roll(len(buf), incoming_offsets, incoming_ts, now)
         next_offset, patched = assign_offsets(buf, batches, first, append_time)
         seg = self.active_segment
         seg.append(buf, patched)
@@ -201,24 +223,26 @@ class PartitionLog:
             self.log_start_offset, next_offset - first,
         )
 
-    def _maybe_roll(self, incoming: int, now: int) -> None:
+    def _maybe_roll(self, incoming_bytes: int, incoming_offsets: int, incoming_ts: int,
+                    now: int) -> None:
+        """Roll as Kafka's LogSegment.shouldRoll decides: the batch would overflow
+        segment.bytes, segment.ms has passed since the first batch's timestamp, or the
+        segment's int32 relative offsets / positions would overflow."""
         seg = self.active_segment
         if seg.size == 0:
             return
-        too_big = seg.size + incoming > self.config.segment_bytes
-        too_old = (
-            seg.rolling_base_ms is not None
-            and now - seg.rolling_base_ms > self.config.segment_ms
-        )
-        if too_big or too_old:
+        too_big = seg.size + incoming_bytes > min(self.config.segment_bytes, INT32_MAX)
+        too_old = seg.time_waited_for_roll(now, incoming_ts) > self.config.segment_ms
+        offsets_overflow = self.log_end_offset + incoming_offsets - seg.base_offset > INT32_MAX
+        if too_big or too_old or offsets_overflow:
             self.roll()
 
     def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset; the old one is flushed."""
+        """Start a new active segment at the log end offset; the old ones are flushed."""
         old = self.active_segment
         if old.size == 0:
             return old
-        old.flush(fsync=True)
+        self._flush_segments()
         new = self._new_segment(self.log_end_offset)
         new.next_offset = old.next_offset
         self.segments.append(new)
@@ -229,8 +253,15 @@ class PartitionLog:
         log.info("rolled %s-%d at offset %d", self.topic, self.partition, new.base_offset)
         return new
 
+    def _flush_segments(self) -> None:
+        """fsync every segment that may hold data past the recovery point (after an
+        unclean start-up that can be more than the active segment)."""
+        for seg in self.segments:
+            if seg.next_offset > self.recovery_point or seg is self.active_segment:
+                seg.flush(fsync=True)
+
     def flush(self) -> None:
-        self.active_segment.flush(fsync=True)
+        self._flush_segments()
         self.recovery_point = self.log_end_offset
         self._last_flush_ms = self._clock_ms()
 
@@ -251,13 +282,17 @@ class PartitionLog:
                 f"of {self.topic}-{self.partition}"
             )
         bound = self.high_watermark if upper_bound is None else upper_bound
-        data = b""
+        data: bytes | None = None
         if offset < bound:
+            # Only a segment with no batch at or after ``offset`` passes the read on: when
+            # its first batch does not fit, the answer is empty, never a later batch.
             for seg in self._segments_from(offset):
                 data = seg.read(offset, max_bytes, bound, min_one)
-                if data:
+                if data is not None:
                     break
-        return FetchInfo(data, self.high_watermark, self.last_stable_offset, self.log_start_offset)
+        return FetchInfo(
+            data or b"", self.high_watermark, self.last_stable_offset, self.log_start_offset
+        )
 
     def _batch_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch whose last offset is >= ``offset``."""
@@ -265,8 +300,7 @@ class PartitionLog:
             found = seg.find_position(offset)
             if found is None:
                 continue
-            for pos, h in seg.iter_headers(found[0]):
-                yield pos, h
+            yield from seg.iter_headers(found[0])
 
     def _segments_from(self, offset: int) -> list[LogSegment]:
         lo, hi = 0, len(self.segments) - 1
@@ -279,9 +313,11 @@ class PartitionLog:
         return self.segments[lo:]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        for seg in self.segments:
-            found = seg.find_offset_by_timestamp(timestamp)
-            if found is not None and found[0] >= self.log_start_offset:
+        """(offset, timestamp) of the first record at or after the log start offset whose
+        timestamp is >= ``timestamp``."""
+        for seg in self._segments_from(self.log_start_offset):
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
                 return found
         return None
 
@@ -296,7 +332,13 @@ class PartitionLog:
     # -- retention ---------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
-        """Apply retention.ms and retention.bytes; returns how many segments went."""
+        """Apply retention.ms and retention.bytes; returns how many segments went.
+
+        As Kafka's UnifiedLog.deleteOldSegments: whole segments from the oldest, while
+        the oldest's newest record is older than retention.ms or the log would still
+        hold at least retention.bytes without it. The active segment qualifies too (an
+        empty one never does); it is rolled first so that a partition always has one.
+        """
         if not self.config.delete:
             return 0
         now = self._clock_ms()
@@ -304,25 +346,27 @@ class PartitionLog:
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
         total = self.size_bytes
-        while self.segments:
+        while self.segments[0].size > 0:
             seg = self.segments[0]
-            expired = retention_ms >= 0 and seg.size > 0 and seg.max_timestamp >= 0 and (
-                now - seg.max_timestamp > retention_ms
+            expired = (
+                retention_ms >= 0 and seg.max_timestamp >= 0
+                and now - seg.max_timestamp > retention_ms
             )
-            oversize = retention_bytes >= 0 and total - seg.size >= retention_bytes and seg.size > 0
+            oversize = retention_bytes >= 0 and total - seg.size >= retention_bytes
             if not (expired or oversize):
                 break
             if seg is self.active_segment:
-                if not expired:
-                    break
-                self.roll()  # Kafka rolls so that an expired active segment can go.
+                self.roll()
             self.segments.pop(0)
             total -= seg.size
             seg.delete()
             deleted += 1
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            log.info("retention deleted segment %s; log start offset now %d",
-                     seg.log_path.name, self.log_start_offset)
+            log.info(
+                "retention (%s) deleted segment %s of %s-%d; log start offset now %d",
+                "retention.ms" if expired else "retention.bytes", seg.log_path.name,
+                self.topic, self.partition, self.log_start_offset,
+            )
         if deleted:
             self.producer_state.on_log_start_offset(self.log_start_offset)
         return deleted

@@ -92,17 +92,21 @@ def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
 
 
 def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """A malformed file reads as empty (as Kafka resets its checkpoints): recovery then
+    starts from offset 0, which is slow but safe."""
     if not path.exists():
         return {}
     try:
         lines = path.read_text().splitlines()
+        if lines[0] != "0" or len(lines) != 2 + int(lines[1]):
+            raise ValueError(f"version {lines[0]!r}, {len(lines) - 2} of {lines[1]} entries")
         out = {}
-        for line in lines[2 : 2 + int(lines[1])]:
+        for line in lines[2:]:
             topic, part, off = line.rsplit(" ", 2)
             out[(topic, int(part))] = int(off)
         return out
-    except (ValueError, IndexError):
-        log.warning("ignoring malformed checkpoint %s", path)
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        log.warning("ignoring malformed checkpoint %s: %s", path, e)
         return {}
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     BatchHeader,
+    TimestampType,
     compute_crc,
     decode_records,
     read_batch_header,
@@ -44,6 +47,11 @@ class LogSegment:
     ) -> None:
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, ".log")
+        # Opening an index creates it; remember whether both were there (else rebuild).
+        self._indexes_existed = all(
+            (directory / segment_file_name(base_offset, s)).exists()
+            for s in (".index", ".timeindex")
+        )
         self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset)
         self.time_index = TimeIndex(
             directory / segment_file_name(base_offset, ".timeindex"), base_offset
@@ -54,8 +62,9 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
-        # Time the first batch arrived (Kafka rolls on the first batch's timestamp).
-        self.rolling_base_ms: int | None = None
+        # Max timestamp of the first batch (Kafka's rollingBasedTimestamp): segment.ms is
+        # measured from it, or from ``created_ms`` when the batch carries no timestamp.
+        self.first_batch_timestamp: int | None = None
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self.unflushed_messages = 0
@@ -74,9 +83,17 @@ class LogSegment:
         self.size += len(data)
         return position
 
+    def time_waited_for_roll(self, now: int, incoming_max_timestamp: int) -> int:
+        """How old the segment is for segment.ms, as Kafka's LogSegment.timeWaitedForRoll
+        measures it: incoming batch timestamp minus the first batch's, or wall time since
+        the segment was created when the first batch has no timestamp."""
+        if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self.first_batch_timestamp
+        return now - self.created_ms
+
     def _track_batch(self, position: int, h: BatchHeader) -> None:
-        if self.rolling_base_ms is None:
-            self.rolling_base_ms = h.max_timestamp if h.max_timestamp >= 0 else self.created_ms
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = h.max_timestamp
         if h.max_timestamp > self.max_timestamp:
             self.max_timestamp = h.max_timestamp
             self.offset_of_max_timestamp = h.last_offset
@@ -105,9 +122,12 @@ class LogSegment:
             p.unlink(missing_ok=True)
 
     def truncate_to_position(self, position: int) -> None:
+        """Cut the log at a batch boundary found by a scan; ``next_offset`` and the
+        timestamps must already describe the batches before ``position``."""
         os.ftruncate(self._fd, position)
         self.size = position
         self.index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(self.next_offset)
 
     # -- reading -----------------------------------------------------------
 
@@ -132,18 +152,21 @@ class LogSegment:
         return None
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one: bool = True) -> bytes:
+             min_one: bool = True) -> bytes | None:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 
         With ``min_one`` the first batch is returned even if it alone exceeds
         max_bytes (KIP-74), so a consumer can always make progress.
         ``max_offset`` (exclusive) keeps batches at or past it out, e.g. the high watermark.
+        Returns None when this segment holds no batch at or after ``offset`` (the caller
+        moves on to the next segment) and b"" when the first batch does not fit.
         """
         found = self.find_position(offset)
         if found is None:
-            return b""
-        start, h = found
+            return None
+        start, first = found
         end = start
+        h: BatchHeader | None = first
         # Walk headers to find how many whole batches fit; read them in one pread.
         while h is not None:
             if max_offset is not None and h.base_offset >= max_offset:
@@ -154,32 +177,32 @@ class LogSegment:
             h = self.header_at(end)
         return self.pread(start, end - start) if end > start else b""
 
-    def iter_headers(self, start: int = 0) -> list[tuple[int, BatchHeader]]:
-        out = []
+    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         pos = start
         while (h := self.header_at(pos)) is not None:
-            out.append((pos, h))
+            yield pos, h
             pos += h.size
-        return out
 
-    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``start_offset`` with a
+        timestamp >= ``timestamp``: the time index narrows the scan, batch headers skip
+        whole batches, and only the batch holding the answer is decoded."""
         if self.max_timestamp < timestamp:
             return None
-        start_offset = self.time_index.lookup(timestamp)
-        found = self.find_position(start_offset)
+        found = self.find_position(max(self.time_index.lookup(timestamp), start_offset))
         if found is None:
             return None
-        pos, h = found
-        while h is not None:
-            if h.max_timestamp >= timestamp and not h.is_control:
-                for rec in decode_records(self.pread(pos, h.size)):
-                    if rec.timestamp >= timestamp:
-                        return rec.offset, rec.timestamp
-                # LogAppendTime batches carry the time in maxTimestamp only.
-                return h.base_offset, h.max_timestamp
-            pos += h.size
-            h = self.header_at(pos)
+        for pos, h in self.iter_headers(found[0]):
+            if h.max_timestamp < timestamp or h.is_control or h.last_offset < start_offset:
+                continue
+            if h.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                # Every record of a LogAppendTime batch has the batch's maxTimestamp.
+                return max(h.base_offset, start_offset), h.max_timestamp
+            for rec in decode_records(self.pread(pos, h.size)):
+                if rec.offset >= start_offset and rec.timestamp >= timestamp:
+                    return rec.offset, rec.timestamp
         return None
 
     # -- recovery ----------------------------------------------------------
@@ -187,52 +210,67 @@ class LogSegment:
     def load(self, verify: bool) -> RecoveryResult:
         """Read the segment's state from disk.
 
-        With ``verify`` (after an unclean shutdown) every batch is CRC-checked, the valid
-        prefix is kept, the rest is cut off, and both indexes are rebuilt. Without it
-        (clean shutdown) the indexes are loaded and checked for sanity and only the
-        batches after the last index entry are walked; a bad index is rebuilt.
+        With ``verify`` (a segment past the recovery point after an unclean shutdown)
+        every batch is CRC-checked, the valid prefix is kept, the rest is cut off, and
+        both indexes are rebuilt. Without it the indexes are trusted after a sanity
+        check and only the batches after the last index entry are walked (and
+        CRC-checked); anything inconsistent (a damaged index, a torn or corrupt batch)
+        falls back to the full recovery.
         """
         if not verify:
             try:
-                self.index.load(self.size)
-                start = int(self.index.positions[-1]) if len(self.index.positions) else 0
-                first = self.header_at(0)
-                if first is not None:
-                    self.rolling_base_ms = (
-                        first.max_timestamp if first.max_timestamp >= 0 else self.created_ms
-                    )
-                self.time_index.load(2**63 - 1)
-                if len(self.time_index.timestamps):
-                    self.max_timestamp = int(self.time_index.timestamps[-1])
-                    self.offset_of_max_timestamp = self.base_offset + int(
-                        self.time_index.relative_offsets[-1]
-                    )
-                if start:
-                    h = self.header_at(start)
-                    if h is None:
-                        raise CorruptIndexError(f"{self.index.path}: last entry past the log")
-                    self.next_offset = h.base_offset
-                result = self._scan(start, verify=False)
-                if result.reason is not None:
-                    raise CorruptIndexError(f"{self.log_path}: {result.reason}")
-                if len(self.time_index.relative_offsets) and (
-                    self.base_offset + int(self.time_index.relative_offsets[-1]) >= self.next_offset
-                ):
-                    raise CorruptIndexError(f"{self.time_index.path}: entry past the log end")
-                return result
+                return self._load_trusted()
             except CorruptIndexError as e:
-                log.warning("rebuilding indexes of %s: %s", self.log_path, e)
-                self.next_offset = self.base_offset
-                self.max_timestamp = self.offset_of_max_timestamp = -1
+                log.warning("%s: %s; re-validating the segment", self.log_path, e)
+        return self.recover()
+
+    def _load_trusted(self) -> RecoveryResult:
+        if self.size and not self._indexes_existed:
+            raise CorruptIndexError("index files missing")
+        self.index.load(self.size)
+        self.time_index.load(2**63 - 1)
+        start = int(self.index.positions[-1]) if len(self.index.positions) else 0
+        first = self.header_at(0)
+        self.first_batch_timestamp = first.max_timestamp if first is not None else None
+        if len(self.time_index.timestamps):
+            self.max_timestamp = int(self.time_index.timestamps[-1])
+            self.offset_of_max_timestamp = self.base_offset + int(
+                self.time_index.relative_offsets[-1]
+            )
+        if start:
+            h = self.header_at(start)
+            expected = self.base_offset + int(self.index.relative_offsets[-1])
+            if h is None or h.magic != MAGIC_V2 or h.base_offset != expected:
+                raise CorruptIndexError(
+                    f"{self.index.path}: last entry (offset {expected}, position {start}) "
+                    "does not point at that batch"
+                )
+            self.next_offset = h.base_offset
+        # The batches after the last index entry (at most index.interval.bytes and one
+        # batch) are read anyway; checking their CRCs too costs little.
+        result = self._scan(start, verify=True)
+        if result.reason is not None:
+            raise CorruptIndexError(result.reason)
+        if len(self.time_index.relative_offsets) and (
+            self.base_offset + int(self.time_index.relative_offsets[-1]) >= self.next_offset
+        ):
+            raise CorruptIndexError(f"{self.time_index.path}: entry past the log end")
+        return result
+
+    def recover(self) -> RecoveryResult:
+        """Re-validate every batch, rebuild both indexes, cut whatever follows the valid
+        prefix (a torn write, garbage, a batch failing its CRC)."""
+        self.next_offset = self.base_offset
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
         self.index.reset()
         self.time_index.reset()
-        result = self._scan(0, verify=verify)
+        result = self._scan(0, verify=True)
         if result.reason is not None:
-            if not verify:
-                raise CorruptIndexError(f"{self.log_path}: {result.reason}")
             log.warning(
-                "truncating %s at position %d: %s; %d bytes removed",
-                self.log_path, result.valid_bytes, result.reason, result.truncated_bytes,
+                "truncating %s at position %d (next offset %d): %s; %d bytes removed",
+                self.log_path, result.valid_bytes, self.next_offset, result.reason,
+                result.truncated_bytes,
             )
             self.truncate_to_position(result.valid_bytes)
         self.index.flush()
@@ -246,14 +284,14 @@ class LogSegment:
         ``verify``) fails its CRC; the result says where and why.
         """
         pos = start
-        self._bytes_since_index = 0 if start else self._bytes_since_index
+        self._bytes_since_index = 0
         reason: str | None = None
         while pos < self.size:
             if self.size - pos < BATCH_HEADER_SIZE:
                 reason = f"{self.size - pos} trailing bytes, too short for a batch header"
                 break
             h = read_batch_header(self.pread(pos, BATCH_HEADER_SIZE))
-            if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
                 reason = (
                     f"invalid batch header at position {pos} "
                     f"(magic {h.magic}, length {h.batch_length})"
@@ -265,10 +303,12 @@ class LogSegment:
                     f"only {self.size - pos} remain"
                 )
                 break
-            if h.base_offset < self.next_offset or h.records_count != h.last_offset_delta + 1:
+            # (No recordsCount check: a compacted batch keeps its lastOffsetDelta with
+            # fewer records, as in Kafka.)
+            if h.base_offset < self.next_offset or h.last_offset_delta < 0:
                 reason = (
-                    f"batch at position {pos} has base offset {h.base_offset} "
-                    f"(expected >= {self.next_offset}) or a bad record count"
+                    f"batch at position {pos} has offsets {h.base_offset}..{h.last_offset}, "
+                    f"expected to start at or after {self.next_offset}"
                 )
                 break
             if verify and compute_crc(self.pread(pos, h.size), 0, h.size) != h.crc:

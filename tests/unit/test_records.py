@@ -1,0 +1,321 @@
+"""Record batch v2: building, decoding, validation and offset assignment.
+
+The CRC is checked against a bit-by-bit CRC-32C written here from the polynomial, so
+the tests do not trust the library the code under test uses.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eoslog.records import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    ControlRecordType,
+    InvalidRecordError,
+    TimestampType,
+    assign_offsets,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batch_headers,
+    parse_control_record,
+    read_batch_header,
+    validate_produce_batches,
+)
+from eoslog.records.batch import _read_varint, _write_varint
+
+MAX_MESSAGE_BYTES = 1048588
+
+
+def crc32c_reference(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), one bit at a time."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def stored_crc(batch: bytes) -> int:
+    return int(struct.unpack_from(">I", batch, 17)[0])
+
+
+def patch(batch: bytes, pos: int, fmt: str, value: int) -> bytes:
+    out = bytearray(batch)
+    struct.pack_into(fmt, out, pos, value)
+    return bytes(out)
+
+
+def with_fixed_crc(batch: bytes) -> bytes:
+    return patch(batch, 17, ">I", crc32c_reference(batch[21:]))
+
+
+def simple_batch(n: int = 3, **kw: object) -> bytes:
+    records = [(b"k%d" % i, b"v%d" % i, (("h", b"x"),)) for i in range(n)]
+    return build_batch(records, timestamp=1_700_000_000_000, **kw)  # type: ignore[arg-type]
+
+
+def rejected(records: bytes, max_message_bytes: int = MAX_MESSAGE_BYTES) -> str:
+    with pytest.raises(InvalidRecordError) as info:
+        validate_produce_batches(records, max_message_bytes)
+    return info.value.error_name
+
+
+# -- CRC and layout ----------------------------------------------------------------
+
+
+def test_reference_crc32c_matches_the_published_check_value() -> None:
+    assert crc32c_reference(b"123456789") == 0xE3069283
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_built_batch_layout_and_crc(codec: CompressionType) -> None:
+    batch = simple_batch(5, compression=codec, producer_id=7, producer_epoch=2, base_sequence=11)
+    h = read_batch_header(batch)
+    assert h.size == len(batch)
+    assert h.magic == 2
+    assert h.crc == crc32c_reference(batch[21:])
+    assert h.records_count == 5 and h.last_offset_delta == 4
+    assert h.compression is codec
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence) == (7, 2, 11, 15)
+    assert h.timestamp_type is TimestampType.CREATE_TIME
+    assert not h.is_transactional and not h.is_control
+
+
+def test_last_sequence_wraps_at_int32_max() -> None:
+    h = read_batch_header(simple_batch(3, producer_id=1, producer_epoch=0, base_sequence=2**31 - 2))
+    assert h.last_sequence == 0
+
+
+# -- round trip ------------------------------------------------------------------------
+
+_blobs = st.one_of(st.none(), st.binary(max_size=300))
+_headers = st.lists(
+    st.tuples(st.text(max_size=20), st.one_of(st.none(), st.binary(max_size=40))), max_size=4
+).map(tuple)
+_records = st.lists(st.tuples(_blobs, _blobs, _headers), min_size=1, max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=_records,
+    codec=st.sampled_from(list(CompressionType)),
+    base_ts=st.integers(0, 2**50),
+    deltas=st.lists(st.integers(-(2**31), 2**31), min_size=40, max_size=40),
+    base_offset=st.integers(0, 2**62),
+)
+def test_build_decode_round_trip(
+    records: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]],
+    codec: CompressionType,
+    base_ts: int,
+    deltas: list[int],
+    base_offset: int,
+) -> None:
+    timestamps = [base_ts + d for d in deltas[: len(records)]]
+    batch = build_batch(
+        records, timestamp=base_ts, timestamps=timestamps, compression=codec,
+        base_offset=base_offset,
+    )
+    [(pos, h)] = list(iter_batch_headers(batch, verify_crc=True))
+    assert pos == 0 and h.size == len(batch)
+    assert h.base_timestamp == timestamps[0] and h.max_timestamp == max(timestamps)
+    decoded = decode_records(batch)
+    assert [(r.key, r.value, r.headers) for r in decoded] == records
+    assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
+    assert [r.timestamp for r in decoded] == timestamps
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varint_round_trip(value: int) -> None:
+    out = bytearray()
+    _write_varint(out, value)
+    assert _read_varint(bytes(out), 0) == (value, len(out))
+
+
+def test_varint_zigzag_encoding_matches_protobuf() -> None:
+    for value, encoded in [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-64, b"\x7f"),
+                           (64, b"\x80\x01"), (2**31 - 1, b"\xfe\xff\xff\xff\x0f")]:
+        out = bytearray()
+        _write_varint(out, value)
+        assert bytes(out) == encoded
+
+
+def test_snappy_xerial_framing_is_read() -> None:
+    """Kafka's Java client frames snappy as xerial blocks; librdkafka writes raw snappy."""
+    plain = build_batch([(b"key", b"value" * 50, ())], timestamp=5)
+    body = plain[BATCH_HEADER_SIZE:]
+    chunks = [body[:100], body[100:]]
+    framed = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+    for chunk in chunks:
+        raw = bytes(cramjam.snappy.compress_raw(chunk))
+        framed += struct.pack(">i", len(raw)) + raw
+    batch = bytearray(plain[:BATCH_HEADER_SIZE] + framed)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">h", batch, 21, int(CompressionType.SNAPPY))
+    [record] = decode_records(with_fixed_crc(bytes(batch)))
+    assert (record.key, record.value) == (b"key", b"value" * 50)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    codec=st.sampled_from(list(CompressionType)),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=4),
+)
+def test_decode_of_a_damaged_batch_fails_cleanly(
+    codec: CompressionType, flips: list[tuple[int, int]]
+) -> None:
+    """Damage inside the records either still decodes or raises InvalidRecordError."""
+    batch = bytearray(simple_batch(6, compression=codec))
+    for pos, mask in flips:
+        batch[BATCH_HEADER_SIZE + pos % (len(batch) - BATCH_HEADER_SIZE)] ^= mask
+    try:
+        decode_records(bytes(batch))
+    except InvalidRecordError as e:
+        assert e.error_name == "CORRUPT_MESSAGE"
+
+
+# -- control batches ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("marker", list(ControlRecordType))
+def test_control_batch(marker: ControlRecordType) -> None:
+    batch = build_control_batch(
+        marker, producer_id=42, producer_epoch=3, coordinator_epoch=9, timestamp=1000
+    )
+    h = read_batch_header(batch)
+    assert h.is_control and h.is_transactional and h.producer_id == 42
+    [record] = decode_records(batch)
+    assert parse_control_record(record) == (marker, 9)
+
+
+# -- validation of produced batches -----------------------------------------------------
+
+
+def test_valid_batch_passes() -> None:
+    batch = simple_batch(4)
+    [(pos, h)] = validate_produce_batches(batch, MAX_MESSAGE_BYTES)
+    assert pos == 0 and h.records_count == 4
+
+
+def test_bad_crc_is_corrupt_message() -> None:
+    batch = bytearray(simple_batch())
+    batch[-1] ^= 0x01
+    assert rejected(bytes(batch)) == "CORRUPT_MESSAGE"
+    assert rejected(patch(simple_batch(), 17, ">I", stored_crc(simple_batch()) ^ 1)) == (
+        "CORRUPT_MESSAGE"
+    )
+
+
+@pytest.mark.parametrize("magic", [0, 1, 3, 255])
+def test_magic_other_than_2_is_invalid_record(magic: int) -> None:
+    """ProduceRequest.validateRecords: produce v3+ carries magic 2 only."""
+    batch = bytearray(simple_batch())
+    batch[16] = magic
+    assert rejected(bytes(batch)) == "INVALID_RECORD"
+
+
+def test_legacy_message_set_is_invalid_record() -> None:
+    # A magic 1 message: offset, size, crc, magic, attributes, timestamp, key, value.
+    body = struct.pack(">bbqi", 1, 0, 1000, -1) + struct.pack(">i", 3) + b"abc"
+    message = struct.pack(">I", 0) + body
+    legacy = struct.pack(">qi", 0, len(message)) + message
+    assert rejected(legacy) == "INVALID_RECORD"
+
+
+def test_oversized_batch_is_message_too_large() -> None:
+    batch = simple_batch(50)
+    assert rejected(batch, max_message_bytes=len(batch) - 1) == "MESSAGE_TOO_LARGE"
+    validate_produce_batches(batch, len(batch))
+    # Kafka checks the size before the CRC.
+    damaged = patch(batch, 17, ">I", stored_crc(batch) ^ 1)
+    assert rejected(damaged, max_message_bytes=len(batch) - 1) == "MESSAGE_TOO_LARGE"
+
+
+@pytest.mark.parametrize("cut", [1, 10, 60])
+def test_truncated_batch_is_corrupt_message(cut: int) -> None:
+    assert rejected(simple_batch()[:-cut]) == "CORRUPT_MESSAGE"
+
+
+@pytest.mark.parametrize("length", [-1, -(2**31), 0, 48])
+def test_impossible_batch_length_is_corrupt_message(length: int) -> None:
+    assert rejected(patch(simple_batch(), 8, ">i", length)) == "CORRUPT_MESSAGE"
+
+
+def test_empty_and_headerless_record_sets() -> None:
+    assert rejected(b"") == "INVALID_RECORD"
+    assert rejected(simple_batch()[:30]) == "CORRUPT_MESSAGE"
+
+
+def test_two_batches_in_one_partition_are_invalid_record() -> None:
+    assert rejected(simple_batch(2) + simple_batch(3)) == "INVALID_RECORD"
+
+
+def test_record_count_must_match_last_offset_delta() -> None:
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 2))) == "INVALID_RECORD"
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 0))) == "INVALID_RECORD"
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 23, ">i", 5))) == "INVALID_RECORD"
+
+
+def test_client_base_offset_must_be_zero() -> None:
+    assert rejected(simple_batch(base_offset=5)) == "INVALID_RECORD"
+
+
+def test_clients_may_not_send_control_batches() -> None:
+    batch = build_control_batch(
+        ControlRecordType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+        timestamp=1,
+    )
+    assert rejected(batch) == "INVALID_RECORD"
+
+
+def test_producer_id_without_sequence_is_invalid_record() -> None:
+    assert rejected(simple_batch(producer_id=5, producer_epoch=0)) == "INVALID_RECORD"
+
+
+def test_unknown_codec_is_corrupt_message() -> None:
+    assert rejected(with_fixed_crc(patch(simple_batch(), 21, ">h", 5))) == "CORRUPT_MESSAGE"
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_random_bytes_never_pass_or_crash(data: bytes) -> None:
+    with pytest.raises(InvalidRecordError) as info:
+        validate_produce_batches(data, MAX_MESSAGE_BYTES)
+    assert info.value.error_name in ("CORRUPT_MESSAGE", "INVALID_RECORD")
+
+
+# -- offset assignment ---------------------------------------------------------------------
+
+
+def test_assign_offsets_patches_only_the_base_offset() -> None:
+    batch = simple_batch(4)
+    buf = bytearray(batch)
+    batches = validate_produce_batches(batch, MAX_MESSAGE_BYTES)
+    next_offset, [(_, h)] = assign_offsets(buf, batches, 1234)
+    assert next_offset == 1238 and h.base_offset == 1234
+    assert bytes(buf[8:]) == batch[8:]
+    assert struct.unpack_from(">q", buf, 0)[0] == 1234
+    list(iter_batch_headers(bytes(buf), verify_crc=True))  # baseOffset is outside the CRC
+    assert [r.offset for r in decode_records(bytes(buf))] == [1234, 1235, 1236, 1237]
+
+
+def test_assign_offsets_with_log_append_time() -> None:
+    """LogAppendTime changes maxTimestamp, the timestamp-type bit and the CRC; nothing else."""
+    batch = simple_batch(2, compression=CompressionType.LZ4)
+    buf = bytearray(batch)
+    batches = validate_produce_batches(batch, MAX_MESSAGE_BYTES)
+    _, [(_, h)] = assign_offsets(buf, batches, 10, log_append_time=1_800_000_000_000)
+    assert h.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert h.max_timestamp == 1_800_000_000_000
+    assert h.crc == crc32c_reference(bytes(buf[21:])) == stored_crc(bytes(buf))
+    assert read_batch_header(bytes(buf)) == h
+    changed = {i for i in range(len(batch)) if buf[i] != batch[i]}
+    assert changed <= set(range(0, 8)) | set(range(17, 23)) | set(range(35, 43))
+    assert buf[BATCH_HEADER_SIZE:] == batch[BATCH_HEADER_SIZE:]
