@@ -46,6 +46,7 @@ from confluent_kafka import (
 from confluent_kafka import libversion as librdkafka_version
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -122,8 +123,7 @@ class LocalBroker:
         while not ready.wait(0.05):
             if self.proc.poll() is not None:
                 raise JobError(
-                    f"the broker exited with status {self.proc.returncode} before it was ready.\n"
-                    f"Its log ({self.log_path}) ends with:\n{self.log_tail()}"
+                    f"the broker exited with status {self.proc.returncode} before it was ready"
                 )
             if time.monotonic() > deadline:
                 self.stop()
@@ -403,6 +403,7 @@ def run(args: argparse.Namespace) -> int:
     job = RoundTrip(args.topic)
     broker: LocalBroker | None = None
     temp_dir: Path | None = None
+    error: str | None = None
     console.rule(f"[bold]eoslog round trip[/] (run {run_id}, librdkafka "
                  f"{librdkafka_version()[0]})")
     try:
@@ -419,8 +420,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"           log: {broker.log_path}")
 
         ensure_topic(bootstrap, job, args.partitions)
-        console.print(f"[bold]topic[/]    {job.topic}: "
-                      f"{job.topic_origin}, "
+        console.print(f"[bold]topic[/]    {job.topic}: {job.topic_origin}, "
                       f"{job.partitions} partition{'s' if job.partitions != 1 else ''}")
         produce(bootstrap, job, args.records, run_id)
         if job.sent:
@@ -428,29 +428,15 @@ def run(args: argparse.Namespace) -> int:
             verify(job)
         report(job)
     except (JobError, KafkaException) as e:
-        console.print(f"[bold red]error:[/] {e}")
-        return 2
+        error = str(e)
+        console.print("[bold red]error:[/] " + escape(error))
     finally:
         if broker is not None:
-            rc = broker.stop()
-            marker = (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
-            if rc == 0 and marker:
-                console.print(f"[bold]broker[/]   stopped cleanly (SIGTERM, exit 0); logs "
-                              f"flushed, clean-shutdown marker in {broker.data_dir}")
-            else:
-                job.mismatches.append(
-                    f"broker stop: exit status {rc}, clean-shutdown marker "
-                    f"{'present' if marker else 'missing'}"
-                )
-            if job.produce_errors or job.mismatches:
-                if temp_dir is not None:
-                    kept = Path.cwd() / f"eoslog-broker-{broker.port}.log"
-                    shutil.copyfile(broker.log_path, kept)
-                    broker.log_path = kept
-                console.print(f"[bold]broker log[/] {broker.log_path}, last lines:")
-                console.print(broker.log_tail(), markup=False)
+            stop_broker(broker, temp_dir, job, failed=error is not None)
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+    if error is not None:
+        return 2
 
     problems = job.produce_errors + job.mismatches
     elapsed = time.monotonic() - started
@@ -458,15 +444,39 @@ def run(args: argparse.Namespace) -> int:
         body = "\n".join(problems[:20])
         if len(problems) > 20:
             body += f"\n... and {len(problems) - 20} more"
-        console.print(Panel(body, title="[bold red]round trip FAILED", border_style="red"))
+        console.print(Panel(escape(body), title="[bold red]round trip FAILED", border_style="red"))
         return 1
     console.print(Panel(
         f"{len(job.received):,} of {len(job.sent):,} records came back byte-identical "
-        f"(key, value, headers), in order within each of {job.partitions} partitions.\n"
+        f"(key, value, headers), in order within "
+        f"{'each of its ' + str(job.partitions) + ' partitions' if job.partitions > 1 else 'its partition'}.\n"
         f"Total time {elapsed:.2f} s.",
         title="[bold green]round trip OK", border_style="green",
     ))
     return 0
+
+
+def stop_broker(broker: LocalBroker, temp_dir: Path | None, job: RoundTrip, failed: bool) -> None:
+    """Stop the broker, check it shut down cleanly, and show its log if anything failed."""
+    was_running = broker.proc is not None and broker.proc.poll() is None
+    rc = broker.stop()
+    if was_running:
+        marker = (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+        if rc == 0 and marker:
+            console.print(f"[bold]broker[/]   stopped cleanly (SIGTERM, exit 0); logs "
+                          f"flushed, clean-shutdown marker in {broker.data_dir}")
+        else:
+            job.mismatches.append(
+                f"broker stop: exit status {rc}, clean-shutdown marker "
+                f"{'present' if marker else 'missing'}"
+            )
+    if failed or job.produce_errors or job.mismatches:
+        if temp_dir is not None and broker.log_path.exists():
+            kept = Path.cwd() / f"eoslog-broker-{broker.port}.log"
+            shutil.copyfile(broker.log_path, kept)
+            broker.log_path = kept
+        console.print(f"[bold]broker log[/] {broker.log_path}, last lines:")
+        console.print(broker.log_tail(), markup=False, highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:
