@@ -97,6 +97,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("producer.id.expiration.ms", int, 86400000, "idle time after which producer state expires"),
     ConfigDef("producer.id.expiration.check.interval.ms", int, 600000, "how often producer expiry runs"),
     ConfigDef("group.initial.rebalance.delay.ms", int, 3000, "delay of a new group's first rebalance"),
+    # Group coordinator and __consumer_offsets (Kafka's GroupCoordinatorConfig names).
+    ConfigDef("group.min.session.timeout.ms", int, 6000, "smallest session timeout a member may ask for"),
+    ConfigDef("group.max.session.timeout.ms", int, 1800000, "largest session timeout a member may ask for"),
+    ConfigDef("group.max.size", int, 2147483647, "most members a classic group may have"),
+    ConfigDef("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
+    ConfigDef("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets"),
+    ConfigDef("offsets.topic.compression.codec", int, 0,
+              "codec of offset commit batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)"),
+    ConfigDef("offsets.load.buffer.size", int, 5242880, "bytes read per step when loading groups"),
+    ConfigDef("offsets.retention.minutes", int, 10080,
+              "how long offsets of an empty group (or a standalone consumer) are kept"),
+    ConfigDef("offsets.retention.check.interval.ms", int, 600000, "how often expired offsets are removed"),
+    ConfigDef("offset.metadata.max.bytes", int, 4096, "largest metadata string of a committed offset"),
+    # Log cleaner (compaction of cleanup.policy=compact topics).
+    ConfigDef("log.cleaner.enable", bool, True, "run the log cleaner"),
+    ConfigDef("log.cleaner.backoff.ms", int, 15000, "pause between cleaner passes with nothing to clean"),
+    ConfigDef("log.cleaner.dedupe.buffer.size", int, 134217728,
+              "memory for the key→offset map of one cleaning pass (24 bytes per key, as Kafka)"),
 )
 
 
@@ -141,6 +159,9 @@ def parse_properties(text: str) -> dict[str, str]:
 @dataclass
 class BrokerConfig:
     values: dict[str, Any] = field(default_factory=dict)
+    # Keys set by the properties file or flags (Kafka's static broker configs), as
+    # opposed to defaults; DescribeConfigs reports the two with different sources.
+    explicit: frozenset[str] = frozenset()
 
     @classmethod
     def load(
@@ -165,7 +186,7 @@ class BrokerConfig:
             for unit, factor in (("hours", 3600000), ("minutes", 60000)):
                 if f"{base}.{unit}" in raw and f"{base}.ms" not in raw:
                     values[f"{base}.ms"] = int(raw[f"{base}.{unit}"]) * factor
-        return cls(values)
+        return cls(values, frozenset(raw))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

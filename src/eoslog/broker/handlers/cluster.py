@@ -1,0 +1,68 @@
+"""DescribeCluster (key 60): cluster id, controller and brokers, as a KRaft broker answers.
+
+A broker serves the BROKER endpoint type (1) only; a request for the CONTROLLER type (2)
+gets MISMATCHED_ENDPOINT_TYPE and any other type UNSUPPORTED_ENDPOINT_TYPE (v0 has no
+such codes: INVALID_REQUEST). The controller id a KRaft broker reports is some live
+broker; with one node that is this node. No broker is ever fenced, so v2's
+``include_fenced_brokers`` changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.errors import ErrorCode
+
+BROKER_ENDPOINT = 1
+CONTROLLER_ENDPOINT = 2
+_ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+
+# The schema's "not requested" value for authorized-operation bitfields.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# AclOperation codes Kafka supports on the CLUSTER resource (AclEntry.supportedOperations):
+# CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12. Without ACLs every one is authorized, as on Kafka without an
+# authorizer; the ACL issue will ask security.Authorizer instead.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    endpoint_type = int(getattr(request, "endpoint_type", BROKER_ENDPOINT))
+    if endpoint_type != BROKER_ENDPOINT:
+        known = endpoint_type in _ENDPOINT_NAMES
+        if ctx.api_version == 0:
+            code = ErrorCode.invalid_request
+        else:
+            code = ErrorCode.mismatched_endpoint_type if known else ErrorCode.unsupported_endpoint_type
+        message = (
+            f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+            f"{_ENDPOINT_NAMES[endpoint_type]}" if known else f"Unsupported endpoint type {endpoint_type}"
+        )
+        return build(
+            module.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE, error_code=code, error_message=message,
+            endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+    state = ctx.state
+    broker = build(
+        module.DescribeClusterBroker,
+        broker_id=state.node_id, host=state.advertised_host, port=state.advertised_port,
+        rack=None, is_fenced=False,
+    )
+    return build(
+        module.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        endpoint_type=BROKER_ENDPOINT, cluster_id=state.cluster_id, controller_id=state.node_id,
+        brokers=(broker,),
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+    )
+
+
+APIS = [ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster)]

@@ -1,0 +1,255 @@
+"""DescribeConfigs (key 32): topic and broker configuration, with Kafka's sources and synonyms.
+
+Also owns the config view CreateTopics returns (v5+), so both APIs describe a topic
+alike. What Kafka answers, and eoslog with it:
+
+- TOPIC (2): every topic config, its effective value and its source: TOPIC_CONFIG for
+  an override, STATIC_BROKER_CONFIG when the broker's ``log.*`` synonym was set in the
+  properties file or by a flag, DEFAULT_CONFIG otherwise. With ``include_synonyms`` the
+  chain is listed in that order (override, static broker synonyms, broker default).
+  Kafka drops synonyms listed before the primary broker name (its ``log.retention.ms``
+  has no default; ``log.retention.hours=168`` supplies it); eoslog's primary names all
+  have defaults, so the chain is kept whole and its head is the source.
+- BROKER (4) named by this node's id: every broker config plus any other key that was
+  set; unknown keys are reported as Kafka does (sensitive, value null, type UNKNOWN).
+  BROKER with an empty name is the cluster-wide *dynamic* default, which eoslog has no
+  way to set, so it is empty, as on a Kafka cluster where none were altered.
+- An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker id or resource type →
+  INVALID_REQUEST; each per resource, never failing the whole request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, TopicConfig
+from eoslog.protocol.errors import ErrorCode
+from eoslog.storage import TopicError
+from eoslog.storage.log_manager import validate_topic_name
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigsResponse.ConfigSource."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigsResponse.ConfigType (ConfigDef.Type as sent on the wire)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+# ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING.
+_INT_CONFIGS = frozenset({
+    "segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes",
+    "min.insync.replicas", "node.id", "num.partitions", "default.replication.factor",
+    "socket.request.max.bytes", "log.segment.bytes", "message.max.bytes", "log.index.interval.bytes",
+    "log.index.size.max.bytes", "fetch.max.bytes", "group.initial.rebalance.delay.ms",
+    "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.minutes",
+})
+_LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+
+# Broker names that stand in for another (BrokerConfig.load converts them), in the
+# precedence Kafka gives them; the first name of each chain is the primary one.
+_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+}
+_UNIT_ALIASES: dict[str, str] = {
+    alias: f"{primary.removesuffix('.ms')} in {alias.rsplit('.', 1)[1]}, used when {primary} is not set"
+    for primary, chain in _BROKER_SYNONYMS.items() for alias in chain[1:]
+}
+_SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in _BROKER_SYNONYMS.values() for n in chain}
+
+# Broker configs Kafka can change at run time (DynamicBrokerConfig.AllDynamicConfigs):
+# the topic defaults and the listeners. The rest are read-only.
+_DYNAMIC_BROKER_CONFIGS = frozenset(
+    {n for d in TOPIC_CONFIGS.values() if d.broker_default
+     for n in _SYNONYM_CHAIN.get(d.broker_default, (d.broker_default,))}
+    | {"listeners", "advertised.listeners"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    config_type: ConfigType
+    documentation: str | None
+
+
+def config_string(value: Any) -> str | None:
+    """A value as Kafka's ConfigDef.convertToString writes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
+    if name in _UNIT_ALIASES or name in _INT_CONFIGS:
+        return ConfigType.INT
+    if defn is None:
+        return ConfigType.UNKNOWN
+    if name in _LIST_CONFIGS:
+        return ConfigType.LIST
+    if defn.type is bool:
+        return ConfigType.BOOLEAN
+    if defn.type is float:
+        return ConfigType.DOUBLE
+    if defn.type is int:
+        return ConfigType.LONG
+    return ConfigType.STRING
+
+
+def _broker_synonyms(broker: BrokerConfig, primary: str) -> list[ConfigSynonym]:
+    """The broker-level chain for ``primary``: statically set names, then its default."""
+    chain = _SYNONYM_CHAIN.get(primary, (primary,))
+    out = [
+        ConfigSynonym(n, config_string(broker.values.get(n)), ConfigSource.STATIC_BROKER_CONFIG)
+        for n in chain if n in broker.explicit
+    ]
+    head = BROKER_CONFIGS.get(chain[0])
+    if head is not None and head.default is not None:
+        out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
+    return out
+
+
+def topic_config_entries(broker: BrokerConfig, config: TopicConfig) -> list[ConfigEntry]:
+    """Every topic config of a topic with ``config``, sorted by name."""
+    entries = []
+    for name, defn in sorted(TOPIC_CONFIGS.items()):
+        value = config_string(config[name])
+        synonyms: list[ConfigSynonym] = []
+        if name in config.overrides:
+            synonyms.append(ConfigSynonym(name, value, ConfigSource.TOPIC_CONFIG))
+        if defn.broker_default:
+            synonyms += _broker_synonyms(broker, defn.broker_default)
+        entries.append(ConfigEntry(
+            name, value, synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            read_only=False, is_sensitive=False, synonyms=tuple(synonyms),
+            config_type=_config_type(name, defn), documentation=defn.doc,
+        ))
+    return entries
+
+
+def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
+    """This node's configuration: every known broker config and every key that was set."""
+    entries = []
+    for name in sorted(set(BROKER_CONFIGS) | broker.explicit):
+        defn = BROKER_CONFIGS.get(name)
+        known = defn is not None or name in _UNIT_ALIASES
+        synonyms = _broker_synonyms(broker, name) if known else [
+            ConfigSynonym(name, None, ConfigSource.STATIC_BROKER_CONFIG)
+        ]
+        entries.append(ConfigEntry(
+            name,
+            # Kafka treats a key it has no definition for as possibly a password.
+            config_string(broker.values.get(name)) if known else None,
+            synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            read_only=name not in _DYNAMIC_BROKER_CONFIGS,
+            is_sensitive=not known,
+            synonyms=tuple(synonyms),
+            config_type=_config_type(name, defn),
+            documentation=defn.doc if defn is not None else _UNIT_ALIASES.get(name),
+        ))
+    return entries
+
+
+def _describe_resource(
+    ctx: RequestContext, resource_type: int, name: str
+) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+    state = ctx.state
+    if resource_type == TOPIC_RESOURCE:
+        try:
+            validate_topic_name(name)
+        except TopicError as e:
+            return ErrorCode.invalid_topic_exception, str(e), []
+        info = state.logs.topics.get(name)
+        if info is None:
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
+        return ErrorCode.none, None, topic_config_entries(state.config, info.config)
+    if resource_type == BROKER_RESOURCE:
+        if not name:
+            return ErrorCode.none, None, []  # no dynamic cluster-wide defaults exist
+        try:
+            node = int(name)
+        except ValueError:
+            return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}", []
+        if node != state.node_id:
+            return (ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {state.node_id} or empty string, but received {name}", [])
+        return ErrorCode.none, None, broker_config_entries(state.config)
+    return ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}", []
+
+
+def _filter(entries: list[ConfigEntry], keys: Iterable[str] | None) -> list[ConfigEntry]:
+    wanted = set(keys or ())
+    return [e for e in entries if e.name in wanted] if wanted else entries
+
+
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources:
+        code, message, entries = _describe_resource(ctx, int(resource.resource_type), resource.resource_name)
+        configs = tuple(
+            build(
+                module.DescribeConfigsResourceResult,
+                name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source),
+                is_sensitive=e.is_sensitive,
+                synonyms=tuple(
+                    build(module.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
+                    for s in e.synonyms
+                ) if include_synonyms else (),
+                config_type=int(e.config_type),
+                documentation=e.documentation if include_docs else None,
+            )
+            for e in _filter(entries, resource.configuration_keys)
+        )
+        results.append(build(
+            module.DescribeConfigsResult,
+            error_code=code, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name, configs=configs,
+        ))
+    return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+APIS = [ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs)]

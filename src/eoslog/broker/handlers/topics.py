@@ -1,0 +1,382 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37), by Kafka's KRaft rules.
+
+Kafka checks a new topic in this order, and so does ``_plan_topic``: name (legal, no
+'.'/'_' collision with an existing topic), existence, config values (null, unknown,
+invalid → INVALID_CONFIG), then the manual assignment or the partition count and
+replication factor. Every topic of a request is checked before any is created, and a
+request that would write more than the controller's 10,000 metadata records in one
+operation is refused whole (POLICY_VIOLATION), as Kafka refuses it.
+
+One node (id 0) holds every replica: a replication factor above 1 cannot be met
+(INVALID_REPLICATION_FACTOR with Kafka's message) and a manual assignment may name
+node 0 only. Names repeated in one request get INVALID_REQUEST, each once.
+
+Expected refusals are values (``Refusal``), not exceptions; storage failures arrive
+as ``TopicError`` and are turned into one as well.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.configs import topic_config_entries
+from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
+from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.storage import TopicError, TopicInfo
+from eoslog.storage.log_manager import validate_topic_name
+
+# Topic.isInternal: what Metadata reports as internal.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+# QuorumController.MAX_RECORDS_PER_USER_OP: one TopicRecord per topic, one ConfigRecord
+# per override and one PartitionRecord per partition count against it.
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_LARGE_MESSAGE = "Unable to perform excessively large batch operation."
+REPLICATION_FACTOR = 1  # one node holds every partition
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    error: ErrorCode
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    name: str
+    num_partitions: int
+    overrides: dict[str, str]
+
+    @property
+    def records(self) -> int:
+        return 1 + len(self.overrides) + self.num_partitions
+
+
+_K = TypeVar("_K")
+
+
+def _duplicates(keys: Iterable[_K]) -> list[_K]:
+    """Keys given more than once, in order of first appearance."""
+    counts = Counter(keys)
+    return [n for n in counts if counts[n] > 1]
+
+
+def _assignment_refusal(ctx: RequestContext, broker_ids: Sequence[int], replicas: int | None) -> Refusal | None:
+    """Kafka's validateManualPartitionAssignment against a cluster of this one node."""
+    if not broker_ids:
+        return Refusal(ErrorCode.invalid_replica_assignment,
+                       "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(broker_ids):
+        if broker_id != ctx.state.node_id:
+            return Refusal(ErrorCode.invalid_replica_assignment,
+                           f"The manual partition assignment includes broker {broker_id}, "
+                           "but no such broker is registered.")
+        if broker_id == previous:
+            return Refusal(ErrorCode.invalid_replica_assignment,
+                           f"The manual partition assignment includes the broker {broker_id} more than once.")
+        previous = broker_id
+    if replicas is not None and len(broker_ids) != replicas:
+        return Refusal(ErrorCode.invalid_replica_assignment,
+                       f"The manual partition assignment includes a partition with {len(broker_ids)} "
+                       "replica(s), but this is not consistent with previous partitions, which have "
+                       f"{replicas} replica(s).")
+    return None
+
+
+def _config_refusal(ctx: RequestContext, configs: Sequence[Any]) -> Refusal | dict[str, str]:
+    nulls = [c.name for c in configs if c.value is None]
+    if nulls:
+        return Refusal(ErrorCode.invalid_config, "Null value not supported for topic configs: " + ",".join(nulls))
+    overrides = {c.name: c.value for c in configs}
+    for name in overrides:
+        if name not in TOPIC_CONFIGS:
+            return Refusal(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+    try:
+        TopicConfig(ctx.state.logs.topic_defaults, overrides)
+    except ConfigError as e:
+        return Refusal(ErrorCode.invalid_config, str(e))
+    return overrides
+
+
+def _partition_count(ctx: RequestContext, topic: Any) -> Refusal | int:
+    if topic.assignments:
+        if topic.replication_factor != -1:
+            return Refusal(ErrorCode.invalid_request, "A manual partition assignment was specified, "
+                           "but replication factor was not set to -1.")
+        if topic.num_partitions != -1:
+            return Refusal(ErrorCode.invalid_request, "A manual partition assignment was specified, "
+                           "but numPartitions was not set to -1.")
+        seen: set[int] = set()
+        replicas = None
+        for a in topic.assignments:
+            index = int(a.partition_index)
+            if index in seen:
+                return Refusal(ErrorCode.invalid_replica_assignment,
+                               f"Found multiple manual partition assignments for partition {index}")
+            refusal = _assignment_refusal(ctx, [int(b) for b in a.broker_ids], replicas)
+            if refusal is not None:
+                return refusal
+            replicas = len(a.broker_ids)
+            seen.add(index)
+        if seen != set(range(len(seen))):
+            return Refusal(ErrorCode.invalid_replica_assignment,
+                           "partitions should be a consecutive 0-based integer sequence")
+        return len(seen)
+    factor, count = int(topic.replication_factor), int(topic.num_partitions)
+    if factor < -1 or factor == 0:
+        return Refusal(ErrorCode.invalid_replication_factor,
+                       "Replication factor must be larger than 0, or -1 to use the default value.")
+    if count < -1 or count == 0:
+        return Refusal(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+    config = ctx.state.config
+    if factor == -1:
+        factor = int(config["default.replication.factor"])
+    if factor > REPLICATION_FACTOR:
+        return Refusal(ErrorCode.invalid_replication_factor,
+                       f"Unable to replicate the partition {factor} time(s): The target replication factor "
+                       f"of {factor} cannot be reached because only 1 broker(s) are registered.")
+    return int(config["num.partitions"]) if count == -1 else count
+
+
+def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
+    name = topic.name
+    logs = ctx.state.logs
+    if name == CLUSTER_METADATA_TOPIC:
+        return Refusal(ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited.")
+    try:
+        validate_topic_name(name)
+    except TopicError as e:
+        return Refusal(error_code(e.error_name), str(e))
+    if name in logs.topics:
+        return Refusal(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    if "." in name or "_" in name:
+        # '.' and '_' map to the same metric name, so Kafka lets only one of them exist.
+        unified = name.replace(".", "_")
+        for existing in logs.topics:
+            if existing.replace(".", "_") == unified:
+                return Refusal(ErrorCode.invalid_topic_exception,
+                               f"Topic '{name}' collides with existing topic: {existing}")
+    overrides = _config_refusal(ctx, topic.configs)
+    if isinstance(overrides, Refusal):
+        return overrides
+    count = _partition_count(ctx, topic)
+    if isinstance(count, Refusal):
+        return count
+    return TopicPlan(name, count, overrides)
+
+
+def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool) -> Refusal | TopicInfo:
+    try:
+        return ctx.state.logs.create_topic(
+            plan.name, plan.num_partitions, plan.overrides,
+            internal=plan.name in INTERNAL_TOPICS, validate_only=validate_only,
+        )
+    except TopicError as e:
+        return Refusal(error_code(e.error_name), str(e))
+    except OSError as e:
+        return Refusal(ErrorCode.kafka_storage_error, f"cannot create topic {plan.name}: {e}")
+
+
+def _created_result(ctx: RequestContext, module: Any, info: TopicInfo) -> Any:
+    config_cls = getattr(module, "CreatableTopicConfigs", None)  # v5+
+    configs = () if config_cls is None else tuple(
+        build(config_cls, name=e.name, value=e.value, read_only=e.read_only,
+              config_source=int(e.source), is_sensitive=e.is_sensitive)
+        for e in topic_config_entries(ctx.state.config, info.config)
+    )
+    return build(
+        module.CreatableTopicResult,
+        name=info.name, topic_id=info.topic_id, error_code=ErrorCode.none, error_message=None,
+        topic_config_error_code=0, num_partitions=info.num_partitions,
+        replication_factor=REPLICATION_FACTOR, configs=configs,
+    )
+
+
+def _refused_result(module: Any, name: str, refusal: Refusal) -> Any:
+    return build(
+        module.CreatableTopicResult,
+        name=name, topic_id=None, error_code=refusal.error, error_message=refusal.message,
+        topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=(),
+    )
+
+
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    duplicates = _duplicates(t.name for t in request.topics)
+    plans: dict[str, Refusal | TopicPlan] = {
+        t.name: _plan_topic(ctx, t) for t in request.topics if t.name not in duplicates
+    }
+    if sum(p.records for p in plans.values() if isinstance(p, TopicPlan)) > MAX_RECORDS_PER_USER_OP:
+        too_large = Refusal(ErrorCode.policy_violation, TOO_LARGE_MESSAGE)
+        plans = dict.fromkeys(plans, too_large)
+        plans.update(dict.fromkeys(duplicates, too_large))
+        duplicates = []
+    results = []
+    for name, plan in plans.items():
+        outcome = _create(ctx, plan, bool(request.validate_only)) if isinstance(plan, TopicPlan) else plan
+        if isinstance(outcome, Refusal):
+            results.append(_refused_result(module, name, outcome))
+        else:
+            results.append(_created_result(ctx, module, outcome))
+    duplicate = Refusal(ErrorCode.invalid_request, "Duplicate topic name.")
+    results += [_refused_result(module, name, duplicate) for name in duplicates]
+    return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+# -- DeleteTopics -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error: ErrorCode
+    message: str | None = None
+
+
+def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> DeleteOutcome:
+    logs = ctx.state.logs
+    info = logs.topics[name]
+    try:
+        logs.delete_topic(name)
+    except TopicError as e:
+        return DeleteOutcome(name, topic_id, error_code(e.error_name), str(e))
+    except OSError as e:
+        return DeleteOutcome(name, topic_id, ErrorCode.kafka_storage_error, f"cannot delete topic {name}: {e}")
+    # Fetches parked on the topic answer UNKNOWN_TOPIC_OR_PARTITION now, not at max_wait.
+    for p in range(info.num_partitions):
+        ctx.state.purgatory.notify((name, p))
+    return DeleteOutcome(name, topic_id, ErrorCode.none)
+
+
+def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]]) -> list[DeleteOutcome]:
+    """ControllerApis.deleteTopics: sort out names and ids, then delete what remains."""
+    logs = ctx.state.logs
+    out: list[DeleteOutcome] = []
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is None:
+            out.append(DeleteOutcome(None, None, ErrorCode.invalid_request,
+                                     "Neither topic name nor id were specified."))
+        elif name is not None and topic_id is not None:
+            out.append(DeleteOutcome(name, topic_id, ErrorCode.invalid_request,
+                                     "You may not specify both topic name and topic id."))
+        elif name is not None:
+            names.append(name)
+        elif topic_id is not None:
+            ids.append(topic_id)
+    dup_names, dup_ids = _duplicates(names), set(_duplicates(ids))
+    out += [DeleteOutcome(n, None, ErrorCode.invalid_request, "Duplicate topic name.") for n in dup_names]
+    out += [DeleteOutcome(None, i, ErrorCode.invalid_request, "Duplicate topic id.") for i in dup_ids]
+    to_delete: dict[uuid.UUID, str] = {}
+    for topic_id in dict.fromkeys(i for i in ids if i not in dup_ids):
+        info = logs.topic_by_id(topic_id)
+        if info is None:
+            out.append(DeleteOutcome(None, topic_id, ErrorCode.unknown_topic_id,
+                                     "This server does not host this topic ID."))
+        else:
+            to_delete[topic_id] = info.name
+    for name in dict.fromkeys(n for n in names if n not in dup_names):
+        by_name = logs.topics.get(name)
+        if by_name is None:
+            out.append(DeleteOutcome(name, None, ErrorCode.unknown_topic_or_partition,
+                                     "This server does not host this topic-partition."))
+        elif by_name.topic_id in to_delete or by_name.topic_id in dup_ids:
+            to_delete.pop(by_name.topic_id, None)
+            dup_ids.add(by_name.topic_id)
+            out.append(DeleteOutcome(name, by_name.topic_id, ErrorCode.invalid_request,
+                                     "The provided topic name maps to an ID that was already supplied."))
+        else:
+            to_delete[by_name.topic_id] = name
+    out += [_delete(ctx, name, topic_id) for topic_id, name in to_delete.items()]
+    return out
+
+
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    if not ctx.state.config["delete.topic.enable"]:
+        # Kafka fails the whole request; before v3 there was no dedicated code.
+        code = ErrorCode.invalid_request if ctx.api_version < 3 else ErrorCode.topic_deletion_disabled
+        outcomes = [DeleteOutcome(name, topic_id, code) for name, topic_id in wanted]
+    else:
+        outcomes = _delete_topics(ctx, wanted)
+    responses = tuple(
+        build(module.DeletableTopicResult, name=o.name, topic_id=o.topic_id, error_code=o.error,
+              error_message=o.message)
+        for o in outcomes
+    )
+    return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=responses)
+
+
+# -- CreatePartitions ---------------------------------------------------------------
+
+
+def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> Refusal | None:
+    """ReplicationControlManager.createPartitions for one topic."""
+    logs = ctx.state.logs
+    info = logs.topics.get(topic.name)
+    if info is None:
+        return Refusal(ErrorCode.unknown_topic_or_partition, None)
+    current, count = info.num_partitions, int(topic.count)
+    if count == current:
+        return Refusal(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+    if count < current:
+        return Refusal(ErrorCode.invalid_partitions, f"The topic {topic.name} currently has {current} "
+                       f"partition(s); {count} would not be an increase.")
+    additional = count - current
+    if topic.assignments is not None:
+        if len(topic.assignments) != additional:
+            return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
+                           f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
+        for a in topic.assignments:
+            refusal = _assignment_refusal(ctx, [int(b) for b in a.broker_ids], REPLICATION_FACTOR)
+            if refusal is not None:
+                return refusal
+    try:
+        logs.create_partitions(topic.name, count, validate_only=validate_only)
+    except TopicError as e:
+        return Refusal(error_code(e.error_name), str(e))
+    except OSError as e:
+        return Refusal(ErrorCode.kafka_storage_error, f"cannot create partitions of {topic.name}: {e}")
+    return None
+
+
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    duplicates = _duplicates(t.name for t in request.topics)
+    outcomes: dict[str, Refusal | None] = dict.fromkeys(duplicates, Refusal(ErrorCode.invalid_request,
+                                                                           "Duplicate topic name."))
+    unique = [t for t in request.topics if t.name not in duplicates]
+    # Assignments are checked again in _grow; counting here only needs the sizes.
+    added = sum(max(0, int(t.count) - ctx.state.logs.topics[t.name].num_partitions)
+                for t in unique if t.name in ctx.state.logs.topics)
+    for t in unique:
+        if added > MAX_RECORDS_PER_USER_OP:
+            outcomes[t.name] = Refusal(ErrorCode.policy_violation, TOO_LARGE_MESSAGE)
+        else:
+            outcomes[t.name] = _grow(ctx, t, bool(request.validate_only))
+    results = tuple(
+        build(module.CreatePartitionsTopicResult, name=name,
+              error_code=o.error if o else ErrorCode.none, error_message=o.message if o else None)
+        for name, o in outcomes.items()
+    )
+    return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
+APIS = [
+    ApiSpec(19, "CreateTopics", 2, 7, handle_create_topics),
+    ApiSpec(20, "DeleteTopics", 1, 6, handle_delete_topics),
+    ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
+]
