@@ -62,14 +62,25 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
-# ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING.
+# ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
+# configs Kafka defines as INT (any other int is LONG):
 _INT_CONFIGS = frozenset({
     "segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes",
     "min.insync.replicas", "node.id", "num.partitions", "default.replication.factor",
     "socket.request.max.bytes", "log.segment.bytes", "message.max.bytes", "log.index.interval.bytes",
     "log.index.size.max.bytes", "fetch.max.bytes", "group.initial.rebalance.delay.ms",
     "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.minutes",
+    "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+    "offsets.topic.num.partitions", "offsets.topic.segment.bytes", "offsets.topic.compression.codec",
+    "offsets.load.buffer.size", "offsets.retention.minutes", "offset.metadata.max.bytes",
+    "offsets.commit.timeout.ms", "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms", "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes",
+    "transaction.state.log.min.isr", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
+_SHORT_CONFIGS = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 # Broker names that stand in for another (BrokerConfig.load converts them), in the
@@ -124,6 +135,8 @@ def config_string(value: Any) -> str | None:
 def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
     if name in _UNIT_ALIASES or name in _INT_CONFIGS:
         return ConfigType.INT
+    if name in _SHORT_CONFIGS:
+        return ConfigType.SHORT
     if defn is None:
         return ConfigType.UNKNOWN
     if name in _LIST_CONFIGS:
