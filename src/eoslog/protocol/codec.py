@@ -10,6 +10,7 @@ can read the answer before it knows which versions the broker speaks.
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from functools import cache
 from typing import Any, NamedTuple
@@ -21,6 +22,8 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
+
+log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _PREFIX = struct.Struct(">hhi")
@@ -84,9 +87,10 @@ def decode_request(frame: bytes, prefix: RequestPrefix) -> tuple[Any, str | None
             f"malformed {schema.__name__} v{prefix.api_version}: {type(e).__name__}: {e}"
         ) from e
     if pos + size != len(frame):
-        raise DecodeError(
-            f"{schema.__name__} v{prefix.api_version}: {len(frame) - pos - size} trailing bytes"
-        )
+        # Kafka's parser ignores bytes after the body, and clients rely on it:
+        # librdkafka 2.x sends Metadata v12 with three bytes past the schema.
+        log.debug("%s v%d from %s: %d trailing bytes ignored", schema.__name__,
+                  prefix.api_version, header.client_id, len(frame) - pos - size)
     return body, header.client_id
 
 
