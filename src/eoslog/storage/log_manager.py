@@ -134,8 +134,11 @@ class LogManager:
         self.had_clean_shutdown = marker.exists()
         if self.had_clean_shutdown:
             marker.unlink()
-        else:
-            log.info("no clean-shutdown marker in %s: recovering unflushed segments", self.log_dir)
+        elif (self.log_dir / TOPICS_FILE).exists():
+            log.warning(
+                "no clean-shutdown marker in %s: re-validating segments past each partition's "
+                "recovery point", self.log_dir,
+            )
         self._load_topics()
         recovery = read_checkpoint(self.log_dir / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.log_dir / LOG_START_FILE)
