@@ -44,7 +44,7 @@ class Rig:
         return self.proxy.address
 
     def faults_on(self) -> None:
-        self.proxy.set_policy(FaultPolicy(drop_probability=0.01, close_mid_request_probability=0.003,
+        self.proxy.set_policy(FaultPolicy(drop_probability=0.05, close_mid_request_probability=0.01,
                                           delay_probability=0.01, delay_seconds=0.2, seed=7))
 
     def kill_and_restart(self) -> None:
@@ -112,6 +112,7 @@ def run_with_faults(rig: Rig, produce: Callable[[Callable[[int], None]], None]) 
     assert rig.killed.is_set()
     rig.proxy.heal()
     assert rig.proxy.injected["drop"] > 0, "no response was dropped: the test proved nothing"
+    print(f"faults injected: {dict(rig.proxy.injected)}; broker starts: {rig.broker.starts}")
 
 
 def test_librdkafka_idempotent_producer(rig: Rig) -> None:
