@@ -1,0 +1,138 @@
+"""Idempotence at the partition-log level: duplicates, errors, and state across restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.records import build_batch
+from eoslog.storage.log import PartitionLog
+from eoslog.storage.producer_state import ProducerStateError
+
+PID = 4000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def batch(seq: int, count: int = 1, epoch: int = 0, pid: int = PID, ts: int = 1_700_000_000_000) -> bytes:
+    return build_batch(
+        [(None, f"v{seq + i}".encode(), ()) for i in range(count)],
+        timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+    )
+
+
+def open_log(path: Path, clock: Clock, clean: bool = True, **overrides: str) -> PartitionLog:
+    defaults = BrokerConfig.load().topic_defaults()
+    return PartitionLog(path / "t-0", TopicConfig(defaults, overrides), clock, clean_shutdown=clean)
+
+
+def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, Clock())
+    first = lg.append_as_leader(batch(0, 3))
+    lg.append_as_leader(batch(3, 2))
+    size = lg.size_bytes
+    again = lg.append_as_leader(batch(0, 3))
+    assert again.duplicate
+    assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 2)
+    assert lg.size_bytes == size and lg.log_end_offset == 5
+
+
+@pytest.mark.parametrize(("records", "error"), [
+    (lambda: batch(5), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    (lambda: batch(0, epoch=1, pid=PID + 1), None),
+    (lambda: batch(7, pid=PID + 2), "UNKNOWN_PRODUCER_ID"),
+])
+def test_rejected_batches_leave_the_log_unchanged(tmp_path: Path, records: object, error: str | None) -> None:
+    lg = open_log(tmp_path, Clock())
+    lg.append_as_leader(batch(0))
+    end, size = lg.log_end_offset, lg.size_bytes
+    if error is None:
+        lg.append_as_leader(records())  # type: ignore[operator]
+        return
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(records())  # type: ignore[operator]
+    assert e.value.error_name == error
+    assert (lg.log_end_offset, lg.size_bytes) == (end, size)
+
+
+def test_unclean_restart_in_the_middle_of_a_run_replays_the_log(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock)
+    for seq in range(0, 40, 4):
+        lg.append_as_leader(batch(seq, 4))
+    lg.close()  # no snapshot, no clean-shutdown marker: like kill -9
+    lg = open_log(tmp_path, clock, clean=False)
+    assert lg.log_end_offset == 40
+    # The last five batches are still recognised as duplicates...
+    for seq in range(20, 40, 4):
+        assert lg.append_as_leader(batch(seq, 4)).duplicate
+    # ...an older one is out of order, and the run continues where it stopped.
+    with pytest.raises(ProducerStateError):
+        lg.append_as_leader(batch(16, 4))
+    assert lg.append_as_leader(batch(40, 4)).first_offset == 40
+
+
+def test_snapshot_at_roll_plus_replay_of_the_tail(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock, **{"segment.bytes": "2000"})
+    for seq in range(60):
+        lg.append_as_leader(batch(seq))
+    assert len(lg.segments) > 2
+    snapshots = sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot"))
+    assert snapshots, "a roll must leave a producer-state snapshot"
+    assert len(snapshots) <= 3
+    lg.close()
+    lg = open_log(tmp_path, clock, clean=False)
+    assert lg.append_as_leader(batch(59)).duplicate
+    assert lg.append_as_leader(batch(60)).first_offset == 60
+
+
+def test_clean_shutdown_snapshot_needs_no_replay(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock)
+    for seq in range(10):
+        lg.append_as_leader(batch(seq))
+    lg.snapshot_producer_state()
+    lg.close()
+    assert (tmp_path / "t-0" / f"{10:020d}.snapshot").exists()
+    lg = open_log(tmp_path, clock)
+    assert lg.producer_state.producers[PID].last_seq == 9
+
+
+def test_corrupt_snapshot_falls_back_to_replay(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock)
+    for seq in range(10):
+        lg.append_as_leader(batch(seq))
+    lg.snapshot_producer_state()
+    lg.close()
+    snap = tmp_path / "t-0" / f"{10:020d}.snapshot"
+    snap.write_bytes(snap.read_bytes()[:7])
+    lg = open_log(tmp_path, clock)
+    assert lg.producer_state.producers[PID].last_seq == 9
+    assert lg.append_as_leader(batch(9)).duplicate
+
+
+def test_retention_deleting_a_producers_last_batch_forgets_it(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock, **{"segment.bytes": "300", "retention.ms": "1000"})
+    old = clock.now
+    for seq in range(10):
+        lg.append_as_leader(batch(seq, ts=old))
+    lg.roll()  # the other producer's batch lands in a segment of its own
+    clock.now += 10_000
+    lg.append_as_leader(batch(0, pid=PID + 1, ts=clock.now))
+    assert lg.delete_old_segments() > 0
+    assert lg.log_start_offset == 10
+    assert PID not in lg.producer_state.producers
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(batch(10, ts=clock.now))
+    assert e.value.error_name == "UNKNOWN_PRODUCER_ID"
