@@ -45,7 +45,7 @@ def metadata_request(version: int, topics: list[str] | None) -> Any:
         m.MetadataRequestTopic(**({"name": t, "topic_id": None} if version >= 10 else {"name": t}))
         for t in topics
     )
-    fields = {"topics": wanted}
+    fields: dict[str, Any] = {"topics": wanted}
     if version >= 4:
         fields["allow_auto_topic_creation"] = False
     if 8 <= version <= 10:
