@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from eoslog.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from eoslog.client.connection import BrokerConnection
 
 app = typer.Typer(
     name="eoslog",
@@ -51,6 +56,66 @@ def broker(
         typer.echo(f"eoslog broker: {e}", err=True)
         raise typer.Exit(2) from None
     run_broker(cfg)
+
+
+# -- shared by the client commands (topics, produce, consume) ----------------------
+
+DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
+
+BootstrapServer = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
+        help="Broker(s) to connect to, like Kafka's CLI tools.",
+    ),
+]
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line on stderr, no traceback."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@contextmanager
+def user_errors(command: str) -> Iterator[None]:
+    """Turn expected failures (unreachable broker, Kafka error codes, bad input) into
+    ``eoslog COMMAND: error: ...`` on stderr and a non-zero exit code."""
+    from eoslog.client.connection import KafkaError
+
+    try:
+        yield
+    except CommandError as e:
+        typer.echo(f"eoslog {command}: error: {e}", err=True)
+        raise typer.Exit(e.exit_code) from None
+    except KafkaError as e:
+        typer.echo(f"eoslog {command}: error: {e}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def connect(bootstrap_server: str, timeout_s: float = 30.0) -> BrokerConnection:
+    """A connection to the first reachable broker of ``--bootstrap-server``."""
+    from eoslog.client.connection import bootstrap
+
+    try:
+        return bootstrap(bootstrap_server, client_id="eoslog-cli", timeout_s=timeout_s)
+    except ValueError as e:
+        raise CommandError(f"--bootstrap-server: {e}", exit_code=2) from None
+
+
+def parse_properties(items: list[str] | None, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` → dict, rejecting items without ``=``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"{option} expects key=value, got {item!r}", exit_code=2)
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _register_subcommands() -> None:
