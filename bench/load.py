@@ -1,0 +1,206 @@
+"""Kafka client load against the broker: confluent-kafka (librdkafka) produce and fetch.
+
+A produce case is a name plus the librdkafka settings that make it different; later
+variants (e.g. transactional produce) add a ``ProduceCase`` with their settings and,
+when they need calls around the sends (init/begin/commit), a ``session`` hook.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+from common import Measurement
+
+RECORD_SIZE = 1024
+PARTITIONS = 3
+ENQUEUE_CHUNK = 1000  # records per produce_batch() call, all to one partition
+
+# Settings shared by every produce case: large batches, a short linger, no codec (so
+# the broker and the plain writer move the same bytes).
+PRODUCER_BASE: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "none",
+    "queue.buffering.max.kbytes": 1 << 20,
+    "delivery.report.only.error": True,
+    "socket.nagle.disable": True,
+}
+
+CONSUMER_BASE: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.partition.eof": False,
+    "fetch.wait.max.ms": 100,
+    "max.partition.fetch.bytes": 1 << 20,  # Kafka's default, stated so it is visible
+}
+
+
+# Errors that mean the data is not there; anything else (a dropped connection, a
+# coordinator look-up) librdkafka retries by itself.
+_FETCH_FATAL = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+
+
+@dataclass(frozen=True)
+class ProduceCase:
+    name: str  # short id, used in topic names and JSON keys
+    label: str  # what the table shows
+    config: dict[str, Any]
+    # Called with (producer, send_all): lets a case wrap the sends, e.g. in transactions.
+    session: Callable[[Producer, Callable[[], None]], None] | None = None
+    notes: str = ""
+
+
+PRODUCE_CASES: list[ProduceCase] = [
+    ProduceCase("acks1", "produce acks=1", {"acks": 1, "enable.idempotence": False},
+                notes="enable.idempotence=false: the plain baseline"),
+    ProduceCase("acksall", "produce acks=all", {"acks": "all", "enable.idempotence": False},
+                notes="enable.idempotence=false: the plain baseline"),
+    ProduceCase("idempotent", "produce idempotent", {"acks": "all", "enable.idempotence": True},
+                notes="enable.idempotence=true (acks=all, max.in.flight<=5); compare with acks=all"),
+]
+
+
+@dataclass
+class _Errors:
+    delivery: list[str] = field(default_factory=list)
+    client: list[str] = field(default_factory=list)
+
+    def on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and len(self.delivery) < 20:
+            self.delivery.append(str(err))
+
+    def on_error(self, err: KafkaError) -> None:
+        if len(self.client) < 20:
+            self.client.append(str(err))
+
+
+def produce(bootstrap: str, topic: str, case: ProduceCase, records: int,
+            timeout_s: float = 600.0) -> Measurement:
+    """Send ``records`` values of RECORD_SIZE bytes, ENQUEUE_CHUNK at a time to each
+    partition in turn; timed from the first produce call to flush() returning."""
+    errors = _Errors()
+    producer = Producer({
+        "bootstrap.servers": bootstrap, **PRODUCER_BASE, **case.config,
+        "on_delivery": errors.on_delivery, "error_cb": errors.on_error,
+    })
+    # Before the clock starts: create the topic (auto-create) and learn its leaders, and
+    # deliver one record elsewhere so that connections and (for an idempotent producer)
+    # the producer id are in place; otherwise start-up costs land in the first case.
+    md = producer.list_topics(topic, timeout=30)
+    parts = len(md.topics[topic].partitions)
+    if parts != PARTITIONS:
+        raise RuntimeError(f"{topic} has {parts} partitions, expected {PARTITIONS}")
+    warm_start = time.perf_counter()
+    producer.produce(f"{topic}-warmup", b"warm-up", partition=0)
+    if producer.flush(30) or errors.delivery:
+        raise RuntimeError(f"{case.name}: warm-up record not delivered: {errors.delivery[:5]}")
+    warmup_s = time.perf_counter() - warm_start
+    value = os.urandom(RECORD_SIZE)
+    send = producer.produce_batch
+    poll = producer.poll
+    chunk = [{"value": value} for _ in range(ENQUEUE_CHUNK)]
+
+    def send_all() -> None:
+        # produce_batch enqueues a list in one call: the Python loop costs less than
+        # the broker's work, so the figures measure the broker, not this loop.
+        done = 0
+        i = 0
+        while done < records:
+            n = min(ENQUEUE_CHUNK, records - done)
+            pending = chunk[:n]
+            while pending:
+                if send(topic, pending, partition=i % PARTITIONS) == len(pending):
+                    break
+                # Queue full: librdkafka marked what it did not take; send those again.
+                pending = [m for m in pending if m.pop("_error", None) is not None]
+                poll(0.005)
+            poll(0)
+            done += n
+            i += 1
+
+    cpu0 = client_cpu_seconds()
+    start = time.perf_counter()
+    if case.session is not None:
+        case.session(producer, send_all)
+    else:
+        send_all()
+    left = producer.flush(timeout_s)
+    seconds = time.perf_counter() - start
+    client_cpu = client_cpu_seconds() - cpu0
+    if left or errors.delivery:
+        raise RuntimeError(f"{case.name}: {left} records undelivered; errors: {errors.delivery[:5]}")
+    return Measurement(case.label, records * RECORD_SIZE, seconds, records,
+                       extra={"topic": topic, "config": _printable(case.config), "notes": case.notes,
+                              "client_cpu_s": round(client_cpu, 2), "warmup_s": round(warmup_s, 3),
+                              "client_errors": errors.client})
+
+
+def high_watermarks(bootstrap: str, topic: str) -> list[int]:
+    """Latest offsets via ListOffsets (an admin client needs no group coordinator)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    futures = admin.list_offsets({tp: latest for tp in tps}, request_timeout=30)
+    by_partition = {tp.partition: f.result().offset for tp, f in futures.items()}
+    return [by_partition[p] for p in range(PARTITIONS)]
+
+
+def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0) -> Measurement:
+    """Read ``records`` records back from offset 0 of every partition (assign, no group
+    membership); timed from assign() to the last record."""
+    client_errors: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if len(client_errors) < 20:
+            client_errors.append(str(err))
+
+    # confluent-kafka insists on a group.id even though assign() never joins the group.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", **CONSUMER_BASE,
+                         "error_cb": on_error})
+    got = 0
+    nbytes = 0
+    try:
+        cpu0 = client_cpu_seconds()
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = start + timeout_s
+        while got < records:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"fetch of {topic}: {got} of {records} records after {timeout_s}s")
+            # consume() waits for all num_messages or the timeout: never ask for more than are left.
+            for m in consumer.consume(num_messages=min(10_000, records - got), timeout=1.0):
+                err = m.error()
+                if err is not None:
+                    if err.fatal() or err.code() in _FETCH_FATAL:
+                        raise KafkaException(err)
+                    if len(client_errors) < 20:
+                        client_errors.append(str(err))
+                    continue
+                got += 1
+                nbytes += len(m.value() or b"")
+        seconds = time.perf_counter() - start
+        client_cpu = client_cpu_seconds() - cpu0
+    finally:
+        consumer.close()
+    if nbytes != records * RECORD_SIZE:
+        raise RuntimeError(f"fetch of {topic}: {nbytes} value bytes, expected {records * RECORD_SIZE}")
+    return Measurement("fetch", nbytes, seconds, got,
+                       extra={"topic": topic, "config": _printable(CONSUMER_BASE),
+                              "client_cpu_s": round(client_cpu, 2), "client_errors": client_errors})
+
+
+def client_cpu_seconds() -> float:
+    """CPU time of this process, all threads (librdkafka's included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _printable(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cfg.items() if not callable(v)}

@@ -1,0 +1,86 @@
+"""The benchmark's picture: throughput bars (eoslog next to the machine's limits) and
+the broker's resident memory over the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+LIMIT_COLOR = "#9e9e9e"
+EOSLOG_COLOR = "#1f77b4"
+PHASE_COLORS = ["#fde0c5", "#d4e8d4", "#d6e4f0", "#eadcf0", "#f5f0c8", "#f0d4d4"]
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    fig, (write, read, rss) = plt.subplots(1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [1.2, 0.8, 1.2]})
+    limits = results["limits"]
+    write_rows = [("plain writer", limits["plain_writer"]["mb_s"], LIMIT_COLOR, "")]
+    if "plain_writer_fsync" in limits:
+        write_rows.append(("plain writer\n+ fsync at end", limits["plain_writer_fsync"]["mb_s"], LIMIT_COLOR, ""))
+    write_rows += [(c["name"], c["mb_s"], EOSLOG_COLOR, "") for c in results["produce"].values()]
+    _bars(write, write_rows, "write path: produce vs plain writer")
+    read_rows = [("loopback copy", limits["loopback"]["mb_s"], LIMIT_COLOR, ""),
+                 ("fetch", results["fetch"]["mb_s"], EOSLOG_COLOR, "")]
+    _bars(read, read_rows, "read path: fetch vs loopback copy")
+    _rss(rss, results)
+    m = results["machine"]
+    w = results["workload"]
+    fig.suptitle(
+        f"eoslog core benchmark — {w['total_mb']} MB of {w['record_bytes']} B records per case, "
+        f"{w['partitions']} partitions — {m['cpu_count']} shared CPUs, Python {m['python']} — {results['timestamp']}"
+        "\nblue: eoslog with confluent-kafka; grey: this machine's limits measured in the same run\nratios: "
+        + ";  ".join(f"{r['label']} = {r['value']:.2f} (goal {r['goal']})" for r in results["ratios"].values()),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _bars(ax: Any, rows: list[tuple[str, float, str, str]], title: str) -> None:
+    y = list(range(len(rows)))[::-1]
+    values = [r[1] for r in rows]
+    ax.barh(y, values, color=[r[2] for r in rows])
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=9)
+    ax.set_xlabel("MB/s (MB = 2^20 bytes)")
+    for yi, v in zip(y, values, strict=True):
+        ax.text(v, yi, f" {v:,.0f}", va="center", fontsize=8)
+    ax.set_xlim(0, max(values) * 1.2)
+    ax.set_title(title, fontsize=10)
+
+
+def _rss(ax: Any, results: dict[str, Any]) -> None:
+    series = results["rss"]["series"]
+    if not series:
+        return
+    ts = [s[0] for s in series]
+    mbs = [s[1] for s in series]
+    # Shade each phase.
+    spans: list[tuple[str, float, float]] = []
+    for t, _, _, phase in series:
+        if spans and spans[-1][0] == phase:
+            spans[-1] = (phase, spans[-1][1], t)
+        else:
+            spans.append((phase, t, t))
+    colors: dict[str, str] = {}
+    for phase, t0, t1 in spans:
+        color = colors.setdefault(phase, PHASE_COLORS[len(colors) % len(PHASE_COLORS)])
+        ax.axvspan(t0, max(t1, t0 + 0.25), color=color, alpha=0.6, lw=0)
+        ax.text((t0 + t1) / 2, 0.98, phase, transform=ax.get_xaxis_transform(), rotation=90,
+                ha="center", va="top", fontsize=7)
+    ax.plot(ts, mbs, color="#d62728", lw=1.5)
+    ax.set_ylim(0, max(mbs) * 1.4)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("broker RSS (MB)")
+    s = results["rss"]["summary"]
+    ax.set_title(
+        f"broker resident memory, sampled every {results['rss']['interval_s']} s\n"
+        f"under load: start {s.get('start_mb')} / peak {s.get('peak_mb')} / end {s.get('end_mb')} MB\n"
+        f"slope {s.get('slope_mb_per_min')} MB/min; 2nd-half peak - 1st-half peak {s.get('half_peak_growth_mb')} MB",
+        fontsize=9,
+    )
