@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import BrokerProcess  # noqa: E402
+from harness import BrokerProcess
 
 
 @pytest.fixture

@@ -7,18 +7,16 @@ decode_response. Nothing here retries or hides an error: a closed connection sho
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import socket
 import struct
 import time
 from typing import Any
 
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
 from eoslog.protocol.codec import decode_response, encode_request
+from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
@@ -26,7 +24,7 @@ EARLIEST, LATEST = -2, -1
 
 
 def request_module(api_key: int, version: int) -> Any:
-    return load_payload_module(api_key, version, EntityType.request)
+    return request_types(api_key, version)
 
 
 def produce_request(topic: str, partition: int, records: bytes | None, *, acks: int = -1,
@@ -42,11 +40,11 @@ def produce_request(topic: str, partition: int, records: bytes | None, *, acks: 
 def fetch_request(topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
                   max_wait_ms: int = 0, version: int = 12) -> Any:
     m = request_module(FETCH, version)
-    part = _build(
+    part = build(
         m.FetchPartition, partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
         last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(max_bytes),
     )
-    return _build(
+    return build(
         m.FetchRequest, cluster_id=None, replica_id=i32(-1),
         max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=i32(1),
         max_bytes=i32(max_bytes), isolation_level=i8(0), session_id=i32(0),
@@ -55,17 +53,13 @@ def fetch_request(topic: str, partition: int, offset: int, *, max_bytes: int = 1
     )
 
 
-def _build(cls: type[Any], **values: Any) -> Any:
-    """Instantiate a kio class with the subset of ``values`` its version has."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def list_offsets_request(topic: str, partition: int, timestamp: int, version: int = 7) -> Any:
     m = request_module(LIST_OFFSETS, version)
-    part = _build(m.ListOffsetsPartition, partition_index=i32(partition),
+    part = build(m.ListOffsetsPartition, partition_index=i32(partition),
                   current_leader_epoch=i32(-1), timestamp=i64(timestamp))
-    return _build(m.ListOffsetsRequest, replica_id=i32(-1), isolation_level=i8(0),
+    return build(m.ListOffsetsRequest, replica_id=i32(-1), isolation_level=i8(0),
                   topics=(m.ListOffsetsTopic(name=topic, partitions=(part,)),))
 
 

@@ -234,7 +234,7 @@ def parse_listener(spec: str) -> tuple[str, int]:
 class TopicConfig:
     """Effective configuration of one topic: its overrides over the broker defaults."""
 
-    __slots__ = ("_defaults", "overrides", "_values")
+    __slots__ = ("_defaults", "_values", "overrides")
 
     def __init__(self, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None = None):
         self._defaults = dict(defaults)
@@ -275,7 +275,7 @@ class TopicConfig:
 
     @property
     def log_append_time(self) -> bool:
-        return self._values["message.timestamp.type"] == "LogAppendTime"
+        return str(self._values["message.timestamp.type"]) == "LogAppendTime"
 
     @property
     def flush_messages(self) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+
 from faults import FaultPolicy, FaultProxy
 from harness import BrokerProcess, free_port
 

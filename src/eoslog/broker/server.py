@@ -20,8 +20,10 @@ from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.config import BrokerConfig
+from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.storage import LogManager
+from eoslog.storage.cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,9 @@ class Broker:
             config=config, logs=self.logs,
             producer_ids=ProducerIdManager(config.log_dir, config.node_id),
         )
+        self.groups = GroupCoordinator.for_broker(config, self.logs, wall_clock_ms, self.state.purgatory.notify)
+        self.state.group_coordinator = self.groups
+        self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.dispatcher = Dispatcher(self.state)
         self.connections: set[KafkaProtocol] = set()
         self._server: asyncio.Server | None = None
@@ -56,6 +61,9 @@ class Broker:
 
     async def startup(self) -> BrokerStatus:
         self.logs.startup()
+        # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
+        # until the loader (started below) has replayed it.
+        self.groups.begin_loading()
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
@@ -70,7 +78,8 @@ class Broker:
         bound_port = self._server.sockets[0].getsockname()[1]
         adv_host, adv_port = self.config.advertised()
         self.state.advertised_host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        self.state.advertised_port = bound_port if adv_port == 0 or not self.config["advertised.listeners"] else adv_port
+        explicit_port = self.config["advertised.listeners"] and adv_port != 0
+        self.state.advertised_port = adv_port if explicit_port else bound_port
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
                                          self.logs.run_retention)),
@@ -79,7 +88,14 @@ class Broker:
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
+            loop.create_task(self.groups.load_all()),
+            loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
+                                         self.groups.expire_offsets)),
         ]
+        if self.config["log.cleaner.enable"]:
+            self._tasks.append(loop.create_task(
+                self._every(int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
+            ))
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
@@ -111,6 +127,8 @@ class Broker:
     async def shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
+        # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
+        self.groups.shutdown()
         deadline = asyncio.get_running_loop().time() + SHUTDOWN_DRAIN_SECONDS
         while any(not c.idle for c in self.connections):
             if asyncio.get_running_loop().time() > deadline:

@@ -1,24 +1,22 @@
-"""What every handler module shares: the ApiSpec it registers and a response builder.
+"""What every handler module shares: the ApiSpec it registers and the response types.
 
-kio generates one dataclass per API *version*; newer versions add fields. Handlers
-build responses through ``build`` with every field they know of, and ``build`` keeps
-the ones the requested version has, so one handler serves a whole version range.
+Handlers build responses with ``eoslog.protocol.messages.build`` (re-exported here), passing
+every field they know of, so one handler serves a whole version range.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
-
 from eoslog.broker.context import RequestContext
+from eoslog.protocol.messages import build
+from eoslog.protocol.messages import response_types as protocol_response_types
+
+__all__ = ["NO_THROTTLE", "ApiSpec", "Handler", "build", "response_module", "response_types"]
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any | None]]
 
@@ -34,22 +32,10 @@ class ApiSpec:
     handler: Handler
 
 
-@cache
 def response_module(api_key: int, version: int) -> ModuleType:
-    return load_payload_module(api_key, version, EntityType.response)
-
-
-@cache
-def _field_names(cls: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def build(cls: type[Any], **values: Any) -> Any:
-    """Instantiate a kio dataclass with the subset of ``values`` its version defines."""
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
+    return protocol_response_types(api_key, version)
 
 
 def response_types(ctx: RequestContext) -> ModuleType:
     """The kio module holding the response classes for this request's version."""
-    return response_module(ctx.api_key, ctx.api_version)
+    return protocol_response_types(ctx.api_key, ctx.api_version)

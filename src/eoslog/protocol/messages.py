@@ -1,0 +1,46 @@
+"""Version-generic construction of kio messages.
+
+kio generates one set of dataclasses per API *version*, and newer versions add fields.
+Code that serves or sends a range of versions builds messages through ``build`` with
+every field it knows of; ``build`` keeps those the chosen version defines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+from typing import Any, Literal
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+PayloadKind = Literal[EntityType.request, EntityType.response]
+
+_fields: dict[type[Any], frozenset[str]] = {}
+_modules: dict[tuple[int, int, PayloadKind], ModuleType] = {}
+
+
+def build(cls: type[Any], **values: Any) -> Any:
+    """Instantiate a kio dataclass with the subset of ``values`` its version defines."""
+    names = _fields.get(cls)
+    if names is None:
+        names = _fields[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _module(api_key: int, version: int, kind: PayloadKind) -> ModuleType:
+    key = (api_key, version, kind)
+    module = _modules.get(key)
+    if module is None:
+        module = _modules[key] = load_payload_module(api_key, version, kind)
+    return module
+
+
+def request_types(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the request classes of one API version."""
+    return _module(api_key, version, EntityType.request)
+
+
+def response_types(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the response classes of one API version."""
+    return _module(api_key, version, EntityType.response)
