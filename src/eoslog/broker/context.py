@@ -9,12 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from eoslog.broker.purgatory import FetchPurgatory
 from eoslog.broker.security import Principal
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.storage import LogManager
+
+if TYPE_CHECKING:
+    from eoslog.coordinator.group import GroupCoordinator
 
 
 def wall_clock_ms() -> int:
@@ -30,6 +34,8 @@ class BrokerState:
     clock_ms: Callable[[], int] = wall_clock_ms
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
+    # Set by the broker at start-up (it needs the logs and an event loop).
+    group_coordinator: GroupCoordinator | None = None
 
     @property
     def node_id(self) -> int:

@@ -23,8 +23,10 @@ from eoslog.records.batch import (
     BatchHeader,
     InvalidRecordError,
     assign_offsets,
+    iter_batch_headers,
     validate_produce_batches,
 )
+from eoslog.storage.cleaner import complete_interrupted_swaps
 from eoslog.storage.producer_state import ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
 
@@ -112,6 +114,7 @@ class PartitionLog:
     def _load(self, clean_shutdown: bool) -> None:
         for leftover in self.dir.glob("*.tmp"):
             leftover.unlink()
+        complete_interrupted_swaps(self.dir)  # a compaction cut short by a crash
         bases = sorted(
             b for p in self.dir.glob("*.log") if (b := parse_segment_base(p)) is not None
         )
@@ -197,6 +200,26 @@ class PartitionLog:
                 producers.validate(h, offset)  # raises ProducerStateError
             offset += h.last_offset_delta + 1
         return self._append(bytearray(records), batches, producers)
+
+    def append_from_coordinator(self, records: bytes) -> AppendInfo:
+        """Append batches a coordinator on this broker built (group metadata, offsets,
+        transaction state): offsets are assigned, producer state records the batches, but
+        no sequence validation applies (Kafka's AppendOrigin.COORDINATOR)."""
+        batches = list(iter_batch_headers(records))
+        if not batches:
+            raise InvalidRecordError("INVALID_RECORD", "coordinator append without a batch")
+        for _, h in batches:
+            if h.size > self.config.max_message_bytes:
+                raise InvalidRecordError(
+                    "MESSAGE_TOO_LARGE",
+                    f"batch of {h.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
+                )
+        if len(records) > self.config.segment_bytes:
+            raise InvalidRecordError(
+                "RECORD_LIST_TOO_LARGE",
+                f"record set of {len(records)} bytes exceeds segment.bytes={self.config.segment_bytes}",
+            )
+        return self._append(bytearray(records), batches, self.producer_state.prepare())
 
     def _append(
         self, buf: bytearray, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo

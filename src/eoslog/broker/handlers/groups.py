@@ -1,0 +1,283 @@
+"""Group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+
+Requests become ``GroupCoordinator`` calls; results (Kafka error names) become responses.
+JoinGroup and SyncGroup wait on a future that the coordinator resolves when the
+rebalance gets there, which holds this connection's later requests back, as a Kafka
+broker does. Versions are those kio has and clients send: JoinGroup v0-v9 (v4+ with the
+MEMBER_ID_REQUIRED round, v5+ static membership, v9 skip_assignment), SyncGroup v0-v5.
+
+FindCoordinator answers for every key type registered in ``COORDINATOR_KEY_TYPES``: GROUP
+here; the transaction coordinator registers TRANSACTION when it lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.coordinator.group import (
+    NONE,
+    GroupCoordinator,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    SyncRequest,
+    SyncResult,
+)
+from eoslog.protocol.errors import ErrorCode, error_code
+
+T = TypeVar("T")
+
+GROUP_KEY_TYPE = 0
+NO_AUTHORIZED_OPERATIONS = -2147483648
+# READ | DELETE | DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows.
+ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+CLASSIC_GROUP_TYPE = "classic"
+
+# key type → lookup(ctx, key) returning NONE when this node coordinates the key, or the
+# error name to answer with.
+CoordinatorLookup = Callable[[RequestContext, str], str]
+COORDINATOR_KEY_TYPES: dict[int, CoordinatorLookup] = {}
+
+
+def register_coordinator_key_type(key_type: int, lookup: CoordinatorLookup) -> None:
+    COORDINATOR_KEY_TYPES[key_type] = lookup
+
+
+def group_coordinator(ctx: RequestContext) -> GroupCoordinator:
+    coordinator = ctx.state.group_coordinator
+    if coordinator is None:
+        raise RuntimeError("the broker runs without a group coordinator")
+    return coordinator
+
+
+def to_ms(value: datetime.timedelta) -> int:
+    return value // datetime.timedelta(milliseconds=1)
+
+
+def client_host(ctx: RequestContext) -> str:
+    """Kafka reports a member's host as Java's InetAddress.toString: ``/127.0.0.1``."""
+    return "/" + ctx.client_address.rsplit(":", 1)[0].strip("[]")
+
+
+async def wait_for(register: Callable[[Callable[[T], None]], None]) -> T:
+    """Run ``register(callback)`` and wait until the coordinator calls the callback."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def resolve(result: T) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    register(resolve)
+    return await future
+
+
+# -- FindCoordinator ------------------------------------------------------------------------
+
+
+def _group_lookup(ctx: RequestContext, key: str) -> str:
+    group_coordinator(ctx).ensure_offsets_topic()
+    return NONE
+
+
+register_coordinator_key_type(GROUP_KEY_TYPE, _group_lookup)
+
+
+def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
+    lookup = COORDINATOR_KEY_TYPES.get(key_type)
+    if lookup is None:
+        return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
+    error = lookup(ctx, key)
+    return error_code(error), None if error == NONE else error
+
+
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    state = ctx.state
+    key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
+
+    def fields(code: ErrorCode, message: str | None) -> dict[str, Any]:
+        ok = code == ErrorCode.none
+        return dict(
+            error_code=code, error_message=message, node_id=state.node_id if ok else -1,
+            host=state.advertised_host if ok else "", port=state.advertised_port if ok else -1,
+        )
+
+    if ctx.api_version < 4:
+        code, message = _find(ctx, key_type, request.key)
+        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(code, message))
+    coordinators = []
+    for key in request.coordinator_keys:
+        code, message = _find(ctx, key_type, key)
+        coordinators.append(build(module.Coordinator, key=key, **fields(code, message)))
+    return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+
+
+# -- JoinGroup / SyncGroup ---------------------------------------------------------------------
+
+
+async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    version = ctx.api_version
+    session_timeout = to_ms(request.session_timeout)
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.client_id or "",
+        client_host=client_host(ctx),
+        session_timeout_ms=session_timeout,
+        # v0 has no rebalance timeout: the session timeout served both purposes.
+        rebalance_timeout_ms=to_ms(request.rebalance_timeout) if version >= 1 else session_timeout,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        reason=getattr(request, "reason", None),
+    )
+    result: JoinResult = await wait_for(lambda cb: group_coordinator(ctx).join_group(join, cb))
+    members = tuple(
+        build(module.JoinGroupResponseMember, member_id=m.member_id,
+              group_instance_id=m.group_instance_id, metadata=m.metadata)
+        for m in result.members
+    )
+    return build(
+        module.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
+        generation_id=result.generation_id, protocol_type=result.protocol_type,
+        # Nullable from v7; before, "" stands for none.
+        protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+        leader=result.leader_id, skip_assignment=result.skip_assignment,
+        member_id=result.member_id, members=members,
+    )
+
+
+async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    protocol_type = getattr(request, "protocol_type", None)
+    protocol_name = getattr(request, "protocol_name", None)
+    result: SyncResult
+    if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
+        result = SyncResult("INCONSISTENT_GROUP_PROTOCOL")  # mandatory from v5
+    else:
+        sync = SyncRequest(
+            group_id=request.group_id, member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            generation_id=int(request.generation_id), protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignments={a.member_id: a.assignment for a in request.assignments},
+        )
+        result = await wait_for(lambda cb: group_coordinator(ctx).sync_group(sync, cb))
+    return build(
+        module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
+        protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+# -- Heartbeat / LeaveGroup ---------------------------------------------------------------------------
+
+
+async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    error = group_coordinator(ctx).heartbeat(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        int(request.generation_id),
+    )
+    return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
+
+
+async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    if ctx.api_version < 3:
+        leaving = [(request.member_id, None, None)]
+    else:
+        leaving = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in request.members]
+    error, member_errors = group_coordinator(ctx).leave_group(request.group_id, leaving)
+    if ctx.api_version < 3:
+        # One member, one error code: the group's, else the member's.
+        if error == NONE and member_errors:
+            error = member_errors[0]
+        return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
+    members = tuple(
+        build(module.MemberResponse, member_id=mid, group_instance_id=iid, error_code=error_code(e))
+        for (mid, iid, _), e in zip(leaving, member_errors, strict=False)
+    )
+    return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+                 members=members)
+
+
+# -- DescribeGroups / ListGroups / DeleteGroups --------------------------------------------------------
+
+
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    coordinator = group_coordinator(ctx)
+    include_ops = bool(getattr(request, "include_authorized_operations", False))
+    groups = []
+    for group_id in request.groups:
+        error, summary = coordinator.describe_group(group_id)
+        members = tuple(
+            build(module.DescribedGroupMember, member_id=m.member_id,
+                  group_instance_id=m.group_instance_id, client_id=m.client_id,
+                  client_host=m.client_host, member_metadata=m.metadata,
+                  member_assignment=m.assignment)
+            for m in summary.members
+        )
+        groups.append(build(
+            module.DescribedGroup, error_code=error_code(error), group_id=group_id,
+            group_state=summary.state.value if error == NONE else "",
+            protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
+            authorized_operations=ALL_GROUP_OPERATIONS if include_ops else NO_AUTHORIZED_OPERATIONS,
+        ))
+    return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    wanted_types = {t.lower() for t in getattr(request, "types_filter", ())}
+    states: set[GroupState] = set()
+    for name in getattr(request, "states_filter", ()):
+        state = GroupState.parse(name)
+        if state is not None:
+            states.add(state)
+    unknown_state_only = bool(getattr(request, "states_filter", ())) and not states
+    error, listed = group_coordinator(ctx).list_groups(states or None)
+    if unknown_state_only or (wanted_types and CLASSIC_GROUP_TYPE not in wanted_types):
+        listed = []
+    groups = tuple(
+        build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
+              group_state=g.state.value, group_type=CLASSIC_GROUP_TYPE)
+        for g in listed
+    )
+    return build(module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+                 groups=groups)
+
+
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    results = group_coordinator(ctx).delete_groups(request.groups_names)
+    return build(
+        module.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
+        results=tuple(
+            build(module.DeletableGroupResult, group_id=g, error_code=error_code(e))
+            for g, e in results.items()
+        ),
+    )
+
+
+APIS = [
+    ApiSpec(10, "FindCoordinator", 0, 4, handle_find_coordinator),
+    ApiSpec(11, "JoinGroup", 0, 9, handle_join_group),
+    ApiSpec(12, "Heartbeat", 0, 4, handle_heartbeat),
+    ApiSpec(13, "LeaveGroup", 0, 5, handle_leave_group),
+    ApiSpec(14, "SyncGroup", 0, 5, handle_sync_group),
+    # v6 (KIP-1043) answers GROUP_ID_NOT_FOUND for unknown groups; kept to v5's Dead state.
+    ApiSpec(15, "DescribeGroups", 0, 5, handle_describe_groups),
+    ApiSpec(16, "ListGroups", 0, 5, handle_list_groups),
+    ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
+]

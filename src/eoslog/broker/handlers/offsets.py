@@ -1,0 +1,176 @@
+"""Committed offsets: OffsetCommit (8) v2-v9, OffsetFetch (9) v1-v9, OffsetDelete (47) v0.
+
+As Kafka's KafkaApis does before the coordinator sees a request, partitions of topics
+that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION on commit and delete. The
+versions that name topics by id (OffsetCommit v10, OffsetFetch v10) are left out with
+the rest of the topic-id path.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.groups import group_coordinator, to_ms
+from eoslog.coordinator.group import NONE, FetchedOffset, OffsetAndMetadata, TopicPartition
+from eoslog.protocol.errors import error_code
+
+INVALID_OFFSET = -1
+NO_RETENTION = -1
+
+
+def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
+    return ctx.state.logs.get_log(tp.topic, tp.partition) is not None
+
+
+def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[tuple[int, Any]]]:
+    """Group per-partition results by topic, keeping request order."""
+    out: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+    for tp, value in items:
+        out[tp.topic].append((tp.partition, value))
+    return out
+
+
+# -- OffsetCommit -------------------------------------------------------------------------------
+
+
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    now = ctx.state.clock_ms()
+    retention = getattr(request, "retention_time", None)  # v2-v4 only
+    retention_ms = to_ms(retention) if retention is not None else NO_RETENTION
+    expire = now + retention_ms if retention_ms != NO_RETENTION else None
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, str] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if not _exists(ctx, tp):
+                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                p.committed_metadata or "", now, expire,
+            )
+    if offsets:
+        errors.update(group_coordinator(ctx).commit_offsets(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+            int(request.generation_id_or_member_epoch), offsets,
+        ))
+    topics = tuple(
+        build(
+            module.OffsetCommitResponseTopic, name=name,
+            partitions=tuple(
+                build(module.OffsetCommitResponsePartition, partition_index=p, error_code=error_code(e))
+                for p, e in parts
+            ),
+        )
+        for name, parts in _by_topic((tp, errors[tp]) for tp in order).items()
+    )
+    return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+# -- OffsetFetch ----------------------------------------------------------------------------------
+
+
+def _fetch_group(
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+) -> tuple[str, list[FetchedOffset]]:
+    tps = None if topics is None else [
+        TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes
+    ]
+    error, fetched = group_coordinator(ctx).fetch_offsets(group_id, tps, require_stable)
+    if error != NONE and tps is not None:
+        fetched = [FetchedOffset(tp, None, error) for tp in tps]
+    return error, fetched
+
+
+def _response_topics(module: Any, fetched: list[FetchedOffset], batched: bool) -> tuple[Any, ...]:
+    # kio names the classes in the plural from v8 (the batched, per-group layout).
+    suffix = "s" if batched else ""
+    cls_topic = getattr(module, f"OffsetFetchResponseTopic{suffix}")
+    cls_partition = getattr(module, f"OffsetFetchResponsePartition{suffix}")
+    return tuple(
+        build(
+            cls_topic, name=name,
+            partitions=tuple(
+                build(
+                    cls_partition, partition_index=p,
+                    committed_offset=f.offset.offset if f.offset else INVALID_OFFSET,
+                    committed_leader_epoch=f.offset.leader_epoch if f.offset else -1,
+                    metadata=f.offset.metadata if f.offset else "",
+                    error_code=error_code(f.error),
+                )
+                for p, f in parts
+            ),
+        )
+        for name, parts in _by_topic((f.tp, f) for f in fetched).items()
+    )
+
+
+async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    require_stable = bool(getattr(request, "require_stable", False))
+    if ctx.api_version < 8:
+        error, fetched = _fetch_group(ctx, request.group_id, request.topics, require_stable)
+        if ctx.api_version < 2:
+            error = NONE  # v1 reports group errors per partition only
+        elif error != NONE:
+            fetched = []  # v2+: the group error alone, as Kafka answers
+        return build(
+            module.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+            topics=_response_topics(module, fetched, batched=False),
+        )
+    groups = []
+    for g in request.groups:
+        error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+        groups.append(build(
+            module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(error),
+            topics=() if error != NONE else _response_topics(module, fetched, batched=True),
+        ))
+    return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+# -- OffsetDelete -------------------------------------------------------------------------------
+
+
+async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, str] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if not _exists(ctx, tp):
+                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+    wanted = [tp for tp in order if tp not in errors]
+    error, results = group_coordinator(ctx).delete_offsets(request.group_id, wanted)
+    if error != NONE:
+        return build(module.OffsetDeleteResponse, error_code=error_code(error),
+                     throttle_time=NO_THROTTLE, topics=())
+    errors.update(results)
+    topics = tuple(
+        build(
+            module.OffsetDeleteResponseTopic, name=name,
+            partitions=tuple(
+                build(module.OffsetDeleteResponsePartition, partition_index=p, error_code=error_code(e))
+                for p, e in parts
+            ),
+        )
+        for name, parts in _by_topic((tp, errors.get(tp, NONE)) for tp in order).items()
+    )
+    return build(module.OffsetDeleteResponse, error_code=error_code(NONE), throttle_time=NO_THROTTLE,
+                 topics=topics)
+
+
+APIS = [
+    ApiSpec(8, "OffsetCommit", 2, 9, handle_offset_commit),
+    ApiSpec(9, "OffsetFetch", 1, 9, handle_offset_fetch),
+    ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
+]

@@ -1,0 +1,580 @@
+"""The group coordinator: every classic group of this broker and their committed offsets.
+
+Jobs (Kafka's ``GroupCoordinator`` + ``GroupMetadataManager``):
+
+- own the ``__consumer_offsets`` partitions (all of them: one node) and load each one at
+  start-up; a group whose partition is still loading answers COORDINATOR_LOAD_IN_PROGRESS;
+- route the membership APIs to the ``Rebalancer`` and persist what it decides;
+- commit, fetch, delete and expire offsets, including transactional commits that wait
+  for their transaction's marker (``commit_transactional_offsets`` and
+  ``complete_transaction`` are the transaction coordinator's entry points);
+- describe, list and delete groups.
+
+Everything runs on the broker's event loop; there are no locks. Results are Kafka error
+*names* (``"NONE"``, ``"NOT_COORDINATOR"``, ...); handlers map them to codes. Appends to
+``__consumer_offsets`` are synchronous, so a commit is durable (in the OS) when the
+call returns — what Kafka's acks=all gives a single-replica log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from eoslog.config import BrokerConfig
+from eoslog.coordinator.group.group import GroupMetadata, GroupSummary
+from eoslog.coordinator.group.loader import load_partition
+from eoslog.coordinator.group.member import NONE, JoinCallback, JoinResult, SyncCallback, SyncResult
+from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group.offsets_topic import (
+    CoordinatorAppendError,
+    KeyValue,
+    OffsetsTopic,
+    OffsetsTopicConfig,
+)
+from eoslog.coordinator.group.rebalance import (
+    JoinRequest,
+    RebalanceConfig,
+    Rebalancer,
+    SyncRequest,
+    validate_member,
+)
+from eoslog.coordinator.group.records import (
+    CONSUMER_PROTOCOL_TYPE,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+    offsets_partition_for,
+)
+from eoslog.coordinator.group.state import GroupState
+from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
+from eoslog.records import CompressionType
+from eoslog.storage import LogManager
+
+log = logging.getLogger(__name__)
+
+# Storage errors → what a client should see (Kafka's GroupMetadataManager mappings).
+_STORE_GROUP_ERRORS = {
+    "UNKNOWN_TOPIC_OR_PARTITION": "COORDINATOR_NOT_AVAILABLE",
+    "NOT_ENOUGH_REPLICAS": "COORDINATOR_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER": "NOT_COORDINATOR",
+    "KAFKA_STORAGE_ERROR": "NOT_COORDINATOR",
+    "MESSAGE_TOO_LARGE": "UNKNOWN_SERVER_ERROR",
+    "RECORD_LIST_TOO_LARGE": "UNKNOWN_SERVER_ERROR",
+}
+_STORE_OFFSETS_ERRORS = {
+    **_STORE_GROUP_ERRORS,
+    "MESSAGE_TOO_LARGE": "INVALID_COMMIT_OFFSET_SIZE",
+    "RECORD_LIST_TOO_LARGE": "INVALID_COMMIT_OFFSET_SIZE",
+}
+
+
+def _constant(timestamp: int) -> Callable[[OffsetAndMetadata], int]:
+    return lambda _: timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    rebalance: RebalanceConfig
+    offsets_retention_ms: int
+    offset_metadata_max_bytes: int
+    load_buffer_bytes: int
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            RebalanceConfig(
+                int(config["group.min.session.timeout.ms"]),
+                int(config["group.max.session.timeout.ms"]),
+                int(config["group.initial.rebalance.delay.ms"]),
+                int(config["group.max.size"]),
+            ),
+            offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
+            offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+            load_buffer_bytes=int(config["offsets.load.buffer.size"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    tp: TopicPartition
+    offset: OffsetAndMetadata | None
+    error: str = NONE
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, topic: OffsetsTopic, scheduler: Scheduler) -> None:
+        self.config = config
+        self.topic = topic
+        self.scheduler = scheduler
+        self.rebalancer = Rebalancer(config.rebalance, scheduler, self)
+        self.groups: dict[str, GroupMetadata] = {}
+        self._owned: set[int] = set()  # loaded partitions this coordinator serves
+        self._loading: set[int] = set()
+        self._active = True
+
+    @classmethod
+    def for_broker(
+        cls, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int],
+        on_append: Callable[[tuple[str, int]], None] | None = None,
+    ) -> GroupCoordinator:
+        """The coordinator of a running broker: its logs, timers on the event loop."""
+        topic = OffsetsTopic(
+            logs,
+            OffsetsTopicConfig(
+                int(config["offsets.topic.num.partitions"]),
+                int(config["offsets.topic.segment.bytes"]),
+                CompressionType(int(config["offsets.topic.compression.codec"])),
+            ),
+            clock_ms, on_append,
+        )
+        return cls(GroupConfig.from_broker_config(config), topic, AsyncioScheduler(clock_ms))
+
+    # -- partitions and loading ---------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self.topic.num_partitions)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (FindCoordinator), as Kafka does; a
+        new topic has nothing to load."""
+        if self.topic.create():
+            self._owned.update(range(self.topic.num_partitions))
+            log.info("created %s with %d partitions", "__consumer_offsets", self.topic.num_partitions)
+
+    def begin_loading(self) -> list[int]:
+        """Mark every existing partition as loading (before the listener opens)."""
+        if not self.topic.exists:
+            return []
+        self._loading = set(range(self.topic.num_partitions))
+        return sorted(self._loading)
+
+    def load_partition_now(self, partition: int) -> None:
+        """Load one partition synchronously (tests, and the async loader's steps)."""
+        loader = load_partition(self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes)
+        while True:
+            try:
+                next(loader)
+            except StopIteration as done:
+                self._on_partition_loaded(partition, done.value)
+                return
+
+    async def load_all(self) -> None:
+        """Load every partition marked by ``begin_loading``, yielding between chunks."""
+        for partition in sorted(self._loading):
+            loader = load_partition(
+                self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes
+            )
+            while True:
+                try:
+                    next(loader)
+                except StopIteration as done:
+                    self._on_partition_loaded(partition, done.value)
+                    break
+                except Exception:
+                    # The partition stays loading: its groups keep answering
+                    # COORDINATOR_LOAD_IN_PROGRESS rather than losing their offsets.
+                    log.exception("failed to load __consumer_offsets-%d", partition)
+                    break
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+    def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata]) -> None:
+        if not self._active:
+            return
+        for group_id, group in groups.items():
+            self.groups[group_id] = group
+            # Members stored as Stable must heartbeat within their session or go.
+            for member in group.members.values():
+                self.rebalancer.schedule_heartbeat(group, member)
+        self._loading.discard(partition)
+        self._owned.add(partition)
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    def _status(self, group_id: str, allow_empty_id: bool = False) -> str:
+        """Can this coordinator serve ``group_id`` now? (Kafka's validateGroupStatus)."""
+        if not group_id and not allow_empty_id:
+            return "INVALID_GROUP_ID"
+        if not self._active:
+            return "NOT_COORDINATOR"
+        if not self.topic.exists:
+            return "NOT_COORDINATOR"
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return "COORDINATOR_LOAD_IN_PROGRESS"
+        if partition not in self._owned:
+            return "NOT_COORDINATOR"
+        return NONE
+
+    # -- membership ---------------------------------------------------------------------
+
+    def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
+        error = self._status(req.group_id)
+        if error != NONE:
+            callback(JoinResult(error, req.member_id))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                callback(JoinResult("UNKNOWN_MEMBER_ID", req.member_id))
+                return
+            group = self.groups[req.group_id] = GroupMetadata(
+                req.group_id, GroupState.EMPTY, self.scheduler.now_ms()
+            )
+        self.rebalancer.join(group, req, callback)
+
+    def sync_group(self, req: SyncRequest, callback: SyncCallback) -> None:
+        error = self._status(req.group_id)
+        if error == "COORDINATOR_LOAD_IN_PROGRESS":
+            # The rebalance in progress was lost with the old coordinator: rejoin.
+            error = "REBALANCE_IN_PROGRESS"
+        if error != NONE:
+            callback(SyncResult(error))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None:
+            callback(SyncResult("UNKNOWN_MEMBER_ID"))
+            return
+        self.rebalancer.sync(group, req, callback)
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> str:
+        error = self._status(group_id)
+        if error == "COORDINATOR_LOAD_IN_PROGRESS":
+            return NONE  # the group is loading: answer blindly, as Kafka does
+        if error != NONE:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return "UNKNOWN_MEMBER_ID"
+        return self.rebalancer.heartbeat(group, member_id, group_instance_id, generation_id)
+
+    def leave_group(
+        self, group_id: str, members: Iterable[tuple[str, str | None, str | None]]
+    ) -> tuple[str, list[str]]:
+        """(member id, group instance id, reason) per leaving member →
+        (group error, one error per member)."""
+        leaving = list(members)
+        error = self._status(group_id)
+        if error != NONE:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return NONE, ["UNKNOWN_MEMBER_ID"] * len(leaving)
+        if group.is_(GroupState.DEAD):
+            return "COORDINATOR_NOT_AVAILABLE", []
+        return NONE, [self.rebalancer.leave(group, mid, iid, reason) for mid, iid, reason in leaving]
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> str:
+        value = group.to_record(assignment, self.scheduler.now_ms())
+        record = (
+            encode_group_metadata_key(GroupMetadataKey(group.group_id)),
+            encode_group_metadata_value(value),
+        )
+        try:
+            self.topic.append(self.partition_for(group.group_id), [record])
+        except CoordinatorAppendError as e:
+            log.error("failed to store group %s generation %d: %s", group.group_id, group.generation_id, e)
+            return _STORE_GROUP_ERRORS.get(e.error_name, e.error_name)
+        return NONE
+
+    def _append(self, group_id: str, records: list[KeyValue], *, producer_id: int = -1,
+                producer_epoch: int = -1, transactional: bool = False) -> tuple[str, int]:
+        """Append records of one group's partition → (error, base offset)."""
+        try:
+            base = self.topic.append(
+                self.partition_for(group_id), records, producer_id=producer_id,
+                producer_epoch=producer_epoch, transactional=transactional,
+            )
+        except CoordinatorAppendError as e:
+            log.error("failed to append to __consumer_offsets for group %s: %s", group_id, e)
+            return _STORE_OFFSETS_ERRORS.get(e.error_name, e.error_name), -1
+        return NONE, base
+
+    def _tombstones(self, group: GroupMetadata, tps: Iterable[TopicPartition],
+                    with_group: bool) -> list[KeyValue]:
+        out: list[KeyValue] = [
+            (encode_offset_commit_key(OffsetCommitKey(group.group_id, tp.topic, tp.partition)), None)
+            for tp in tps
+        ]
+        # A group that never completed a rebalance (generation 0) has no metadata record.
+        if with_group and group.generation_id > 0:
+            out.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
+        return out
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def _validate_offset_commit(self, group: GroupMetadata, member_id: str,
+                                group_instance_id: str | None, generation_id: int) -> str:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
+        if group.is_(GroupState.DEAD):
+            return "COORDINATOR_NOT_AVAILABLE"
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return NONE  # a standalone (assign()) consumer, using Kafka only to store offsets
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = validate_member(group, member_id, group_instance_id)
+            if error != NONE:
+                return error
+            if generation_id != group.generation_id:
+                return "ILLEGAL_GENERATION"
+        elif not group.is_(GroupState.EMPTY):
+            return "UNKNOWN_MEMBER_ID"
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return "REBALANCE_IN_PROGRESS"
+        return NONE
+
+    def _offset_records(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        errors: dict[TopicPartition, str],
+    ) -> tuple[list[KeyValue], dict[TopicPartition, OffsetAndMetadata]]:
+        records: list[KeyValue] = []
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = "OFFSET_METADATA_TOO_LARGE"
+                continue
+            valid[tp] = value
+            records.append((
+                encode_offset_commit_key(OffsetCommitKey(group_id, tp.topic, tp.partition)),
+                encode_offset_commit_value(OffsetCommitValue(
+                    value.offset, value.metadata, value.commit_timestamp, value.leader_epoch,
+                    value.expire_timestamp,
+                )),
+            ))
+        return records, valid
+
+    def commit_offsets(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, str]:
+        """OffsetCommit → an error name per partition."""
+        error = self._status(group_id, allow_empty_id=True)
+        group = self.groups.get(group_id)
+        if error == NONE and group is None:
+            if generation_id < 0:
+                group = self.groups[group_id] = GroupMetadata(
+                    group_id, GroupState.EMPTY, self.scheduler.now_ms()
+                )
+            else:
+                error = "ILLEGAL_GENERATION"
+        if error == NONE and group is not None:
+            error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error != NONE or group is None:
+            return dict.fromkeys(offsets, error)
+        if member_id in group.members:
+            self.rebalancer.schedule_heartbeat(group, group.get(member_id))
+        errors: dict[TopicPartition, str] = {}
+        records, valid = self._offset_records(group_id, offsets, errors)
+        if records:
+            error, base = self._append(group_id, records)
+            for tp, value in valid.items():
+                errors[tp] = error
+                if error == NONE:
+                    group.offsets.commit(tp, CommitRecord(base, value))
+        return errors
+
+    def commit_transactional_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+        group_instance_id: str | None, generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, str]:
+        """TxnOffsetCommit: the offsets are written inside the producer's transaction and
+        stay pending until ``complete_transaction`` sees its marker."""
+        error = self._status(group_id, allow_empty_id=True)
+        group = self.groups.get(group_id)
+        if error == NONE and group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms())
+        if error == NONE and group is not None:
+            # KIP-447: the member and generation are checked only when the producer sent them.
+            if group.is_(GroupState.DEAD):
+                error = "COORDINATOR_NOT_AVAILABLE"
+            elif group_instance_id is not None and group.static_member_id(group_instance_id) not in (
+                None, member_id
+            ):
+                error = "FENCED_INSTANCE_ID"
+            elif member_id and not group.has(member_id):
+                error = "UNKNOWN_MEMBER_ID"
+            elif generation_id >= 0 and generation_id != group.generation_id:
+                error = "ILLEGAL_GENERATION"
+        if error != NONE or group is None:
+            return dict.fromkeys(offsets, error)
+        errors: dict[TopicPartition, str] = {}
+        records, valid = self._offset_records(group_id, offsets, errors)
+        if records:
+            error, base = self._append(group_id, records, producer_id=producer_id,
+                                       producer_epoch=producer_epoch, transactional=True)
+            for tp, value in valid.items():
+                errors[tp] = error
+                if error == NONE:
+                    group.offsets.prepare_txn(producer_id, tp, CommitRecord(base, value))
+        return errors
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` is now in ``__consumer_offsets-N``."""
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) == offsets_partition and (
+                group.offsets.has_pending_from(producer_id)
+            ):
+                group.offsets.complete_txn(producer_id, committed)
+
+    def fetch_offsets(
+        self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool
+    ) -> tuple[str, list[FetchedOffset]]:
+        """OffsetFetch → (group error, offsets); ``tps`` None means every committed offset."""
+        error = self._status(group_id, allow_empty_id=True)
+        if error != NONE:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return NONE, [FetchedOffset(tp, None) for tp in tps or []]
+        wanted = tps if tps is not None else sorted(group.offsets.committed)
+        out = []
+        for tp in wanted:
+            if require_stable and group.offsets.has_pending(tp):
+                out.append(FetchedOffset(tp, None, "UNSTABLE_OFFSET_COMMIT"))
+            else:
+                out.append(FetchedOffset(tp, group.offsets.get(tp)))
+        return NONE, out
+
+    def delete_offsets(
+        self, group_id: str, tps: list[TopicPartition]
+    ) -> tuple[str, dict[TopicPartition, str]]:
+        """OffsetDelete: only for an empty group, or for topics a consumer group no longer
+        subscribes to."""
+        error = self._status(group_id, allow_empty_id=True)
+        if error != NONE:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return "GROUP_ID_NOT_FOUND", {}
+        errors: dict[TopicPartition, str] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(tps)
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = []
+            for tp in tps:
+                if group.is_subscribed_to(tp.topic):
+                    errors[tp] = "GROUP_SUBSCRIBED_TO_TOPIC"
+                else:
+                    eligible.append(tp)
+        else:
+            return "NON_EMPTY_GROUP", {}
+        if eligible:
+            self._remove_offsets(group, eligible)
+            errors.update(dict.fromkeys(eligible, NONE))
+        return NONE, errors
+
+    def _remove_offsets(self, group: GroupMetadata, tps: Iterable[TopicPartition]) -> int:
+        """Drop offsets (writing tombstones); an empty group left without offsets dies."""
+        removed = group.offsets.remove(tps)
+        dead = group.is_(GroupState.EMPTY) and not group.offsets.has_offsets
+        if dead:
+            group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
+            self.rebalancer.unload(group, "COORDINATOR_NOT_AVAILABLE")
+            self.groups.pop(group.group_id, None)
+            log.info("group %s has no members and no offsets left; removed", group.group_id)
+        records = self._tombstones(group, removed, with_group=dead)
+        if records:
+            error, _ = self._append(group.group_id, records)
+            if error != NONE:
+                log.warning("tombstones for group %s not written: %s", group.group_id, error)
+        return len(removed)
+
+    def expire_offsets(self) -> int:
+        """Offsets retention (offsets.retention.check.interval.ms); returns offsets removed."""
+        now = self.scheduler.now_ms()
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) not in self._owned:
+                continue
+            offsets = group.offsets
+            if group.protocol_type is not None and group.is_(GroupState.EMPTY):
+                expired = offsets.expired(now, retention, _constant(group.state_timestamp))
+            elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_(GroupState.STABLE)
+                  and group.subscribed_topics is not None):
+                expired = offsets.expired(now, retention, lambda v: v.commit_timestamp,
+                                          group.subscribed_topics)
+            elif group.protocol_type is None:
+                expired = offsets.expired(now, retention, lambda v: v.commit_timestamp)
+            else:
+                expired = []
+            if expired or (group.is_(GroupState.EMPTY) and not offsets.has_offsets
+                           and not group.pending_members):
+                removed += self._remove_offsets(group, expired)
+        if removed:
+            log.info("removed %d expired offsets", removed)
+        return removed
+
+    # -- groups ---------------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[str, GroupSummary]:
+        error = self._status(group_id, allow_empty_id=True)
+        group = self.groups.get(group_id)
+        if error != NONE or group is None:
+            return error, GroupSummary(group_id, GroupState.DEAD, "", "", ())
+        return NONE, group.summary()
+
+    def list_groups(self, states: set[GroupState] | None = None) -> tuple[str, list[ListedGroup]]:
+        if not self._active:
+            return "COORDINATOR_NOT_AVAILABLE", []
+        error = "COORDINATOR_LOAD_IN_PROGRESS" if self._loading else NONE
+        return error, [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state)
+            for g in self.groups.values()
+            if self.partition_for(g.group_id) in self._owned and (not states or g.state in states)
+        ]
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, str]:
+        results: dict[str, str] = {}
+        for group_id in group_ids:
+            error = self._status(group_id, allow_empty_id=True)
+            group = self.groups.get(group_id)
+            if error != NONE:
+                results[group_id] = error
+            elif group is None or group.is_(GroupState.DEAD):
+                results[group_id] = "GROUP_ID_NOT_FOUND"
+            elif not group.is_(GroupState.EMPTY):
+                results[group_id] = "NON_EMPTY_GROUP"
+            else:
+                tps = group.offsets.remove_all()
+                group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
+                self.rebalancer.unload(group, "COORDINATOR_NOT_AVAILABLE")
+                del self.groups[group_id]
+                error, _ = self._append(group_id, self._tombstones(group, tps, with_group=True))
+                if error != NONE:
+                    log.warning("tombstones for deleted group %s not written: %s", group_id, error)
+                log.info("deleted group %s (%d offsets)", group_id, len(tps))
+                results[group_id] = NONE
+        return results
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Give every group up: requests still waiting get NOT_COORDINATOR (clients look the
+        coordinator up again and rejoin), timers stop."""
+        self._active = False
+        for group in self.groups.values():
+            self.rebalancer.unload(group, "NOT_COORDINATOR")
+        self.scheduler.cancel_all()
+        self.groups.clear()
+        self._owned.clear()
+        self._loading.clear()

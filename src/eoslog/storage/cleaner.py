@@ -1,0 +1,380 @@
+"""Log compaction for ``cleanup.policy=compact`` topics (Kafka's LogCleaner).
+
+A pass over one partition, when its dirty ratio reaches ``min.cleanable.dirty.ratio``:
+
+1. the *cleanable range* ends at the first uncleanable offset: the active segment's base,
+   the last stable offset, and the first segment younger than ``min.compaction.lag.ms``,
+   whichever comes first; only whole segments below it are cleaned;
+2. an offset map (key → last offset) is built over the *dirty* part, from the cleaner
+   checkpoint (``cleaner-offset-checkpoint``, Kafka's file) to that end, capped by
+   ``log.cleaner.dedupe.buffer.size`` at 24 bytes a key as in Kafka;
+3. the segments below the end are rewritten in groups no larger than ``segment.bytes``:
+   a record survives if no later record has its key; a surviving tombstone gets a
+   delete horizon (KIP-534: the batch's hasDeleteHorizonMs bit, its base timestamp set to
+   now + ``delete.retention.ms``) and is dropped by the first pass after that horizon.
+   Keyless records are dropped, as Kafka does.
+
+Batches keep their base offset and last offset delta (so producer sequence numbers stay
+valid) and their codec; a batch that keeps every record is copied byte for byte, one that
+keeps none disappears. Offsets are never reassigned: readers skip the gaps.
+
+Each group of segments is replaced atomically: write ``<base>.log.cleaned``, fsync,
+rename to ``<base>.log.swap`` (the commit point), delete the old segments, rename the
+swap to ``<base>.log``. ``complete_interrupted_swaps`` (run when a partition loads)
+finishes a replacement cut short by a crash, or discards one that never committed.
+
+The active segment is never touched. TODO(issue 5): transactional and control batches are
+kept as they are; aborted data and markers need transaction-aware cleaning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eoslog.records.batch import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Record,
+    compute_crc,
+    decode_records,
+    iter_batch_headers,
+)
+from eoslog.records.compression import CompressionType, compress
+from eoslog.storage.segment import LogSegment, parse_segment_base, segment_file_name
+
+if TYPE_CHECKING:
+    from eoslog.storage.log import PartitionLog
+    from eoslog.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte hash and an 8-byte offset
+MAP_LOAD_FACTOR = 0.9
+INT32_MAX = 2**31 - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header (see records.batch)
+_INDEX_SUFFIXES = (".index", ".timeindex")
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerStats:
+    topic: str
+    partition: int
+    segments_before: int
+    segments_after: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+    tombstones_removed: int
+    cleaned_up_to: int
+
+
+# -- crash recovery ------------------------------------------------------------------------
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _next_offset(path: Path, base: int) -> int:
+    data = path.read_bytes()
+    end = base
+    for _, h in iter_batch_headers(data):
+        end = h.next_offset
+    return end
+
+
+def complete_interrupted_swaps(directory: Path) -> None:
+    """Finish or discard a segment replacement that a crash interrupted.
+
+    ``*.cleaned`` files never reached the commit point: they go. A ``<base>.log.swap``
+    did: every segment it replaces (bases in [base, its next offset)) is deleted and the
+    swap becomes ``<base>.log``.
+    """
+    for leftover in directory.glob(f"*{CLEANED_SUFFIX}"):
+        log.info("discarding unfinished cleaning output %s", leftover)
+        leftover.unlink()
+    for swap in sorted(directory.glob(f"*.log{SWAP_SUFFIX}")):
+        base = parse_segment_base(Path(swap.name.removesuffix(SWAP_SUFFIX)))
+        if base is None:
+            continue
+        end = max(_next_offset(swap, base), base + 1)
+        for path in list(directory.iterdir()):
+            if path.suffix in (".log", *_INDEX_SUFFIXES):
+                b = parse_segment_base(path)
+                if b is not None and base <= b < end:
+                    path.unlink()
+        os.replace(swap, directory / segment_file_name(base, ".log"))
+        _fsync_dir(directory)
+        log.warning("completed an interrupted segment swap in %s at offset %d", directory, base)
+
+
+# -- rebuilding batches -----------------------------------------------------------------------
+
+
+def _varint(out: bytearray, value: int) -> None:
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _blob(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _varint(out, -1)
+    else:
+        _varint(out, len(data))
+        out += data
+
+
+def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | None) -> bytes:
+    """The batch ``h`` holding only ``records``, at their original offsets.
+
+    With a delete horizon the base timestamp carries it (record timestamps stay exact:
+    they are deltas from the base).
+    """
+    log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    base_ts = delete_horizon if delete_horizon is not None else records[0].timestamp
+    max_ts = h.max_timestamp if log_append_time else max(r.timestamp for r in records)
+    body = bytearray()
+    for r in records:
+        rec = bytearray(b"\x00")
+        _varint(rec, r.timestamp - base_ts)
+        _varint(rec, r.offset - h.base_offset)
+        _blob(rec, r.key)
+        _blob(rec, r.value)
+        _varint(rec, len(r.headers))
+        for hk, hv in r.headers:
+            _blob(rec, hk.encode())
+            _blob(rec, hv)
+        _varint(body, len(rec))
+        body += rec
+    payload = compress(CompressionType(h.attributes & COMPRESSION_MASK), bytes(body))
+    attributes = h.attributes | DELETE_HORIZON_MASK if delete_horizon is not None else h.attributes
+    out = bytearray(_HEADER.pack(
+        h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), h.partition_leader_epoch,
+        MAGIC_V2, 0, attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id,
+        h.producer_epoch, h.base_sequence, len(records),
+    ))
+    out += payload
+    struct.pack_into(">I", out, 17, compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+# -- the cleaner ---------------------------------------------------------------------------------
+
+
+class LogCleaner:
+    def __init__(self, logs: LogManager, clock_ms: Callable[[], int], dedupe_buffer_bytes: int) -> None:
+        from eoslog.storage.log_manager import read_checkpoint
+
+        self.logs = logs
+        self._clock_ms = clock_ms
+        self.map_capacity = max(int(dedupe_buffer_bytes / MAP_ENTRY_BYTES * MAP_LOAD_FACTOR), 1)
+        self._checkpoint_path = logs.log_dir / CHECKPOINT_FILE
+        self._first_dirty = read_checkpoint(self._checkpoint_path)
+        # Earliest delete horizon of a retained tombstone, per partition: once it passes,
+        # the partition is cleaned whatever its dirty ratio.
+        self._horizons: dict[tuple[str, int], int] = {}
+
+    def run(self) -> list[CleanerStats]:
+        """One pass over every compacted partition that needs cleaning."""
+        done = []
+        for plog in self.logs.all_logs():
+            if plog.config.compact:
+                stats = self.clean_if_needed(plog)
+                if stats is not None:
+                    done.append(stats)
+        if done:
+            self._write_checkpoint()
+        return done
+
+    def _write_checkpoint(self) -> None:
+        from eoslog.storage.log_manager import write_checkpoint
+
+        live = {tp: off for tp, off in self._first_dirty.items() if tp in self.logs.logs}
+        write_checkpoint(self._checkpoint_path, live)
+
+    # -- ranges ---------------------------------------------------------------------------
+
+    def first_uncleanable_offset(self, plog: PartitionLog) -> int:
+        end = min(plog.active_segment.base_offset, plog.last_stable_offset)
+        lag = int(plog.config["min.compaction.lag.ms"])
+        if lag > 0:
+            now = self._clock_ms()
+            for seg in plog.segments:
+                if seg.max_timestamp > now - lag:
+                    end = min(end, seg.base_offset)
+                    break
+        return end
+
+    def _cleanable_segments(self, plog: PartitionLog, end: int) -> list[LogSegment]:
+        """Whole segments below ``end`` (never the active one)."""
+        segs = plog.segments
+        return [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base_offset <= end]
+
+    def first_dirty_offset(self, plog: PartitionLog) -> int:
+        tp = (plog.topic, plog.partition)
+        checkpoint = self._first_dirty.get(tp, plog.log_start_offset)
+        if not plog.log_start_offset <= checkpoint <= plog.log_end_offset:
+            return plog.log_start_offset
+        return checkpoint
+
+    def dirty_ratio(self, plog: PartitionLog) -> float:
+        segments = self._cleanable_segments(plog, self.first_uncleanable_offset(plog))
+        first_dirty = self.first_dirty_offset(plog)
+        total = sum(s.size for s in segments)
+        if total == 0:
+            return 0.0
+        dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
+        return dirty / total
+
+    def clean_if_needed(self, plog: PartitionLog) -> CleanerStats | None:
+        tp = (plog.topic, plog.partition)
+        horizon = self._horizons.get(tp)
+        horizon_passed = horizon is not None and self._clock_ms() >= horizon
+        ratio = self.dirty_ratio(plog)
+        if ratio <= 0 and not horizon_passed:
+            return None
+        if ratio < float(plog.config["min.cleanable.dirty.ratio"]) and not horizon_passed:
+            return None
+        return self.clean(plog)
+
+    # -- cleaning --------------------------------------------------------------------------------
+
+    def _build_offset_map(self, segments: list[LogSegment], first_dirty: int) -> tuple[dict[bytes, int], int]:
+        """key → last offset over the dirty segments; stops at a segment boundary when the
+        map is full. Returns the map and the offset up to which it is complete."""
+        offsets: dict[bytes, int] = {}
+        covered = first_dirty
+        for seg in segments:
+            if seg.next_offset <= first_dirty:
+                continue
+            if offsets and len(offsets) >= self.map_capacity:
+                break
+            for pos, h in seg.iter_headers():
+                if h.is_control or h.is_transactional or h.last_offset < first_dirty:
+                    continue  # TODO(issue 5): transactional records stay out of the map
+                for rec in decode_records(seg.pread(pos, h.size)):
+                    if rec.key is not None and rec.offset >= first_dirty:
+                        offsets[rec.key] = rec.offset
+            covered = seg.next_offset
+        return offsets, covered
+
+    def clean(self, plog: PartitionLog) -> CleanerStats:
+        now = self._clock_ms()
+        tp = (plog.topic, plog.partition)
+        first_dirty = self.first_dirty_offset(plog)
+        segments = self._cleanable_segments(plog, self.first_uncleanable_offset(plog))
+        offset_map, covered = self._build_offset_map(segments, first_dirty)
+        # Only the segments the map covers can be cleaned with it.
+        cleaned_up_to = max(covered, first_dirty)
+        segments = [s for s in segments if s.next_offset <= cleaned_up_to]
+        delete_retention = int(plog.config["delete.retention.ms"])
+        before_count, before_bytes = len(plog.segments), plog.size_bytes
+        removed = tombstones = 0
+        next_horizon: int | None = None
+        for group in self._group_segments(segments, plog.config.segment_bytes):
+            out = bytearray()
+            for seg in group:
+                for pos, h in seg.iter_headers():
+                    raw = seg.pread(pos, h.size)
+                    if h.is_control or h.is_transactional:
+                        out += raw  # TODO(issue 5): clean aborted data and obsolete markers
+                        continue
+                    records = decode_records(raw)
+                    horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
+                    kept: list[Record] = []
+                    has_tombstone = False
+                    for r in records:
+                        if r.key is None or offset_map.get(r.key, r.offset) > r.offset:
+                            removed += 1
+                            continue
+                        if r.value is None:
+                            if horizon is not None and now >= horizon:
+                                tombstones += 1
+                                removed += 1
+                                continue
+                            has_tombstone = True
+                        kept.append(r)
+                    if has_tombstone and horizon is None:
+                        horizon = now + delete_retention
+                        out += rebuild_batch(h, kept, horizon)
+                    elif len(kept) == len(records):
+                        out += raw
+                    elif kept:
+                        out += rebuild_batch(h, kept, horizon if has_tombstone else None)
+                    if has_tombstone and horizon is not None:
+                        next_horizon = horizon if next_horizon is None else min(next_horizon, horizon)
+            self._replace_segments(plog, group, bytes(out))
+        self._first_dirty[tp] = cleaned_up_to
+        if next_horizon is None:
+            self._horizons.pop(tp, None)
+        else:
+            self._horizons[tp] = next_horizon
+        stats = CleanerStats(
+            plog.topic, plog.partition, before_count, len(plog.segments), before_bytes,
+            plog.size_bytes, removed, tombstones, self._first_dirty[tp],
+        )
+        log.info(
+            "cleaned %s-%d up to offset %d: %d → %d segments, %d → %d bytes, %d records removed "
+            "(%d tombstones)", stats.topic, stats.partition, stats.cleaned_up_to,
+            stats.segments_before, stats.segments_after, stats.bytes_before, stats.bytes_after,
+            removed, tombstones,
+        )
+        return stats
+
+    @staticmethod
+    def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+        """Consecutive segments whose cleaned output fits one segment (sizes before
+        cleaning bound it) and whose offsets fit its int32 relative offsets."""
+        groups: list[list[LogSegment]] = []
+        for seg in segments:
+            if groups:
+                group = groups[-1]
+                size = sum(s.size for s in group) + seg.size
+                if size <= max_bytes and seg.next_offset - group[0].base_offset <= INT32_MAX:
+                    group.append(seg)
+                    continue
+            groups.append([seg])
+        return groups
+
+    def _replace_segments(self, plog: PartitionLog, group: list[LogSegment], data: bytes) -> None:
+        directory = plog.dir
+        base = group[0].base_offset
+        final = directory / segment_file_name(base, ".log")
+        cleaned = final.with_name(final.name + CLEANED_SUFFIX)
+        swap = final.with_name(final.name + SWAP_SUFFIX)
+        with open(cleaned, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(cleaned, swap)
+        _fsync_dir(directory)  # committed: a crash from here on completes the swap
+        for seg in group:
+            seg.delete()
+        os.replace(swap, final)
+        _fsync_dir(directory)
+        new = LogSegment(directory, base, plog.config.index_interval_bytes, self._clock_ms())
+        new.load(verify=False)
+        new.flush(fsync=True)
+        start = plog.segments.index(group[0])
+        plog.segments[start : start + len(group)] = [new]
