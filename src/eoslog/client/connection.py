@@ -19,15 +19,19 @@ import socket
 import struct
 from enum import IntEnum
 from functools import cache
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any, Self
 
-from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map
-from kio.static.constants import EntityType
 
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import build, request_types
+
+__all__ = [
+    "ApiKey", "BrokerConnection", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
+    "bootstrap", "build", "parse_bootstrap", "raise_for_error", "request_types",
+]
 
 DEFAULT_TIMEOUT_S = 30.0
 CLIENT_SOFTWARE_NAME = "eoslog"
@@ -97,26 +101,10 @@ def raise_for_error(error_code: int, message: str | None = None) -> None:
 
 
 @cache
-def request_types(api_key: int, version: int) -> ModuleType:
-    """kio's module of request classes for one API version (e.g. ``m.MetadataRequest``)."""
-    return load_payload_module(api_key, version, EntityType.request)
-
-
-@cache
 def kio_versions(api_key: int) -> tuple[int, int]:
     """The oldest and newest versions of ``api_key`` that kio can encode."""
     versions = schema_name_map[api_key_map[api_key]]
     return min(versions), max(versions)
-
-
-def build(cls: type[Any], **values: Any) -> Any:
-    """Instantiate a kio dataclass with the subset of ``values`` its version defines.
-
-    One call site can then build a request for any version: fields a version lacks are
-    dropped, fields it has take kio's defaults when not given.
-    """
-    names = cls.__dataclass_fields__.keys()
-    return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
