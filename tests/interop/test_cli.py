@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from clients import broker_api_versions
 from confluent_kafka import Consumer, Producer, TopicPartition
-from harness import BrokerProcess, free_port
 
 from eoslog.client.connection import (
     ApiKey,
@@ -33,6 +32,7 @@ from eoslog.client.connection import (
     parse_bootstrap,
 )
 from eoslog.records import ControlRecordType, build_batch, build_control_batch
+from harness import BrokerProcess, free_port
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CLI_TIMEOUT_S = 120
