@@ -288,3 +288,29 @@ def test_dump_log_of_a_live_segment_is_read_only(shared_broker: BrokerProcess, t
         "k1 payload: v1", "k2 payload: v2"
     ]
     assert {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()} == before
+
+
+def test_consume_starts_at_the_end_without_from_beginning(shared_broker: BrokerProcess) -> None:
+    b = shared_broker
+    ok(cli(b, "topics", "create", "cli-latest", "--partitions", "1"))
+    ok(cli(b, "produce", "cli-latest", stdin=b"old-0\nold-1\n"))
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "eoslog", "consume", "cli-latest", "--max-messages", "1",
+         "--timeout-ms", "60000", "--bootstrap-server", b.bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        # The consumer resolves "latest" at some point after it starts; keep producing
+        # until it has printed one record, which must be a new one.
+        i = 0
+        while consumer.poll() is None and i < 200:
+            ok(cli(b, "produce", "cli-latest", stdin=b"new-%d\n" % i))
+            i += 1
+        out, err = consumer.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    assert consumer.returncode == 0, err.decode()
+    assert re.fullmatch(rb"new-\d+\n", out), out
+    assert b"Processed a total of 1 messages" in err
