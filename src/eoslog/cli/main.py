@@ -55,7 +55,11 @@ def broker(
     except (ConfigError, OSError) as e:
         typer.echo(f"eoslog broker: {e}", err=True)
         raise typer.Exit(2) from None
-    run_broker(cfg)
+    try:
+        run_broker(cfg)
+    except OSError as e:  # an unusable or locked data directory, a port in use
+        typer.echo(f"eoslog broker: {e}", err=True)
+        raise typer.Exit(2) from None
 
 
 # -- shared by the client commands (topics, produce, consume) ----------------------

@@ -16,6 +16,7 @@ Files are replaced atomically (write temp, fsync, rename, fsync directory).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from eoslog.storage.log import PartitionLog, parse_partition_dir, partition_dir_
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".eoslog_cleanshutdown"
+LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 TOPICS_FILE = "topics.json"
@@ -39,6 +41,10 @@ META_FILE = "meta.properties"
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+
+
+class LogDirLockedError(OSError):
+    """The log directory is held by another broker."""
 
 
 class TopicError(Exception):
@@ -124,11 +130,13 @@ class LogManager:
         self.topics: dict[str, TopicInfo] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.had_clean_shutdown = False
+        self._lock_fd: int | None = None
 
     # -- start-up and shut-down ---------------------------------------------------
 
     def startup(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_log_dir()
         self._load_meta()
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
@@ -215,6 +223,25 @@ class LogManager:
         for lg in self.logs.values():
             lg.close()
         atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._unlock_log_dir()
+
+    def _lock_log_dir(self) -> None:
+        """Kafka's ``.lock``: one broker per log directory. A second one would append to the
+        same segments and write a clean-shutdown marker under a running broker."""
+        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{self.log_dir} is in use by another broker process (its {LOCK_FILE} is locked)"
+            ) from None
+        self._lock_fd = fd
+
+    def _unlock_log_dir(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
 
     # -- topics -------------------------------------------------------------------
 
