@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from eoslog.cli.main import app
 from eoslog.records.batch import (
@@ -41,6 +43,7 @@ from eoslog.records.batch import (
     parse_control_record,
     read_batch_header,
 )
+from eoslog.storage.producer_state import ProducerStateEntry, ProducerStateManager
 
 RECORD_INDENT = "|"
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -245,6 +248,74 @@ def dump_time_index(path: Path, out: TextIO) -> list[str]:
     return problems
 
 
+# -- producer state (.snapshot files, --producers) --------------------------------------
+
+
+def _producer_line(e: ProducerStateEntry) -> str:
+    """One producer as kafka-dump-log.sh prints a producer snapshot entry."""
+    txn = "None" if e.current_txn_first_offset < 0 else str(e.current_txn_first_offset)
+    line = (
+        f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
+        f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn} "
+        f"lastTimestamp: {e.last_timestamp}"
+    )
+    if e.batches:
+        b = e.batches[-1]
+        line += (
+            f" firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: {b.last_offset} "
+            f"offsetDelta: {b.offset_delta} timestamp: {b.timestamp}"
+        )
+    return line
+
+
+def dump_snapshot(path: Path, out: TextIO) -> None:
+    try:
+        producers = ProducerStateManager.read_snapshot(path)
+    except (ValueError, struct.error) as e:
+        raise DumpError(f"{path.name}: {e}") from None
+    for entry in producers.values():
+        out.write(_producer_line(entry) + "\n")
+
+
+def partition_producer_state(directory: Path) -> tuple[ProducerStateManager, int]:
+    """The producer state of a partition directory, computed read-only as the broker
+    loads it: the newest readable snapshot, then a replay of the batches after it.
+    Returns the state and the offset of the snapshot used (-1 for none)."""
+    state = ProducerStateManager(directory, directory.name, expiration_ms=2**62)
+    snapshot_offset = -1
+    snapshots = sorted(directory.glob("*.snapshot"), key=lambda p: p.name, reverse=True)
+    for snap in snapshots:
+        try:
+            state.producers = ProducerStateManager.read_snapshot(snap)
+        except (ValueError, struct.error):
+            continue
+        snapshot_offset = state.map_end_offset = _base_offset(snap)
+        break
+    headers: list[BatchHeader] = []
+    for segment in sorted(directory.glob("*.log"), key=lambda p: p.name):
+        headers += [h for _, h in _log_headers(segment)]
+    state.replay(headers)
+    return state, snapshot_offset
+
+
+def dump_producers(directory: Path, out: TextIO) -> None:
+    state, snapshot_offset = partition_producer_state(directory)
+    source = f"snapshot at offset {snapshot_offset}" if snapshot_offset >= 0 else "no snapshot"
+    table = Table(title=f"Producers of {directory.name} ({source} + log replay to offset "
+                        f"{state.map_end_offset})")
+    for column in ("producerId", "epoch", "lastSequence", "lastOffset", "lastTimestamp",
+                   "coordinatorEpoch", "txnStartOffset", "cachedBatches"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for e in sorted(state.producers.values(), key=lambda e: e.producer_id):
+        table.add_row(
+            str(e.producer_id), str(e.producer_epoch), str(e.last_seq), str(e.last_offset),
+            str(e.last_timestamp), str(e.coordinator_epoch),
+            "-" if e.current_txn_first_offset < 0 else str(e.current_txn_first_offset),
+            " ".join(f"{b.first_seq}-{b.last_seq}" for b in e.batches),
+        )
+    Console(file=out, width=max(120, Console().width)).print(table)
+
+
 # -- command -------------------------------------------------------------------------
 
 
@@ -259,19 +330,31 @@ def dump_log_command(
     deep_iteration: Annotated[
         bool, typer.Option("--deep-iteration", help="Print each record's metadata, without data")
     ] = False,
+    producers: Annotated[
+        bool, typer.Option("--producers", help="PATH is a partition directory: print its producer state")
+    ] = False,
 ) -> None:
     """Print the batches of a segment (and with --print-data-log, its records), like
-    kafka-dump-log.sh."""
+    kafka-dump-log.sh; also .index, .timeindex and producer .snapshot files, and with
+    --producers the producer state of a partition directory."""
     failed = False
     out = sys.stdout
+    if producers:
+        for path in paths:
+            if not path.is_dir() or not list(path.glob("*.log")):
+                typer.echo(f"eoslog dump-log: error: {path}: not a partition directory", err=True)
+                raise typer.Exit(1)
+            dump_producers(path, out)
+        return
     for path in paths:
         if not path.is_file():
             typer.echo(f"eoslog dump-log: error: {path}: no such file", err=True)
             failed = True
             continue
-        if path.suffix not in (".log", ".index", ".timeindex"):
+        if path.suffix not in (".log", ".index", ".timeindex", ".snapshot"):
             typer.echo(
-                f"eoslog dump-log: error: {path}: not a .log, .index or .timeindex file", err=True
+                f"eoslog dump-log: error: {path}: not a .log, .index, .timeindex or .snapshot file",
+                err=True,
             )
             failed = True
             continue
@@ -280,6 +363,9 @@ def dump_log_command(
             if path.suffix == ".log":
                 dump_log(path, out, print_data_log=print_data_log, deep_iteration=deep_iteration)
                 problems: list[str] = []
+            elif path.suffix == ".snapshot":
+                dump_snapshot(path, out)
+                problems = []
             elif path.suffix == ".index":
                 problems = dump_index(path, out)
             else:
@@ -295,4 +381,7 @@ def dump_log_command(
         raise typer.Exit(1)
 
 
-__all__ = ["ControlRecordType", "dump_index", "dump_log", "dump_time_index"]
+__all__ = [
+    "ControlRecordType", "dump_index", "dump_log", "dump_producers", "dump_snapshot", "dump_time_index",
+    "partition_producer_state",
+]
