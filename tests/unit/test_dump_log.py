@@ -235,7 +235,7 @@ def test_index_mismatch_is_reported(tmp_path: Path) -> None:
 def test_user_mistakes_exit_non_zero_without_traceback(tmp_path: Path) -> None:
     code, _, stderr = dump(tmp_path / "missing.log")
     assert code == 1 and "no such file" in stderr and "Traceback" not in stderr
-    other = tmp_path / "00000000000000000000.snapshot"
+    other = tmp_path / "00000000000000000000.txnindex.bak"
     other.write_bytes(b"x")
     code, _, stderr = dump(other)
     assert code == 1 and "not a .log" in stderr

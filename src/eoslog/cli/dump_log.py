@@ -313,7 +313,8 @@ def dump_producers(directory: Path, out: TextIO) -> None:
             "-" if e.current_txn_first_offset < 0 else str(e.current_txn_first_offset),
             " ".join(f"{b.first_seq}-{b.last_seq}" for b in e.batches),
         )
-    Console(file=out, width=max(120, Console().width)).print(table)
+    # Off a terminal (pipes, files) rich assumes 80 columns; the rows must not be cut there.
+    Console(file=out, width=None if out.isatty() else 250).print(table)
 
 
 # -- command -------------------------------------------------------------------------
