@@ -168,7 +168,10 @@ def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | N
         _varint(body, len(rec))
         body += rec
     payload = compress(CompressionType(h.attributes & COMPRESSION_MASK), bytes(body))
-    attributes = h.attributes | DELETE_HORIZON_MASK if delete_horizon is not None else h.attributes
+    attributes = (
+        h.attributes | DELETE_HORIZON_MASK if delete_horizon is not None
+        else h.attributes & ~DELETE_HORIZON_MASK
+    )
     out = bytearray(_HEADER.pack(
         h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), h.partition_leader_epoch,
         MAGIC_V2, 0, attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id,
@@ -280,7 +283,6 @@ class LogCleaner:
         return offsets, covered
 
     def clean(self, plog: PartitionLog) -> CleanerStats:
-        now = self._clock_ms()
         tp = (plog.topic, plog.partition)
         first_dirty = self.first_dirty_offset(plog)
         segments = self._cleanable_segments(plog, self.first_uncleanable_offset(plog))
@@ -288,93 +290,128 @@ class LogCleaner:
         # Only the segments the map covers can be cleaned with it.
         cleaned_up_to = max(covered, first_dirty)
         segments = [s for s in segments if s.next_offset <= cleaned_up_to]
-        delete_retention = int(plog.config["delete.retention.ms"])
+        work = _Pass(offset_map, self._clock_ms(), int(plog.config["delete.retention.ms"]))
         before_count, before_bytes = len(plog.segments), plog.size_bytes
-        removed = tombstones = 0
-        next_horizon: int | None = None
-        for group in self._group_segments(segments, plog.config.segment_bytes):
-            out = bytearray()
-            for seg in group:
-                for pos, h in seg.iter_headers():
-                    raw = seg.pread(pos, h.size)
-                    if h.is_control or h.is_transactional:
-                        out += raw  # TODO(issue 5): clean aborted data and obsolete markers
-                        continue
-                    records = decode_records(raw)
-                    horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
-                    kept: list[Record] = []
-                    has_tombstone = False
-                    for r in records:
-                        if r.key is None or offset_map.get(r.key, r.offset) > r.offset:
-                            removed += 1
-                            continue
-                        if r.value is None:
-                            if horizon is not None and now >= horizon:
-                                tombstones += 1
-                                removed += 1
-                                continue
-                            has_tombstone = True
-                        kept.append(r)
-                    if has_tombstone and horizon is None:
-                        horizon = now + delete_retention
-                        out += rebuild_batch(h, kept, horizon)
-                    elif len(kept) == len(records):
-                        out += raw
-                    elif kept:
-                        out += rebuild_batch(h, kept, horizon if has_tombstone else None)
-                    if has_tombstone and horizon is not None:
-                        next_horizon = horizon if next_horizon is None else min(next_horizon, horizon)
-            self._replace_segments(plog, group, bytes(out))
+        # Consecutive segments share one output segment while their *cleaned* bytes fit
+        # segment.bytes and their offsets fit its int32 relative offsets, so segments
+        # emptied by earlier passes merge.
+        out: _Output | None = None
+        for seg in segments:
+            data = work.clean_segment(seg)
+            if out is not None and (
+                out.size + len(data) > plog.config.segment_bytes
+                or seg.next_offset - out.base_offset > INT32_MAX
+            ):
+                self._swap_in(plog, out)
+                out = None
+            if out is None:
+                out = _Output(plog.dir, seg.base_offset)
+            out.write(seg, data)
+        if out is not None:
+            self._swap_in(plog, out)
         self._first_dirty[tp] = cleaned_up_to
-        if next_horizon is None:
+        if work.next_horizon is None:
             self._horizons.pop(tp, None)
         else:
-            self._horizons[tp] = next_horizon
+            self._horizons[tp] = work.next_horizon
         stats = CleanerStats(
             plog.topic, plog.partition, before_count, len(plog.segments), before_bytes,
-            plog.size_bytes, removed, tombstones, self._first_dirty[tp],
+            plog.size_bytes, work.removed, work.tombstones, cleaned_up_to,
         )
         log.info(
             "cleaned %s-%d up to offset %d: %d → %d segments, %d → %d bytes, %d records removed "
             "(%d tombstones)", stats.topic, stats.partition, stats.cleaned_up_to,
             stats.segments_before, stats.segments_after, stats.bytes_before, stats.bytes_after,
-            removed, tombstones,
+            work.removed, work.tombstones,
         )
         return stats
 
-    @staticmethod
-    def _group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
-        """Consecutive segments whose cleaned output fits one segment (sizes before
-        cleaning bound it) and whose offsets fit its int32 relative offsets."""
-        groups: list[list[LogSegment]] = []
-        for seg in segments:
-            if groups:
-                group = groups[-1]
-                size = sum(s.size for s in group) + seg.size
-                if size <= max_bytes and seg.next_offset - group[0].base_offset <= INT32_MAX:
-                    group.append(seg)
-                    continue
-            groups.append([seg])
-        return groups
-
-    def _replace_segments(self, plog: PartitionLog, group: list[LogSegment], data: bytes) -> None:
+    def _swap_in(self, plog: PartitionLog, out: _Output) -> None:
+        """Replace ``out.segments`` by the cleaned file, atomically on disk."""
         directory = plog.dir
-        base = group[0].base_offset
-        final = directory / segment_file_name(base, ".log")
-        cleaned = final.with_name(final.name + CLEANED_SUFFIX)
-        swap = final.with_name(final.name + SWAP_SUFFIX)
-        with open(cleaned, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(cleaned, swap)
-        _fsync_dir(directory)  # committed: a crash from here on completes the swap
-        for seg in group:
+        base = out.base_offset
+        swap = out.commit()  # from here on a crash completes the swap
+        for seg in out.segments:
             seg.delete()
-        os.replace(swap, final)
+        os.replace(swap, directory / segment_file_name(base, ".log"))
         _fsync_dir(directory)
         new = LogSegment(directory, base, plog.config.index_interval_bytes, self._clock_ms())
         new.load(verify=False)
         new.flush(fsync=True)
-        start = plog.segments.index(group[0])
-        plog.segments[start : start + len(group)] = [new]
+        start = plog.segments.index(out.segments[0])
+        plog.segments[start : start + len(out.segments)] = [new]
+
+
+class _Output:
+    """One ``<base>.log.cleaned`` file being written."""
+
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = directory / (segment_file_name(base_offset, ".log") + CLEANED_SUFFIX)
+        self._fh = open(self.path, "wb")  # noqa: SIM115 - closed by commit()
+        self.size = 0
+        self.segments: list[LogSegment] = []
+
+    def write(self, seg: LogSegment, data: bytes) -> None:
+        self._fh.write(data)
+        self.size += len(data)
+        self.segments.append(seg)
+
+    def commit(self) -> Path:
+        """fsync and rename to ``.swap``: the replacement is decided."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        swap = self.path.with_name(self.path.name.removesuffix(CLEANED_SUFFIX) + SWAP_SUFFIX)
+        os.replace(self.path, swap)
+        _fsync_dir(self.directory)
+        return swap
+
+
+class _Pass:
+    """What one cleaning pass decides per record, and what it counted."""
+
+    def __init__(self, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int) -> None:
+        self.offset_map = offset_map
+        self.now = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.removed = 0
+        self.tombstones = 0
+        self.next_horizon: int | None = None  # earliest horizon of a tombstone kept
+
+    def clean_segment(self, seg: LogSegment) -> bytes:
+        out = bytearray()
+        for pos, h in seg.iter_headers():
+            raw = seg.pread(pos, h.size)
+            if h.is_control or h.is_transactional:
+                out += raw  # TODO(issue 5): clean aborted data and obsolete markers
+                continue
+            out += self._clean_batch(h, raw)
+        return bytes(out)
+
+    def _clean_batch(self, h: BatchHeader, raw: bytes) -> bytes:
+        records = decode_records(raw)
+        horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
+        kept: list[Record] = []
+        has_tombstone = False
+        for r in records:
+            if r.key is None or self.offset_map.get(r.key, r.offset) > r.offset:
+                self.removed += 1  # keyless, or a later record has the key
+                continue
+            if r.value is None:
+                if horizon is not None and self.now >= horizon:
+                    self.tombstones += 1
+                    self.removed += 1
+                    continue
+                has_tombstone = True
+            kept.append(r)
+        if has_tombstone:
+            if horizon is None:
+                horizon = self.now + self.delete_retention_ms
+            self.next_horizon = horizon if self.next_horizon is None else min(self.next_horizon, horizon)
+            if not h.attributes & DELETE_HORIZON_MASK or len(kept) != len(records):
+                return rebuild_batch(h, kept, horizon)
+        if len(kept) == len(records):
+            return raw
+        return rebuild_batch(h, kept, None) if kept else b""

@@ -119,7 +119,8 @@ def load_partition(
             offset = h.next_offset
         yield
     groups = _build_groups(replay, now_ms)
-    log.info(
+    log.log(
+        logging.INFO if replay.records else logging.DEBUG,
         "loaded %d groups from __consumer_offsets-%d (%d records, offsets %d..%d)",
         len(groups), partition, replay.records, plog.log_start_offset, end,
     )
