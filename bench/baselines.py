@@ -6,13 +6,16 @@
   to Long.MAX, so nothing is fsynced per write and the data sits in the page cache.
   Timed until the file is closed. The ``fsync_at_end`` variant adds one fsync.
 
-  The file is kept until the run ends, as the broker keeps its log, so both write
-  into memory the kernel had to find for them. This matters on a VM with free page
-  reporting (virtio-balloon, as here): a page freed more than a second or two ago has
-  gone back to the host, and touching it again costs a host fault; a file written and
-  deleted just before is rewritten several times faster. ``recycled=True`` measures
-  that fast case (a file overwrites the pages of one deleted just before); it is
-  reported for information only, never as the limit.
+  Page state, and why every write here (and every produce case in core.py) starts
+  with ``recycle_pages``: this VM has free page reporting (virtio-balloon). A page
+  freed more than a second or two ago goes back to the host, and the next touch costs
+  a host fault: writing into such "cold" memory runs at a few hundred MB/s, into
+  pages freed a moment ago at several GB/s; which one a write gets depends on what
+  other processes freed lately, so unmanaged figures swing by 10x between runs. So
+  each measured write, the broker's included, is preceded by writing and deleting
+  the same number of bytes, which leaves it a pool of recently freed pages. The
+  measured file is kept until the run ends, as the broker keeps its log.
+  ``recycle=False`` skips that (reported for information: it shows the VM effect).
 - ``loopback_copy``: the same number of bytes through a TCP socket on 127.0.0.1 in
   1 MB chunks to a receiver in another process (so the GIL cannot cap the pair),
   which reads and discards them. Timed until the receiver confirms it has them all.
@@ -54,20 +57,23 @@ def _write_file(path: Path, total: int, chunk: int, fsync_at_end: bool) -> tuple
     return time.perf_counter() - start, time.process_time() - cpu0
 
 
-def plain_writer(directory: Path, total: int, *, fsync_at_end: bool = False, recycled: bool = False,
+def recycle_pages(directory: Path, nbytes: int, chunk: int = CHUNK) -> float:
+    """Write and delete ``nbytes`` so that the next writes reuse pages still backed by
+    the host (see the module docstring); returns the seconds it took."""
+    scratch = directory / f"recycle-{next(_files)}.bin"
+    seconds, _ = _write_file(scratch, nbytes, chunk, False)
+    scratch.unlink()
+    return seconds
+
+
+def plain_writer(directory: Path, total: int, *, fsync_at_end: bool = False, recycle: bool = True,
                  chunk: int = CHUNK) -> Measurement:
-    path = directory / f"plain-writer-{next(_files)}.bin"
-    if recycled:
-        # Fill and free pages right before: the measured write reuses them while hot.
-        scratch = directory / f"plain-writer-scratch-{next(_files)}.bin"
-        _write_file(scratch, total, chunk, False)
-        scratch.unlink()
-    seconds, cpu = _write_file(path, total, chunk, fsync_at_end)
-    if recycled:
-        path.unlink()
-    name = "plain writer" + (" + fsync at end" if fsync_at_end else "") + (" (recycled pages)" if recycled else "")
+    if recycle:
+        recycle_pages(directory, total, chunk)
+    seconds, cpu = _write_file(directory / f"plain-writer-{next(_files)}.bin", total, chunk, fsync_at_end)
+    name = "plain writer" + (" + fsync at end" if fsync_at_end else "") + ("" if recycle else " (no recycling)")
     return Measurement(name, total, seconds, extra={
-        "chunk_bytes": chunk, "fsync_at_end": fsync_at_end, "recycled_pages": recycled, "cpu_s": round(cpu, 3),
+        "chunk_bytes": chunk, "fsync_at_end": fsync_at_end, "recycled_pages": recycle, "cpu_s": round(cpu, 3),
     })
 
 

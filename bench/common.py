@@ -29,7 +29,7 @@ from harness import BrokerProcess  # noqa: E402
 
 __all__ = ["MB", "RESULTS_DIR", "BrokerProcess", "Measurement", "RssSampler", "machine_facts"]
 
-MIN_SLOPE_S = 5.0  # shortest stretch of load over which an RSS slope is reported
+MIN_SLOPE_S = 2.0  # shortest stretch of load over which an RSS slope is reported
 
 # MB means MiB throughout, as Kafka's perf tools count it (bytes / 1024 / 1024).
 MB = 1 << 20
