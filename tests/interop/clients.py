@@ -530,25 +530,76 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
 # -- broker-side views ---------------------------------------------------------------------
 
 
-def broker_api_versions(bootstrap: str, timeout_s: float = 10.0) -> dict[int, tuple[int, int]]:
-    """What the broker advertises in ApiVersions: api key → (min, max) version."""
-    import socket
-    import struct
+class RawConnection:
+    """One plain socket speaking kio messages, for protocol corners no client reaches."""
 
-    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+        import socket
 
-    from eoslog.protocol.codec import decode_response, encode_request
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self._correlation = 0
 
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
-        s.sendall(encode_request(1, ApiVersionsRequest()))
+    def send(self, request: Any) -> int:
+        from eoslog.protocol.codec import encode_request
+
+        self._correlation += 1
+        self.sock.sendall(encode_request(self._correlation, request))
+        return self._correlation
+
+    def receive(self, request: Any) -> tuple[int, Any]:
+        """The next response frame, parsed as the answer to ``request``'s API and version."""
+        import struct
+
+        from eoslog.protocol.codec import decode_response
+
+        size = struct.unpack(">i", self._read(4))[0]
+        return decode_response(self._read(size), request.__api_key__, request.__version__)  # type: ignore[no-any-return]
+
+    def call(self, request: Any) -> Any:
+        correlation = self.send(request)
+        got, body = self.receive(request)
+        assert got == correlation, f"response {got} to request {correlation}"
+        return body
+
+    def closed_by_peer(self) -> bool:
+        """True when the broker closed the connection (reads EOF, nothing pending)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def _read(self, n: int) -> bytes:
         buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(65536)
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
             if not chunk:
-                raise ConnectionError("broker closed the connection during ApiVersions")
+                raise ConnectionError("broker closed the connection")
             buf += chunk
-    _, body = decode_response(buf[4:], 18, 0)
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def request_module(api_key: int, version: int) -> Any:
+    """kio's request classes for one API version (e.g. ``.ProduceRequest``)."""
+    from kio.index import load_payload_module
+    from kio.static.constants import EntityType
+
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+def broker_api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """What the broker advertises in ApiVersions: api key → (min, max) version."""
+    with RawConnection(bootstrap) as conn:
+        body = conn.call(request_module(18, 0).ApiVersionsRequest())
     return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
 
 

@@ -258,10 +258,133 @@ def test_metadata_lists_topics(interop_broker: BrokerProcess, client: str) -> No
         assert sorted(p["partition"] for p in described[0]["partitions"]) == PARTITIONS  # type: ignore[attr-defined]
 
 
+def test_authorized_operations_when_asked(interop_broker: BrokerProcess) -> None:
+    """librdkafka's DescribeTopics asks Metadata for the topic's authorized operations;
+    with no ACLs yet the principal may do everything a topic supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    bootstrap = interop_broker.bootstrap
+    topic = "authorized-ops"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    desc = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                 request_timeout=30)[topic].result(30)
+    assert set(desc.authorized_operations or []) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS}
+    # Not asked for: Kafka's "omitted" marker, INT32_MIN.
+    with C.RawConnection(bootstrap) as conn:
+        m = C.request_module(3, 8)
+        body = conn.call(m.MetadataRequest(
+            topics=(m.MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False, include_topic_authorized_operations=False))
+    assert body.topics[0].topic_authorized_operations == -(2**31)
+    assert body.cluster_authorized_operations == -(2**31)
+
+
+# -- protocol corners that the clients above rely on Kafka for (raw requests) ----------------
+
+
+def _produce_request(version: int, topic: str, records: bytes, acks: int = -1) -> object:
+    import datetime
+
+    m = C.request_module(0, version)
+    return m.ProduceRequest(
+        transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=30),
+        topic_data=(m.TopicProduceData(name=topic, partition_data=(
+            m.PartitionProduceData(index=0, records=records),)),))
+
+
+def _fetch_request(version: int, topic: str, offset: int) -> object:
+    import datetime
+
+    m = C.request_module(1, version)
+    return m.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(),
+        topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+            partition_max_bytes=1 << 20),)),))
+
+
+def _batch(codec: int = 0, n: int = 3) -> bytes:
+    from eoslog.records import CompressionType, build_batch
+
+    return build_batch([(b"k%d" % i, b"v%d" % i, ()) for i in range(n)],
+                       timestamp=int(time.time() * 1000), compression=CompressionType(codec))
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(interop_broker: BrokerProcess) -> None:
+    """KIP-110: older request versions cannot carry zstd; Kafka answers
+    UNSUPPORTED_COMPRESSION_TYPE (76) rather than storing or serving it."""
+    bootstrap = interop_broker.bootstrap
+    topic = "raw-zstd"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    zstd = _batch(CODEC_IDS["zstd"])
+    with C.RawConnection(bootstrap) as conn:
+        old = conn.call(_produce_request(6, topic, zstd)).responses[0].partition_responses[0]
+        assert int(old.error_code) == 76
+        ok = conn.call(_produce_request(7, topic, zstd)).responses[0].partition_responses[0]
+        assert (int(ok.error_code), int(ok.base_offset)) == (0, 0)
+        old_fetch = conn.call(_fetch_request(9, topic, 0)).responses[0].partitions[0]
+        assert (int(old_fetch.error_code), old_fetch.records) == (76, b"")
+        fetched = conn.call(_fetch_request(10, topic, 0)).responses[0].partitions[0]
+        assert int(fetched.error_code) == 0
+        assert fetched.records[8:] == zstd[8:]  # the stored batch, byte for byte bar its offset
+
+
+def test_empty_record_set_is_invalid_record(interop_broker: BrokerProcess) -> None:
+    """ProduceRequest.validateRecords: a partition without a batch is INVALID_RECORD (87)."""
+    bootstrap = interop_broker.bootstrap
+    topic = "raw-empty"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    with C.RawConnection(bootstrap) as conn:
+        resp = conn.call(_produce_request(8, topic, b"")).responses[0].partition_responses[0]
+    assert int(resp.error_code) == 87
+
+
+def test_acks0_failure_closes_the_connection(interop_broker: BrokerProcess) -> None:
+    """acks=0 gets no response; when such a produce fails, Kafka closes the connection,
+    the only signal a fire-and-forget producer gets."""
+    bootstrap = interop_broker.bootstrap
+    topic = "raw-acks0"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    api_versions = C.request_module(18, 0).ApiVersionsRequest()
+    with C.RawConnection(bootstrap) as conn:
+        conn.send(_produce_request(8, topic, _batch(), acks=0))
+        # No response for the produce: the next frame answers the ApiVersions request.
+        correlation = conn.send(api_versions)
+        assert conn.receive(api_versions)[0] == correlation
+    bad = bytearray(_batch())
+    bad[-1] ^= 0xFF  # breaks the CRC
+    with C.RawConnection(bootstrap) as conn:
+        conn.send(_produce_request(8, topic, bytes(bad), acks=0))
+        assert conn.closed_by_peer()
+    with C.RawConnection(bootstrap) as conn:  # the data that was accepted is there, once
+        got = conn.call(_fetch_request(10, topic, 0)).responses[0].partitions[0]
+        assert int(got.high_watermark) == 3
+
+
+def test_api_versions_checks_client_software(interop_broker: BrokerProcess) -> None:
+    """KIP-511: v3+ names the client software; a malformed name is INVALID_REQUEST (42)."""
+    m = C.request_module(18, 3)
+    with C.RawConnection(interop_broker.bootstrap) as conn:
+        bad = conn.call(m.ApiVersionsRequest(client_software_name="no spaces allowed",
+                                             client_software_version="1.0"))
+        good = conn.call(m.ApiVersionsRequest(client_software_name="eoslog-test",
+                                              client_software_version="1.0.0"))
+    assert (int(bad.error_code), bad.api_keys) == (42, ())
+    assert int(good.error_code) == 0
+    assert {int(k.api_key) for k in good.api_keys} >= {0, 1, 2, 3, 18}
+
+
 def test_broker_log_is_clean(interop_broker: BrokerProcess) -> None:
-    """Nothing the clients sent made the broker log an error or close a connection."""
+    """Nothing the clients sent made the broker log an error or close a connection
+    (except the raw-* tests, which provoke a close on purpose)."""
     text = interop_broker.log_text()
     bad = [line for line in text.splitlines()
-           if " ERROR " in line or "closing connection" in line or "Traceback" in line]
+           if (" ERROR " in line or "closing connection" in line or "Traceback" in line)
+           and "'raw-" not in line]
     assert not bad, "\n".join(bad[:20])
-

@@ -1,7 +1,12 @@
-"""ApiVersions (key 18): advertises exactly the version ranges registered by handlers."""
+"""ApiVersions (key 18): advertises exactly the version ranges registered by handlers.
+
+v3+ requests carry the client's software name and version (KIP-511); Kafka answers
+INVALID_REQUEST, without any API ranges, when either is not of its allowed form.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from eoslog.broker.context import RequestContext
@@ -10,6 +15,18 @@ from eoslog.protocol.errors import ErrorCode
 
 API_KEY = 18
 MAX_VERSION = 4
+CLIENT_SOFTWARE_VERSION = 3  # first version naming the client software
+# ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN in Kafka.
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _valid_client_software(request: Any, version: int) -> bool:
+    if version < CLIENT_SOFTWARE_VERSION:
+        return True
+    return all(
+        _SOFTWARE_NAME_VERSION.fullmatch(v) is not None
+        for v in (request.client_software_name, request.client_software_version)
+    )
 
 
 def _api_keys(module: Any, registry: dict[int, ApiSpec]) -> tuple[Any, ...]:
@@ -33,6 +50,12 @@ async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     from eoslog.broker.dispatcher import REGISTRY
 
     module = response_types(ctx)
+    if not _valid_client_software(request, ctx.api_version):
+        return build(
+            module.ApiVersionsResponse, error_code=ErrorCode.invalid_request, api_keys=(),
+            throttle_time=NO_THROTTLE, supported_features=(), finalized_features_epoch=-1,
+            finalized_features=(), zk_migration_ready=False,
+        )
     return build(
         module.ApiVersionsResponse,
         error_code=ErrorCode.none,

@@ -7,8 +7,9 @@ every field they know of, so one handler serves a whole version range.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from enum import IntEnum
 from types import ModuleType
 from typing import Any
 
@@ -21,6 +22,39 @@ __all__ = ["NO_THROTTLE", "ApiSpec", "Handler", "build", "response_module", "res
 Handler = Callable[[RequestContext, Any], Awaitable[Any | None]]
 
 NO_THROTTLE = datetime.timedelta(0)
+# What *_authorized_operations fields hold when the request did not ask for them.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+class AclOperation(IntEnum):
+    """Kafka's AclOperation codes: bit positions in *_authorized_operations fields."""
+
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+# Operations that apply to each resource type (Kafka's AclEntry.supportedOperations).
+_O = AclOperation
+TOPIC_OPERATIONS = frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
+                              _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS})
+CLUSTER_OPERATIONS = frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
+                                _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE})
+
+
+def authorized_operations(requested: bool, operations: Iterable[AclOperation]) -> int:
+    """The bit field a response reports for ``operations`` the principal may perform
+    (all of them until ACLs exist), or the 'omitted' marker when not requested."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return sum(1 << op for op in set(operations))
 
 
 @dataclass(frozen=True, slots=True)

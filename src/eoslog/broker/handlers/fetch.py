@@ -6,6 +6,8 @@ partition with data is returned whole even when it is larger, so consumers alway
 progress. Fetch sessions (KIP-227) are declined: every response carries session id 0,
 which tells clients to keep sending full fetch requests.
 read_committed (isolation level 1) reads only below the last stable offset.
+Fetch v4-v9 clients cannot read zstd (KIP-110): a partition whose data is zstd
+answers them UNSUPPORTED_COMPRESSION_TYPE instead, as Kafka does.
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.errors import ErrorCode
+from eoslog.records import CompressionType, iter_batch_headers
 from eoslog.storage import OffsetOutOfRange
 
 READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
 FINAL_EPOCH = -1
+ZSTD_MIN_VERSION = 10
+_COMPRESSION_MASK = 0x07
+
+
+def _has_zstd(records: bytes) -> bool:
+    return any(
+        h.attributes & _COMPRESSION_MASK == CompressionType.ZSTD
+        for _, h in iter_batch_headers(records)
+    )
 
 
 def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any], int, bool]:
@@ -52,6 +64,8 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
                         min_one=total == 0,
                     )
                     records = info.records
+                    if ctx.api_version < ZSTD_MIN_VERSION and records and _has_zstd(records):
+                        code, records = ErrorCode.unsupported_compression_type, b""
                 except OffsetOutOfRange:
                     code = ErrorCode.offset_out_of_range
             if code != ErrorCode.none:

@@ -10,12 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.base import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_OPERATIONS,
+    NO_THROTTLE,
+    TOPIC_OPERATIONS,
+    ApiSpec,
+    authorized_operations,
+    build,
+    response_types,
+)
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 
 
-def _topic_entry(module: Any, ctx: RequestContext, info: TopicInfo) -> Any:
+def _topic_entry(module: Any, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
     node = ctx.state.node_id
     partitions = tuple(
         build(
@@ -29,7 +38,7 @@ def _topic_entry(module: Any, ctx: RequestContext, info: TopicInfo) -> Any:
         module.MetadataResponseTopic,
         error_code=ErrorCode.none, name=info.name, topic_id=info.topic_id,
         is_internal=info.internal, partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=topic_ops,
     )
 
 
@@ -37,7 +46,7 @@ def _error_entry(module: Any, name: str | None, code: ErrorCode, topic_id: Any =
     return build(
         module.MetadataResponseTopic,
         error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=(),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
@@ -46,10 +55,14 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.state.logs
     config = ctx.state.config
     topics: list[Any] = []
+    # v8+: the operations the principal may perform, only when asked for.
+    topic_ops = authorized_operations(
+        bool(getattr(request, "include_topic_authorized_operations", False)), TOPIC_OPERATIONS
+    )
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = [_topic_entry(module, ctx, t) for t in logs.topics.values()]
+        topics = [_topic_entry(module, ctx, t, topic_ops) for t in logs.topics.values()]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True) and bool(
             config["auto.create.topics.enable"]
@@ -71,7 +84,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic_entry(module, ctx, info))
+                topics.append(_topic_entry(module, ctx, info, topic_ops))
     broker = build(
         module.MetadataResponseBroker,
         node_id=ctx.state.node_id, host=ctx.state.advertised_host,
@@ -81,7 +94,10 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         module.MetadataResponse,
         throttle_time=NO_THROTTLE, brokers=(broker,), cluster_id=ctx.state.cluster_id,
         controller_id=ctx.state.node_id, topics=tuple(topics),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(
+            bool(getattr(request, "include_cluster_authorized_operations", False)),
+            CLUSTER_OPERATIONS,
+        ),
     )
 
 

@@ -2,8 +2,10 @@
 
 Validation and offset assignment live in the partition log; this module maps its
 results and errors onto the response. acks=0 requests get no response at all, as in
-Kafka. With one node, acks=1 and acks=-1 both mean "appended to the leader's log",
-which is also the whole ISR.
+Kafka; when such a request fails, the connection is closed instead, which is the
+only way Kafka has to tell the producer (it then refreshes metadata and reconnects).
+With one node, acks=1 and acks=-1 both mean "appended to the leader's log", which is
+also the whole ISR.
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.records import InvalidRecordError
+from eoslog.records import BATCH_HEADER_SIZE, CompressionType, InvalidRecordError, read_batch_header
 from eoslog.storage.producer_state import ProducerStateError
 
 log = logging.getLogger(__name__)
 
 _UTC = datetime.UTC
+# KIP-110: zstd batches need Produce v7+ (older clients could not read them back).
+ZSTD_MIN_VERSION = 7
+_COMPRESSION_MASK = 0x07
+
+
+def _is_zstd(records: bytes) -> bool:
+    if len(records) < BATCH_HEADER_SIZE:
+        return False
+    return read_batch_header(records).attributes & _COMPRESSION_MASK == CompressionType.ZSTD
 
 
 def _partition_response(
@@ -57,10 +68,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                     _partition_response(module, index, ErrorCode.unknown_topic_or_partition)
                 )
                 continue
+            records = pdata.records or b""
+            if ctx.api_version < ZSTD_MIN_VERSION and _is_zstd(records):
+                partitions.append(
+                    _partition_response(module, index, ErrorCode.unsupported_compression_type)
+                )
+                continue
             try:
-                if not pdata.records:
-                    raise InvalidRecordError("CORRUPT_MESSAGE", "produce request without records")
-                info = plog.append_as_leader(pdata.records)
+                # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).
+                info = plog.append_as_leader(records)
             except (InvalidRecordError, ProducerStateError) as e:
                 log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
                 partitions.append(
@@ -77,6 +93,14 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
             )
         topics.append(build(module.TopicProduceResponse, name=name, partition_responses=tuple(partitions)))
     if acks == 0:
+        failed = [
+            (t.name, p.index, p.error_code) for t in topics for p in t.partition_responses
+            if p.error_code != ErrorCode.none
+        ]
+        if failed:
+            from eoslog.broker.dispatcher import CloseConnection
+
+            raise CloseConnection(f"acks=0 produce failed, closing as Kafka does: {failed}")
         return None
     return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
 
