@@ -31,7 +31,8 @@ def _valid_client_software(request: Any, version: int) -> bool:
 
 def _api_keys(module: Any, registry: dict[int, ApiSpec]) -> tuple[Any, ...]:
     return tuple(
-        build(module.ApiVersion, api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+        build(module.ApiVersion, api_key=s.api_key, min_version=s.advertised[0],
+              max_version=s.advertised[1])
         for s in sorted(registry.values(), key=lambda s: s.api_key)
     )
 

@@ -59,11 +59,25 @@ def authorized_operations(requested: bool, operations: Iterable[AclOperation]) -
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
+    """One API a handler module serves: the versions it accepts and its handler.
+
+    ``advertised_min_version`` is set only where Kafka's ApiVersions answer claims
+    more than the broker accepts (Produce, below); requests outside
+    ``min_version..max_version`` are refused either way.
+    """
+
     api_key: int
     name: str
     min_version: int
     max_version: int
     handler: Handler
+    advertised_min_version: int | None = None
+
+    @property
+    def advertised(self) -> tuple[int, int]:
+        """The (min, max) version range ApiVersions reports for this API."""
+        low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
+        return low, self.max_version
 
 
 def response_module(api_key: int, version: int) -> ModuleType:

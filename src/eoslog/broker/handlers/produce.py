@@ -106,4 +106,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
 
 
 # v12+ signals KIP-890 part 2 (implicit AddPartitionsToTxn); v13 switches to topic ids.
-APIS = [ApiSpec(0, "Produce", 3, 11, handle_produce)]
+# Produce v0-v2 (message formats 0 and 1) are not served, but ApiVersions claims them
+# as Kafka 4.0 does (KAFKA-18659): older librdkafka (librdkafka#4956; kcat's 2.0.2)
+# compresses with gzip, snappy or lz4 only when the broker's Produce range includes v0,
+# and otherwise silently sends uncompressed batches. Clients pick the highest common version, so none sends v0-v2;
+# one that did would have its connection closed, as by Kafka.
+APIS = [ApiSpec(0, "Produce", 3, 11, handle_produce, advertised_min_version=0)]
