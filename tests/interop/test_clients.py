@@ -380,6 +380,92 @@ def test_api_versions_checks_client_software(interop_broker: BrokerProcess) -> N
     assert {int(k.api_key) for k in good.api_keys} >= {0, 1, 2, 3, 18}
 
 
+def _versions(api_key: int, bootstrap: str) -> range:
+    low, high = C.broker_api_versions(bootstrap)[api_key]
+    return range(3 if api_key == 0 else low, high + 1)  # Produce v0-2 are only claimed
+
+
+def test_every_version_of_produce_fetch_list_offsets_metadata(
+        interop_broker: BrokerProcess) -> None:
+    """Clients each pick different versions (librdkafka Produce v10 / Fetch v12,
+    kafka-python Produce v9, aiokafka Produce v7 / Fetch v11 / ListOffsets v3 / Metadata
+    v5, kcat Metadata v4 / ListOffsets v2): every advertised version must work."""
+    import datetime
+
+    from eoslog.broker.handlers.base import build
+    from eoslog.records import iter_batch_headers
+
+    bootstrap = interop_broker.bootstrap
+    topic = "raw-versions"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    with C.RawConnection(bootstrap) as conn:
+        written = 0
+        for v in _versions(0, bootstrap):
+            m = C.request_module(0, v)
+            resp = conn.call(build(
+                m.ProduceRequest, transactional_id=None, acks=-1,
+                timeout=datetime.timedelta(seconds=30), topic_data=(build(
+                    m.TopicProduceData, name=topic, partition_data=(build(
+                        m.PartitionProduceData, index=0, records=_batch(n=v + 1)),)),)))
+            [part] = resp.responses[0].partition_responses
+            assert (int(part.error_code), int(part.base_offset)) == (0, written), f"Produce v{v}"
+            written += v + 1
+
+        for v in _versions(1, bootstrap):
+            m = C.request_module(1, v)
+            resp = conn.call(build(
+                m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+                max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                forgotten_topics_data=(), rack_id="", topics=(build(
+                    m.FetchTopic, topic=topic, partitions=(build(
+                        m.FetchPartition, partition=0, current_leader_epoch=-1, fetch_offset=0,
+                        last_fetched_epoch=-1, log_start_offset=-1,
+                        partition_max_bytes=1 << 20),)),)))
+            [part] = resp.responses[0].partitions
+            assert int(part.error_code) == 0 and int(part.high_watermark) == written, f"Fetch v{v}"
+            headers = [h for _, h in iter_batch_headers(part.records, verify_crc=True)]
+            assert (headers[0].base_offset, headers[-1].next_offset) == (0, written), f"Fetch v{v}"
+
+        for v in _versions(2, bootstrap):
+            m = C.request_module(2, v)
+            answers = []
+            for ts in (-2, -1, 0):
+                resp = conn.call(build(
+                    m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(build(
+                        m.ListOffsetsTopic, name=topic, partitions=(build(
+                            m.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1,
+                            timestamp=ts, max_num_offsets=1),)),)))
+                [part] = resp.topics[0].partitions
+                assert int(part.error_code) == 0, f"ListOffsets v{v}"
+                answers.append(int(part.offset))
+            assert answers == [0, written, 0], f"ListOffsets v{v}"
+
+        for v in _versions(3, bootstrap):
+            m = C.request_module(3, v)
+            resp = conn.call(build(
+                m.MetadataRequest, topics=(build(m.MetadataRequestTopic, name=topic, topic_id=None),),
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False))
+            assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [
+                (0, "127.0.0.1", interop_broker.port)], f"Metadata v{v}"
+            [t] = resp.topics
+            assert (int(t.error_code), t.name) == (0, topic), f"Metadata v{v}"
+            assert [(int(p.partition_index), int(p.leader_id)) for p in t.partitions] == [
+                (p, 0) for p in PARTITIONS], f"Metadata v{v}"
+            # v0: an empty list means every topic; v1+: null means every topic, empty none.
+            everything = conn.call(build(
+                m.MetadataRequest, topics=() if v == 0 else None, allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False))
+            assert topic in {t.name for t in everything.topics}, f"Metadata v{v}"
+            if v > 0:
+                nothing = conn.call(build(
+                    m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False))
+                assert nothing.topics == (), f"Metadata v{v}"
+
+
 def test_broker_log_is_clean(interop_broker: BrokerProcess) -> None:
     """Nothing the clients sent made the broker log an error or close a connection
     (except the raw-* tests, which provoke a close on purpose)."""
