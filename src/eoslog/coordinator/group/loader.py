@@ -92,6 +92,7 @@ def load_partition(
             if h.last_offset < offset:
                 continue
             batch = data[pos : pos + h.size]
+            offset = h.next_offset
             try:
                 records = decode_records(batch)
                 if h.is_control:
@@ -116,7 +117,6 @@ def load_partition(
                     "__consumer_offsets-%d: skipping undecodable batch at offset %d: %s",
                     partition, h.base_offset, e,
                 )
-            offset = h.next_offset
         yield
     groups = _build_groups(replay, now_ms)
     log.log(
@@ -134,12 +134,14 @@ def _build_groups(replay: _Replay, now_ms: int) -> dict[str, GroupMetadata]:
             groups[group_id] = GroupMetadata.from_record(group_id, value, now_ms)
     # Offsets without live group metadata (standalone consumers, or a group whose
     # metadata was removed) belong to an empty group, as in Kafka.
-    with_offsets = set(replay.offsets) | {g for p in replay.pending.values() for g in p}
+    with_offsets = {g for g, tps in replay.offsets.items() if tps} | {
+        g for p in replay.pending.values() for g, tps in p.items() if tps
+    }
     for group_id in with_offsets:
         if group_id not in groups:
             groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
     for group_id, tps in replay.offsets.items():
-        for tp, record in tps.items():
+        for tp, record in tps.items():  # (a group emptied by tombstones has no entries)
             groups[group_id].offsets.commit(tp, record)
     for producer_id, by_group in replay.pending.items():
         for group_id, tps in by_group.items():
