@@ -148,7 +148,7 @@ def test_api_versions_of_a_newer_version_answers_unsupported_version_in_v0(broke
     frame = struct.pack(">hhi", 18, newest + 1, 1234) + b"\x00\x03abc\x00garbage"
     response = run(broker.dispatcher.handle(frame, ANONYMOUS, "peer"))
     assert response is not None
-    correlation_id, body = decode_response(response[4:], 18, 0)
+    correlation_id, body = decode_response(b"".join(response)[4:], 18, 0)
     assert correlation_id == 1234
     assert body.error_code == UNSUPPORTED_VERSION
     advertised = {(k.api_key, k.min_version, k.max_version) for k in body.api_keys}
@@ -160,7 +160,7 @@ def test_api_versions_response_advertises_the_registry(broker: Broker) -> None:
         response = run(broker.dispatcher.handle(
             frame_body(api_versions_request(version), correlation_id=5), ANONYMOUS, "peer"))
         assert response is not None
-        cid, body = decode_response(response[4:], 18, version)
+        cid, body = decode_response(b"".join(response)[4:], 18, version)
         assert cid == 5 and body.error_code == 0
         assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {
             (s.api_key, s.min_version, s.max_version) for s in REGISTRY.values()}
@@ -195,6 +195,10 @@ class FakeTransport:
     def write(self, data: bytes) -> None:
         assert not self.closed
         self.written += data
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self.write(chunk)
 
     def close(self) -> None:
         self.closed = True

@@ -697,9 +697,11 @@ def test_log_manager_clean_shutdown_and_crash(tmp_path: Path) -> None:
     for i in range(20, 25):
         plog.append_as_leader(batch(i, value_size=40))
     active = plog.active_segment.log_path
-    # Crash: no shutdown, no marker; the active segment's tail is torn.
+    # Crash: no shutdown, no marker; the active segment's tail is torn. The dead
+    # process's lock on the log directory goes with it.
     for lg in lm.all_logs():
         lg.close()
+    lm.release_log_dir_lock()
     with open(active, "r+b") as fh:
         fh.truncate(os.path.getsize(active) - 10)
 

@@ -1,10 +1,15 @@
-"""One client connection: an asyncio.Protocol that frames requests and answers them in order.
+"""One client connection: an asyncio.BufferedProtocol that frames requests and answers them in order.
 
 Kafka answers the requests of one connection strictly in the order they arrived and
-processes them one at a time; so does this. ``data_received`` only frames bytes into a
+processes them one at a time; so does this. The read side only frames bytes into a
 queue; one worker task per connection dispatches the queue. Reading pauses while too
 many requests wait (back-pressure on a client that pipelines faster than we serve), and
 the worker waits for the transport to drain when the peer reads slowly.
+
+Reads avoid copies on the produce path: small frames collect in one receive buffer, and
+a frame too large for it is read by the event loop straight into a buffer of its own
+(``get_buffer``), which is then handed to the dispatcher as a read-only view. Responses
+go out with ``writelines`` so fetched record sets are not copied into the response.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from collections import deque
 from typing import cast
 
 from eoslog.broker.dispatcher import CloseConnection, Dispatcher
+from eoslog.protocol.codec import Frame
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_QUEUED_REQUESTS = 16
+RECEIVE_BUFFER_BYTES = 256 * 1024
 
 
 class FlowControl:
@@ -40,7 +47,7 @@ class FlowControl:
         await self._writable.wait()
 
 
-class KafkaProtocol(asyncio.Protocol):
+class KafkaProtocol(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int,
                  connections: set[KafkaProtocol]) -> None:
         # Shared server state.
@@ -52,8 +59,11 @@ class KafkaProtocol(asyncio.Protocol):
         self.peer = "?"
         self.principal = dispatcher.authorizer.authenticate("?")
         self.flow = FlowControl()
-        self._buffer = bytearray()
-        self._requests: deque[bytes] = deque()
+        self._recv = bytearray(RECEIVE_BUFFER_BYTES)  # small frames, compacted after parsing
+        self._recv_len = 0
+        self._frame: bytearray | None = None  # a large frame being read in place
+        self._frame_filled = 0
+        self._requests: deque[Frame] = deque()
         self._has_requests = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
@@ -71,11 +81,37 @@ class KafkaProtocol(asyncio.Protocol):
         self.connections.add(self)
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
+        return memoryview(self._recv)[self._recv_len :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                self._enqueue(memoryview(self._frame).toreadonly())
+                self._frame = None
+            return
+        self._recv_len += nbytes
+        self._parse_received()
+
     def data_received(self, data: bytes) -> None:
-        buf = self._buffer
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 4:
+        """The plain-Protocol entry point (used by tests): feeds ``data`` through the
+        same buffers the event loop fills."""
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer(len(view))
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+            if self._closed:
+                return
+
+    def _parse_received(self) -> None:
+        buf, end, pos = self._recv, self._recv_len, 0
+        while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request_bytes:
                 log.warning(
@@ -84,17 +120,30 @@ class KafkaProtocol(asyncio.Protocol):
                 )
                 self.close()
                 return
-            if len(buf) - pos - 4 < size:
-                break
-            self._requests.append(bytes(buf[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
+            available = end - pos - 4
+            if available >= size:
+                self._enqueue(bytes(memoryview(buf)[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > len(buf):
+                # Too large for the receive buffer: read the rest straight into its own.
+                frame = bytearray(size)
+                frame[:available] = buf[pos + 4 : end]
+                self._frame, self._frame_filled = frame, available
+                pos = end
+            break
         if pos:
-            del buf[:pos]
-            self._has_requests.set()
-            if len(self._requests) >= MAX_QUEUED_REQUESTS and not self._reading_paused:
-                self._reading_paused = True
-                assert self.transport is not None
-                self.transport.pause_reading()
+            remaining = end - pos
+            buf[:remaining] = buf[pos:end]
+            self._recv_len = remaining
+
+    def _enqueue(self, frame: Frame) -> None:
+        self._requests.append(frame)
+        self._has_requests.set()
+        if len(self._requests) >= MAX_QUEUED_REQUESTS and not self._reading_paused:
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -137,7 +186,7 @@ class KafkaProtocol(asyncio.Protocol):
                     self.busy = False
                 if response is not None and not self._closed:
                     assert self.transport is not None
-                    self.transport.write(response)
+                    self.transport.writelines(response)
                     await self.flow.drain()
 
     def close(self) -> None:

@@ -22,8 +22,9 @@ from eoslog.broker.security import Authorizer, Principal
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
     DecodeError,
+    Frame,
     decode_request,
-    encode_response,
+    encode_response_chunks,
     read_prefix,
 )
 
@@ -51,8 +52,9 @@ class Dispatcher:
         self.state = state
         self.authorizer = authorizer or Authorizer()
 
-    async def handle(self, frame: bytes, principal: Principal, peer: str) -> bytes | None:
-        """Answer one request frame; None when no response is due (acks=0)."""
+    async def handle(self, frame: Frame, principal: Principal, peer: str) -> list[bytes] | None:
+        """Answer one request frame with the buffers of its response frame; None when no
+        response is due (acks=0)."""
         try:
             prefix = read_prefix(frame)
         except DecodeError as e:
@@ -60,7 +62,7 @@ class Dispatcher:
         spec = REGISTRY.get(prefix.api_key)
         if spec is None or not spec.min_version <= prefix.api_version <= spec.max_version:
             if prefix.api_key == API_VERSIONS_KEY:
-                return encode_response(
+                return encode_response_chunks(
                     prefix.correlation_id,
                     api_versions.unsupported_version_response(REGISTRY),
                     API_VERSIONS_KEY,
@@ -84,4 +86,4 @@ class Dispatcher:
         response = await spec.handler(ctx, request)
         if response is None:
             return None
-        return encode_response(prefix.correlation_id, response, prefix.api_key)
+        return encode_response_chunks(prefix.correlation_id, response, prefix.api_key)

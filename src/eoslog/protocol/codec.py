@@ -30,6 +30,11 @@ _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 
 
+# A request frame without its size prefix: bytes, or a read-only memoryview of the
+# buffer the connection read it into (kio's native readers refuse writable buffers).
+Frame = bytes | memoryview
+
+
 class RequestPrefix(NamedTuple):
     api_key: int
     api_version: int
@@ -40,7 +45,7 @@ class DecodeError(Exception):
     """A frame that cannot be parsed; the connection that sent it is closed."""
 
 
-def read_prefix(frame: bytes) -> RequestPrefix:
+def read_prefix(frame: Frame) -> RequestPrefix:
     if len(frame) < _PREFIX.size:
         raise DecodeError(f"request of {len(frame)} bytes is shorter than a request header")
     return RequestPrefix._make(_PREFIX.unpack_from(frame, 0))
@@ -75,7 +80,7 @@ def _writer(cls: type[Any]) -> Any:
     return writer
 
 
-def decode_request(frame: bytes, prefix: RequestPrefix) -> tuple[Any, str | None]:
+def decode_request(frame: Frame, prefix: RequestPrefix) -> tuple[Any, str | None]:
     """Parse header and body of a request whose version the broker supports."""
     schema = request_schema(prefix.api_key, prefix.api_version)
     header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
@@ -104,18 +109,55 @@ def read_client_id(frame: bytes) -> str | None:
     return frame[10 : 10 + n].decode("utf-8", "replace")
 
 
-def encode_response(correlation_id: int, response: Any, api_key: int) -> bytes:
-    """Frame a response: size, header (v0/v1), body."""
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
+class _ChunkWriter:
+    """A kio ``Writable`` that keeps large values (record sets) by reference.
+
+    Fixed-size fields are gathered into small byte strings; anything of at least
+    ``LARGE`` bytes becomes its own chunk, so a Fetch response's records go from the
+    page cache read to the socket without being copied into the response.
+    """
+
+    LARGE = 16 * 1024
+    __slots__ = ("_small", "chunks", "size")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self._small = bytearray()
+
+    def write(self, data: bytes) -> int:
+        n = len(data)
+        if n >= self.LARGE:
+            if self._small:
+                self.chunks.append(bytes(self._small))
+                self._small.clear()
+            self.chunks.append(data)
+        else:
+            self._small += data
+        self.size += n
+        return n
+
+    def finish(self) -> list[bytes]:
+        if self._small:
+            self.chunks.append(bytes(self._small))
+        return [_SIZE.pack(self.size), *self.chunks]
+
+
+def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> list[bytes]:
+    """Frame a response as buffers for ``transport.writelines``: size, header (v0/v1),
+    body, with record sets referenced rather than copied."""
+    out = _ChunkWriter()
     if response.__flexible__ and api_key != API_VERSIONS_KEY:
-        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
+        _writer(ResponseHeaderV1)(out, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     else:
-        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
-    _writer(type(response))(buf, response)
-    out = buf.getbuffer()
-    _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+        _writer(ResponseHeaderV0)(out, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    _writer(type(response))(out, response)
+    return out.finish()
+
+
+def encode_response(correlation_id: int, response: Any, api_key: int) -> bytes:
+    """Frame a response as one byte string: size, header (v0/v1), body."""
+    return b"".join(encode_response_chunks(correlation_id, response, api_key))
 
 
 def encode_request(correlation_id: int, request: Any, client_id: str | None = "eoslog") -> bytes:

@@ -259,6 +259,29 @@ def validate_produce_batches(
     return [(0, h)]
 
 
+def offset_chunks(
+    records: bytes | bytearray,
+    batches: list[tuple[int, BatchHeader]],
+    base_offset: int,
+) -> tuple[int, list[bytes | memoryview], list[tuple[int, BatchHeader]]]:
+    """The batches with broker-assigned offsets, as buffers for one ``pwritev`` and without
+    copying them: per batch, its new 8-byte baseOffset and a view of the rest.
+
+    Returns the next offset after the last batch, the buffers and the patched headers.
+    (LogAppendTime also rewrites maxTimestamp and the CRC: that path uses assign_offsets.)
+    """
+    view = memoryview(records)
+    offset = base_offset
+    chunks: list[bytes | memoryview] = []
+    patched = []
+    for pos, h in batches:
+        chunks.append(_BASE_OFFSET.pack(offset))
+        chunks.append(view[pos + 8 : pos + h.size])
+        patched.append((pos, h._replace(base_offset=offset)))
+        offset += h.last_offset_delta + 1
+    return offset, chunks, patched
+
+
 def assign_offsets(
     buf: bytearray,
     batches: list[tuple[int, BatchHeader]],

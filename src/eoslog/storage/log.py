@@ -24,6 +24,7 @@ from eoslog.records.batch import (
     InvalidRecordError,
     assign_offsets,
     iter_batch_headers,
+    offset_chunks,
     validate_produce_batches,
 )
 from eoslog.storage.cleaner import complete_interrupted_swaps
@@ -199,7 +200,7 @@ class PartitionLog:
             if h.producer_id >= 0:
                 producers.validate(h, offset)  # raises ProducerStateError
             offset += h.last_offset_delta + 1
-        return self._append(bytearray(records), batches, producers)
+        return self._append(records, batches, producers)
 
     def append_from_coordinator(self, records: bytes) -> AppendInfo:
         """Append batches a coordinator on this broker built (group metadata, offsets,
@@ -219,10 +220,10 @@ class PartitionLog:
                 "RECORD_LIST_TOO_LARGE",
                 f"record set of {len(records)} bytes exceeds segment.bytes={self.config.segment_bytes}",
             )
-        return self._append(bytearray(records), batches, self.producer_state.prepare())
+        return self._append(records, batches, self.producer_state.prepare())
 
     def _append(
-        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo
+        self, records: bytes, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo
     ) -> AppendInfo:
         now = self._clock_ms()
         append_time = now if self.config.log_append_time else None
@@ -231,10 +232,19 @@ class PartitionLog:
             append_time if append_time is not None else max(h.max_timestamp for _, h in batches)
         )
         incoming_offsets = sum(h.last_offset_delta + 1 for _, h in batches)
-        self._maybe_roll(len(buf), incoming_offsets, incoming_ts, now)
-        next_offset, patched = assign_offsets(buf, batches, first, append_time)
+        self._maybe_roll(len(records), incoming_offsets, incoming_ts, now)
+        chunks: list[bytes | bytearray | memoryview]
+        if append_time is None:
+            # The common case: only baseOffset changes, so the batch is written from the
+            # request's buffer as it is, with 8 new bytes in front of each batch's rest.
+            next_offset, offset_bufs, patched = offset_chunks(records, batches, first)
+            chunks = list(offset_bufs)
+        else:
+            buf = bytearray(records)
+            next_offset, patched = assign_offsets(buf, batches, first, append_time)
+            chunks = [buf]
         seg = self.active_segment
-        seg.append(buf, patched)
+        seg.append(chunks, patched)
         for _, h in patched:
             producers.append(h)
         self.producer_state.commit(producers, next_offset)

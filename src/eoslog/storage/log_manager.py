@@ -223,7 +223,7 @@ class LogManager:
         for lg in self.logs.values():
             lg.close()
         atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
-        self._unlock_log_dir()
+        self.release_log_dir_lock()
 
     def _lock_log_dir(self) -> None:
         """Kafka's ``.lock``: one broker per log directory. A second one would append to the
@@ -238,7 +238,7 @@ class LogManager:
             ) from None
         self._lock_fd = fd
 
-    def _unlock_log_dir(self) -> None:
+    def release_log_dir_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing releases the flock
             self._lock_fd = None
