@@ -51,7 +51,7 @@ class Record:
 @dataclass(frozen=True, slots=True)
 class Delivered:
     partition: int
-    offset: int
+    offset: int  # -1 with acks=0: the broker does not answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +280,8 @@ async def _produce_aiokafka(cfg: dict[str, Any], topic: str, records: Sequence[R
                 md = await f
             except Exception as e:
                 raise DeliveryError(f"record {i}: {type(e).__name__}: {e}") from e
-            out.append(Delivered(md.partition, md.offset))
+            # acks=0: aiokafka resolves with no metadata at all.
+            out.append(Delivered(-1, -1) if md is None else Delivered(md.partition, md.offset))
         return out
     finally:
         await producer.stop()

@@ -131,6 +131,25 @@ def test_produce_consume_roundtrip(interop_broker: BrokerProcess, client: str, c
         raise AssertionError(f"stored batches use codecs {dict(codecs)}, asked for {codec}")
 
 
+@pytest.mark.parametrize("acks", [0, 1])
+@pytest.mark.parametrize("client", C.CLIENTS)
+def test_acks_0_and_1(interop_broker: BrokerProcess, client: str, acks: int) -> None:
+    """acks=0 (no responses at all) and acks=1 lose nothing on a healthy broker."""
+    bootstrap = interop_broker.bootstrap
+    topic = f"acks{acks}-{client}"
+    assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
+    records = [C.Record(b"k%d" % i, b"v%d" % i, (("i", b"%d" % i),), partition=i % NUM_PARTITIONS)
+               for i in range(3_000)]
+    setting = {"acks": str(acks)} if client == C.CONFLUENT else {"acks": acks}
+    acked = C.produce(client, bootstrap, topic, records, codec="lz4", config=setting)
+    if acks == 1:
+        assert [a.offset for a in acked] == [i // NUM_PARTITIONS for i in range(len(records))]
+    got = C.consume(client, bootstrap, topic, {p: 1_000 for p in PARTITIONS})
+    for p in PARTITIONS:
+        assert [(m.offset, m.key) for m in got[p]] == [
+            (o, b"k%d" % (o * NUM_PARTITIONS + p)) for o in range(1_000)]
+
+
 @pytest.mark.parametrize("consumer_client", [C.KAFKA_PYTHON, C.AIOKAFKA])
 def test_cross_client(interop_broker: BrokerProcess, consumer_client: str) -> None:
     """Records librdkafka wrote (zstd) read back by the pure-Python clients."""
