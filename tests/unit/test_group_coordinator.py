@@ -275,6 +275,7 @@ def test_inconsistent_protocol_and_bad_session_timeout(h: Harness) -> None:
     assert wrong_type[0].error == "INCONSISTENT_GROUP_PROTOCOL"
     too_short = h.join("g2", session_ms=1000)
     assert too_short[0].error == "INVALID_SESSION_TIMEOUT"
+    assert "g2" not in h.coord.groups  # a refused join creates no group
     assert h.join("", client="x")[0].error == "INVALID_GROUP_ID"
 
 

@@ -88,18 +88,21 @@ class Broker:
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
-            loop.create_task(self.groups.load_all()),
+            loop.create_task(self._load_groups_then_clean()),
             loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
                                          self.groups.expire_offsets)),
         ]
-        if self.config["log.cleaner.enable"]:
-            self._tasks.append(loop.create_task(
-                self._every(int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
-            ))
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
+
+    async def _load_groups_then_clean(self) -> None:
+        """The cleaner starts once __consumer_offsets is loaded: it must not rewrite a log
+        that the loader is half-way through."""
+        await self.groups.load_all()
+        if self.config["log.cleaner.enable"]:
+            await self._every(int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
 
     async def _every(self, seconds: float, job: object) -> None:
         assert callable(job)

@@ -34,6 +34,7 @@ from eoslog.protocol.errors import ErrorCode, error_code
 T = TypeVar("T")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 NO_AUTHORIZED_OPERATIONS = -2147483648
 # READ | DELETE | DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows.
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -90,6 +91,9 @@ register_coordinator_key_type(GROUP_KEY_TYPE, _group_lookup)
 
 def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
     lookup = COORDINATOR_KEY_TYPES.get(key_type)
+    if lookup is None and key_type == TRANSACTION_KEY_TYPE:
+        # A key type Kafka knows but no coordinator here serves yet: retriable.
+        return ErrorCode.coordinator_not_available, "no transaction coordinator on this broker"
     if lookup is None:
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     error = lookup(ctx, key)

@@ -226,6 +226,8 @@ class GroupCoordinator:
 
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
         error = self._status(req.group_id)
+        if error == NONE:
+            error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
         if error != NONE:
             callback(JoinResult(error, req.member_id))
             return

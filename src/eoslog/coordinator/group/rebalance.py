@@ -113,11 +113,17 @@ class Rebalancer:
 
     # -- JoinGroup --------------------------------------------------------------------
 
+    def check_session_timeout(self, session_timeout_ms: int) -> str:
+        if not (self.config.min_session_timeout_ms <= session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return "INVALID_SESSION_TIMEOUT"
+        return NONE
+
     def join(self, group: GroupMetadata, req: JoinRequest, callback: JoinCallback) -> None:
         """Handle a JoinGroup for an existing group (the caller creates new groups)."""
-        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
-                <= self.config.max_session_timeout_ms):
-            callback(JoinResult("INVALID_SESSION_TIMEOUT", req.member_id))
+        error = self.check_session_timeout(req.session_timeout_ms)
+        if error != NONE:
+            callback(JoinResult(error, req.member_id))
             return
         if not self._accept_joining_member(group, req.member_id):
             callback(JoinResult("GROUP_MAX_SIZE_REACHED", UNKNOWN_MEMBER_ID))
