@@ -14,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from eoslog.storage.log_manager import atomic_write
+from eoslog.storage.fileio import atomic_write
 
 log = logging.getLogger(__name__)
 

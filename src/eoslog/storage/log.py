@@ -11,7 +11,6 @@ The last stable offset arrives with transactions; until then it is the high wate
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -418,10 +417,3 @@ class PartitionLog:
     def delete(self) -> None:
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def fsync_dir(self) -> None:
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from eoslog.config import TopicConfig
+from eoslog.storage.fileio import atomic_write
 from eoslog.storage.log import PartitionLog, parse_partition_dir, partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -76,20 +77,6 @@ class TopicInfo:
     num_partitions: int
     config: TopicConfig
     internal: bool = False
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:

@@ -25,7 +25,6 @@ deleted and an older one (or a replay from the log start) used instead.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections import deque
 from collections.abc import Iterable
@@ -35,6 +34,7 @@ from pathlib import Path
 import crc32c
 
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from eoslog.storage.fileio import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -258,12 +258,7 @@ class ProducerStateManager:
         crc = crc32c.crc32c(count + bytes(body))
         data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc, len(self.producers)) + bytes(body)
         path = self.dir / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, data)
         return path
 
     @staticmethod
