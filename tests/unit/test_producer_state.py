@@ -172,7 +172,7 @@ def test_damaged_snapshot_is_ignored_and_an_older_one_used(tmp_path: Path, log: 
     assert again.load(0, log.next_offset) == int(older.stem)
     assert not newer.exists()
     # The caller replays the log after the snapshot; the state converges.
-    again.replay(log.appended)
+    again.replay((h, None) for h in log.appended)
     assert again.producers[PID].last_seq == 1
     assert again.map_end_offset == log.next_offset
 
@@ -183,7 +183,7 @@ def test_snapshot_beyond_log_end_is_deleted(tmp_path: Path, log: Log) -> None:
     again = ProducerStateManager(tmp_path, "t-0", 86_400_000)
     assert again.load(0, 3) == 0  # the log was truncated to 3 in recovery
     assert not snap.exists()
-    again.replay(h for h in log.appended if h.next_offset <= 3)
+    again.replay((h, None) for h in log.appended if h.next_offset <= 3)
     assert PID not in again.producers
 
 
@@ -192,7 +192,7 @@ def test_replay_rebuilds_the_same_state_as_appending(tmp_path: Path, log: Log) -
         log.append(PID, 0, seq, 2)
     log.append(PID + 7, 3, 0, 1)
     fresh = ProducerStateManager(tmp_path / "other", "t-0", 86_400_000)
-    fresh.replay(log.appended)
+    fresh.replay((h, None) for h in log.appended)
     assert {p: (e.producer_epoch, list(e.batches)) for p, e in fresh.producers.items()} == {
         p: (e.producer_epoch, list(e.batches)) for p, e in log.psm.producers.items()
     }

@@ -39,6 +39,7 @@ from eoslog.records.batch import (
     Record,
     TimestampType,
     compute_crc,
+    control_marker,
     decode_records,
     parse_control_record,
     read_batch_header,
@@ -291,10 +292,15 @@ def partition_producer_state(directory: Path) -> tuple[ProducerStateManager, int
             continue
         snapshot_offset = state.map_end_offset = _base_offset(snap)
         break
-    headers: list[BatchHeader] = []
+    batches: list[tuple[BatchHeader, tuple[bool, int] | None]] = []
     for segment in sorted(directory.glob("*.log"), key=lambda p: p.name):
-        headers += [h for _, h in _log_headers(segment)]
-    state.replay(headers)
+        with open(segment, "rb") as fh:
+            for pos, h in _log_headers(segment):
+                marker = None
+                if h.is_control and h.next_offset > state.map_end_offset:
+                    marker = control_marker(os.pread(fh.fileno(), h.size, pos))
+                batches.append((h, marker))
+    state.replay(batches)
     return state, snapshot_offset
 
 

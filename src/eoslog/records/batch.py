@@ -502,3 +502,9 @@ def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
     if record.value is not None and len(record.value) >= 6:
         _, epoch = struct.unpack_from(">hi", record.value)
     return ControlRecordType(kind), epoch
+
+
+def control_marker(batch: bytes | bytearray | memoryview) -> tuple[bool, int]:
+    """(is_commit, coordinator epoch) of a whole COMMIT/ABORT control batch."""
+    kind, coordinator_epoch = parse_control_record(decode_records(batch)[0])
+    return kind == ControlRecordType.COMMIT, coordinator_epoch

@@ -20,15 +20,19 @@ from pathlib import Path
 from eoslog.config import TopicConfig
 from eoslog.records.batch import (
     BatchHeader,
+    ControlRecordType,
     InvalidRecordError,
     assign_offsets,
+    build_control_batch,
+    control_marker,
     iter_batch_headers,
     offset_chunks,
     validate_produce_batches,
 )
 from eoslog.storage.cleaner import complete_interrupted_swaps
-from eoslog.storage.producer_state import ProducerAppendInfo, ProducerStateManager
+from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
+from eoslog.storage.txn_index import AbortedTxn, CorruptTxnIndexError
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +104,57 @@ class PartitionLog:
         self._load_producer_state()
 
     def _load_producer_state(self) -> None:
-        """Newest usable snapshot, then a replay of the log after it (no validation)."""
-        start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        """Producer state and the aborted-transaction indexes, which derive from the log.
+
+        The newest usable snapshot is loaded and the log after it replayed (no
+        validation); the txn-index entries of markers in the replayed range are rebuilt
+        by the replay. If any segment's txn index cannot be trusted, everything is
+        rebuilt from the log start.
+        """
+        trusted = True
+        for seg in self.segments:
+            try:
+                seg.txn_index.load()
+            except CorruptTxnIndexError as e:
+                if seg.size == 0:
+                    seg.txn_index.create_empty()
+                    continue
+                log.warning("rebuilding transaction state of %s-%d from the log: %s",
+                            self.topic, self.partition, e)
+                trusted = False
+        if trusted:
+            start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        else:
+            self.producer_state.load(self.log_start_offset, self.log_start_offset)
+            start = self.log_start_offset
         if start < self.log_end_offset:
-            self.producer_state.replay(h for _, h in self._batch_headers_from(start))
+            for seg in self.segments:
+                if not trusted:
+                    seg.txn_index.create_empty()
+                elif seg.next_offset > start:
+                    seg.txn_index.truncate_from(start)
+            completed = self.producer_state.replay(self._batches_with_markers_from(start))
+            for txn in completed:
+                if txn.is_aborted:
+                    self._index_aborted(txn)
         self.producer_state.map_end_offset = self.log_end_offset
+
+    def _batches_with_markers_from(
+        self, offset: int
+    ) -> Iterator[tuple[BatchHeader, tuple[bool, int] | None]]:
+        """Batches from ``offset``; control batches with (is_commit, coordinator epoch)."""
+        for seg in self._segments_from(offset):
+            found = seg.find_position(offset)
+            if found is None:
+                continue
+            for pos, h in seg.iter_headers(found[0]):
+                yield h, control_marker(seg.pread(pos, h.size)) if h.is_control else None
+
+    def _index_aborted(self, txn: CompletedTxn) -> None:
+        """Add an aborted transaction to the txn index of the segment holding its marker."""
+        seg = self._segments_from(txn.last_offset)[0]
+        seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                        self.last_stable_offset))
 
     # -- loading -------------------------------------------------------------
 
@@ -167,7 +217,11 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """Offsets below it are decided: no open transaction has records there."""
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
 
     @property
     def size_bytes(self) -> int:
@@ -221,8 +275,43 @@ class PartitionLog:
             )
         return self._append(records, batches, self.producer_state.prepare())
 
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendInfo:
+        """Write a transaction's COMMIT or ABORT marker (the WriteTxnMarkers path).
+
+        The producer's open transaction here ends; an aborted one is added to the active
+        segment's txn index; the last stable offset moves. Raises ProducerStateError for a
+        stale producer epoch (INVALID_PRODUCER_EPOCH) or coordinator epoch
+        (TRANSACTION_COORDINATOR_FENCED).
+        """
+        producers = self.producer_state.prepare()
+        producers.validate_marker(producer_id, producer_epoch, coordinator_epoch, self.log_end_offset)
+        batch = build_control_batch(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=self._clock_ms(),
+        )
+        info = self._append(batch, list(iter_batch_headers(batch)), producers,
+                            marker=(commit, coordinator_epoch))
+        for txn in producers.completed:
+            if txn.is_aborted:
+                self._index_aborted(txn)
+        return info
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions that may hold records in [start, end), for read_committed
+        fetches (from the segment holding ``start`` on: a marker follows its records)."""
+        out: list[AbortedTxn] = []
+        for seg in self._segments_from(start):
+            if seg.base_offset >= end and out:
+                break
+            out += seg.txn_index.overlapping(start, end)
+        return out
+
     def _append(
-        self, records: bytes, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo
+        self, records: bytes, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo,
+        marker: tuple[bool, int] | None = None,
     ) -> AppendInfo:
         now = self._clock_ms()
         append_time = now if self.config.log_append_time else None
@@ -245,7 +334,10 @@ class PartitionLog:
         seg = self.active_segment
         seg.append(chunks, patched)
         for _, h in patched:
-            producers.append(h)
+            if marker is not None and h.is_control:
+                producers.append_marker(h, marker[1], marker[0])
+            else:
+                producers.append(h)
         self.producer_state.commit(producers, next_offset)
         self.high_watermark = next_offset
         if seg.unflushed_messages >= self.config.flush_messages:

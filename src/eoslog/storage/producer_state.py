@@ -57,6 +57,16 @@ class ProducerStateError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended in this partition by a COMMIT or ABORT marker."""
+
+    producer_id: int
+    first_offset: int  # the transaction's first offset here (the marker's if it wrote nothing)
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BatchMetadata:
     first_seq: int
     last_seq: int
@@ -113,6 +123,7 @@ class ProducerAppendInfo:
     def __init__(self, manager: ProducerStateManager) -> None:
         self._manager = manager
         self.updated: dict[int, ProducerStateEntry] = {}
+        self.completed: list[CompletedTxn] = []
 
     def _entry(self, producer_id: int) -> tuple[ProducerStateEntry | None, ProducerStateEntry]:
         current = self._manager.producers.get(producer_id)
@@ -138,8 +149,14 @@ class ProducerAppendInfo:
                 "INVALID_PRODUCER_EPOCH",
                 f"epoch of {where} is {epoch}, smaller than the last seen epoch {entry.producer_epoch}",
             )
+        if not h.is_transactional and entry.current_txn_first_offset >= 0:
+            raise ProducerStateError(
+                "INVALID_TXN_STATE",
+                f"expected a transactional write from {where}: its transaction that began at "
+                f"offset {entry.current_txn_first_offset} is still open",
+            )
         if first_seq == NO_SEQUENCE:
-            return  # transactional markers and non-idempotent batches carry no sequence
+            return  # non-idempotent batches carry no sequence
         if epoch != entry.producer_epoch:
             if first_seq != 0:
                 if entry.producer_epoch != NO_PRODUCER_EPOCH:
@@ -176,11 +193,46 @@ class ProducerAppendInfo:
             entry.producer_epoch = h.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        if h.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = h.base_offset
         if h.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(h.base_sequence, h.last_sequence, h.last_offset,
                               h.last_offset_delta, h.max_timestamp)
             )
+
+
+    def validate_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                        offset: int) -> None:
+        """Kafka's checks for a COMMIT/ABORT marker written by a transaction coordinator."""
+        _, entry = self._entry(producer_id)
+        where = f"producer {producer_id} at offset {offset} in {self._manager.partition_name}"
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                "INVALID_PRODUCER_EPOCH",
+                f"transaction marker for {where} has epoch {producer_epoch}, smaller than the "
+                f"last seen epoch {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                "TRANSACTION_COORDINATOR_FENCED",
+                f"transaction marker for {where} comes from coordinator epoch {coordinator_epoch}, "
+                f"older than the last seen {entry.coordinator_epoch}",
+            )
+
+    def append_marker(self, h: BatchHeader, coordinator_epoch: int, is_commit: bool) -> CompletedTxn:
+        """Record an appended COMMIT/ABORT control batch: the producer's transaction ends."""
+        _, entry = self._entry(h.producer_id)
+        if h.producer_epoch > entry.producer_epoch:
+            entry.producer_epoch = h.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else h.base_offset
+        entry.current_txn_first_offset = -1
+        completed = CompletedTxn(h.producer_id, first, h.base_offset, not is_commit)
+        self.completed.append(completed)
+        return completed
 
 
 class ProducerStateManager:
@@ -190,6 +242,8 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state reflects the log below this offset
+        # Open transactions: producer id -> first offset (the first unstable offset is their min).
+        self.ongoing: dict[int, int] = {}
 
     # -- the append path -------------------------------------------------------------
 
@@ -198,19 +252,40 @@ class ProducerStateManager:
 
     def commit(self, info: ProducerAppendInfo, end_offset: int) -> None:
         self.producers.update(info.updated)
+        for pid, entry in info.updated.items():
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing[pid] = entry.current_txn_first_offset
+            else:
+                self.ongoing.pop(pid, None)
         self.map_end_offset = end_offset
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, if any."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def _reset_ongoing(self) -> None:
+        self.ongoing = {
+            pid: e.current_txn_first_offset
+            for pid, e in self.producers.items() if e.current_txn_first_offset >= 0
+        }
+
+    def replay(self, batches: Iterable[tuple[BatchHeader, tuple[bool, int] | None]]) -> list[CompletedTxn]:
         """Rebuild state from batches already in the log (no validation, as Kafka's
-        log-recovery origin)."""
+        log-recovery origin). Control batches come with (is_commit, coordinator epoch).
+        Returns the transactions the replayed markers completed."""
         info = ProducerAppendInfo(self)
         end = self.map_end_offset
-        for h in headers:
+        for h, marker in batches:
             if h.next_offset <= self.map_end_offset:
                 continue
-            info.append(h)
+            if marker is not None:
+                info.append_marker(h, marker[1], marker[0])
+            else:
+                info.append(h)
             end = h.next_offset
         self.commit(info, end)
+        return info.completed
 
     # -- expiry -----------------------------------------------------------------
 
@@ -309,6 +384,7 @@ class ProducerStateManager:
                 continue
             self.map_end_offset = offset
             break
+        self._reset_ongoing()
         return self.map_end_offset
 
     def delete_snapshots_except_latest(self, keep: int = 2) -> None:

@@ -24,6 +24,7 @@ from eoslog.records.batch import (
     read_batch_header,
 )
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from eoslog.storage.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / segment_file_name(base_offset, ".timeindex"), base_offset
         )
+        # Loaded (or rebuilt) by the partition log, which owns transaction state.
+        self.txn_index = TxnIndex(directory / segment_file_name(base_offset, ".txnindex"))
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
@@ -115,6 +118,7 @@ class LogSegment:
         self.index.flush(fsync)
         self.time_index.flush(fsync)
         if fsync:
+            self.txn_index.flush()
             os.fsync(self._fd)
         self.unflushed_messages = 0
 
@@ -125,7 +129,7 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.index.path, self.time_index.path):
+        for p in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             p.unlink(missing_ok=True)
 
     def truncate_to_position(self, position: int) -> None:

@@ -19,7 +19,7 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records import CompressionType, iter_batch_headers
-from eoslog.storage import OffsetOutOfRange
+from eoslog.storage import OffsetOutOfRange, PartitionLog
 
 READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
@@ -32,6 +32,18 @@ def _has_zstd(records: bytes) -> bool:
     return any(
         h.attributes & _COMPRESSION_MASK == CompressionType.ZSTD
         for _, h in iter_batch_headers(records)
+    )
+
+
+def _aborted_in(module: Any, plog: PartitionLog, fetch_offset: int, records: bytes) -> tuple[Any, ...]:
+    """The aborted transactions a read_committed consumer must filter out of ``records``:
+    (producer id, first offset) of each one overlapping the fetched range."""
+    end = fetch_offset
+    for _, h in iter_batch_headers(records):
+        end = h.next_offset
+    return tuple(
+        build(module.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
+        for a in plog.aborted_transactions(fetch_offset, end)
     )
 
 
@@ -50,6 +62,7 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
             plog = logs.get_log(topic.topic, index)
             code = ErrorCode.none
             records = b""
+            aborted: tuple[Any, ...] = ()
             hw = lso = lso_start = -1
             if plog is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -66,6 +79,8 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
                     records = info.records
                     if ctx.api_version < ZSTD_MIN_VERSION and records and _has_zstd(records):
                         code, records = ErrorCode.unsupported_compression_type, b""
+                    elif read_committed and records:
+                        aborted = _aborted_in(module, plog, int(p.fetch_offset), records)
                 except OffsetOutOfRange:
                     code = ErrorCode.offset_out_of_range
             if code != ErrorCode.none:
@@ -77,7 +92,7 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
                     module.PartitionData,
                     partition_index=index, error_code=code, high_watermark=hw,
                     last_stable_offset=lso, log_start_offset=lso_start,
-                    aborted_transactions=() if read_committed else None,
+                    aborted_transactions=aborted if read_committed else None,
                     preferred_read_replica=-1, records=records,
                 )
             )

@@ -1,0 +1,157 @@
+"""Transactions in one partition: open transactions, markers, the last stable offset and
+the aborted-transaction index, including after restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.records import build_batch
+from eoslog.storage.log import PartitionLog
+from eoslog.storage.producer_state import ProducerStateError
+
+P1, P2, P3 = 5000, 5001, 5002
+
+
+def data(pid: int, seq: int, count: int = 1, epoch: int = 0, transactional: bool = True) -> bytes:
+    return build_batch(
+        [(None, f"{pid}-{seq + i}".encode(), ()) for i in range(count)],
+        timestamp=1_700_000_000_000, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+        transactional=transactional,
+    )
+
+
+def open_log(path: Path, clean: bool = True, **overrides: str) -> PartitionLog:
+    config = TopicConfig(BrokerConfig.load().topic_defaults(), overrides)
+    return PartitionLog(path / "t-0", config, lambda: 1_700_000_000_000, clean_shutdown=clean)
+
+
+def aborted(lg: PartitionLog, start: int = 0) -> list[tuple[int, int, int]]:
+    return [(a.producer_id, a.first_offset, a.last_offset)
+            for a in lg.aborted_transactions(start, lg.log_end_offset)]
+
+
+def test_open_transaction_pins_the_last_stable_offset(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P3, 0, transactional=False))  # offset 0, idempotent only
+    assert lg.last_stable_offset == 1
+    lg.append_as_leader(data(P1, 0, 2))  # offsets 1-2, transaction opens at 1
+    assert lg.last_stable_offset == 1
+    lg.append_as_leader(data(P1, 2))  # offset 3
+    assert lg.last_stable_offset == 1 and lg.high_watermark == 4
+    info = lg.append_marker(P1, 0, coordinator_epoch=0, commit=True)  # marker at 4
+    assert info.first_offset == 4
+    assert lg.last_stable_offset == lg.high_watermark == 5
+    assert aborted(lg) == []
+
+
+def test_abort_is_indexed_and_reported_for_the_fetched_range(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0, 3))  # 0-2
+    lg.append_marker(P1, 0, 0, commit=False)  # 3
+    lg.append_as_leader(data(P1, 3))  # 4: a new transaction
+    lg.append_marker(P1, 0, 0, commit=True)  # 5
+    assert aborted(lg) == [(P1, 0, 3)]
+    assert aborted(lg, start=4) == []  # the aborted transaction ended before offset 4
+    assert lg.last_stable_offset == 6
+
+
+def test_interleaved_transactions_lso_is_the_oldest_open_one(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0))  # 0
+    lg.append_as_leader(data(P2, 0))  # 1
+    lg.append_as_leader(data(P3, 0))  # 2
+    assert lg.last_stable_offset == 0
+    lg.append_marker(P2, 0, 0, commit=False)  # 3
+    assert lg.last_stable_offset == 0
+    lg.append_marker(P1, 0, 0, commit=True)  # 4
+    assert lg.last_stable_offset == 2
+    lg.append_marker(P3, 0, 0, commit=True)  # 5
+    assert lg.last_stable_offset == 6
+    assert aborted(lg) == [(P2, 1, 3)]
+
+
+def test_non_transactional_write_inside_an_open_transaction_is_refused(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0))
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(data(P1, 1, transactional=False))
+    assert e.value.error_name == "INVALID_TXN_STATE"
+
+
+def test_markers_check_producer_and_coordinator_epochs(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0, epoch=3))
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_marker(P1, 2, 0, commit=True)
+    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    lg.append_marker(P1, 3, coordinator_epoch=5, commit=True)
+    lg.append_as_leader(data(P1, 1, epoch=3))
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_marker(P1, 3, coordinator_epoch=4, commit=True)
+    assert e.value.error_name == "TRANSACTION_COORDINATOR_FENCED"
+
+
+def test_coordinator_abort_with_bumped_epoch_fences_the_zombie(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0, epoch=0))
+    lg.append_marker(P1, 1, 0, commit=False)  # the coordinator aborts with epoch 0 + 1
+    assert aborted(lg) == [(P1, 0, 1)]
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_as_leader(data(P1, 1, epoch=0))  # the old instance writes on
+    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    lg.append_as_leader(data(P1, 0, epoch=1))  # the new instance starts at sequence 0
+
+
+def test_transaction_spanning_segments(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, **{"segment.bytes": "300"})
+    for seq in range(8):
+        lg.append_as_leader(data(P1, seq))
+    lg.append_marker(P1, 0, 0, commit=False)
+    assert len(lg.segments) > 2
+    marker_offset = lg.log_end_offset - 1
+    # A fetch from the first segment learns of the abort recorded with the marker later on.
+    assert aborted(lg, start=0) == [(P1, 0, marker_offset)]
+    assert aborted(lg, start=5) == [(P1, 0, marker_offset)]
+
+
+def build_history(lg: PartitionLog) -> None:
+    lg.append_as_leader(data(P1, 0, 2))
+    lg.append_as_leader(data(P2, 0))
+    lg.append_marker(P1, 0, 0, commit=False)
+    lg.append_as_leader(data(P3, 0))
+    lg.append_marker(P2, 0, 0, commit=True)
+    lg.append_as_leader(data(P1, 2))  # P1's next transaction, left open
+
+
+def state(lg: PartitionLog) -> tuple[int, list[tuple[int, int, int]], dict[int, int]]:
+    return lg.last_stable_offset, aborted(lg), dict(lg.producer_state.ongoing)
+
+
+@pytest.mark.parametrize("restart", ["clean", "unclean", "txnindex-missing", "txnindex-torn"])
+def test_transaction_state_survives_restarts(tmp_path: Path, restart: str) -> None:
+    lg = open_log(tmp_path, **{"segment.bytes": "250"})
+    build_history(lg)
+    expected = state(lg)
+    assert expected[0] == 4 and expected[2] == {P3: 4, P1: 6}
+    if restart == "clean":
+        lg.flush()
+        lg.snapshot_producer_state()
+    lg.close()
+    txnindexes = sorted((tmp_path / "t-0").glob("*.txnindex"))
+    assert txnindexes
+    if restart == "txnindex-missing":
+        for p in txnindexes:
+            p.unlink()
+    elif restart == "txnindex-torn":
+        for p in txnindexes:
+            p.write_bytes(p.read_bytes() + b"\x00\x01\x02")
+    lg = open_log(tmp_path, clean=restart == "clean", **{"segment.bytes": "250"})
+    assert state(lg) == expected
+    # And the rebuilt state keeps working: closing P1 and P3 frees the LSO.
+    lg.append_marker(P3, 0, 0, commit=True)
+    lg.append_marker(P1, 0, 0, commit=False)
+    assert lg.last_stable_offset == lg.log_end_offset
+    assert aborted(lg)[-1] == (P1, 6, lg.log_end_offset - 1)
