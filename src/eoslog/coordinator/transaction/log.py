@@ -1,0 +1,179 @@
+"""Keys and values of ``__transaction_state`` records, in Kafka's exact on-disk formats.
+
+Kafka's tools (``kafka-dump-log.sh --transaction-log-decoder``) and a Kafka broker reading
+an eoslog data directory decode these, so the layouts are Kafka's field by field
+(``TransactionLogKey.json``, ``TransactionLogValue.json``)::
+
+    TransactionLogKey    int16 0 (the coordinator record type TRANSACTION_LOG), transactional_id string
+    TransactionLogValue  int16 version (0)
+                         producer_id int64, producer_epoch int16, transaction_timeout_ms int32,
+                         transaction_status int8 (TxnState id),
+                         transaction_partitions [topic string, partition_ids [int32]] (null when Empty),
+                         transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64
+
+Version 0 is non-flexible (int16-length strings, int32-count arrays, big-endian); it is
+what Kafka writes until transaction.version 1 is enabled, and what eoslog writes. Version
+1 (flexible: compact strings and arrays, tagged fields) is decoded too. A null value is a
+tombstone: the transactional id expired.
+
+Also here: which ``__transaction_state`` partition a transactional id lives in.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from eoslog.coordinator.group.offsets import TopicPartition
+from eoslog.coordinator.group.records import offsets_partition_for
+from eoslog.coordinator.transaction.state import TxnState
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+TRANSACTION_LOG_KEY_TYPE = 0
+VALUE_VERSION = 0
+_MAX_VALUE_VERSION = 1
+
+
+class TransactionLogFormatError(ValueError):
+    """A ``__transaction_state`` record this broker cannot decode."""
+
+
+def transaction_partition_for(transactional_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``:
+    the same mapping as a group id to its ``__consumer_offsets`` partition."""
+    return offsets_partition_for(transactional_id, num_partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionLogValue:
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition]
+    last_update_ms: int
+    start_ms: int
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+def _string(v: str) -> bytes:
+    data = v.encode()
+    if len(data) > 0x7FFF:
+        raise TransactionLogFormatError(f"string of {len(data)} bytes does not fit an int16 length")
+    return struct.pack(">h", len(data)) + data
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return struct.pack(">h", TRANSACTION_LOG_KEY_TYPE) + _string(transactional_id)
+
+
+def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return by_topic
+
+
+def encode_value(value: TransactionLogValue) -> bytes:
+    """Version 0, as Kafka writes it: partitions are null for an Empty transaction."""
+    if value.state is TxnState.EMPTY and value.partitions:
+        raise TransactionLogFormatError(f"an Empty transaction has no partitions: {value}")
+    out = bytearray(struct.pack(">hqhib", VALUE_VERSION, value.producer_id, value.producer_epoch,
+                                value.timeout_ms, value.state.value))
+    if value.state is TxnState.EMPTY:
+        out += struct.pack(">i", -1)
+    else:
+        by_topic = _group_by_topic(value.partitions)
+        out += struct.pack(">i", len(by_topic))
+        for topic, ids in by_topic.items():
+            out += _string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids)
+    out += struct.pack(">qq", value.last_update_ms, value.start_ms)
+    return bytes(out)
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "flexible", "pos")
+
+    def __init__(self, data: bytes, flexible: bool = False) -> None:
+        self.data = data
+        self.pos = 0
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise TransactionLogFormatError(
+                f"record ends at byte {len(self.data)}, field needs bytes {self.pos}..{self.pos + n}"
+            )
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt: str) -> tuple[int, ...]:
+        s = struct.Struct(fmt)
+        return tuple(int(x) for x in s.unpack(self._take(s.size)))
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            (b,) = self._take(1)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise TransactionLogFormatError("unsigned varint longer than 5 bytes")
+
+    def length(self, int_fmt: str) -> int:
+        """A string or array length; -1 for null."""
+        return self.uvarint() - 1 if self.flexible else self.unpack(int_fmt)[0]
+
+    def string(self) -> str:
+        n = self.length(">h")
+        if n < 0:
+            raise TransactionLogFormatError(f"null where a string is required at byte {self.pos}")
+        return self._take(n).decode("utf-8", "replace")
+
+    def skip_tagged_fields(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()  # tag
+                self._take(self.uvarint())
+
+
+def decode_key(data: bytes) -> str | None:
+    """The transactional id, or None for a key of another coordinator record type."""
+    r = _Reader(data)
+    (record_type,) = r.unpack(">h")
+    if record_type != TRANSACTION_LOG_KEY_TYPE:
+        return None
+    return r.string()
+
+
+def decode_value(data: bytes) -> TransactionLogValue:
+    (version,) = _Reader(data).unpack(">h")
+    if not 0 <= version <= _MAX_VALUE_VERSION:
+        raise TransactionLogFormatError(f"unknown transaction log value version {version}")
+    r = _Reader(data, flexible=version >= 1)
+    r.pos = 2
+    producer_id, epoch, timeout, status = r.unpack(">qhib")
+    try:
+        state = TxnState(status)
+    except ValueError:
+        raise TransactionLogFormatError(f"unknown transaction status {status}") from None
+    partitions: set[TopicPartition] = set()
+    for _ in range(max(r.length(">i"), 0)):
+        topic = r.string()
+        count = r.length(">i")
+        partitions.update(TopicPartition(topic, p) for p in r.unpack(f">{max(count, 0)}i"))
+        r.skip_tagged_fields()
+    last_update, start = r.unpack(">qq")
+    r.skip_tagged_fields()
+    if state is TxnState.EMPTY:
+        partitions.clear()  # Kafka ignores them too
+    return TransactionLogValue(producer_id, epoch, timeout, state, frozenset(partitions), last_update, start)

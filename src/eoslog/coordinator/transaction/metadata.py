@@ -1,0 +1,259 @@
+"""What the coordinator knows of one transactional id, and how it changes.
+
+As Kafka's ``TransactionMetadata``: every change is *prepared* first — checked against the
+state table, recorded as the pending state, and returned as an immutable
+``TxnTransitMetadata`` — then written to ``__transaction_state``, and *completed*
+(``complete_transition``) only after that append succeeded. A failed append calls
+``abandon_transition`` and leaves the metadata as it was. While a transition is pending
+no other may be prepared, which is how concurrent requests get CONCURRENT_TRANSACTIONS.
+
+Expected refusals (a fenced epoch in InitProducerId) come back as an error name, not an
+exception; ``IllegalTransitionError`` (``RuntimeError``) means a coordinator bug.
+Never does I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from eoslog.coordinator.group.offsets import TopicPartition
+from eoslog.coordinator.transaction.log import TransactionLogValue
+from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState, validate_transition
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+EPOCH_MAX = 2**15 - 1  # Short.MaxValue
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka never hands out Short.MaxValue itself, so that a fence can always bump."""
+    return epoch >= EPOCH_MAX - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnTransitMetadata:
+    """The target of one prepared transition; becomes the metadata once it is in the log."""
+
+    producer_id: int
+    last_producer_id: int
+    producer_epoch: int
+    last_producer_epoch: int
+    txn_timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition]
+    txn_start_timestamp: int
+    txn_last_update_timestamp: int
+
+    def log_value(self) -> TransactionLogValue:
+        return TransactionLogValue(
+            self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
+            self.partitions, self.txn_last_update_timestamp, self.txn_start_timestamp,
+        )
+
+
+class TransactionMetadata:
+    def __init__(
+        self, transactional_id: str, producer_id: int, *, producer_epoch: int = NO_PRODUCER_EPOCH,
+        last_producer_id: int = NO_PRODUCER_ID, last_producer_epoch: int = NO_PRODUCER_EPOCH,
+        txn_timeout_ms: int, state: TxnState = TxnState.EMPTY,
+        partitions: Iterable[TopicPartition] = (), txn_start_timestamp: int = -1,
+        txn_last_update_timestamp: int,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.last_producer_id = last_producer_id
+        self.producer_epoch = producer_epoch
+        self.last_producer_epoch = last_producer_epoch
+        self.txn_timeout_ms = txn_timeout_ms
+        self.state = state
+        self.partitions: set[TopicPartition] = set(partitions)
+        self.txn_start_timestamp = txn_start_timestamp
+        self.txn_last_update_timestamp = txn_last_update_timestamp
+        self.pending_state: TxnState | None = None
+        # A fence whose append failed already bumped the epoch in memory; it is not
+        # bumped again (that epoch was never handed out).
+        self.has_failed_epoch_fence = False
+
+    @classmethod
+    def from_log(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
+        return cls(
+            transactional_id, value.producer_id, producer_epoch=value.producer_epoch,
+            txn_timeout_ms=value.timeout_ms, state=value.state, partitions=value.partitions,
+            txn_start_timestamp=value.start_ms, txn_last_update_timestamp=value.last_update_ms,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"TransactionMetadata({self.transactional_id!r}, producer {self.producer_id} epoch "
+            f"{self.producer_epoch}, {self.state.kafka_name}, pending "
+            f"{self.pending_state.kafka_name if self.pending_state else None}, "
+            f"{len(self.partitions)} partitions)"
+        )
+
+    @property
+    def pending_transition_in_progress(self) -> bool:
+        return self.pending_state is not None
+
+    @property
+    def is_producer_epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def has_pending_transaction(self) -> bool:
+        return self.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    # -- prepare ------------------------------------------------------------------------------
+
+    def _prepare(
+        self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
+        last_epoch: int | None = None, timeout_ms: int | None = None,
+        partitions: Iterable[TopicPartition] | None = None, start: int | None = None,
+        update: int | None = None,
+    ) -> TxnTransitMetadata:
+        if self.pending_state is not None:
+            raise IllegalTransitionError(
+                f"{self.transactional_id}: preparing {state.kafka_name} while "
+                f"{self.pending_state.kafka_name} is pending"
+            )
+        new_pid = self.producer_id if producer_id is None else producer_id
+        new_epoch = self.producer_epoch if epoch is None else epoch
+        if new_pid < 0:
+            raise IllegalTransitionError(f"{self.transactional_id}: illegal producer id {new_pid}")
+        if state is not TxnState.DEAD and new_epoch < 0:
+            raise IllegalTransitionError(f"{self.transactional_id}: illegal producer epoch {new_epoch}")
+        validate_transition(self.state, state)
+        transit = TxnTransitMetadata(
+            new_pid, self.producer_id, new_epoch,
+            self.last_producer_epoch if last_epoch is None else last_epoch,
+            self.txn_timeout_ms if timeout_ms is None else timeout_ms, state,
+            frozenset(self.partitions if partitions is None else partitions),
+            self.txn_start_timestamp if start is None else start,
+            self.txn_last_update_timestamp if update is None else update,
+        )
+        self.pending_state = state
+        return transit
+
+    def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
+        """Ongoing → PrepareEpochFence with epoch + 1: the open transaction will be aborted
+        with an epoch its producer does not have, which fences it everywhere."""
+        if self.producer_epoch >= EPOCH_MAX:
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
+        bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
+        return self._prepare(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH)
+
+    def prepare_increment_producer_epoch(
+        self, timeout_ms: int, expected_epoch: int | None, now: int
+    ) -> TxnTransitMetadata | str:
+        """InitProducerId: a new epoch (KIP-360: a producer that sends its current epoch
+        gets it bumped; a retry that sends the previous one gets the current again)."""
+        if self.is_producer_epoch_exhausted:
+            raise IllegalTransitionError(f"{self.transactional_id}: producer epochs exhausted")
+        bumped = self.producer_epoch + 1
+        if expected_epoch is None:
+            epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
+        elif self.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == self.producer_epoch:
+            epoch, last_epoch = bumped, self.producer_epoch
+        elif expected_epoch == self.last_producer_epoch:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        else:
+            log.info("%s: expected epoch %d is neither the current %d nor the previous %d",
+                     self.transactional_id, expected_epoch, self.producer_epoch, self.last_producer_epoch)
+            return "PRODUCER_FENCED"
+        return self._prepare(TxnState.EMPTY, epoch=epoch, last_epoch=last_epoch, timeout_ms=timeout_ms,
+                             partitions=(), start=-1, update=now)
+
+    def prepare_producer_id_rotation(
+        self, new_producer_id: int, timeout_ms: int, now: int, record_last_epoch: bool
+    ) -> TxnTransitMetadata:
+        """InitProducerId when the epochs of this producer id are used up: epoch 0 of a new id."""
+        if self.has_pending_transaction:
+            raise IllegalTransitionError(f"{self.transactional_id}: rotating ids with a transaction open")
+        return self._prepare(
+            TxnState.EMPTY, producer_id=new_producer_id, epoch=0,
+            last_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+            timeout_ms=timeout_ms, partitions=(), start=-1, update=now,
+        )
+
+    def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int) -> TxnTransitMetadata:
+        starts = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        return self._prepare(TxnState.ONGOING, partitions=self.partitions | set(added),
+                             start=now if starts else self.txn_start_timestamp, update=now)
+
+    def prepare_abort_or_commit(self, state: TxnState, now: int) -> TxnTransitMetadata:
+        return self._prepare(state, update=now)
+
+    def prepare_complete(self, now: int) -> TxnTransitMetadata:
+        state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        # The PREPARE record is in the log, so an epoch fence before it has succeeded.
+        self.has_failed_epoch_fence = False
+        return self._prepare(state, partitions=(), update=now)
+
+    def prepare_dead(self) -> TxnTransitMetadata:
+        return self._prepare(TxnState.DEAD, partitions=())
+
+    # -- complete -------------------------------------------------------------------------------
+
+    def _fail(self, transit: TxnTransitMetadata) -> IllegalTransitionError:
+        return IllegalTransitionError(f"{self!r} cannot complete the transition to {transit}")
+
+    def _same_producer(self, t: TxnTransitMetadata) -> bool:
+        return t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
+
+    def complete_transition(self, transit: TxnTransitMetadata) -> None:
+        """Apply a prepared transition whose record is now in ``__transaction_state``."""
+        target = self.pending_state
+        if target is None or target is not transit.state:
+            raise self._fail(transit)
+        if target is TxnState.EMPTY:
+            bump_ok = transit.producer_epoch == self.producer_epoch + 1 or (
+                transit.producer_epoch == 0 and transit.producer_id != self.producer_id
+            )
+            if ((transit.producer_epoch != self.producer_epoch and not bump_ok)
+                    or transit.partitions or transit.txn_start_timestamp != -1):
+                raise self._fail(transit)
+            self.txn_timeout_ms = transit.txn_timeout_ms
+            self.producer_epoch = transit.producer_epoch
+            self.last_producer_epoch = transit.last_producer_epoch
+            self.producer_id = transit.producer_id
+            self.last_producer_id = transit.last_producer_id
+        elif target is TxnState.ONGOING:
+            if (not self._same_producer(transit) or not self.partitions <= transit.partitions
+                    or transit.txn_timeout_ms != self.txn_timeout_ms):
+                raise self._fail(transit)
+            self.txn_start_timestamp = transit.txn_start_timestamp
+            self.partitions |= transit.partitions
+        elif target.is_prepared:
+            if (not self._same_producer(transit) or self.partitions != transit.partitions
+                    or transit.txn_timeout_ms != self.txn_timeout_ms
+                    or transit.txn_start_timestamp != self.txn_start_timestamp):
+                raise self._fail(transit)
+        elif target in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if (not self._same_producer(transit) or transit.txn_timeout_ms != self.txn_timeout_ms
+                    or transit.txn_start_timestamp == -1):
+                raise self._fail(transit)
+            self.txn_start_timestamp = transit.txn_start_timestamp
+            self.partitions.clear()
+        else:
+            # PrepareEpochFence becomes PrepareAbort before anything is written; Dead ends in
+            # removal from the cache, never in a completed state.
+            raise self._fail(transit)
+        self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.pending_state = None
+        self.state = target
+
+    def abandon_transition(self) -> None:
+        """The append of the prepared transition failed: nothing changes."""
+        self.pending_state = None
+
+    def begin_fenced_abort(self, bumped_epoch: int) -> None:
+        """The pending PrepareEpochFence turns into PrepareAbort under the bumped epoch
+        (Kafka sets both before the PrepareAbort append; see ``has_failed_epoch_fence``)."""
+        if self.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
+            raise IllegalTransitionError(f"{self!r}: no epoch fence pending")
+        self.pending_state = None
+        self.producer_epoch = bumped_epoch
+        self.last_producer_epoch = NO_PRODUCER_EPOCH
