@@ -61,8 +61,15 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 
 
 def segments(partition_dir: Path) -> list[tuple[int, int]]:
-    """(base offset, size) of each segment file, oldest first."""
-    return [(int(p.stem), p.stat().st_size) for p in sorted(partition_dir.glob("*.log"))]
+    """(base offset, size) of each segment file, oldest first. The broker's retention may
+    delete a segment between listing and stat: such a segment is simply gone."""
+    out = []
+    for p in sorted(partition_dir.glob("*.log")):
+        try:
+            out.append((int(p.stem), p.stat().st_size))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def offsets(broker: BrokerProcess, topic: str) -> tuple[int, int]:
