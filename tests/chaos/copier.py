@@ -1,0 +1,519 @@
+"""Transactional copier: the consume-transform-produce program of the copy test.
+
+Modelled on Apache Kafka's TransactionalMessageCopier. One process copies one input
+partition into the output topic, transaction by transaction: it reads a random number of
+records (``--min-txn``..``--max-txn``) with a read_committed consumer, sends each to the
+output topic with headers saying where it came from and whether its transaction is meant
+to commit, adds the consumer's position to the transaction and commits - or, for about one
+transaction in three, aborts on purpose and seeks back to the committed offset.
+
+It handles errors the way a correct application does:
+
+- retriable errors: the same call again;
+- abortable errors (the transaction cannot commit): abort, seek back to the committed
+  offset, carry on;
+- fatal errors (fenced, ...): exit with ``EXIT_FATAL``; the harness starts a new instance,
+  whose init_transactions fences this one and aborts its open transaction;
+- anything else: exit with ``EXIT_UNEXPECTED`` - the test reports it.
+
+The same loop drives three clients (``--client``): confluent-kafka, kafka-python and
+aiokafka, each behind a small adapter. Progress goes to stdout as one JSON object per line
+(``ev``: started, txn, error, note, done) for the harness to follow; nothing else is
+printed there. Run ``python copier.py --help`` for the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NoReturn, Protocol, TypeVar
+
+CONFLUENT = "confluent"
+KAFKA_PYTHON = "kafka-python"
+AIOKAFKA = "aiokafka"
+CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA)
+
+EXIT_DONE = 0
+EXIT_FATAL = 3
+EXIT_UNEXPECTED = 4
+
+# Header names written on every copied record (read by eos_verify).
+H_INTENT = "txn-intent"  # b"commit" | b"abort": what the copier meant to do with the transaction
+H_TXN = "txn"  # "<transactional id>/<instance>/<sequence>": which transaction wrote it
+H_SRC = "src"  # "<input partition>/<input offset>"
+
+# Retriable errors are retried this often per call before the copier gives up; the
+# harness restarts it (a hang guard: a broker restart takes seconds, not minutes).
+MAX_RETRIES = 60
+CALL_TIMEOUT_S = 30.0
+
+RETRIABLE, ABORTABLE, FATAL, OTHER = "retriable", "abortable", "fatal", "other"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class Reporter:
+    """One JSON object per line on stdout, flushed at once: the harness may kill us any time."""
+
+    def __init__(self, transactional_id: str, instance: int) -> None:
+        self.base = {"tid": transactional_id, "instance": instance}
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        line = json.dumps({"ev": ev, **self.base, "t": round(time.time(), 3), **fields})
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+class CopierClient(Protocol):
+    """What the copy loop needs of a client library; each method may raise its native errors."""
+
+    def classify(self, exc: BaseException) -> str: ...
+    def init_transactions(self) -> None: ...
+    def committed(self) -> int | None: ...
+    def stable_committed_reads(self) -> bool: ...
+    def end_offset(self) -> int: ...
+    def seek(self, offset: int) -> None: ...
+    def begin_transaction(self) -> None: ...
+    def poll(self, max_records: int) -> list[InputRecord]: ...
+    def send(self, record: InputRecord, headers: list[tuple[str, bytes]]) -> None: ...
+    def send_offsets_to_transaction(self, position: int) -> None: ...
+    def commit_transaction(self) -> None: ...
+    def abort_transaction(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class TransactionFailed(Exception):
+    """The current transaction must be aborted (an abortable error, or an abort on purpose)."""
+
+
+def fail(rep: Reporter, code: int, stage: str, exc: BaseException | None, kind: str) -> NoReturn:
+    rep.emit("exit", code=code, stage=stage, kind=kind, error=repr(exc))
+    os._exit(code)  # no clean close: like a crash, and no client thread can hold us up
+
+
+def call(client: CopierClient, rep: Reporter, stage: str, fn: Callable[[], T]) -> T:
+    """``fn()`` with retries on retriable errors. An abortable error becomes
+    ``TransactionFailed``; a fatal or unknown one ends the process."""
+    for attempt in range(MAX_RETRIES):
+        try:
+            return fn()
+        except Exception as exc:
+            kind = client.classify(exc)
+            rep.emit("error", stage=stage, kind=kind, attempt=attempt, error=repr(exc))
+            if kind == RETRIABLE:
+                time.sleep(min(0.1 * (attempt + 1), 1.0))
+                continue
+            if kind == ABORTABLE:
+                raise TransactionFailed(f"{stage}: {exc!r}") from exc
+            fail(rep, EXIT_FATAL if kind == FATAL else EXIT_UNEXPECTED, stage, exc, kind)
+    fail(rep, EXIT_UNEXPECTED, stage, None, f"still retriable after {MAX_RETRIES} attempts")
+
+
+def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoReturn:
+    rng = random.Random(f"{args.seed}/{args.transactional_id}/{args.instance}")
+
+    def outside_txn(stage: str, fn: Callable[[], T]) -> T:
+        try:
+            return call(client, rep, stage, fn)
+        except TransactionFailed as exc:  # no transaction to abort: nothing sensible left to do
+            fail(rep, EXIT_UNEXPECTED, stage, exc, ABORTABLE)
+
+    outside_txn("init_transactions", client.init_transactions)
+    committed = outside_txn("committed", client.committed) or 0
+    end = outside_txn("end_offset", client.end_offset)
+    client.seek(committed)
+    rep.emit("started", position=committed, end=end, pid=os.getpid())
+
+    position = committed
+    seq = 0
+    while committed < end:
+        seq += 1
+        size = rng.randint(args.min_txn, args.max_txn)
+        intent = "abort" if rng.random() < args.abort_probability else "commit"
+        txn = f"{args.transactional_id}/{args.instance}/{seq}"
+        outside_txn("begin_transaction", client.begin_transaction)
+        count = 0
+        try:
+            while count < size and position < end:
+                for rec in call(client, rep, "poll", partial(client.poll, size - count)):
+                    headers = [(H_INTENT, intent.encode()), (H_TXN, txn.encode()),
+                               (H_SRC, f"{args.input_partition}/{rec.offset}".encode())]
+                    call(client, rep, "send", partial(client.send, rec, headers))
+                    count += 1
+                    position = rec.offset + 1
+            call(client, rep, "send_offsets_to_transaction",
+                 partial(client.send_offsets_to_transaction, position))
+            if intent == "abort":
+                raise TransactionFailed("aborted on purpose")
+            call(client, rep, "commit_transaction", client.commit_transaction)
+        except TransactionFailed as exc:
+            try:
+                call(client, rep, "abort_transaction", client.abort_transaction)
+            except TransactionFailed as again:
+                fail(rep, EXIT_FATAL, "abort_transaction", again, ABORTABLE)
+            # Back to the committed offset. A client that can read it stably (require_stable)
+            # asks the broker - which must agree with what we last committed.
+            if client.stable_committed_reads():
+                on_broker = outside_txn("committed", client.committed) or 0
+                if on_broker != committed:
+                    rep.emit("note", what="committed offset after abort differs from the last commit",
+                             broker=on_broker, expected=committed, txn=txn)
+                    committed = on_broker
+            client.seek(committed)
+            rep.emit("txn", txn=txn, intent=intent, result="aborted", records=count,
+                     reached=position, position=committed, reason=str(exc))
+            position = committed
+            continue
+        committed = position
+        rep.emit("txn", txn=txn, intent=intent, result="committed", records=count, position=committed)
+    rep.emit("done", position=committed, transactions=seq)
+    client.close()
+    os._exit(EXIT_DONE)
+
+
+# -- confluent-kafka (librdkafka) --------------------------------------------------------
+
+
+class ConfluentCopier:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+
+        self.tp = TopicPartition(args.input_topic, args.input_partition)
+        self.output_topic = args.output_topic
+        self.producer = Producer({
+            "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
+            "transaction.timeout.ms": args.transaction_timeout_ms, "acks": "all",
+            # small batches and several in flight: a transaction spans many Produce requests
+            "batch.size": args.batch_size, "linger.ms": 5, "max.in.flight.requests.per.connection": 5,
+            "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
+        })
+        self.consumer = Consumer({
+            "bootstrap.servers": args.bootstrap, "group.id": args.group_id,
+            "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 1000,
+        })
+        self.delivery_errors = 0
+
+    def classify(self, exc: BaseException) -> str:
+        from confluent_kafka import KafkaException
+
+        if isinstance(exc, KafkaException) and exc.args:
+            err = exc.args[0]
+            if err.fatal():
+                return FATAL
+            if err.txn_requires_abort():
+                return ABORTABLE
+            if err.retriable():
+                return RETRIABLE
+        return OTHER
+
+    def init_transactions(self) -> None:
+        self.producer.init_transactions(CALL_TIMEOUT_S)
+
+    def committed(self) -> int | None:
+        from confluent_kafka import TopicPartition
+
+        (tp,) = self.consumer.committed([TopicPartition(self.tp.topic, self.tp.partition)],
+                                        timeout=CALL_TIMEOUT_S)
+        if tp.error is not None:
+            raise RuntimeError(f"committed offset of {tp.topic}-{tp.partition}: {tp.error}")
+        return int(tp.offset) if tp.offset >= 0 else None
+
+    def stable_committed_reads(self) -> bool:
+        return True  # librdkafka sets require_stable with read_committed (KIP-447)
+
+    def end_offset(self) -> int:
+        _, high = self.consumer.get_watermark_offsets(self.tp, timeout=CALL_TIMEOUT_S)
+        return int(high)
+
+    def seek(self, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        # (Re)assigning at an offset is a seek that works before the first fetch as well.
+        self.consumer.assign([TopicPartition(self.tp.topic, self.tp.partition, offset)])
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+
+    def poll(self, max_records: int) -> list[InputRecord]:
+        from confluent_kafka import KafkaException
+
+        out = []
+        for m in self.consumer.consume(min(max_records, 500), 0.5):
+            if m.error() is not None:
+                raise KafkaException(m.error())
+            out.append(InputRecord(int(m.offset() or 0), m.key(), m.value()))
+        self.producer.poll(0)
+        return out
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.delivery_errors += 1  # the commit fails with an abortable error
+
+    def send(self, record: InputRecord, headers: list[tuple[str, bytes]]) -> None:
+        while True:
+            try:
+                self.producer.produce(self.output_topic, record.value, record.key, headers=list(headers),
+                                      on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def send_offsets_to_transaction(self, position: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        positions = self.consumer.position([TopicPartition(self.tp.topic, self.tp.partition)])
+        if positions[0].offset != position:  # the copy loop and the consumer must agree
+            raise RuntimeError(f"consumer position {positions[0].offset} != copied up to {position}")
+        self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
+                                                  CALL_TIMEOUT_S)
+
+    def commit_transaction(self) -> None:
+        self.producer.commit_transaction(CALL_TIMEOUT_S)
+
+    def abort_transaction(self) -> None:
+        self.producer.abort_transaction(CALL_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.flush(CALL_TIMEOUT_S)
+
+
+# -- kafka-python ------------------------------------------------------------------------
+
+
+class KafkaPythonCopier:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+        self.tp = TopicPartition(args.input_topic, args.input_partition)
+        self.output_topic = args.output_topic
+        self.producer = KafkaProducer(
+            bootstrap_servers=args.bootstrap, transactional_id=args.transactional_id,
+            transaction_timeout_ms=args.transaction_timeout_ms, acks="all", enable_idempotence=True,
+            batch_size=args.batch_size, linger_ms=5, max_in_flight_requests_per_connection=5,
+            retry_backoff_ms=100, reconnect_backoff_max_ms=1000, max_block_ms=int(CALL_TIMEOUT_S * 1000),
+        )
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=args.group_id, isolation_level="read_committed",
+            enable_auto_commit=False, auto_offset_reset="earliest", reconnect_backoff_max_ms=1000,
+        )
+        self.consumer.assign([self.tp])
+        self.futures: list[Any] = []
+
+    def classify(self, exc: BaseException) -> str:
+        import kafka.errors as e
+
+        fatal = (e.ProducerFencedError, e.TransactionalIdAuthorizationFailedError,
+                 e.UnsupportedVersionError, e.InvalidProducerEpochError, e.IllegalStateError)
+        tm = self.producer._transaction_manager
+        if isinstance(exc, fatal) or (tm is not None and tm.has_fatal_error()):
+            return FATAL
+        if tm is not None and tm.has_abortable_error():
+            return ABORTABLE
+        if isinstance(exc, e.KafkaError) and exc.retriable:
+            return RETRIABLE
+        if isinstance(exc, e.KafkaError):
+            return ABORTABLE  # kafka-python's advice: abort on any other KafkaError
+        return OTHER
+
+    def init_transactions(self) -> None:
+        self.producer.init_transactions()
+
+    def committed(self) -> int | None:
+        offset = self.consumer.committed(self.tp)  # require_stable with read_committed
+        return None if offset is None else int(offset)
+
+    def stable_committed_reads(self) -> bool:
+        return True
+
+    def end_offset(self) -> int:
+        return int(self.consumer.end_offsets([self.tp])[self.tp])
+
+    def seek(self, offset: int) -> None:
+        self.consumer.seek(self.tp, offset)
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+        self.futures = []
+
+    def poll(self, max_records: int) -> list[InputRecord]:
+        batches = self.consumer.poll(timeout_ms=500, max_records=min(max_records, 500))
+        return [InputRecord(m.offset, m.key, m.value) for m in batches.get(self.tp, [])]
+
+    def send(self, record: InputRecord, headers: list[tuple[str, bytes]]) -> None:
+        self.futures.append(self.producer.send(self.output_topic, value=record.value, key=record.key,
+                                               headers=headers))
+
+    def send_offsets_to_transaction(self, position: int) -> None:
+        from kafka import OffsetAndMetadata
+
+        if self.consumer.position(self.tp) != position:
+            raise RuntimeError(f"consumer position {self.consumer.position(self.tp)} != copied up to {position}")
+        self.producer.send_offsets_to_transaction({self.tp: OffsetAndMetadata(position, "", -1)},
+                                                  self.consumer.group_metadata())
+
+    def commit_transaction(self) -> None:
+        self.producer.commit_transaction()
+
+    def abort_transaction(self) -> None:
+        self.producer.abort_transaction()
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.close(CALL_TIMEOUT_S)
+
+
+# -- aiokafka, driven from this synchronous loop through one event loop -----------------------
+
+
+class AioKafkaCopier:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.tp = TopicPartition(args.input_topic, args.input_partition)
+        self.group_id = args.group_id
+        self.output_topic = args.output_topic
+
+        async def create() -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:  # aiokafka binds the running loop
+            return AIOKafkaProducer(
+                bootstrap_servers=args.bootstrap, transactional_id=args.transactional_id,
+                transaction_timeout_ms=args.transaction_timeout_ms, acks="all", enable_idempotence=True,
+                max_batch_size=args.batch_size, linger_ms=5, retry_backoff_ms=100,
+            ), AIOKafkaConsumer(
+                bootstrap_servers=args.bootstrap, group_id=args.group_id, isolation_level="read_committed",
+                enable_auto_commit=False, auto_offset_reset="earliest",
+            )
+
+        self.producer, self.consumer = self.loop.run_until_complete(create())
+        self.consumer_started = False
+        self.start_task: asyncio.Task[None] | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T] | asyncio.Future[T], timeout: float | None = CALL_TIMEOUT_S) -> T:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+    def classify(self, exc: BaseException) -> str:
+        import aiokafka.errors as e
+
+        fatal = (e.ProducerFenced, e.TransactionalIdAuthorizationFailed, e.UnsupportedVersionError,
+                 e.IllegalOperation)
+        if isinstance(exc, fatal) or self.producer._txn_manager.is_fatal_error():
+            return FATAL  # the check aiokafka's own transaction() context manager makes
+        if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+            return RETRIABLE
+        if isinstance(exc, e.KafkaError):
+            return RETRIABLE if exc.retriable else ABORTABLE
+        return OTHER
+
+    def init_transactions(self) -> None:
+        # AIOKafkaProducer.start() runs InitProducerId with the transactional id. A retry
+        # after a timeout waits for the same start, as kafka-python's init_transactions does.
+        if self.start_task is None:
+            self.start_task = self.loop.create_task(self.producer.start())
+        try:
+            self.run(asyncio.shield(self.start_task))
+        except TimeoutError:
+            raise
+        except Exception:
+            self.start_task = None
+            raise
+        if not self.consumer_started:
+            self.run(self.consumer.start())
+            self.consumer.assign([self.tp])
+            self.consumer_started = True
+
+    def committed(self) -> int | None:
+        offset = self.run(self.consumer.committed(self.tp))
+        return None if offset is None else int(offset)
+
+    def stable_committed_reads(self) -> bool:
+        # aiokafka's OffsetFetch has no require_stable: right after an abort it could return
+        # an offset still pending elsewhere; the copy loop keeps its own committed offset.
+        return False
+
+    def end_offset(self) -> int:
+        return int(self.run(self.consumer.end_offsets([self.tp]))[self.tp])
+
+    def seek(self, offset: int) -> None:
+        self.consumer.seek(self.tp, offset)
+
+    def begin_transaction(self) -> None:
+        self.run(self.producer.begin_transaction())
+
+    def poll(self, max_records: int) -> list[InputRecord]:
+        batches = self.run(self.consumer.getmany(self.tp, timeout_ms=500, max_records=min(max_records, 500)))
+        return [InputRecord(m.offset, m.key, m.value) for m in batches.get(self.tp, [])]
+
+    def send(self, record: InputRecord, headers: list[tuple[str, bytes]]) -> None:
+        self.run(self.producer.send(self.output_topic, value=record.value, key=record.key, headers=headers))
+
+    def send_offsets_to_transaction(self, position: int) -> None:
+        self.run(self.producer.send_offsets_to_transaction({self.tp: position}, self.group_id), timeout=None)
+
+    def commit_transaction(self) -> None:
+        self.run(self.producer.commit_transaction(), timeout=None)
+
+    def abort_transaction(self) -> None:
+        self.run(self.producer.abort_transaction(), timeout=None)
+
+    def close(self) -> None:
+        self.run(self.consumer.stop())
+        self.run(self.producer.stop())
+
+
+ADAPTERS: dict[str, Callable[[argparse.Namespace], CopierClient]] = {
+    CONFLUENT: ConfluentCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--client", choices=CLIENTS, default=CONFLUENT)
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--input-topic", required=True)
+    p.add_argument("--input-partition", type=int, required=True)
+    p.add_argument("--output-topic", required=True)
+    p.add_argument("--transactional-id", required=True)
+    p.add_argument("--group-id", required=True)
+    p.add_argument("--instance", type=int, default=0, help="restart count, for the txn header")
+    p.add_argument("--min-txn", type=int, default=200)
+    p.add_argument("--max-txn", type=int, default=750)
+    p.add_argument("--abort-probability", type=float, default=1 / 3)
+    p.add_argument("--batch-size", type=int, default=4096)
+    p.add_argument("--transaction-timeout-ms", type=int, default=60000)
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    args = parse_args(argv)
+    rep = Reporter(args.transactional_id, args.instance)
+    try:
+        client = ADAPTERS[args.client](args)
+    except Exception as exc:
+        fail(rep, EXIT_UNEXPECTED, "create clients", exc, OTHER)
+    try:
+        copy(client, args, rep)
+    except Exception as exc:
+        fail(rep, EXIT_UNEXPECTED, "copy loop", exc, OTHER)
+
+
+if __name__ == "__main__":
+    main()

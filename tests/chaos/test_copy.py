@@ -1,0 +1,399 @@
+"""Exactly-once copy through crashes, modelled on Apache Kafka's transactions system test.
+
+Numbered records are seeded into an input topic by an idempotent producer. One copier
+process per input partition (``copier.py``: a transactional producer and a read_committed
+consumer; 200-750 records per transaction, about one in three aborted on purpose) copies
+them into the output topic. Meanwhile the broker is ``kill -9``ed and restarted three
+times, and each copier is SIGKILLed and restarted three times, each time after its
+instance made at least 20% progress. A read_committed reader runs throughout and a fresh
+one reads at the end; both must see every input number exactly once, no record of a
+transaction meant to abort, and the input order (per input partition; the whole order
+with one partition in and out).
+
+Variants (sizes keep the module well under ten minutes on two shared cores):
+
+- ``confluent``: 50,000 records, 2 input -> 3 output partitions;
+- ``confluent-order``: 15,000 records, 1 -> 1 partition, total order checked;
+- ``kafka-python`` and ``aiokafka``: 10,000 records, 2 -> 3 partitions (slower clients).
+
+Waits are hang guards (no progress for ``STALL_S``, a whole-run deadline); assertions are
+about what the readers saw. A failure names the numbers duplicated or missing with their
+partition, offset and transaction, shows the batches and markers around them from
+``eoslog dump-log``, each copier's unplanned exits and the tail of the broker log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from copier import AIOKAFKA, CONFLUENT, EXIT_DONE, KAFKA_PYTHON
+from eos_verify import CommittedReader, OutputRecord, check_copy, end_offsets, explain
+
+from harness import BrokerProcess
+
+pytestmark = pytest.mark.slow
+
+COPIER = Path(__file__).with_name("copier.py")
+INPUT, OUTPUT, GROUP = "copy-input", "copy-output", "copy-group"
+KILL_AFTER_PROGRESS = 0.2  # of what the instance had left to copy when it started
+STALL_S = 120.0  # no committed progress for this long: the run hangs
+DRAIN_S = 120.0  # readers must reach the end offsets within this (a hang guard)
+MAX_UNPLANNED_EXITS = 10  # per copier, before the run is given up
+SEED = int(os.environ.get("EOSLOG_COPY_SEED", "20240905"))
+
+BROKER_OVERRIDES = {
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    client: str
+    records: int
+    input_partitions: int
+    output_partitions: int
+    broker_kills: int = 3
+    copier_kills: int = 3
+    deadline_s: float = 420.0
+
+
+SCENARIOS = {
+    "confluent": Scenario(CONFLUENT, 50_000, 2, 3),
+    "confluent-order": Scenario(CONFLUENT, 15_000, 1, 1),
+    "kafka-python": Scenario(KAFKA_PYTHON, 10_000, 2, 3),
+    "aiokafka": Scenario(AIOKAFKA, 10_000, 2, 3),
+}
+
+
+@dataclass
+class Instance:
+    number: int
+    proc: subprocess.Popen[bytes]
+    start_position: int | None = None
+    killed_by_test: bool = False
+    exit_code: int | None = None
+    last_events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class CopierProcess:
+    """One input partition's copier across its restarts; follows its JSON progress lines."""
+
+    def __init__(self, scenario: Scenario, bootstrap: str, partition: int, log_path: Path) -> None:
+        self.scenario, self.bootstrap, self.partition = scenario, bootstrap, partition
+        self.transactional_id = f"copier-{partition}"
+        self.log_path = log_path
+        self.instances: list[Instance] = []
+        self.position = 0  # committed input offset, as last reported
+        self.end: int | None = None
+        self.done = False
+        self.kills = 0
+        self.txns: Counter[str] = Counter()  # "committed", "aborted on purpose", "aborted on error"
+        self.records_sent = 0
+        self.errors: Counter[str] = Counter()  # "stage/kind"
+        self.notes: list[dict[str, Any]] = []
+        self.unplanned_exits: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> Instance:
+        return self.instances[-1]
+
+    def start(self) -> None:
+        n = len(self.instances)
+        cmd = [sys.executable, str(COPIER), "--client", self.scenario.client, "--bootstrap", self.bootstrap,
+               "--input-topic", INPUT, "--input-partition", str(self.partition), "--output-topic", OUTPUT,
+               "--transactional-id", self.transactional_id, "--group-id", GROUP, "--instance", str(n),
+               "--seed", str(SEED)]
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- instance {n} ---\n".encode())
+            log.flush()
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=COPIER.parent)
+        inst = Instance(n, proc)
+        self.instances.append(inst)
+        threading.Thread(target=self._follow, args=(inst,), daemon=True).start()
+
+    def _follow(self, inst: Instance) -> None:
+        assert inst.proc.stdout is not None
+        with open(self.log_path, "ab") as log:
+            for raw in inst.proc.stdout:
+                log.write(raw)
+                log.flush()
+                try:
+                    ev = json.loads(raw)
+                except ValueError:
+                    continue
+                with self._lock:
+                    self._on_event(inst, ev)
+
+    def _on_event(self, inst: Instance, ev: dict[str, Any]) -> None:
+        inst.last_events = [*inst.last_events, ev][-12:]
+        kind = ev.get("ev")
+        if kind == "started":
+            inst.start_position = ev["position"]
+            self.position, self.end = ev["position"], ev["end"]
+        elif kind == "txn":
+            self.records_sent += ev["records"]
+            if ev["result"] == "committed":
+                self.txns["committed"] += 1
+            elif ev["intent"] == "abort" and ev["reason"] == "aborted on purpose":
+                self.txns["aborted on purpose"] += 1
+            else:
+                self.txns["aborted on error"] += 1
+            self.position = ev["position"]
+        elif kind == "error":
+            self.errors[f"{ev['stage']}/{ev['kind']}"] += 1
+        elif kind == "note":
+            self.notes.append(ev)
+        elif kind == "done":
+            self.position = ev["position"]
+
+    def instance_progress(self) -> float:
+        inst = self.current
+        with self._lock:
+            if inst.start_position is None or self.end is None or self.end <= inst.start_position:
+                return 0.0
+            return (self.position - inst.start_position) / (self.end - inst.start_position)
+
+    def kill(self) -> None:
+        inst = self.current
+        if inst.proc.poll() is None:
+            inst.killed_by_test = True
+            inst.proc.send_signal(signal.SIGKILL)
+            inst.proc.wait(30)
+            self.kills += 1
+
+    def check_exit(self) -> None:
+        """Restart a copier that ended other than by finishing."""
+        inst = self.current
+        code = inst.proc.poll()
+        if code is None or self.done:
+            return
+        inst.exit_code = code
+        if code == EXIT_DONE:
+            self.done = True
+            return
+        if not inst.killed_by_test:
+            with self._lock:
+                last = json.dumps(inst.last_events[-3:])
+            self.unplanned_exits.append(f"instance {inst.number} exited {code}; last events: {last}")
+            if len(self.unplanned_exits) > MAX_UNPLANNED_EXITS:
+                raise AssertionError(f"{self.transactional_id}: too many unplanned exits:\n"
+                                     + "\n".join(self.unplanned_exits))
+        self.start()
+
+    def stop(self) -> None:
+        for inst in self.instances:
+            if inst.proc.poll() is None:
+                inst.proc.kill()
+                inst.proc.wait(10)
+
+    def summary(self) -> str:
+        return (f"{self.transactional_id}: instances {len(self.instances)}, killed {self.kills}, "
+                f"position {self.position}/{self.end}, transactions {dict(self.txns)}, "
+                f"records sent (incl. aborted) {self.records_sent}, errors {dict(self.errors)}, "
+                f"unplanned exits {len(self.unplanned_exits)}, notes {len(self.notes)}")
+
+
+class CopyRun:
+    def __init__(self, scenario: Scenario, tmp: Path) -> None:
+        self.s = scenario
+        self.tmp = tmp
+        self.rng = random.Random(SEED)
+        self.broker = BrokerProcess(tmp / "data", overrides=BROKER_OVERRIDES).start()
+        self.copiers: list[CopierProcess] = []
+        self.broker_kills = 0
+        self.timeline: list[str] = []
+        self.t0 = time.monotonic()
+        self.inputs: dict[int, list[bytes]] = {}
+
+    def note(self, what: str) -> None:
+        self.timeline.append(f"{time.monotonic() - self.t0:7.1f}s {what}")
+
+    # -- phases --------------------------------------------------------------------------
+
+    def seed(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.broker.bootstrap})
+        for f in admin.create_topics([
+            NewTopic(INPUT, self.s.input_partitions, 1),
+            # small segments: the output's aborted-transaction index spans several segments
+            NewTopic(OUTPUT, self.s.output_partitions, 1, config={"segment.bytes": "262144"}),
+        ]).values():
+            f.result(30)
+        p = Producer({"bootstrap.servers": self.broker.bootstrap, "enable.idempotence": True,
+                      "linger.ms": 20, "batch.size": 65536})
+        errors: list[str] = []
+        for i in range(self.s.records):
+            value = str(i).encode()
+            while True:
+                try:
+                    p.produce(INPUT, value, key=value, partition=i % self.s.input_partitions,
+                              on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        assert p.flush(120) == 0 and not errors, f"seeding failed: {errors[:5]}"
+        # Read the input back: the checks compare against what is really there.
+        reader = CommittedReader(self.broker.bootstrap, INPUT, self.s.input_partitions, "input").start()
+        hw, _ = end_offsets(self.broker.bootstrap, INPUT, self.s.input_partitions)
+        assert reader.wait_caught_up(hw, DRAIN_S), f"input not readable: {reader.positions} of {hw}"
+        reader.stop()
+        for r in reader.records:
+            self.inputs.setdefault(r.partition, []).append(r.value)
+        for part, values in self.inputs.items():
+            expected = [str(i).encode() for i in range(part, self.s.records, self.s.input_partitions)]
+            assert values == expected, f"seed of input partition {part} is not the numbers in order"
+        self.note(f"seeded {self.s.records} records")
+
+    def copy(self) -> None:
+        self.copiers = [CopierProcess(self.s, self.broker.bootstrap, p, self.tmp / f"copier-{p}.log")
+                        for p in range(self.s.input_partitions)]
+        for c in self.copiers:
+            c.start()
+        # Broker kills spread over the run by total progress; copier kills by instance progress.
+        broker_at = [(k + 1) / (self.s.broker_kills + 1) * 0.9 for k in range(self.s.broker_kills)]
+        kill_due: dict[int, float] = {}
+        last_total, last_change = -1, time.monotonic()
+        deadline = self.t0 + self.s.deadline_s
+        while not all(c.done for c in self.copiers):
+            now = time.monotonic()
+            total = sum(c.position for c in self.copiers)
+            if total != last_total:
+                last_total, last_change = total, now
+            if now - last_change > STALL_S:
+                raise AssertionError(f"no committed progress for {STALL_S:.0f}s\n{self.diagnosis()}")
+            if now > deadline:
+                raise AssertionError(f"copy not done after {self.s.deadline_s:.0f}s\n{self.diagnosis()}")
+            for i, c in enumerate(self.copiers):
+                c.check_exit()
+                if c.done or c.kills >= self.s.copier_kills:
+                    continue
+                if i not in kill_due and c.instance_progress() >= KILL_AFTER_PROGRESS:
+                    kill_due[i] = now + self.rng.uniform(0.0, 1.0)  # land inside a transaction
+                elif i in kill_due and now >= kill_due.pop(i) and not c.done:
+                    c.kill()
+                    self.note(f"killed {c.transactional_id} instance {c.current.number} at {c.position}")
+            if self.broker_kills < len(broker_at) and total >= broker_at[self.broker_kills] * self.s.records:
+                self.broker.kill()
+                self.note(f"broker kill -9 #{self.broker_kills + 1} at {total}/{self.s.records}")
+                time.sleep(self.rng.uniform(0.2, 1.5))
+                self.broker.start()
+                self.broker_kills += 1
+                self.note("broker ready")
+            time.sleep(0.1)
+        self.note("copiers done")
+
+    def output_ends(self) -> dict[int, int]:
+        """The output's end offsets once every transaction is complete: the markers of the
+        last commits may still be on their way, so wait for LSO == high watermark."""
+        deadline = time.monotonic() + DRAIN_S
+        while True:
+            hw, lso = end_offsets(self.broker.bootstrap, OUTPUT, self.s.output_partitions)
+            if hw == lso:
+                return lso
+            if time.monotonic() > deadline:
+                raise AssertionError(f"LSO stays below the high watermark after the copy (a hanging "
+                                     f"transaction?): LSO {lso}, high watermark {hw}\n{self.diagnosis()}")
+            time.sleep(0.5)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def summary(self) -> str:
+        lines = [f"scenario {self.s} seed {SEED}: broker kills {self.broker_kills}, "
+                 f"broker starts {self.broker.starts}"]
+        lines += [c.summary() for c in self.copiers]
+        return "\n".join(lines)
+
+    def diagnosis(self, findings_offending: list[tuple[int, int]] | None = None) -> str:
+        parts = [self.summary(), "timeline:\n  " + "\n  ".join(self.timeline)]
+        for c in self.copiers:
+            if c.unplanned_exits:
+                parts.append(f"{c.transactional_id} unplanned exits:\n  " + "\n  ".join(c.unplanned_exits))
+            if c.notes:
+                parts.append(f"{c.transactional_id} notes: {c.notes[:5]}")
+            parts.append(f"{c.transactional_id} last events: "
+                         + "\n  ".join(json.dumps(e) for e in c.current.last_events[-6:]))
+        if findings_offending:
+            parts.append("dump-log around the offending offsets:\n"
+                         + explain(self.broker.data_dir, OUTPUT, findings_offending))
+        with contextlib.suppress(Exception):
+            hw, lso = end_offsets(self.broker.bootstrap, OUTPUT, self.s.output_partitions)
+            parts.append(f"output high watermarks {hw}, last stable offsets {lso}")
+        tail = self.broker.log_text().splitlines()[-60:]
+        parts.append(f"broker log tail ({self.broker.log_path}):\n" + "\n".join(tail))
+        parts.append(f"copier logs: {', '.join(str(c.log_path) for c in self.copiers)}")
+        return "\n\n".join(parts)
+
+    def close(self) -> None:
+        for c in self.copiers:
+            c.stop()
+        if self.broker.alive():
+            self.broker.stop()
+
+
+@pytest.fixture
+def copy_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CopyRun]:
+    run = CopyRun(SCENARIOS[request.param], tmp_path)
+    yield run
+    run.close()
+
+
+def at(r: OutputRecord) -> tuple[int, int]:
+    return r.partition, r.offset
+
+
+@pytest.mark.parametrize("copy_run", list(SCENARIOS), indirect=True)
+def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
+    run, s = copy_run, copy_run.s
+    run.seed()
+    concurrent = CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "concurrent").start()
+    try:
+        run.copy()
+        ends = run.output_ends()
+        assert concurrent.wait_caught_up(ends, DRAIN_S), \
+            f"concurrent reader stuck at {concurrent.positions} of {ends}\n{run.diagnosis()}"
+    finally:
+        concurrent.stop()
+    final = CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final").start()
+    assert final.wait_caught_up(ends, DRAIN_S), f"final reader stuck at {final.positions} of {ends}\n{run.diagnosis()}"
+    final.stop()
+    run.note(f"verified: output end offsets {ends}")
+
+    total_order = s.input_partitions == 1 and s.output_partitions == 1
+    findings = [check_copy(r.name, r.records, run.inputs, check_total_order=total_order)
+                for r in (concurrent, final)]
+    if not any(findings) and sorted(concurrent.records, key=at) != sorted(final.records, key=at):
+        findings[0].problems.append("the concurrent and the final reader saw different partitions' sequences")
+    print(run.summary())
+    print("\n".join(run.timeline))
+    failed = [f for f in findings if f]
+    assert not failed, "\n\n".join(
+        f"{f.reader} reader ({len(r.records)} records):\n" + "\n".join(f.problems)
+        for f, r in zip(findings, (concurrent, final), strict=True) if f
+    ) + "\n\n" + run.diagnosis([o for f in failed for o in f.offending])
+
+    # The run proved what it should: every planned crash happened, the planned aborts
+    # happened, and no copier died on its own.
+    assert run.broker_kills == s.broker_kills, run.diagnosis()
+    for c in run.copiers:
+        assert c.kills == s.copier_kills, f"{c.transactional_id} killed {c.kills} times\n{run.diagnosis()}"
+        assert c.txns["aborted on purpose"] > 0, run.diagnosis()
+        assert not c.unplanned_exits, f"{c.transactional_id} exited on its own\n{run.diagnosis()}"
+        assert not c.notes, f"{c.transactional_id}: {c.notes}\n{run.diagnosis()}"
