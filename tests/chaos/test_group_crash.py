@@ -58,8 +58,19 @@ def wait_until(what: str, condition: Callable[[], bool], describe: Callable[[], 
         time.sleep(0.2)
 
 
+def segment_sizes(directory: Path) -> list[tuple[str, int]]:
+    """(name, size) of each segment; the cleaner may delete one between listing and stat."""
+    out = []
+    for p in sorted(directory.glob("*.log")):
+        try:
+            out.append((p.name, p.stat().st_size))
+        except FileNotFoundError:
+            continue
+    return out
+
+
 def log_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
+    return sum(size for _, size in segment_sizes(directory))
 
 
 def test_commit_heavy_workload_keeps_consumer_offsets_bounded(broker: BrokerProcess) -> None:
@@ -83,7 +94,7 @@ def test_commit_heavy_workload_keeps_consumer_offsets_bounded(broker: BrokerProc
     # Bounded while the workload ran: a few segments, not the 100+ it wrote.
     assert max(samples) < 25 * OFFSETS_SEGMENT_BYTES, samples
     wait_until("the cleaner to catch up", lambda: log_bytes(partition_dir) < 3 * OFFSETS_SEGMENT_BYTES,
-               lambda: sorted((p.name, p.stat().st_size) for p in partition_dir.glob("*.log")))
+               lambda: segment_sizes(partition_dir))
 
     broker.restart(kill=True)
     check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
