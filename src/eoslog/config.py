@@ -110,6 +110,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "how long offsets of an empty group (or a standalone consumer) are kept"),
     ConfigDef("offsets.retention.check.interval.ms", int, 600000, "how often expired offsets are removed"),
     ConfigDef("offset.metadata.max.bytes", int, 4096, "largest metadata string of a committed offset"),
+    # Transaction coordinator and __transaction_state (Kafka's TransactionStateManagerConfigs
+    # and TransactionLogConfigs names).
+    ConfigDef("transaction.max.timeout.ms", int, 900000, "largest transaction timeout a producer may ask for"),
+    ConfigDef("transaction.state.log.num.partitions", int, 50, "partitions of __transaction_state"),
+    ConfigDef("transaction.state.log.segment.bytes", int, 104857600, "segment.bytes of __transaction_state"),
+    ConfigDef("transaction.state.log.load.buffer.size", int, 5242880,
+              "bytes read per step when loading transactional ids"),
+    ConfigDef("transactional.id.expiration.ms", int, 604800000,
+              "idle time after which a transactional id with no open transaction is forgotten"),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+              "how often transactions past their timeout are aborted"),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+              "how often expired transactional ids are removed"),
     # Log cleaner (compaction of cleanup.policy=compact topics).
     ConfigDef("log.cleaner.enable", bool, True, "run the log cleaner"),
     ConfigDef("log.cleaner.backoff.ms", int, 15000, "pause between cleaner passes with nothing to clean"),

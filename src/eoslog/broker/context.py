@@ -19,6 +19,7 @@ from eoslog.storage import LogManager
 
 if TYPE_CHECKING:
     from eoslog.coordinator.group import GroupCoordinator
+    from eoslog.coordinator.transaction import TransactionCoordinator
 
 
 def wall_clock_ms() -> int:
@@ -36,6 +37,7 @@ class BrokerState:
     advertised_port: int = 9092
     # Set by the broker at start-up (it needs the logs and an event loop).
     group_coordinator: GroupCoordinator | None = None
+    txn_coordinator: TransactionCoordinator | None = None
 
     @property
     def node_id(self) -> int:

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
+from eoslog.broker.handlers.transactions import LocalMarkerSender
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
+from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
 
@@ -51,6 +53,11 @@ class Broker:
         )
         self.groups = GroupCoordinator.for_broker(config, self.logs, wall_clock_ms, self.state.purgatory.notify)
         self.state.group_coordinator = self.groups
+        self.txns = TransactionCoordinator.for_broker(
+            config, self.logs, wall_clock_ms, self.state.producer_ids.generate_producer_id,
+            LocalMarkerSender(self.state), self.groups.partition_for,
+        )
+        self.state.txn_coordinator = self.txns
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.dispatcher = Dispatcher(self.state)
         self.connections: set[KafkaProtocol] = set()
@@ -64,6 +71,7 @@ class Broker:
         # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
         # until the loader (started below) has replayed it.
         self.groups.begin_loading()
+        self.txns.begin_loading()
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
@@ -88,7 +96,8 @@ class Broker:
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
-            loop.create_task(self._load_groups_then_clean()),
+            loop.create_task(self._load_coordinators_then_clean()),
+            loop.create_task(self.txns.markers.run()),
             loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
                                          self.groups.expire_offsets)),
         ]
@@ -97,10 +106,13 @@ class Broker:
                 loop.add_signal_handler(sig, self._on_signal, sig)
         return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
 
-    async def _load_groups_then_clean(self) -> None:
-        """The cleaner starts once __consumer_offsets is loaded: it must not rewrite a log
-        that the loader is half-way through."""
+    async def _load_coordinators_then_clean(self) -> None:
+        """__consumer_offsets first: markers the transaction loader sends again may complete
+        transactional offset commits, which needs their groups loaded. The cleaner starts
+        last: it must not rewrite a log that a loader is half-way through."""
         await self.groups.load_all()
+        await self.txns.load_all()
+        self.txns.startup()
         if self.config["log.cleaner.enable"]:
             await self._every(int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
 
@@ -132,6 +144,7 @@ class Broker:
             self._server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
         self.groups.shutdown()
+        self.txns.shutdown()
         deadline = asyncio.get_running_loop().time() + SHUTDOWN_DRAIN_SECONDS
         while any(not c.idle for c in self.connections):
             if asyncio.get_running_loop().time() > deadline:

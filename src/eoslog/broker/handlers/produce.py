@@ -16,6 +16,7 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.transactions import verify_transactional_produce
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, InvalidRecordError, read_batch_header
 from eoslog.storage.producer_state import ProducerStateError
@@ -73,6 +74,12 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                 partitions.append(
                     _partition_response(module, index, ErrorCode.unsupported_compression_type)
                 )
+                continue
+            refused = verify_transactional_produce(ctx, request.transactional_id, plog, records)
+            if refused is not None:
+                log.info("rejected transactional produce to %s-%d from %s: %s", name, index,
+                         ctx.client_id, refused[1])
+                partitions.append(_partition_response(module, index, refused[0], message=refused[1]))
                 continue
             try:
                 # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).

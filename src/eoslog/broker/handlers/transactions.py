@@ -1,36 +1,355 @@
-"""Producer-id and transaction API family. For now: InitProducerId (key 22) for idempotent
-producers. Without a transactional id any broker answers with a fresh producer id and
-epoch 0 (seed 001: "blindly accept the request and return a new producerId").
+"""Producer-id and transaction APIs: InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
+DescribeProducers (61), DescribeTransactions (65), ListTransactions (66); FindCoordinator's
+TRANSACTION key type; and the KIP-890 check of transactional Produce.
 
-The transactional path (FindCoordinator TRANSACTION, AddPartitionsToTxn, EndTxn, ...)
-arrives with the transaction coordinator.
+Requests become ``TransactionCoordinator`` calls; results (Kafka error names) become codes,
+translated for the versions that predate them as Kafka's KafkaApis does: PRODUCER_FENCED
+is INVALID_PRODUCER_EPOCH below InitProducerId v4 and AddPartitionsToTxn/AddOffsetsToTxn/
+EndTxn v2; TRANSACTION_ABORTABLE is INVALID_TXN_STATE where the version predates it.
+Without a transactional id InitProducerId hands out a fresh producer id with epoch 0
+(seed 001: "blindly accept the request and return a new producerId").
+
+Versions are those of transaction protocol 1 (Kafka 3.x): EndTxn v5, TxnOffsetCommit v5,
+WriteTxnMarkers v2 and InitProducerId v6 belong to KIP-890 part 2 and KIP-939 and are not
+served. AddPartitionsToTxn v4+ (broker to broker, several transactions, verify-only) is.
+
+``LocalMarkerSender`` is how the coordinator's markers reach this broker's own
+WriteTxnMarkers handler: through the same v1 request a remote broker would receive.
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from kio.static.primitive import i16, i32, i64
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.groups import TRANSACTION_KEY_TYPE, register_coordinator_key_type, to_ms
+from eoslog.broker.security import Principal
+from eoslog.coordinator.group import NONE, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
-from eoslog.protocol.errors import ErrorCode
+from eoslog.coordinator.transaction import TransactionCoordinator, TxnMarker
+from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.messages import request_types
+from eoslog.records import BATCH_HEADER_SIZE, InvalidRecordError, read_batch_header
+from eoslog.storage import PartitionLog
+from eoslog.storage.producer_state import ProducerStateError
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS = 27
+MARKERS_VERSION = 1
+BROKER_PRINCIPAL = Principal("User", "eoslog-broker")
+_UTC = datetime.UTC
+
+
+def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
+    coordinator = ctx.state.txn_coordinator
+    if coordinator is None:
+        raise RuntimeError("the broker runs without a transaction coordinator")
+    return coordinator
+
+
+def _fenced(name: str, version: int, first_version: int) -> str:
+    """PRODUCER_FENCED is new in ``first_version``; older clients know INVALID_PRODUCER_EPOCH."""
+    return "INVALID_PRODUCER_EPOCH" if name == "PRODUCER_FENCED" and version < first_version else name
+
+
+def _abortable(name: str, version: int, first_version: int) -> str:
+    return "INVALID_TXN_STATE" if name == "TRANSACTION_ABORTABLE" and version < first_version else name
+
+
+def _lookup(ctx: RequestContext, key: str) -> str:
+    txn_coordinator(ctx).ensure_state_topic()
+    return NONE
+
+
+register_coordinator_key_type(TRANSACTION_KEY_TYPE, _lookup)
+
+
+# -- InitProducerId ----------------------------------------------------------------------------
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    producer_id, epoch, code = -1, -1, ErrorCode.none
-    if request.transactional_id is not None:
-        # Until the transaction coordinator exists no broker coordinates transactions.
-        code = ErrorCode.coordinator_not_available
-    else:
+    producer_id, epoch, error = -1, -1, NONE
+    expected_pid = int(getattr(request, "producer_id", -1))
+    expected_epoch = int(getattr(request, "producer_epoch", -1))
+    if request.transactional_id is None:
         try:
             producer_id, epoch = ctx.state.producer_ids.generate_producer_id(), 0
         except ProducerIdsExhausted:
-            code = ErrorCode.unknown_server_error
+            error = "UNKNOWN_SERVER_ERROR"
+    elif (expected_pid == -1) != (expected_epoch == -1):
+        error = "INVALID_REQUEST"  # KIP-360: both or neither
+    else:
+        result = txn_coordinator(ctx).init_producer_id(
+            request.transactional_id, to_ms(request.transaction_timeout),
+            None if expected_pid == -1 else (expected_pid, expected_epoch),
+        )
+        producer_id, epoch, error = result.producer_id, result.producer_epoch, result.error
     return build(
-        module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code,
+        module.InitProducerIdResponse, throttle_time=NO_THROTTLE,
+        error_code=error_code(_fenced(error, ctx.api_version, 4)),
         producer_id=producer_id, producer_epoch=epoch,
     )
+
+
+# -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
+
+
+def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, str]:
+    """Kafka's rules: unknown partitions fail, and then nothing else is attempted."""
+    tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
+    unknown = {tp for tp in tps if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
+    if unknown:
+        return {tp: "UNKNOWN_TOPIC_OR_PARTITION" if tp in unknown else "OPERATION_NOT_ATTEMPTED" for tp in tps}
+    coordinator = txn_coordinator(ctx)
+    if verify_only:
+        return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
+    error = coordinator.add_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
+    return dict.fromkeys(tps, error)
+
+
+def _topic_results(module: Any, results: dict[TopicPartition, str], version: int) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for tp, error in results.items():
+        name = _abortable(_fenced(error, version, 2), version, 5)
+        by_topic.setdefault(tp.topic, []).append(build(
+            module.AddPartitionsToTxnPartitionResult, partition_index=tp.partition,
+            partition_error_code=error_code(name),
+        ))
+    return tuple(
+        build(module.AddPartitionsToTxnTopicResult, name=topic, results_by_partition=tuple(parts))
+        for topic, parts in by_topic.items()
+    )
+
+
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    version = ctx.api_version
+    if version < 4:
+        txn = build(
+            request_types(24, 4).AddPartitionsToTxnTransaction,
+            transactional_id=request.v3_and_below_transactional_id,
+            producer_id=request.v3_and_below_producer_id,
+            producer_epoch=request.v3_and_below_producer_epoch, verify_only=False,
+            topics=request.v3_and_below_topics,
+        )
+        results = _add_partitions_results(ctx, txn, verify_only=False)
+        return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                     results_by_topic_v3_and_below=_topic_results(module, results, version))
+    transactions = tuple(
+        build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+              topic_results=_topic_results(module, _add_partitions_results(ctx, txn, txn.verify_only), version))
+        for txn in request.transactions
+    )
+    return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 results_by_transaction=transactions)
+
+
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    groups = ctx.state.group_coordinator
+    if groups is not None:
+        groups.ensure_offsets_topic()  # the group's partition must exist to take a marker
+    error = txn_coordinator(ctx).add_offsets(
+        request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
+    )
+    return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=error_code(_fenced(error, ctx.api_version, 2)))
+
+
+# -- EndTxn and the markers ----------------------------------------------------------------------
+
+
+async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    error = txn_coordinator(ctx).end_transaction(
+        request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
+    )
+    return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=error_code(_fenced(error, ctx.api_version, 2)))
+
+
+def _write_marker(ctx: RequestContext, marker: Any, topic: str, partition: int) -> str:
+    plog = ctx.state.logs.get_log(topic, partition)
+    if plog is None:
+        return "UNKNOWN_TOPIC_OR_PARTITION"
+    commit = bool(marker.transaction_result)
+    try:
+        plog.append_marker(int(marker.producer_id), int(marker.producer_epoch),
+                           int(marker.coordinator_epoch), commit)
+    except (ProducerStateError, InvalidRecordError) as e:
+        log.warning("marker for %s-%d refused: %s", topic, partition, e)
+        return e.error_name
+    except OSError as e:
+        log.error("marker for %s-%d not written: %s", topic, partition, e)
+        return "KAFKA_STORAGE_ERROR"
+    ctx.state.purgatory.notify((topic, partition))  # the last stable offset moved
+    groups = ctx.state.group_coordinator
+    if topic == OFFSETS_TOPIC and groups is not None:
+        # Offsets the transaction committed become visible (or are dropped), as Kafka's
+        # handleWriteTxnMarkers tells its group coordinator.
+        groups.complete_transaction(partition, int(marker.producer_id), commit)
+    return NONE
+
+
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    markers = []
+    for marker in request.markers:
+        topics = tuple(
+            build(module.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(
+                build(module.WritableTxnMarkerPartitionResult, partition_index=p,
+                      error_code=error_code(_write_marker(ctx, marker, t.name, int(p))))
+                for p in t.partition_indexes
+            ))
+            for t in marker.topics
+        )
+        markers.append(build(module.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=topics))
+    return build(module.WriteTxnMarkersResponse, markers=tuple(markers))
+
+
+class LocalMarkerSender:
+    """The transaction coordinator's markers, as WriteTxnMarkers v1 to this node's handler."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+        if node_id != self.state.node_id:
+            raise RuntimeError(f"no inter-broker channel to node {node_id}")
+        m = request_types(WRITE_TXN_MARKERS, MARKERS_VERSION)
+        request = m.WriteTxnMarkersRequest(markers=tuple(
+            m.WritableTxnMarker(
+                producer_id=i64(mk.producer_id), producer_epoch=i16(mk.producer_epoch),
+                transaction_result=mk.commit, coordinator_epoch=i32(mk.coordinator_epoch),
+                topics=tuple(
+                    m.WritableTxnMarkerTopic(name=topic, partition_indexes=tuple(i32(p) for p in parts))
+                    for topic, parts in _by_topic(mk.partitions).items()
+                ),
+            )
+            for mk in markers
+        ))
+        ctx = RequestContext(WRITE_TXN_MARKERS, MARKERS_VERSION, 0, "txn-coordinator", BROKER_PRINCIPAL,
+                             "local", self.state)
+        response = await handle_write_txn_markers(ctx, request)
+        return [
+            {TopicPartition(t.name, int(p.partition_index)): ErrorCode(p.error_code).name.upper()
+             for t in result.topics for p in t.partitions}
+            for result in response.markers
+        ]
+
+
+def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in tps:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+# -- TxnOffsetCommit ------------------------------------------------------------------------------
+
+
+def _verify_offsets_partition(ctx: RequestContext, request: Any) -> str:
+    """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890)."""
+    groups = ctx.state.group_coordinator
+    if groups is None:
+        return NONE
+    error = txn_coordinator(ctx).verify_partition(
+        request.transactional_id, int(request.producer_id), int(request.producer_epoch),
+        OFFSETS_TOPIC, groups.partition_for(request.group_id),
+    )
+    # As Kafka's AddPartitionsToTxnManager and maybeConvertOffsetCommitError.
+    return _abortable("INVALID_PRODUCER_EPOCH" if error == "PRODUCER_FENCED" else error, ctx.api_version, 4)
+
+
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    now = ctx.state.clock_ms()
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, str] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if ctx.state.logs.get_log(tp.topic, tp.partition) is None:
+                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+                continue
+            offsets[tp] = OffsetAndMetadata(int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                                            p.committed_metadata or "", now, None)
+    groups = ctx.state.group_coordinator
+    if offsets and groups is not None:
+        error = _verify_offsets_partition(ctx, request)
+        if error != NONE:
+            errors.update(dict.fromkeys(offsets, error))
+        else:
+            errors.update(groups.commit_transactional_offsets(
+                request.group_id, int(request.producer_id), int(request.producer_epoch),
+                getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
+                int(getattr(request, "generation_id", -1)), offsets,
+            ))
+    topics = tuple(
+        build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
+            build(module.TxnOffsetCommitResponsePartition, partition_index=p,
+                  error_code=error_code(errors.get(TopicPartition(name, p), "COORDINATOR_NOT_AVAILABLE")))
+            for p in parts
+        ))
+        for name, parts in _by_topic(order).items()
+    )
+    return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+# -- Produce: KIP-890 part 1 ------------------------------------------------------------------------
+
+# Verification errors an old producer would not retry: retried as NOT_ENOUGH_REPLICAS, which
+# needs no metadata refresh (Kafka's ReplicaManager does the same).
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR", "NETWORK_EXCEPTION",
+})
+
+
+def verify_transactional_produce(
+    ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: bytes
+) -> tuple[ErrorCode, str] | None:
+    """None when the records may be appended; else the error and message to answer with.
+
+    A transactional batch whose producer has no open transaction in this partition must
+    belong to a partition the coordinator added to that producer's transaction: a late
+    or stray write must never open a transaction nobody will close.
+    """
+    coordinator = ctx.state.txn_coordinator
+    if transactional_id is None or coordinator is None or len(records) < BATCH_HEADER_SIZE:
+        return None
+    h = read_batch_header(records)
+    if not h.is_transactional or h.producer_id < 0:
+        return None
+    entry = plog.producer_state.producers.get(h.producer_id)
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == h.producer_epoch:
+        return None
+    error = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
+                                         plog.topic, plog.partition)
+    if error == NONE:
+        return None
+    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return ErrorCode.not_enough_replicas, (
+            f"Unable to verify the partition has been added to the transaction. Underlying error: {error}"
+        )
+    if error in ("TRANSACTION_ABORTABLE", "INVALID_TXN_STATE"):
+        return ErrorCode.invalid_txn_state, "Partition was not added to the transaction"
+    return error_code("INVALID_PRODUCER_EPOCH" if error == "PRODUCER_FENCED" else error), error
+
+
+# -- DescribeProducers / DescribeTransactions / ListTransactions --------------------------------------
 
 
 async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
@@ -66,8 +385,48 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     return build(module.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
+async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    states = []
+    for txn_id in request.transactional_ids:
+        d = txn_coordinator(ctx).describe(txn_id)
+        states.append(build(
+            module.TransactionState, error_code=error_code(d.error), transactional_id=txn_id,
+            transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms),
+            transaction_start_time=datetime.datetime.fromtimestamp(d.start_ms / 1000, _UTC),
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=tuple(build(module.TopicData, topic=t, partitions=tuple(sorted(ps)))
+                         for t, ps in sorted(_by_topic(d.partitions).items())),
+        ))
+    return build(module.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
+
+
+async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    error, unknown, listed = txn_coordinator(ctx).list_transactions(
+        tuple(request.state_filters), {int(p) for p in request.producer_id_filters},
+        int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
+    )
+    return build(
+        module.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+        unknown_state_filters=tuple(unknown),
+        transaction_states=tuple(
+            build(module.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
+                  transaction_state=t.state)
+            for t in listed
+        ),
+    )
+
+
 APIS = [
     # v6 adds KIP-939's two-phase-commit fields; it arrives with that feature.
     ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
+    ApiSpec(24, "AddPartitionsToTxn", 0, 5, handle_add_partitions_to_txn),
+    ApiSpec(25, "AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
+    ApiSpec(26, "EndTxn", 0, 4, handle_end_txn),
+    ApiSpec(27, "WriteTxnMarkers", 1, 1, handle_write_txn_markers),
+    ApiSpec(28, "TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
     ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
+    ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
+    ApiSpec(66, "ListTransactions", 0, 2, handle_list_transactions),
 ]

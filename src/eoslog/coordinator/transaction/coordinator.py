@@ -1,0 +1,484 @@
+"""The transaction coordinator: the transactional APIs and the two-phase completion.
+
+Jobs (Kafka's ``TransactionCoordinator``):
+
+- InitProducerId with a transactional id: one producer id per id, epoch + 1 on every
+  call; an open transaction of an older instance is aborted under a bumped epoch
+  (PrepareEpochFence) and the caller told CONCURRENT_TRANSACTIONS until that is done;
+  KIP-360 resumption with the producer's id and epoch; a new producer id when the epochs
+  run out;
+- AddPartitionsToTxn / AddOffsetsToTxn, the KIP-890 check that a transactional write goes
+  to a partition of the open transaction (``verify_partitions``), EndTxn;
+- completion: once PREPARE_* is in the log the outcome is decided; markers go to every
+  partition (``TxnMarkerChannel``), then COMPLETE_* is written;
+- start-up: load ``__transaction_state`` and roll PrepareCommit/PrepareAbort forward;
+- abort transactions past their timeout, expire idle transactional ids;
+- DescribeTransactions and ListTransactions.
+
+Results are Kafka error *names*; handlers map them to codes and to what older request
+versions understand. Everything runs on the event loop; log appends are synchronous.
+
+Test hook: ``EOSLOG_TEST_CRASH_AT`` = ``before_prepare`` | ``after_prepare`` |
+``after_markers`` | ``after_complete`` makes the broker SIGKILL itself at that point of
+the first transaction it ends, so crash recovery is tested on the real process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from eoslog.config import BrokerConfig
+from eoslog.coordinator.group.offsets import TopicPartition
+from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
+from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
+from eoslog.coordinator.transaction.loader import load_partition
+from eoslog.coordinator.transaction.marker_channel import (
+    LeaderLookup,
+    MarkerSender,
+    PendingCompleteTxn,
+    TxnMarkerChannel,
+)
+from eoslog.coordinator.transaction.metadata import (
+    NO_PRODUCER_EPOCH,
+    TransactionMetadata,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
+from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState
+from eoslog.coordinator.transaction.state_manager import NONE, TransactionStateManager
+from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
+from eoslog.storage import LogManager
+
+log = logging.getLogger(__name__)
+
+CRASH_ENV = "EOSLOG_TEST_CRASH_AT"
+CRASH_POINTS = ("before_prepare", "after_prepare", "after_markers", "after_complete")
+_ABORT_TIMER = ("txn", "abort-timed-out")
+_EXPIRE_TIMER = ("txn", "expire-transactional-ids")
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionConfig:
+    max_timeout_ms: int
+    num_partitions: int
+    segment_bytes: int
+    load_buffer_bytes: int
+    abort_timed_out_interval_ms: int
+    id_expiration_ms: int
+    remove_expired_interval_ms: int
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:
+        return cls(
+            int(config["transaction.max.timeout.ms"]),
+            int(config["transaction.state.log.num.partitions"]),
+            int(config["transaction.state.log.segment.bytes"]),
+            int(config["transaction.state.log.load.buffer.size"]),
+            int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            int(config["transactional.id.expiration.ms"]),
+            int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    error: str
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransaction:
+    error: str
+    transactional_id: str
+    state: str = ""
+    timeout_ms: int = 0
+    start_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partitions: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class TransactionCoordinator:
+    def __init__(
+        self, config: TransactionConfig, state: TransactionStateManager, scheduler: Scheduler,
+        generate_producer_id: Callable[[], int], sender: MarkerSender, leader_for: LeaderLookup,
+        offsets_partition_for: Callable[[str], int], crash_at: str | None = None,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.scheduler = scheduler
+        self._generate_producer_id = generate_producer_id
+        self._offsets_partition_for = offsets_partition_for
+        self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written)
+        self._crash_at = crash_at if crash_at in CRASH_POINTS else None
+
+    @classmethod
+    def for_broker(
+        cls, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int],
+        generate_producer_id: Callable[[], int], sender: MarkerSender,
+        offsets_partition_for: Callable[[str], int],
+    ) -> TransactionCoordinator:
+        """The coordinator of a running broker: its logs, timers on the event loop, every
+        partition led by this node."""
+        txn_config = TransactionConfig.from_broker_config(config)
+        topic = TransactionStateTopic(
+            logs, TransactionStateTopicConfig(txn_config.num_partitions, txn_config.segment_bytes), clock_ms
+        )
+
+        def leader_for(tp: TopicPartition) -> int | None:
+            return config.node_id if logs.get_log(tp.topic, tp.partition) is not None else None
+
+        return cls(txn_config, TransactionStateManager(topic), AsyncioScheduler(clock_ms),
+                   generate_producer_id, sender, leader_for, offsets_partition_for,
+                   os.environ.get(CRASH_ENV))
+
+    def _now(self) -> int:
+        return self.scheduler.now_ms()
+
+    def _maybe_crash(self, point: str) -> None:
+        if self._crash_at == point:
+            log.warning("%s=%s: killing the broker (SIGKILL)", CRASH_ENV, point)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def ensure_state_topic(self) -> None:
+        self.state.ensure_topic()
+
+    def begin_loading(self) -> list[int]:
+        return self.state.begin_loading()
+
+    def load_partition_now(self, partition: int) -> None:
+        """Load one partition synchronously (tests)."""
+        loader = load_partition(self.state.topic, partition, self.config.load_buffer_bytes)
+        while True:
+            try:
+                next(loader)
+            except StopIteration as done:
+                self._on_partition_loaded(partition, done.value)
+                return
+
+    async def load_all(self) -> None:
+        """Load every partition marked by ``begin_loading``, yielding between chunks."""
+        for partition in self.state.loading_partitions():
+            loader = load_partition(self.state.topic, partition, self.config.load_buffer_bytes)
+            while True:
+                try:
+                    next(loader)
+                except StopIteration as done:
+                    self._on_partition_loaded(partition, done.value)
+                    break
+                except Exception:
+                    # The partition stays loading: its ids answer COORDINATOR_LOAD_IN_PROGRESS
+                    # rather than start over without their producer ids and epochs.
+                    log.exception("failed to load __transaction_state-%d", partition)
+                    break
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+    def _on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata]) -> None:
+        epoch = self.state.on_partition_loaded(partition, loaded)
+        if epoch is None:
+            return
+        for m in loaded.values():
+            if m.state.is_prepared:
+                # PREPARE_* was the point of no return: write the markers (again) and complete.
+                log.info("rolling %s of %s forward: markers to %d partitions", m.state.kafka_name,
+                         m.transactional_id, len(m.partitions))
+                complete = m.prepare_complete(self._now())
+                self.markers.add(PendingCompleteTxn(m.transactional_id, epoch, m, complete, set(m.partitions)))
+
+    def startup(self) -> None:
+        """Start the periodic abort of timed-out transactions and expiry of idle ids."""
+        self.scheduler.schedule(_ABORT_TIMER, self.config.abort_timed_out_interval_ms, self._abort_job)
+        self.scheduler.schedule(_EXPIRE_TIMER, self.config.remove_expired_interval_ms, self._expire_job)
+
+    def _abort_job(self) -> None:
+        try:
+            self.abort_timed_out_transactions()
+        finally:
+            self.scheduler.schedule(_ABORT_TIMER, self.config.abort_timed_out_interval_ms, self._abort_job)
+
+    def _expire_job(self) -> None:
+        try:
+            self.state.expire_transactional_ids(self._now(), self.config.id_expiration_ms)
+        finally:
+            self.scheduler.schedule(_EXPIRE_TIMER, self.config.remove_expired_interval_ms, self._expire_job)
+
+    def shutdown(self) -> None:
+        self.scheduler.cancel_all()
+        self.markers.remove_for(lambda _: True)
+        self.state.shutdown()
+
+    # -- InitProducerId --------------------------------------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None
+    ) -> InitProducerIdResult:
+        """``expected`` is the (producer id, epoch) a KIP-360 producer sends to resume."""
+        if not transactional_id:
+            return InitProducerIdResult("INVALID_REQUEST")
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return InitProducerIdResult("INVALID_TRANSACTION_TIMEOUT")
+        error, entry = self.state.get(transactional_id)
+        if error != NONE:
+            return InitProducerIdResult(error)
+        try:
+            if entry is None:
+                entry = self.state.put_if_absent(TransactionMetadata(
+                    transactional_id, self._generate_producer_id(), txn_timeout_ms=timeout_ms,
+                    txn_last_update_timestamp=self._now(),
+                ))
+            m = entry.metadata
+            prepared = self._prepare_init(m, timeout_ms, expected)
+        except ProducerIdsExhausted as e:
+            log.error("%s: %s", transactional_id, e)
+            return InitProducerIdResult("UNKNOWN_SERVER_ERROR")
+        if isinstance(prepared, str):
+            return InitProducerIdResult(prepared)
+        if prepared.state is TxnState.PREPARE_EPOCH_FENCE:
+            # Abort the older instance's transaction; the caller retries once it is done and
+            # gets the epoch after the fenced one.
+            error = self._fence_and_abort(m, prepared)
+            return InitProducerIdResult(error if error != NONE else "CONCURRENT_TRANSACTIONS")
+        error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
+        if error != NONE:
+            return InitProducerIdResult(error)
+        log.info("initialized transactional id %s: producer %d epoch %d", transactional_id,
+                 prepared.producer_id, prepared.producer_epoch)
+        return InitProducerIdResult(NONE, prepared.producer_id, prepared.producer_epoch)
+
+    def _prepare_init(
+        self, m: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None
+    ) -> TxnTransitMetadata | str:
+        if m.pending_transition_in_progress:
+            return "CONCURRENT_TRANSACTIONS"
+        if expected is not None and not (
+            m.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == m.producer_id
+            or (expected[0] == m.last_producer_id and is_epoch_exhausted(expected[1]))
+        ):
+            return "PRODUCER_FENCED"
+        if m.state.is_prepared:
+            return "CONCURRENT_TRANSACTIONS"
+        if m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if m.is_producer_epoch_exhausted and (expected is None or expected[1] == m.producer_epoch):
+                new_id = self._generate_producer_id()
+                log.info("%s: epochs of producer %d exhausted; new producer id %d",
+                         m.transactional_id, m.producer_id, new_id)
+                return m.prepare_producer_id_rotation(new_id, timeout_ms, self._now(), expected is not None)
+            return m.prepare_increment_producer_epoch(
+                timeout_ms, None if expected is None else expected[1], self._now()
+            )
+        if m.state is TxnState.ONGOING:
+            return m.prepare_fence_producer_epoch()
+        raise IllegalTransitionError(f"{m!r}: InitProducerId in a state never left stable")
+
+    # -- adding partitions ---------------------------------------------------------------------------
+
+    def _producer_check(self, transactional_id: str, producer_id: int, producer_epoch: int
+                        ) -> tuple[str, int, TransactionMetadata | None]:
+        if not transactional_id:
+            return "INVALID_REQUEST", 0, None
+        error, entry = self.state.get(transactional_id)
+        if error != NONE:
+            return error, 0, None
+        if entry is None or entry.metadata.producer_id != producer_id:
+            return "INVALID_PRODUCER_ID_MAPPING", 0, None
+        if entry.metadata.producer_epoch != producer_epoch:
+            return "PRODUCER_FENCED", 0, None
+        return NONE, entry.coordinator_epoch, entry.metadata
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Collection[TopicPartition]) -> str:
+        error, coordinator_epoch, m = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if m is None:
+            return error
+        if m.pending_transition_in_progress or m.state.is_prepared:
+            return "CONCURRENT_TRANSACTIONS"
+        if m.state is TxnState.ONGOING and set(partitions) <= m.partitions:
+            return NONE
+        return self.state.append_transition(m, coordinator_epoch, m.prepare_add_partitions(partitions, self._now()))
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> str:
+        """The group's ``__consumer_offsets`` partition joins the transaction."""
+        tp = TopicPartition(OFFSETS_TOPIC, self._offsets_partition_for(group_id))
+        return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """KIP-890 part 1: is each partition in the producer's open transaction?
+        TRANSACTION_ABORTABLE for one that is not (handlers map it for older versions)."""
+        tps = list(partitions)
+        error, _, m = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if m is not None and m.state.is_prepared:
+            error = "CONCURRENT_TRANSACTIONS"
+        if m is None or error != NONE:
+            return dict.fromkeys(tps, error)
+        return {tp: NONE if tp in m.partitions else "TRANSACTION_ABORTABLE" for tp in tps}
+
+    def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic: str, partition: int) -> str:
+        tp = TopicPartition(topic, partition)
+        return self.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
+
+    # -- ending transactions ----------------------------------------------------------------------------
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> str:
+        """EndTxn: NONE once PREPARE_* is in the log (markers follow), or when a retry
+        finds the transaction completed with the same result."""
+        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True)
+
+    def _fence_and_abort(self, m: TransactionMetadata, fence: TxnTransitMetadata) -> str:
+        """Abort ``m``'s open transaction under the bumped epoch of a prepared fence."""
+        error = self._end_transaction(m.transactional_id, fence.producer_id, fence.producer_epoch,
+                                      commit=False, from_client=False)
+        if error != NONE and m.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+            m.abandon_transition()
+        return error
+
+    def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         commit: bool, from_client: bool) -> str:
+        if not transactional_id:
+            return "INVALID_REQUEST"
+        error, entry = self.state.get(transactional_id)
+        if error != NONE:
+            return error
+        if entry is None or entry.metadata.producer_id != producer_id:
+            return "INVALID_PRODUCER_ID_MAPPING"
+        m = entry.metadata
+        # A client must send the current epoch; a fence (from_client False) a newer one.
+        if (from_client and producer_epoch != m.producer_epoch) or producer_epoch < m.producer_epoch:
+            return "PRODUCER_FENCED"
+        if m.pending_transition_in_progress and m.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
+            return "CONCURRENT_TRANSACTIONS"
+        same, other = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
+            TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+        if m.state is same:
+            return NONE  # a retry of an EndTxn that completed
+        if m.state is other:
+            return "CONCURRENT_TRANSACTIONS"  # a retry while the markers are on their way
+        if m.state is not TxnState.ONGOING:
+            log.info("%s: EndTxn(%s) in state %s", transactional_id, "commit" if commit else "abort",
+                     m.state.kafka_name)
+            return "INVALID_TXN_STATE"
+        fencing = not commit and m.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        if fencing:
+            m.begin_fenced_abort(producer_epoch)
+        prepared = m.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                                             self._now())
+        self._maybe_crash("before_prepare")
+        error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
+        if error != NONE:
+            if fencing:
+                m.has_failed_epoch_fence = True
+                log.warning("%s: fencing epoch %d not written (%s); it was never handed out",
+                            transactional_id, producer_epoch, error)
+            return error
+        self._maybe_crash("after_prepare")
+        # The outcome is decided: answer now, deliver the markers, then write COMPLETE_*.
+        complete = m.prepare_complete(self._now())
+        self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
+                                            set(prepared.partitions)))
+        return NONE
+
+    def _on_markers_written(self, p: PendingCompleteTxn) -> bool:
+        """Every marker is written: COMPLETE_*, if this coordinator still owns the id at
+        the epoch the markers went out with. True to be called again (retriable append)."""
+        m = p.metadata
+        partition = self.state.partition_for(p.transactional_id)
+        if (self.state.coordinator_epoch(partition) != p.coordinator_epoch
+                or self.state.transactions.get(p.transactional_id) is not m
+                or m.pending_state is not p.transit.state):
+            log.info("%s: not writing %s, the coordinator moved on", p.transactional_id, p.transit.state.kafka_name)
+            return False
+        self._maybe_crash("after_markers")
+        error = self.state.append_transition(m, p.coordinator_epoch, p.transit,
+                                             keep_pending_on=frozenset({"COORDINATOR_NOT_AVAILABLE"}))
+        if error != NONE:
+            return error == "COORDINATOR_NOT_AVAILABLE"
+        self._maybe_crash("after_complete")
+        log.debug("%s: %s (producer %d epoch %d)", p.transactional_id, p.transit.state.kafka_name,
+                  p.transit.producer_id, p.transit.producer_epoch)
+        return False
+
+    # -- timeouts ------------------------------------------------------------------------------------
+
+    def abort_timed_out_transactions(self) -> int:
+        """Abort, under a bumped epoch, every transaction open longer than its timeout."""
+        aborted = 0
+        for t in self.state.timed_out_transactions(self._now()):
+            error, entry = self.state.get(t.transactional_id)
+            if entry is None or error != NONE:
+                continue
+            m = entry.metadata
+            if m.producer_id != t.producer_id or m.pending_transition_in_progress:
+                continue
+            fence = m.prepare_fence_producer_epoch()
+            error = self._fence_and_abort(m, fence)
+            if error == NONE:
+                aborted += 1
+                log.info("aborting transaction of %s (producer %d): open longer than %d ms; epoch now %d",
+                         t.transactional_id, t.producer_id, m.txn_timeout_ms, fence.producer_epoch)
+            else:
+                log.warning("timed-out transaction of %s not aborted: %s", t.transactional_id, error)
+        return aborted
+
+    # -- describe and list ------------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> DescribedTransaction:
+        if not self.state.active:
+            return DescribedTransaction("COORDINATOR_NOT_AVAILABLE", transactional_id)
+        if not transactional_id:
+            return DescribedTransaction("INVALID_REQUEST", transactional_id)
+        error, entry = self.state.get(transactional_id)
+        if error != NONE:
+            return DescribedTransaction(error, transactional_id)
+        if entry is None or entry.metadata.state is TxnState.DEAD:
+            return DescribedTransaction("TRANSACTIONAL_ID_NOT_FOUND", transactional_id)
+        m = entry.metadata
+        return DescribedTransaction(NONE, transactional_id, m.state.kafka_name, m.txn_timeout_ms,
+                                    m.txn_start_timestamp, m.producer_id, m.producer_epoch,
+                                    frozenset(m.partitions))
+
+    def list_transactions(
+        self, states: Collection[str] = (), producer_ids: Collection[int] = (),
+        min_duration_ms: int = -1, pattern: str | None = None,
+    ) -> tuple[str, list[str], list[ListedTransaction]]:
+        """(error, unknown state filters, transactions) for ListTransactions."""
+        if not self.state.active:
+            return "COORDINATOR_NOT_AVAILABLE", [], []
+        unknown = [s for s in states if TxnState.from_kafka_name(s) is None]
+        wanted = {s for name in states if (s := TxnState.from_kafka_name(name)) is not None}
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error:
+            return "INVALID_REGULAR_EXPRESSION", unknown, []
+        if self.state.is_loading:
+            return "COORDINATOR_LOAD_IN_PROGRESS", unknown, []
+        now = self._now()
+        out = [
+            ListedTransaction(m.transactional_id, m.producer_id, m.state.kafka_name)
+            for m in self.state.owned_transactions()
+            if m.state is not TxnState.DEAD
+            and (not producer_ids or m.producer_id in producer_ids)
+            and (not states or m.state in wanted)
+            and (min_duration_ms < 0 or now - m.txn_start_timestamp > min_duration_ms)
+            and (regex is None or regex.fullmatch(m.transactional_id) is not None)
+        ]
+        return NONE, unknown, out

@@ -1,0 +1,158 @@
+"""Delivering COMMIT/ABORT markers to the leaders of a transaction's partitions.
+
+As Kafka's ``TransactionMarkerChannelManager``: a transaction whose PREPARE_* record is
+in the log waits here (``PendingCompleteTxn``) until every partition has acknowledged its
+marker; then the coordinator writes COMPLETE_*. Markers queued for the same leader leave
+in one WriteTxnMarkers request. A partition that no longer exists is dropped from the
+transaction (its topic was deleted); a retriable error keeps it for the next round after
+``retry_backoff_ms``; a stale producer or coordinator epoch means another coordinator (or
+a later epoch) owns the outcome, and sending for that transaction stops.
+
+This module speaks in domain values (``TxnMarker``): the ``MarkerSender`` the broker
+provides turns them into WriteTxnMarkers requests — delivered to the local handler on a
+single node, over the wire to another broker in a cluster — and the responses back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from eoslog.coordinator.group.offsets import TopicPartition
+from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
+from eoslog.coordinator.transaction.state import TxnState
+
+log = logging.getLogger(__name__)
+
+NONE = "NONE"
+# The outcome is someone else's now: stop sending for this transaction (Kafka does too).
+_STOP = frozenset({"INVALID_PRODUCER_EPOCH", "TRANSACTION_COORDINATOR_FENCED"})
+# The partition cannot take markers at all: nothing to wait for.
+_SKIP = frozenset({"UNSUPPORTED_FOR_MESSAGE_FORMAT", "UNSUPPORTED_VERSION"})
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One entry of a WriteTxnMarkers request."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+# (node id, markers) → one {partition: error name} per marker, in order.
+MarkerSender = Callable[[int, Sequence[TxnMarker]], Awaitable[list[dict[TopicPartition, str]]]]
+LeaderLookup = Callable[[TopicPartition], int | None]
+
+
+@dataclass(eq=False)
+class PendingCompleteTxn:
+    transactional_id: str
+    coordinator_epoch: int
+    metadata: TransactionMetadata
+    transit: TxnTransitMetadata  # the COMPLETE_* transition, pending since PREPARE_* was written
+    remaining: set[TopicPartition] = field(default_factory=set)
+    stopped: bool = False
+
+    @property
+    def commit(self) -> bool:
+        return self.transit.state is TxnState.COMPLETE_COMMIT
+
+    def marker(self, partitions: Sequence[TopicPartition]) -> TxnMarker:
+        return TxnMarker(self.transit.producer_id, self.transit.producer_epoch, self.commit,
+                         self.coordinator_epoch, tuple(partitions))
+
+
+class TxnMarkerChannel:
+    def __init__(
+        self, sender: MarkerSender, leader_for: LeaderLookup,
+        on_markers_written: Callable[[PendingCompleteTxn], bool], retry_backoff_ms: int = 100,
+    ) -> None:
+        """``on_markers_written`` writes COMPLETE_*; it returns True to be called again
+        after the back-off (its append failed with a retriable error)."""
+        self._sender = sender
+        self._leader_for = leader_for
+        self._on_markers_written = on_markers_written
+        self._retry_backoff_s = retry_backoff_ms / 1000
+        self._queue: list[PendingCompleteTxn] = []
+        self._wakeup = asyncio.Event()
+        self._draining = False
+
+    def add(self, pending: PendingCompleteTxn) -> None:
+        self._queue.append(pending)
+        self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def remove_for(self, predicate: Callable[[PendingCompleteTxn], bool]) -> None:
+        """Forget queued transactions (their coordinator partition was given up)."""
+        self._queue = [p for p in self._queue if not predicate(p)]
+
+    async def run(self) -> None:
+        """The broker's sender task: deliver whatever is queued, forever."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Deliver until nothing is queued (retrying after the back-off)."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._queue:
+                retry = await self._round()
+                if retry:
+                    await asyncio.sleep(self._retry_backoff_s)
+        finally:
+            self._draining = False
+
+    async def _round(self) -> bool:
+        """One request per leader for everything queued; True if something must wait."""
+        batch, self._queue = self._queue, []
+        by_node: dict[int, list[tuple[PendingCompleteTxn, TxnMarker]]] = {}
+        for p in batch:
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in sorted(p.remaining):
+                leader = self._leader_for(tp)
+                if leader is None:
+                    log.info("%s: %s no longer exists; no marker for it", p.transactional_id, tp)
+                    p.remaining.discard(tp)
+                else:
+                    by_leader.setdefault(leader, []).append(tp)
+            for node, tps in by_leader.items():
+                by_node.setdefault(node, []).append((p, p.marker(tps)))
+        for node, entries in by_node.items():
+            try:
+                results = await self._sender(node, [m for _, m in entries])
+            except Exception:
+                log.exception("WriteTxnMarkers to node %d failed; retrying", node)
+                continue
+            for (p, _), result in zip(entries, results, strict=True):
+                self._handle(p, result)
+        retry = False
+        for p in batch:
+            if p.stopped:
+                continue
+            if p.remaining or self._on_markers_written(p):
+                self._queue.append(p)
+                retry = True
+        return retry
+
+    def _handle(self, p: PendingCompleteTxn, result: dict[TopicPartition, str]) -> None:
+        for tp, error in result.items():
+            if error == NONE or error in _SKIP:
+                p.remaining.discard(tp)
+            elif error in _STOP:
+                log.warning("%s: marker for %s refused with %s; another coordinator or epoch owns "
+                            "this transaction now, stop sending", p.transactional_id, tp, error)
+                p.stopped = True
+            else:
+                log.info("%s: marker for %s failed with %s; will retry", p.transactional_id, tp, error)

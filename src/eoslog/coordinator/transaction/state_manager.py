@@ -1,0 +1,205 @@
+"""The transactional ids this broker coordinates, and their durable record.
+
+Jobs (Kafka's ``TransactionStateManager``):
+
+- own the ``__transaction_state`` partitions (all of them: one node), each with its
+  coordinator epoch (the partition's leader epoch: 0 on a single node), and know which
+  are still loading: ids there answer COORDINATOR_LOAD_IN_PROGRESS;
+- hold the metadata of every loaded id;
+- write a prepared transition to the id's partition and complete it only when the append
+  succeeded (``append_transition``), mapping storage errors to what a client should see;
+- find transactions past their timeout and ids past ``transactional.id.expiration.ms``.
+
+Everything runs on the broker's event loop: no locks. Appends are synchronous, so a
+transition is in the log (in the OS) when ``append_transition`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from eoslog.coordinator.group.offsets_topic import CoordinatorAppendError, KeyValue
+from eoslog.coordinator.transaction.log import (
+    TRANSACTION_STATE_TOPIC,
+    encode_key,
+    encode_value,
+    transaction_partition_for,
+)
+from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
+from eoslog.coordinator.transaction.state import TxnState
+from eoslog.coordinator.transaction.topic import TransactionStateTopic
+
+log = logging.getLogger(__name__)
+
+NONE = "NONE"
+COORDINATOR_EPOCH = 0  # the leader epoch of every partition on a single node
+
+# Storage errors → what a client should see (Kafka's appendTransactionToLog).
+_APPEND_ERRORS = {
+    "UNKNOWN_TOPIC_OR_PARTITION": "COORDINATOR_NOT_AVAILABLE",
+    "NOT_ENOUGH_REPLICAS": "COORDINATOR_NOT_AVAILABLE",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": "COORDINATOR_NOT_AVAILABLE",
+    "REQUEST_TIMED_OUT": "COORDINATOR_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER": "NOT_COORDINATOR",
+    "KAFKA_STORAGE_ERROR": "NOT_COORDINATOR",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EpochAndMetadata:
+    coordinator_epoch: int
+    metadata: TransactionMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOutTransaction:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+class TransactionStateManager:
+    def __init__(self, topic: TransactionStateTopic) -> None:
+        self.topic = topic
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._epochs: dict[int, int] = {}  # owned (loaded) partition → coordinator epoch
+        self._loading: set[int] = set()
+        self.active = True
+
+    def partition_for(self, transactional_id: str) -> int:
+        return transaction_partition_for(transactional_id, self.topic.num_partitions)
+
+    # -- ownership and loading ---------------------------------------------------------------
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` on first use (FindCoordinator), as Kafka does; a
+        new topic has nothing to load."""
+        if self.topic.create():
+            for p in range(self.topic.num_partitions):
+                self._epochs[p] = COORDINATOR_EPOCH
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.topic.num_partitions)
+
+    def begin_loading(self) -> list[int]:
+        if not self.topic.exists:
+            return []
+        self._loading = set(range(self.topic.num_partitions))
+        return sorted(self._loading)
+
+    def loading_partitions(self) -> list[int]:
+        return sorted(self._loading)
+
+    def on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata]) -> int | None:
+        """Serve the ids of a loaded partition; returns its coordinator epoch (None if this
+        manager was shut down meanwhile)."""
+        if not self.active:
+            return None
+        self.transactions.update(loaded)
+        self._loading.discard(partition)
+        self._epochs[partition] = COORDINATOR_EPOCH
+        return COORDINATOR_EPOCH
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    def coordinator_epoch(self, partition: int) -> int | None:
+        """The epoch this coordinator serves ``partition`` at; None when not serving it."""
+        return self._epochs.get(partition) if self.active else None
+
+    def status(self, transactional_id: str) -> str:
+        """Can this coordinator serve ``transactional_id`` now?"""
+        if not self.active or not self.topic.exists:
+            return "NOT_COORDINATOR"
+        partition = self.partition_for(transactional_id)
+        if partition in self._loading:
+            return "COORDINATOR_LOAD_IN_PROGRESS"
+        if partition not in self._epochs:
+            return "NOT_COORDINATOR"
+        return NONE
+
+    def get(self, transactional_id: str) -> tuple[str, EpochAndMetadata | None]:
+        """(error, metadata): NONE with None when the id is unknown."""
+        error = self.status(transactional_id)
+        if error != NONE:
+            return error, None
+        metadata = self.transactions.get(transactional_id)
+        epoch = self._epochs[self.partition_for(transactional_id)]
+        return NONE, None if metadata is None else EpochAndMetadata(epoch, metadata)
+
+    def put_if_absent(self, metadata: TransactionMetadata) -> EpochAndMetadata:
+        current = self.transactions.setdefault(metadata.transactional_id, metadata)
+        return EpochAndMetadata(self._epochs[self.partition_for(metadata.transactional_id)], current)
+
+    def owned_transactions(self) -> Iterator[TransactionMetadata]:
+        for metadata in list(self.transactions.values()):
+            if self.partition_for(metadata.transactional_id) in self._epochs:
+                yield metadata
+
+    # -- the durable record ---------------------------------------------------------------------
+
+    def append_transition(
+        self, metadata: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata,
+        *, keep_pending_on: frozenset[str] = frozenset(),
+    ) -> str:
+        """Write ``transit`` (a tombstone for Dead) and complete it; an error name otherwise.
+
+        On failure the prepared transition is abandoned, unless the (mapped) error is in
+        ``keep_pending_on``: the caller retries the same transition later.
+        """
+        txn_id = metadata.transactional_id
+        partition = self.partition_for(txn_id)
+        if self.coordinator_epoch(partition) != coordinator_epoch or self.transactions.get(txn_id) is not metadata:
+            metadata.abandon_transition()
+            return "NOT_COORDINATOR"
+        value = None if transit.state is TxnState.DEAD else encode_value(transit.log_value())
+        record: KeyValue = (encode_key(txn_id), value)
+        try:
+            self.topic.append(partition, [record])
+        except CoordinatorAppendError as e:
+            error = _APPEND_ERRORS.get(e.error_name, "UNKNOWN_SERVER_ERROR")
+            log.error("appending %s of %s to %s-%d failed (%s): %s", transit.state.kafka_name, txn_id,
+                      TRANSACTION_STATE_TOPIC, partition, error, e)
+            if error not in keep_pending_on:
+                metadata.abandon_transition()
+            return error
+        if transit.state is TxnState.DEAD:
+            self.transactions.pop(txn_id, None)
+        else:
+            metadata.complete_transition(transit)
+        return NONE
+
+    # -- timeouts and expiry ----------------------------------------------------------------------
+
+    def timed_out_transactions(self, now: int) -> list[TimedOutTransaction]:
+        """Ongoing transactions open longer than their timeout (best effort, as Kafka's)."""
+        return [
+            TimedOutTransaction(m.transactional_id, m.producer_id, m.producer_epoch)
+            for m in self.owned_transactions()
+            if m.state is TxnState.ONGOING and not m.pending_transition_in_progress
+            and m.txn_start_timestamp + m.txn_timeout_ms < now
+        ]
+
+    def expire_transactional_ids(self, now: int, expiration_ms: int) -> int:
+        """Write a tombstone for, and forget, every id idle for ``expiration_ms`` with no
+        transaction open; returns how many went."""
+        removed = 0
+        for metadata in self.owned_transactions():
+            if (not metadata.state.expiration_allowed or metadata.pending_transition_in_progress
+                    or metadata.txn_last_update_timestamp > now - expiration_ms):
+                continue
+            partition = self.partition_for(metadata.transactional_id)
+            epoch = self._epochs[partition]
+            error = self.append_transition(metadata, epoch, metadata.prepare_dead())
+            if error == NONE:
+                removed += 1
+                log.info("transactional id %s expired (producer %d, last update %d)",
+                         metadata.transactional_id, metadata.producer_id, metadata.txn_last_update_timestamp)
+        return removed
+
+    def shutdown(self) -> None:
+        self.active = False
+        self.transactions.clear()
+        self._epochs.clear()
+        self._loading.clear()
