@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eoslog.config import BrokerConfig, TopicConfig
-from eoslog.records import build_batch
+from eoslog.records import InvalidRecordError, build_batch
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
 
@@ -136,3 +136,15 @@ def test_retention_deleting_a_producers_last_batch_forgets_it(tmp_path: Path) ->
     with pytest.raises(ProducerStateError) as e:
         lg.append_as_leader(batch(10, ts=clock.now))
     assert e.value.error_name == "UNKNOWN_PRODUCER_ID"
+
+
+def test_compacted_topic_refuses_keyless_records(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, Clock(), **{"cleanup.policy": "compact"})
+    keyed = build_batch([(b"k", b"v", ())], timestamp=1)
+    lg.append_as_leader(keyed)
+    end = lg.log_end_offset
+    keyless = build_batch([(b"k", b"v", ()), (None, b"v", ())], timestamp=1)
+    with pytest.raises(InvalidRecordError) as e:
+        lg.append_as_leader(keyless)
+    assert e.value.error_name == "INVALID_RECORD"
+    assert lg.log_end_offset == end

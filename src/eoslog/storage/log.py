@@ -25,6 +25,7 @@ from eoslog.records.batch import (
     assign_offsets,
     build_control_batch,
     control_marker,
+    decode_records,
     iter_batch_headers,
     offset_chunks,
     validate_produce_batches,
@@ -236,6 +237,15 @@ class PartitionLog:
         if any batch is invalid.
         """
         batches = validate_produce_batches(records, self.config.max_message_bytes)
+        if self.config.compact:
+            # Kafka's LogValidator: compaction keeps the last value per key, so a record
+            # without one could never be kept or removed correctly.
+            for pos, h in batches:
+                if any(r.key is None for r in decode_records(memoryview(records)[pos : pos + h.size])):
+                    raise InvalidRecordError(
+                        "INVALID_RECORD",
+                        f"compacted topic {self.topic} requires a key on every record",
+                    )
         if len(records) > self.config.segment_bytes:
             # Checked after the batch itself, as in Kafka's UnifiedLog.append.
             raise InvalidRecordError(
