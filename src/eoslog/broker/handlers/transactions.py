@@ -34,7 +34,7 @@ from eoslog.broker.security import Principal
 from eoslog.coordinator.group import NONE, OffsetAndMetadata, TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
-from eoslog.coordinator.transaction import TransactionCoordinator, TxnMarker
+from eoslog.coordinator.transaction import DescribedTransaction, TransactionCoordinator, TxnMarker
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
 from eoslog.records import BATCH_HEADER_SIZE, InvalidRecordError, read_batch_header
@@ -390,6 +390,8 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     states = []
     for txn_id in request.transactional_ids:
         d = txn_coordinator(ctx).describe(txn_id)
+        if d.error != NONE:  # Kafka leaves the fields at their schema defaults: zeros
+            d = DescribedTransaction(d.error, txn_id, start_ms=0, producer_id=0, producer_epoch=0)
         states.append(build(
             module.TransactionState, error_code=error_code(d.error), transactional_id=txn_id,
             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms),
