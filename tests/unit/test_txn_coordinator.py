@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,13 @@ from eoslog.coordinator.group import (
 )
 from eoslog.coordinator.group.timers import ManualScheduler
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
-from eoslog.coordinator.transaction import TransactionConfig, TransactionCoordinator, TxnState
+from eoslog.coordinator.transaction import (
+    MarkerSender,
+    TransactionConfig,
+    TransactionCoordinator,
+    TxnMarker,
+    TxnState,
+)
 from eoslog.coordinator.transaction.log import (
     TRANSACTION_STATE_TOPIC,
     TransactionLogValue,
@@ -72,7 +79,7 @@ class Harness:
         self.coord.ensure_state_topic()
         self.coord.startup()
 
-    def _coordinator(self) -> TransactionCoordinator:
+    def _coordinator(self, sender: MarkerSender | None = None) -> TransactionCoordinator:
         topic = TransactionStateTopic(self.logs, TransactionStateTopicConfig(TXN_PARTITIONS, 1 << 20),
                                       self.sched.now_ms)
 
@@ -81,16 +88,16 @@ class Harness:
 
         coord = TransactionCoordinator(
             TransactionConfig.from_broker_config(self.config), TransactionStateManager(topic), self.sched,
-            self.state.producer_ids.generate_producer_id, LocalMarkerSender(self.state), leader_for,
+            self.state.producer_ids.generate_producer_id, sender or LocalMarkerSender(self.state), leader_for,
             self.groups.partition_for,
         )
         self.state.txn_coordinator = coord
         return coord
 
-    def reload(self) -> TransactionCoordinator:
+    def reload(self, sender: MarkerSender | None = None) -> TransactionCoordinator:
         """A fresh coordinator that knows only what is in __transaction_state."""
         self.coord.shutdown()
-        self.coord = self._coordinator()
+        self.coord = self._coordinator(sender)
         for p in self.coord.begin_loading():
             self.coord.load_partition_now(p)
         self.coord.startup()
@@ -346,6 +353,40 @@ def test_markers_written_twice_are_harmless(h: Harness) -> None:
     assert h.state_of() is TxnState.COMPLETE_ABORT
     assert [m[2] for m in h.markers(T0)] == ["ABORT", "ABORT"]
     assert h.lso(T0) == (4, 4)
+
+
+def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
+    """The sender fails as only a cluster can (connection lost, a moved leader, a newer
+    coordinator epoch): a double of the inter-broker channel, over the real local one."""
+    real = LocalMarkerSender(h.state)
+    answers = ["raise", "NOT_LEADER_OR_FOLLOWER", "real"]
+
+    async def flaky(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+        answer = answers.pop(0) if answers else "real"
+        if answer == "raise":
+            raise ConnectionError("broker went away")
+        if answer == "real":
+            return await real(node, markers)
+        return [dict.fromkeys(m.partitions, answer) for m in markers]
+
+    h.reload(flaky)
+    pid, epoch = h.begin()
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    h.drain()
+    assert answers == [] and h.state_of() is TxnState.COMPLETE_COMMIT
+    assert h.markers(T0) == [(2, epoch, "COMMIT", 0)]
+
+    async def fenced(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+        return [dict.fromkeys(m.partitions, "TRANSACTION_COORDINATOR_FENCED") for m in markers]
+
+    h.reload(fenced)
+    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == NONE
+    h.drain()  # gives up: a newer coordinator owns the outcome
+    assert h.state_of() is TxnState.PREPARE_ABORT and h.markers(T1) == []
+    h.reload()
+    h.drain()
+    assert h.state_of() is TxnState.COMPLETE_ABORT and h.markers(T1) == [(0, epoch, "ABORT", 0)]
 
 
 # -- offsets, verification, describe, list ---------------------------------------------------------------

@@ -99,7 +99,14 @@ class TxnMarkerChannel:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            await self.drain()
+            try:
+                await self.drain()
+            except Exception:
+                # A bug must not stop every later transaction from completing: what is
+                # still queued is tried again after the back-off.
+                log.exception("delivering transaction markers failed")
+                await asyncio.sleep(self._retry_backoff_s)
+                self._wakeup.set()
 
     async def drain(self) -> None:
         """Deliver until nothing is queued (retrying after the back-off)."""
@@ -141,7 +148,13 @@ class TxnMarkerChannel:
         for p in batch:
             if p.stopped:
                 continue
-            if p.remaining or self._on_markers_written(p):
+            try:
+                again = bool(p.remaining) or self._on_markers_written(p)
+            except Exception:
+                log.exception("%s: completing the transaction failed; it stays prepared until "
+                              "the coordinator loads it again", p.transactional_id)
+                continue
+            if again:
                 self._queue.append(p)
                 retry = True
         return retry
