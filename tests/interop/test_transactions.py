@@ -315,3 +315,165 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
     group.close()
     assert partition_offsets(broker.bootstrap, topic) == (n + 1 + markers + 1,) * 2
     assert os.environ.get(CRASH_ENV) is None
+
+
+# -- protocol corners no client reaches (raw requests) --------------------------------------------------
+
+FENCED, INVALID_EPOCH, INVALID_TXN_STATE, ABORTABLE = 90, 47, 48, 120
+
+
+class RawTxn:
+    """One transactional producer spoken by hand over a raw connection."""
+
+    def __init__(self, conn: RawConnection, txn_id: str) -> None:
+        self.conn, self.txn_id = conn, txn_id
+        self.pid = self.epoch = -1
+        self.seq: dict[int, int] = {}
+
+    def init(self, version: int = 4, expected: tuple[int, int] = (-1, -1)) -> int:
+        m = request_module(22, version)
+        r = self.conn.call(m.InitProducerIdRequest(
+            transactional_id=self.txn_id, transaction_timeout=datetime.timedelta(seconds=60),
+            **({"producer_id": expected[0], "producer_epoch": expected[1]} if version >= 3 else {})))
+        if r.error_code == 0:
+            self.pid, self.epoch = int(r.producer_id), int(r.producer_epoch)
+        return int(r.error_code)
+
+    def add(self, topic: str, partitions: tuple[int, ...], version: int = 0,
+            epoch: int | None = None) -> dict[int, int]:
+        m = request_module(24, version)
+        topics = (m.AddPartitionsToTxnTopic(name=topic, partitions=partitions),)
+        ep = self.epoch if epoch is None else epoch
+        if version < 4:
+            r = self.conn.call(m.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.txn_id, v3_and_below_producer_id=self.pid,
+                v3_and_below_producer_epoch=ep, v3_and_below_topics=topics))
+            results = r.results_by_topic_v3_and_below[0].results_by_partition
+        else:
+            r = self.conn.call(m.AddPartitionsToTxnRequest(transactions=(m.AddPartitionsToTxnTransaction(
+                transactional_id=self.txn_id, producer_id=self.pid, producer_epoch=ep, verify_only=True,
+                topics=topics),)))
+            results = r.results_by_transaction[0].topic_results[0].results_by_partition
+        return {int(p.partition_index): int(p.partition_error_code) for p in results}
+
+    def produce(self, topic: str, partition: int, value: str) -> tuple[int, str | None]:
+        from eoslog.records import build_batch
+
+        seq = self.seq.get(partition, 0)
+        batch = build_batch([(None, value.encode(), ())], timestamp=int(time.time() * 1000),
+                            producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq, transactional=True)
+        m = request_module(0, 9)
+        r = self.conn.call(m.ProduceRequest(
+            transactional_id=self.txn_id, acks=-1, timeout=datetime.timedelta(seconds=10),
+            topic_data=(m.TopicProduceData(name=topic, partition_data=(
+                m.PartitionProduceData(index=partition, records=batch),)),)))
+        p = r.responses[0].partition_responses[0]
+        if p.error_code == 0:
+            self.seq[partition] = seq + 1
+        return int(p.error_code), p.error_message
+
+    def commit_offsets(self, group: str, topic: str, partition: int, offset: int) -> int:
+        m = request_module(28, 3)
+        r = self.conn.call(m.TxnOffsetCommitRequest(
+            transactional_id=self.txn_id, group_id=group, producer_id=self.pid, producer_epoch=self.epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=(m.TxnOffsetCommitRequestTopic(name=topic, partitions=(m.TxnOffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
+                committed_metadata=""),)),)))
+        return int(r.topics[0].partitions[0].error_code)
+
+    def end(self, commit: bool, version: int = 1, epoch: int | None = None) -> int:
+        m = request_module(26, version)
+        return int(self.conn.call(m.EndTxnRequest(
+            transactional_id=self.txn_id, producer_id=self.pid,
+            producer_epoch=self.epoch if epoch is None else epoch, committed=commit)).error_code)
+
+
+def find_txn_coordinator(conn: RawConnection, txn_id: str) -> int:
+    r = conn.call(request_module(10, 4).FindCoordinatorRequest(key_type=1, coordinator_keys=(txn_id,)))
+    return int(r.coordinators[0].error_code)
+
+
+def test_a_write_outside_the_transaction_never_opens_one(txn_broker: BrokerProcess) -> None:
+    """KIP-890 part 1: Produce to a partition the coordinator did not add is refused, as
+    Kafka 3.6+ answers Produce below v12; so is a late write after the commit."""
+    topic = "kip890"
+    ensure_topic(txn_broker.bootstrap, topic, 2)
+    with RawConnection(txn_broker.bootstrap) as conn:
+        assert find_txn_coordinator(conn, "raw-890") == 0
+        txn = RawTxn(conn, "raw-890")
+        assert txn.init() == 0
+        assert txn.produce(topic, 0, "stray") == (INVALID_TXN_STATE, "Partition was not added to the transaction")
+        assert txn.add(topic, (0,)) == {0: 0}
+        assert txn.produce(topic, 0, "in")[0] == 0
+        assert txn.produce(topic, 1, "stray")[0] == INVALID_TXN_STATE
+        assert txn.add(topic, (0, 1), version=4) == {0: 0, 1: INVALID_TXN_STATE}  # verify only
+        assert txn.add(topic, (0, 1), version=5) == {0: 0, 1: ABORTABLE}
+        # Offsets too: TxnOffsetCommit before AddOffsetsToTxn is refused, after it accepted.
+        assert txn.commit_offsets("raw-890-group", topic, 0, 1) == INVALID_TXN_STATE
+        m = request_module(25, 0)
+        assert conn.call(m.AddOffsetsToTxnRequest(transactional_id=txn.txn_id, producer_id=txn.pid,
+                                                  producer_epoch=txn.epoch, group_id="raw-890-group")).error_code == 0
+        assert txn.commit_offsets("raw-890-group", topic, 0, 1) == 0
+        assert txn.end(commit=True) == 0
+        until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the commit marker")
+        assert txn.produce(topic, 0, "late")[0] == INVALID_TXN_STATE
+    # Nothing but the one committed record and its marker reached the partitions.
+    assert partition_offsets(txn_broker.bootstrap, topic, 1) == (0, 0)
+    assert read_values(txn_broker.bootstrap, topic, "read_uncommitted", 1) == ["in"]
+    group = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "raw-890-group"})
+    assert group.committed([TopicPartition(topic, 0)], WAIT_S)[0].offset == 1
+    group.close()
+
+
+def test_error_codes_follow_the_request_version(txn_broker: BrokerProcess) -> None:
+    """PRODUCER_FENCED for clients that know it, INVALID_PRODUCER_EPOCH for older ones."""
+    topic = "versions"
+    ensure_topic(txn_broker.bootstrap, topic, 1)
+    with RawConnection(txn_broker.bootstrap) as conn:
+        assert find_txn_coordinator(conn, "raw-versions") == 0
+        txn = RawTxn(conn, "raw-versions")
+        assert txn.init() == 0
+        old_pid, old = txn.pid, txn.epoch
+        assert txn.init() == 0 and txn.epoch == old + 1
+        assert txn.add(topic, (0,), version=1, epoch=old) == {0: INVALID_EPOCH}
+        assert txn.add(topic, (0,), version=2, epoch=old) == {0: FENCED}
+        assert txn.end(True, version=1, epoch=old) == INVALID_EPOCH
+        assert txn.end(True, version=3, epoch=old) == FENCED
+        assert txn.end(True) == INVALID_TXN_STATE  # nothing open
+        assert txn.init(version=3, expected=(old_pid, old + 7)) == INVALID_EPOCH
+        assert txn.init(version=4, expected=(old_pid, old + 7)) == FENCED
+        assert txn.init(version=4, expected=(old_pid, -1)) == 42  # INVALID_REQUEST: both or neither
+        assert txn.init(version=4, expected=(old_pid, txn.epoch)) == 0  # KIP-360 resumption
+
+
+def test_advertised_transaction_api_versions(txn_broker: BrokerProcess) -> None:
+    from clients import broker_api_versions
+
+    versions = broker_api_versions(txn_broker.bootstrap)
+    assert {k: versions[k] for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
+        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 2),
+    }
+
+
+def test_list_and_describe_transactions(txn_broker: BrokerProcess) -> None:
+    topic = "listed"
+    ensure_topic(txn_broker.bootstrap, topic, 1)
+    p = producer(txn_broker.bootstrap, "listed-open")
+    p.begin_transaction()
+    send(p, topic, "open")
+    with RawConnection(txn_broker.bootstrap) as conn:
+        m = request_module(66, 1)
+        r = conn.call(m.ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=(),
+                                                duration_filter=-1))
+        assert r.error_code == 0 and list(r.unknown_state_filters) == ["Bogus"]
+        assert "listed-open" in {t.transactional_id for t in r.transaction_states}
+        assert all(t.transaction_state == "Ongoing" for t in r.transaction_states)
+        m2 = request_module(66, 2)
+        r2 = conn.call(m2.ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1,
+                                                  transactional_id_pattern="listed-.*"))
+        assert [t.transactional_id for t in r2.transaction_states] == ["listed-open"]
+    state = describe_transaction(txn_broker.bootstrap, "listed-open")
+    assert (state.error_code, state.transaction_state) == (0, "Ongoing")
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [(topic, [0])]
+    p.abort_transaction(WAIT_S)
