@@ -19,6 +19,7 @@ import argparse
 import collections
 import datetime
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -44,23 +45,33 @@ LOOP_ENTRY = "Runner.run (asyncio/runners.py)"
 IN_LOOP = "(uvloop C code: epoll wait, socket reads/writes)"
 
 
+_LINE_NUMBER = re.compile(r":\d+\)$")
+
+
 def analyse(raw: Path, top: int) -> dict[str, Any]:
+    """Self and total shares per function; with a profile recorded with line numbers
+    (``record(lineno=True)``) also the source lines with the most self samples."""
     self_counts: collections.Counter[str] = collections.Counter()
     total_counts: collections.Counter[str] = collections.Counter()
+    line_counts: collections.Counter[str] = collections.Counter()
     samples = 0
     for line in raw.read_text().splitlines():
         stack, _, count_s = line.rpartition(" ")
         if not stack:
             continue
         count = int(count_s)
-        frames = stack.split(";")
+        located = stack.split(";")
+        frames = [_LINE_NUMBER.sub(")", f) for f in located]
         if LOOP_ENTRY in frames:
-            frames = frames[frames.index(LOOP_ENTRY) + 1:]
+            cut = frames.index(LOOP_ENTRY) + 1
+            frames, located = frames[cut:], located[cut:]
         samples += count
         if not frames:
             self_counts[IN_LOOP] += count
             continue
         self_counts[frames[-1]] += count
+        if located[-1] != frames[-1]:
+            line_counts[located[-1]] += count
         for f in set(frames):
             total_counts[f] += count
 
@@ -68,13 +79,20 @@ def analyse(raw: Path, top: int) -> dict[str, Any]:
         return [{"function": f, "samples": n, "share": round(n / samples, 4) if samples else 0}
                 for f, n in counter.most_common(top)]
 
-    return {"samples": samples, "self": rows(self_counts), "total": rows(total_counts)}
+    out = {"samples": samples, "self": rows(self_counts), "total": rows(total_counts)}
+    if line_counts:
+        out["lines"] = rows(line_counts)
+    return out
 
 
-def record(pid: int, raw: Path, rate: int, load: Callable[[], Measurement]) -> tuple[Measurement, float]:
-    """Run ``load`` under py-spy; returns its measurement and the broker's CPU seconds."""
-    cmd = ["py-spy", "record", "--pid", str(pid), "--idle", "--nolineno", "--nonblocking",
+def record(pid: int, raw: Path, rate: int, load: Callable[[], Measurement], *, idle: bool = True,
+           lineno: bool = False) -> tuple[Measurement, float]:
+    """Run ``load`` under py-spy; returns its measurement and the broker's CPU seconds.
+    ``idle``: keep idle samples (shares of wall time) or not (shares of busy time)."""
+    cmd = ["py-spy", "record", "--pid", str(pid), "--nonblocking",
            "--rate", str(rate), "--format", "raw", "--output", str(raw)]
+    cmd += ["--idle"] if idle else []
+    cmd += [] if lineno else ["--nolineno"]
     spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # attach before the load starts (the idle half second is in the samples)
     proc = psutil.Process(pid)

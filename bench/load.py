@@ -1,8 +1,9 @@
 """Kafka client load against the broker: confluent-kafka (librdkafka) produce and fetch.
 
-A produce case is a name plus the librdkafka settings that make it different; later
-variants (e.g. transactional produce) add a ``ProduceCase`` with their settings and,
-when they need calls around the sends (init/begin/commit), a ``session`` hook.
+A produce case is a name plus the librdkafka settings that make it different.
+``open_producer`` (settings, topic check, untimed warm-up) and ``ChunkSender`` (the
+enqueue loop) are shared with ``transactions.py``, which wraps the sends in
+transactions; so the two benchmarks differ only in what they measure.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +52,6 @@ class ProduceCase:
     name: str  # short id, used in topic names and JSON keys
     label: str  # what the table shows
     config: dict[str, Any]
-    # Called with (producer, send_all): lets a case wrap the sends, e.g. in transactions.
-    session: Callable[[Producer, Callable[[], None]], None] | None = None
     notes: str = ""
 
 
@@ -68,7 +66,7 @@ PRODUCE_CASES: list[ProduceCase] = [
 
 
 @dataclass
-class _Errors:
+class Errors:
     delivery: list[str] = field(default_factory=list)
     client: list[str] = field(default_factory=list)
 
@@ -81,56 +79,80 @@ class _Errors:
             self.client.append(str(err))
 
 
-def produce(bootstrap: str, topic: str, case: ProduceCase, records: int,
-            timeout_s: float = 600.0) -> Measurement:
-    """Send ``records`` values of RECORD_SIZE bytes, ENQUEUE_CHUNK at a time to each
-    partition in turn; timed from the first produce call to flush() returning."""
-    errors = _Errors()
+def open_producer(bootstrap: str, topic: str, config: dict[str, Any], errors: Errors) -> tuple[Producer, float]:
+    """A producer with PRODUCER_BASE + ``config``, ready to be timed; returns it and the
+    seconds its warm-up took.
+
+    Before any clock starts: create the topic (auto-create) and learn its leaders, and
+    deliver one record elsewhere so that connections and (for an idempotent or
+    transactional producer) the producer id are in place; otherwise start-up costs land
+    in the first case. A transactional producer (``transactional.id`` set) is initialised
+    and sends its warm-up record in a committed transaction."""
     producer = Producer({
-        "bootstrap.servers": bootstrap, **PRODUCER_BASE, **case.config,
+        "bootstrap.servers": bootstrap, **PRODUCER_BASE, **config,
         "on_delivery": errors.on_delivery, "error_cb": errors.on_error,
     })
-    # Before the clock starts: create the topic (auto-create) and learn its leaders, and
-    # deliver one record elsewhere so that connections and (for an idempotent producer)
-    # the producer id are in place; otherwise start-up costs land in the first case.
     md = producer.list_topics(topic, timeout=30)
     parts = len(md.topics[topic].partitions)
     if parts != PARTITIONS:
         raise RuntimeError(f"{topic} has {parts} partitions, expected {PARTITIONS}")
     warm_start = time.perf_counter()
+    transactional = "transactional.id" in config
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
     producer.produce(f"{topic}-warmup", b"warm-up", partition=0)
     if producer.flush(30) or errors.delivery:
-        raise RuntimeError(f"{case.name}: warm-up record not delivered: {errors.delivery[:5]}")
-    warmup_s = time.perf_counter() - warm_start
-    value = os.urandom(RECORD_SIZE)
-    send = producer.produce_batch
-    poll = producer.poll
-    chunk = [{"value": value} for _ in range(ENQUEUE_CHUNK)]
+        raise RuntimeError(f"{topic}: warm-up record not delivered: {errors.delivery[:5]}")
+    if transactional:
+        producer.commit_transaction(30)
+    return producer, time.perf_counter() - warm_start
 
-    def send_all() -> None:
-        # produce_batch enqueues a list in one call: the Python loop costs less than
-        # the broker's work, so the figures measure the broker, not this loop.
-        done = 0
-        i = 0
-        while done < records:
-            n = min(ENQUEUE_CHUNK, records - done)
-            pending = chunk[:n]
-            while pending:
-                if send(topic, pending, partition=i % PARTITIONS) == len(pending):
-                    break
-                # Queue full: librdkafka marked what it did not take; send those again.
-                pending = [m for m in pending if m.pop("_error", None) is not None]
-                poll(0.005)
-            poll(0)
-            done += n
-            i += 1
 
+class ChunkSender:
+    """Enqueues records of RECORD_SIZE bytes (one random value, shared) with
+    produce_batch, up to ENQUEUE_CHUNK at a time, to each partition in turn.
+
+    produce_batch enqueues a list in one call: the Python loop costs less than the
+    broker's work, so the figures measure the broker, not this loop."""
+
+    def __init__(self, producer: Producer, topic: str, value: bytes | None = None) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.value = os.urandom(RECORD_SIZE) if value is None else value
+        self._chunk = [{"value": self.value} for _ in range(ENQUEUE_CHUNK)]
+        self.next_partition = 0
+
+    def send(self, n: int = ENQUEUE_CHUNK) -> int:
+        """Enqueue ``n`` (≤ ENQUEUE_CHUNK) records to the next partition, waiting while
+        the queue is full; returns the partition."""
+        partition = self.next_partition
+        pending = self._chunk[:n]
+        while pending:
+            if self.producer.produce_batch(self.topic, pending, partition=partition) == len(pending):
+                break
+            # Queue full: librdkafka marked what it did not take; send those again.
+            pending = [m for m in pending if m.pop("_error", None) is not None]
+            self.producer.poll(0.005)
+        self.producer.poll(0)
+        self.next_partition = (partition + 1) % PARTITIONS
+        return partition
+
+
+def produce(bootstrap: str, topic: str, case: ProduceCase, records: int,
+            timeout_s: float = 600.0) -> Measurement:
+    """Send ``records`` values of RECORD_SIZE bytes, ENQUEUE_CHUNK at a time to each
+    partition in turn; timed from the first produce call to flush() returning."""
+    errors = Errors()
+    producer, warmup_s = open_producer(bootstrap, topic, case.config, errors)
+    sender = ChunkSender(producer, topic)
     cpu0 = client_cpu_seconds()
     start = time.perf_counter()
-    if case.session is not None:
-        case.session(producer, send_all)
-    else:
-        send_all()
+    done = 0
+    while done < records:
+        n = min(ENQUEUE_CHUNK, records - done)
+        sender.send(n)
+        done += n
     left = producer.flush(timeout_s)
     seconds = time.perf_counter() - start
     client_cpu = client_cpu_seconds() - cpu0
