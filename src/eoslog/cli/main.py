@@ -126,7 +126,7 @@ def _register_subcommands() -> None:
     """Sub-command groups live in their own modules; each registers itself on ``app``."""
     import importlib
 
-    for name in ("topics", "produce_consume", "dump_log", "groups"):
+    for name in ("topics", "produce_consume", "dump_log", "groups", "transactions"):
         try:
             importlib.import_module(f"eoslog.cli.{name}")
         except ModuleNotFoundError as e:  # pragma: no cover - during bring-up only

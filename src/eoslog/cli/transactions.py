@@ -1,0 +1,716 @@
+"""``eoslog transactions list|describe|describe-producers|abort|find-hanging``, like Kafka's
+kafka-transactions.sh (``org.apache.kafka.tools.TransactionsCommand``).
+
+The tool for a *hanging* transaction: one that is open in a partition (its producer has a
+``CurrentTransactionStartOffset``) while no transaction coordinator will ever finish it,
+so the partition's last stable offset stays pinned and read_committed consumers stop.
+
+- ``list`` / ``describe`` ask the coordinators (ListTransactions on every broker,
+  DescribeTransactions on the transactional id's coordinator).
+- ``describe-producers`` asks a partition's leader (DescribeProducers).
+- ``find-hanging`` is Kafka's search: the partitions' open transactions whose producer
+  wrote nothing for longer than ``--max-transaction-timeout`` are candidates; a candidate
+  hangs unless a coordinator lists its producer id *and* still counts that partition in
+  the transaction (DescribeTransactions names the partitions of an ongoing transaction
+  and those still awaiting markers).
+- ``abort`` writes the ABORT marker itself, as Kafka's Admin.abortTransaction does:
+  WriteTxnMarkers to the partition's leader with the producer id, producer epoch and
+  coordinator epoch, taken from DescribeProducers when ``--start-offset`` is given.
+
+What this module must never do: abort anything ``abort`` was not pointed at, or decide a
+transaction hangs without having asked the coordinators.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, TypeVar
+
+import typer
+from kio.serial import readers
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from eoslog.cli.main import (
+    DEFAULT_BOOTSTRAP_SERVER,
+    BootstrapServer,
+    CommandError,
+    app,
+    connect,
+    user_errors,
+)
+from eoslog.cli.topics import fetch_metadata
+from eoslog.client.connection import ApiKey, BrokerConnection, KafkaProtocolError, build, request_types
+from eoslog.protocol.errors import ErrorCode
+
+FIND_COORDINATOR, WRITE_TXN_MARKERS = 10, 27
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+TRANSACTION_KEY_TYPE = 1
+MAX_BATCH_SIZE = 500  # partitions per DescribeProducers, as Kafka's tool
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
+RETRY_DEADLINE_S = 30.0
+# Errors that mean "ask again shortly" while a coordinator starts or loads its partitions.
+_RETRY = frozenset({int(ErrorCode.coordinator_load_in_progress), int(ErrorCode.coordinator_not_available)})
+
+T = TypeVar("T")
+
+transactions_app = typer.Typer(
+    help="List and describe transactions, find hanging ones and abort them (kafka-transactions.sh).",
+    no_args_is_help=True,
+)
+app.add_typer(transactions_app, name="transactions")
+
+
+class OutputFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+
+
+Output = Annotated[
+    OutputFormat, typer.Option("--output", "-O", help="table (for people) or json (for scripts)"),
+]
+
+
+# -- what the requests return ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """One active producer of a partition (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int  # -1: no marker written yet
+    last_sequence: int
+    last_timestamp: int
+    current_txn_start_offset: int | None  # None: no open transaction here
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    coordinator_id: int
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    coordinator_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_time_ms: int | None  # None: no transaction in progress
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """A transaction open in one partition, as the partition's leader sees it."""
+
+    topic: str
+    partition: int
+    producer: ProducerState
+
+
+# -- the cluster --------------------------------------------------------------------------------
+
+
+def _retrying(call: Callable[[], T], error_of: Callable[[T], int]) -> T:
+    """Call until the answer is not a retriable coordinator error (or time runs out)."""
+    deadline = time.monotonic() + RETRY_DEADLINE_S
+    while True:
+        response = call()
+        if error_of(response) not in _RETRY or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)
+
+
+class Cluster:
+    """The bootstrap connection plus one connection per broker a request must reach
+    (a partition's leader, a transactional id's coordinator)."""
+
+    def __init__(self, bootstrap: BrokerConnection) -> None:
+        self.bootstrap = bootstrap
+        self._brokers: dict[int, tuple[str, int]] | None = None
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            if conn is not self.bootstrap:
+                conn.close()
+        self._connections.clear()
+
+    @property
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """node id → (host, port), from a Metadata request for no topics."""
+        if self._brokers is None:
+            version = self.bootstrap.pick_version(ApiKey.METADATA, 12, wanted_min=1)
+            m = request_types(ApiKey.METADATA, version)
+            response = self.bootstrap.send(build(
+                m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
+            ))
+            self._brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        return self._brokers
+
+    def node(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is not None:
+            return conn
+        address = self.brokers.get(node_id)
+        if address is None:
+            raise CommandError(f"broker {node_id} is not in the cluster (brokers: "
+                               f"{', '.join(str(n) for n in sorted(self.brokers)) or 'none'})")
+        if len(self.brokers) == 1 or address == (self.bootstrap.host, self.bootstrap.port):
+            conn = self.bootstrap
+        else:
+            conn = BrokerConnection(*address, client_id=self.bootstrap.client_id,
+                                    timeout_s=self.bootstrap.timeout_s).connect()
+        self._connections[node_id] = conn
+        return conn
+
+    def leaders(self, topics: list[str] | None, broker_id: int | None = None,
+                include_internal: bool = False) -> dict[tuple[str, int], int]:
+        """(topic, partition) → leader of the given topics (None: every topic), limited to
+        partitions with a replica on ``broker_id`` when it is given."""
+        out: dict[tuple[str, int], int] = {}
+        for t in fetch_metadata(self.bootstrap, topics):
+            if t.internal and topics is None and not include_internal:
+                continue
+            for p in t.partitions:
+                if broker_id is None or broker_id in p.replicas:
+                    out[(t.name, p.partition)] = p.leader
+        return out
+
+    def leader(self, topic: str, partition: int) -> int:
+        found = self.leaders([topic])
+        if (topic, partition) not in found:
+            raise CommandError(f"Partition {topic}-{partition} does not exist")
+        leader = found[(topic, partition)]
+        if leader < 0:
+            raise CommandError(f"Partition {topic}-{partition} has no leader")
+        return leader
+
+
+@contextmanager
+def open_cluster(bootstrap_server: str) -> Iterator[Cluster]:
+    with connect(bootstrap_server) as conn:
+        cluster = Cluster(conn)
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def describe_producers(conn: BrokerConnection, tps: Sequence[tuple[str, int]]
+                       ) -> dict[tuple[str, int], list[ProducerState]]:
+    """DescribeProducers for ``tps`` on one broker; a partition error raises CommandError."""
+    version = conn.pick_version(DESCRIBE_PRODUCERS, 0)
+    m = request_types(DESCRIBE_PRODUCERS, version)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    response = conn.send(build(m.DescribeProducersRequest, topics=tuple(
+        build(m.TopicRequest, name=topic, partition_indexes=tuple(parts)) for topic, parts in by_topic.items()
+    )))
+    out: dict[tuple[str, int], list[ProducerState]] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            tp = (str(t.name), int(p.partition_index))
+            if int(p.error_code) != ErrorCode.none:
+                raise CommandError(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker "
+                                   f"{conn.host}:{conn.port}: {KafkaProtocolError(int(p.error_code), p.error_message)}")
+            out[tp] = [
+                ProducerState(
+                    int(s.producer_id), int(s.producer_epoch), int(s.coordinator_epoch),
+                    int(s.last_sequence), int(s.last_timestamp),
+                    int(s.current_txn_start_offset) if int(s.current_txn_start_offset) >= 0 else None,
+                )
+                for s in p.active_producers
+            ]
+    return out
+
+
+def list_transactions(
+    cluster: Cluster, states: Sequence[str] = (), producer_ids: Iterable[int] = (),
+    duration_ms: int = -1, pattern: str | None = None,
+) -> tuple[list[TransactionListing], set[str]]:
+    """ListTransactions on every broker (each coordinates its own transactional ids);
+    returns the listings and the state filters some broker did not know."""
+    wanted_min = 2 if pattern else 1 if duration_ms >= 0 else 0
+    listings: list[TransactionListing] = []
+    unknown: set[str] = set()
+    for node_id in sorted(cluster.brokers):
+        conn = cluster.node(node_id)
+        version = conn.pick_version(LIST_TRANSACTIONS, 2, wanted_min=wanted_min)
+        m = request_types(LIST_TRANSACTIONS, version)
+        request = build(m.ListTransactionsRequest, state_filters=tuple(states),
+                        producer_id_filters=tuple(producer_ids), duration_filter=duration_ms,
+                        transactional_id_pattern=pattern)
+        response = _retrying(functools.partial(conn.send, request), lambda r: int(r.error_code))
+        if int(response.error_code) != ErrorCode.none:
+            raise CommandError(f"Failed to list transactions on broker {node_id}: "
+                               f"{KafkaProtocolError(int(response.error_code))}")
+        unknown.update(str(s) for s in response.unknown_state_filters)
+        listings.extend(
+            TransactionListing(str(t.transactional_id), node_id, int(t.producer_id), str(t.transaction_state))
+            for t in response.transaction_states
+        )
+    return sorted(listings, key=lambda x: (x.transactional_id, x.coordinator_id)), unknown
+
+
+def find_transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
+    """The node id coordinating ``transactional_id`` (FindCoordinator, key type TRANSACTION)."""
+    conn = cluster.bootstrap
+    version = conn.pick_version(FIND_COORDINATOR, 4, wanted_min=1)
+    m = request_types(FIND_COORDINATOR, version)
+    if version >= 4:
+        request = build(m.FindCoordinatorRequest, key_type=TRANSACTION_KEY_TYPE,
+                        coordinator_keys=(transactional_id,))
+        response = _retrying(functools.partial(conn.send, request), lambda r: int(r.coordinators[0].error_code))
+        result = response.coordinators[0]
+    else:
+        request = build(m.FindCoordinatorRequest, key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
+        result = _retrying(functools.partial(conn.send, request), lambda r: int(r.error_code))
+    if int(result.error_code) != ErrorCode.none:
+        raise CommandError(f"no coordinator for transactional-id `{transactional_id}`: "
+                           f"{KafkaProtocolError(int(result.error_code), result.error_message)}")
+    node_id = int(result.node_id)
+    if node_id not in cluster.brokers:  # a coordinator the metadata does not know yet
+        cluster.brokers[node_id] = (str(result.host), int(result.port))
+    return node_id
+
+
+class _FrameReader:
+    """Reads the compact (flexible-version) encoding field by field with kio's primitives."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.buf = memoryview(frame)
+        self.pos = 0
+
+    def _read(self, reader: Callable[[memoryview, int], tuple[Any, int]]) -> Any:
+        value, size = reader(self.buf, self.pos)  # kio's readers return (value, bytes read)
+        self.pos += size
+        return value
+
+    def int16(self) -> int:
+        return int(self._read(readers.read_int16))
+
+    def int32(self) -> int:
+        return int(self._read(readers.read_int32))
+
+    def int64(self) -> int:
+        return int(self._read(readers.read_int64))
+
+    def string(self) -> str:
+        return str(self._read(readers.read_compact_string))
+
+    def array_length(self) -> int:
+        length = self._read(readers.read_compact_array_length)
+        return 0 if length is None else int(length)
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(int(self._read(readers.read_unsigned_varint))):
+            self._read(readers.read_unsigned_varint)  # tag
+            self.pos += int(self._read(readers.read_unsigned_varint))
+
+
+@dataclass(frozen=True, slots=True)
+class _TransactionState:
+    """One entry of a DescribeTransactions v0 response."""
+
+    error_code: int
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+def _decode_describe_transactions_v0(frame: bytes) -> list[_TransactionState]:
+    """The response body after its v1 header (correlation id, tagged fields).
+
+    Decoded here rather than by kio: kio 0.6.5 refuses a negative ``datetime_i64``
+    (OutOfBoundValue), and Kafka brokers send -1 as the start time of every transactional
+    id with no transaction in progress (Empty, and whatever a new epoch left behind).
+    """
+    r = _FrameReader(frame)
+    r.int32()  # correlation id, checked by the connection
+    r.skip_tagged_fields()
+    r.int32()  # throttle time
+    states = []
+    for _ in range(r.array_length()):
+        error_code, txn_id, state = r.int16(), r.string(), r.string()
+        timeout_ms, start_ms, producer_id, producer_epoch = r.int32(), r.int64(), r.int64(), r.int16()
+        partitions = []
+        for _ in range(r.array_length()):
+            topic = r.string()
+            partitions += [(topic, r.int32()) for _ in range(r.array_length())]
+            r.skip_tagged_fields()
+        r.skip_tagged_fields()
+        states.append(_TransactionState(error_code, txn_id, state, timeout_ms, start_ms, producer_id,
+                                        producer_epoch, tuple(sorted(partitions))))
+    r.skip_tagged_fields()
+    return states
+
+
+def _send_describe_transactions(conn: BrokerConnection, request: Any) -> list[_TransactionState]:
+    if not conn.connected:
+        conn.connect()
+    frame = conn._exchange(request)  # the raw frame: see _decode_describe_transactions_v0
+    if frame is None:
+        raise CommandError(f"broker {conn.host}:{conn.port} sent no DescribeTransactions response")
+    try:
+        return _decode_describe_transactions_v0(frame)
+    except Exception as e:  # kio's readers raise several types on a malformed frame
+        conn.close()
+        raise CommandError(f"cannot decode the DescribeTransactions response of broker {conn.host}:{conn.port}: "
+                           f"{type(e).__name__}: {e}") from None
+
+
+def describe_transactions(cluster: Cluster, transactional_ids: Sequence[str]
+                          ) -> dict[str, TransactionDescription | KafkaProtocolError]:
+    """DescribeTransactions, each id asked of its coordinator; per-id errors are values."""
+    by_node: dict[int, list[str]] = {}
+    for txn_id in dict.fromkeys(transactional_ids):
+        by_node.setdefault(find_transaction_coordinator(cluster, txn_id), []).append(txn_id)
+    out: dict[str, TransactionDescription | KafkaProtocolError] = {}
+    for node_id, ids in by_node.items():
+        conn = cluster.node(node_id)
+        conn.pick_version(DESCRIBE_TRANSACTIONS, 0)  # the one version there is; raises if unsupported
+        request = build(request_types(DESCRIBE_TRANSACTIONS, 0).DescribeTransactionsRequest,
+                        transactional_ids=tuple(ids))
+        states = _retrying(
+            functools.partial(_send_describe_transactions, conn, request),
+            lambda found: next((s.error_code for s in found if s.error_code in _RETRY), 0),
+        )
+        for s in states:
+            if s.error_code != ErrorCode.none:
+                out[s.transactional_id] = KafkaProtocolError(s.error_code)
+                continue
+            out[s.transactional_id] = TransactionDescription(
+                node_id, s.transactional_id, s.producer_id, s.producer_epoch, s.state, s.timeout_ms,
+                s.start_time_ms if s.start_time_ms >= 0 else None, s.partitions,
+            )
+    return out
+
+
+def write_abort_marker(conn: BrokerConnection, topic: str, partition: int, producer_id: int,
+                       producer_epoch: int, coordinator_epoch: int) -> None:
+    """WriteTxnMarkers with one ABORT marker for one partition; an error raises CommandError."""
+    version = conn.pick_version(WRITE_TXN_MARKERS, 1)
+    m = request_types(WRITE_TXN_MARKERS, version)
+    request = build(m.WriteTxnMarkersRequest, markers=(build(
+        m.WritableTxnMarker, producer_id=producer_id, producer_epoch=producer_epoch,
+        transaction_result=False, coordinator_epoch=coordinator_epoch,
+        topics=(build(m.WritableTxnMarkerTopic, name=topic, partition_indexes=(partition,)),),
+    ),))
+    response = conn.send(request)
+    codes = [int(p.error_code) for mk in response.markers for t in mk.topics for p in t.partitions]
+    if not codes:
+        raise CommandError(f"broker {conn.host}:{conn.port} answered WriteTxnMarkers without a result")
+    if codes[0] != ErrorCode.none:
+        raise CommandError(
+            f"Failed to abort transaction of producer {producer_id} (epoch {producer_epoch}, coordinator "
+            f"epoch {coordinator_epoch}) on {topic}-{partition}: {KafkaProtocolError(codes[0])}"
+        )
+
+
+# -- find-hanging -----------------------------------------------------------------------------------
+
+
+def _batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def candidate_open_transactions(cluster: Cluster, partitions: dict[tuple[str, int], int],
+                                broker_id: int | None, max_timeout_ms: int, now_ms: int) -> list[OpenTransaction]:
+    """Open transactions whose producer wrote nothing for longer than ``max_timeout_ms``:
+    no coordinator lets a transaction run that long, so it should have ended by now."""
+    by_node: dict[int, list[tuple[str, int]]] = {}
+    for tp, leader in sorted(partitions.items()):
+        node = broker_id if broker_id is not None else leader
+        if node < 0:
+            raise CommandError(f"Partition {tp[0]}-{tp[1]} has no leader")
+        by_node.setdefault(node, []).append(tp)
+    out: list[OpenTransaction] = []
+    for node, tps in sorted(by_node.items()):
+        conn = cluster.node(node)
+        for batch in _batches(tps, MAX_BATCH_SIZE):
+            for (topic, partition), producers in describe_producers(conn, batch).items():
+                out.extend(
+                    OpenTransaction(topic, partition, p) for p in producers
+                    if p.current_txn_start_offset is not None and now_ms - p.last_timestamp > max_timeout_ms
+                )
+    return out
+
+
+def hanging_transactions(cluster: Cluster, candidates: list[OpenTransaction]) -> list[OpenTransaction]:
+    """The candidates no coordinator will finish: no transactional id has their producer
+    id, the id is gone, or its transaction no longer counts that partition."""
+    if not candidates:
+        return []
+    producer_ids = sorted({c.producer.producer_id for c in candidates})
+    listings, _ = list_transactions(cluster, producer_ids=producer_ids)
+    txn_ids = {x.producer_id: x.transactional_id for x in listings if x.producer_id in producer_ids}
+    descriptions = describe_transactions(cluster, sorted(set(txn_ids.values()))) if txn_ids else {}
+    for described_id, result in descriptions.items():
+        if isinstance(result, KafkaProtocolError) and result.error_code != ErrorCode.transactional_id_not_found:
+            raise CommandError(f"Failed to describe transaction state of transactional-id `{described_id}`: "
+                               f"{result}")
+    hanging = []
+    for c in candidates:
+        txn_id = txn_ids.get(c.producer.producer_id)
+        d = descriptions.get(txn_id) if txn_id is not None else None
+        if not isinstance(d, TransactionDescription) or (c.topic, c.partition) not in d.partitions:
+            hanging.append(c)
+    return sorted(hanging, key=lambda c: (c.topic, c.partition, c.producer.current_txn_start_offset or 0))
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def _console() -> Console:
+    """Tables are never cut to 80 columns when the output goes to a pipe or a file."""
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1000)
+
+
+def _print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Iterable[str] = ()) -> None:
+    right = set(numeric)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for h in headers:
+        table.add_column(h, justify="right" if h in right else "left")
+    for row in rows:
+        table.add_row(*("None" if v is None else str(v) for v in row))
+    _console().print(table)
+
+
+def _print_json(value: object) -> None:
+    typer.echo(json.dumps(value, indent=2))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+
+@transactions_app.command("list")
+def list_command(
+    state: Annotated[list[str] | None, typer.Option(
+        "--state", help="Only transactions in this state (Ongoing, PrepareCommit, ...); repeatable")] = None,
+    producer_id: Annotated[list[int] | None, typer.Option(
+        "--producer-id", help="Only transactions of this producer id; repeatable")] = None,
+    duration_filter: Annotated[int, typer.Option(
+        "--duration-filter", help="Only transactions running longer than this many ms (-1: all)")] = -1,
+    transactional_id_pattern: Annotated[str | None, typer.Option(
+        "--transactional-id-pattern", help="Only transactional ids matching this regular expression")] = None,
+    output: Output = OutputFormat.table,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """List the transactions every coordinator knows (ListTransactions)."""
+    with user_errors("transactions list"), open_cluster(bootstrap_server) as cluster:
+        listings, unknown = list_transactions(cluster, state or [], producer_id or [], duration_filter,
+                                              transactional_id_pattern)
+    if unknown:
+        typer.echo(f"eoslog transactions list: warning: unknown state filter(s) ignored: "
+                   f"{', '.join(sorted(unknown))}", err=True)
+    if output is OutputFormat.json:
+        _print_json([asdict(x) for x in listings])
+        return
+    _print_table(("TransactionalId", "Coordinator", "ProducerId", "TransactionState"),
+                 ((x.transactional_id, x.coordinator_id, x.producer_id, x.state) for x in listings),
+                 numeric=("Coordinator", "ProducerId"))
+
+
+@transactions_app.command("describe")
+def describe_command(
+    transactional_id: Annotated[list[str], typer.Option(
+        "--transactional-id", help="Transactional id; repeatable")],
+    output: Output = OutputFormat.table,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Describe transactional ids at their coordinator (DescribeTransactions).
+
+    Producer id and epoch, state, timeout, when the current transaction started, for how long, its partitions.
+    """
+    with user_errors("transactions describe"), open_cluster(bootstrap_server) as cluster:
+        found = describe_transactions(cluster, transactional_id)
+        now = _now_ms()
+        for txn_id in transactional_id:
+            result = found.get(txn_id)
+            if not isinstance(result, TransactionDescription):
+                raise CommandError(f"Failed to describe transaction state of transactional-id `{txn_id}`: "
+                                   f"{result or 'no answer from its coordinator'}")
+    descriptions = [d for t in dict.fromkeys(transactional_id) if isinstance(d := found[t], TransactionDescription)]
+    if output is OutputFormat.json:
+        _print_json([
+            {**asdict(d), "partitions": [{"topic": t, "partition": p} for t, p in d.partitions],
+             "duration_ms": None if d.start_time_ms is None else now - d.start_time_ms}
+            for d in descriptions
+        ])
+        return
+    _print_table(
+        ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
+         "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"),
+        ((d.coordinator_id, d.transactional_id, d.producer_id, d.producer_epoch, d.state, d.timeout_ms,
+          d.start_time_ms, None if d.start_time_ms is None else now - d.start_time_ms,
+          ",".join(f"{t}-{p}" for t, p in d.partitions)) for d in descriptions),
+        numeric=("CoordinatorId", "ProducerId", "ProducerEpoch", "TransactionTimeoutMs",
+                 "CurrentTransactionStartTimeMs", "TransactionDurationMs"),
+    )
+
+
+_PRODUCER_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                     "CurrentTransactionStartOffset")
+
+
+@transactions_app.command("describe-producers")
+def describe_producers_command(
+    topic: Annotated[str, typer.Option("--topic", help="Topic name")],
+    partition: Annotated[int, typer.Option("--partition", min=0, help="Partition number")],
+    broker_id: Annotated[int | None, typer.Option(
+        "--broker-id", help="Ask this replica instead of the leader")] = None,
+    output: Output = OutputFormat.table,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Describe the active producers of a partition (DescribeProducers).
+
+    CurrentTransactionStartOffset is where the producer's open transaction begins.
+    """
+    with user_errors("transactions describe-producers"), open_cluster(bootstrap_server) as cluster:
+        node = broker_id if broker_id is not None else cluster.leader(topic, partition)
+        producers = describe_producers(cluster.node(node), [(topic, partition)]).get((topic, partition), [])
+    producers.sort(key=lambda p: p.producer_id)
+    if output is OutputFormat.json:
+        _print_json([asdict(p) for p in producers])
+        return
+    _print_table(_PRODUCER_HEADERS,
+                 ((p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence, p.last_timestamp,
+                   p.current_txn_start_offset) for p in producers),
+                 numeric=_PRODUCER_HEADERS)
+
+
+@transactions_app.command("abort")
+def abort_command(
+    topic: Annotated[str, typer.Option("--topic", help="Topic name")],
+    partition: Annotated[int, typer.Option("--partition", min=0, help="Partition number")],
+    start_offset: Annotated[int | None, typer.Option(
+        "--start-offset", help="Start offset of the transaction to abort (what find-hanging shows)")] = None,
+    producer_id: Annotated[int | None, typer.Option(
+        "--producer-id", help="Producer id (instead of --start-offset, with both epochs)")] = None,
+    producer_epoch: Annotated[int | None, typer.Option("--producer-epoch", help="Producer epoch")] = None,
+    coordinator_epoch: Annotated[int | None, typer.Option("--coordinator-epoch", help="Coordinator epoch")] = None,
+    output: Output = OutputFormat.table,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Abort a hanging transaction in one partition (WriteTxnMarkers).
+
+    Writes the ABORT marker at the partition's leader. Only for transactions find-hanging lists.
+    """
+    with user_errors("transactions abort"), open_cluster(bootstrap_server) as cluster:
+        if start_offset is None and producer_id is None:
+            raise CommandError("The transaction to abort must be identified either with --start-offset or "
+                               "with --producer-id, --producer-epoch and --coordinator-epoch", 2)
+        leader = cluster.node(cluster.leader(topic, partition))
+        if start_offset is not None:
+            producers = describe_producers(leader, [(topic, partition)]).get((topic, partition), [])
+            found = next((p for p in producers if p.current_txn_start_offset == start_offset), None)
+            if found is None:
+                raise CommandError(f"Could not find any open transactions starting at offset {start_offset} "
+                                   f"on partition {topic}-{partition}")
+            producer_id, producer_epoch, coordinator_epoch = (
+                found.producer_id, found.producer_epoch, found.coordinator_epoch)
+        if producer_epoch is None:
+            raise CommandError("Missing required argument --producer-epoch", 2)
+        if coordinator_epoch is None:
+            raise CommandError("Missing required argument --coordinator-epoch", 2)
+        assert producer_id is not None
+        # A producer that hung in its first transaction has no coordinator epoch yet (-1):
+        # 0 is no greater than any epoch a coordinator could have had, as in Kafka's tool.
+        coordinator_epoch = max(coordinator_epoch, 0)
+        write_abort_marker(leader, topic, partition, producer_id, producer_epoch, coordinator_epoch)
+    result = {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": producer_epoch,
+              "coordinator_epoch": coordinator_epoch, "start_offset": start_offset}
+    if output is OutputFormat.json:
+        _print_json(result)
+        return
+    typer.echo(f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}, coordinator epoch "
+               f"{coordinator_epoch}) on {topic}-{partition}"
+               + (f", started at offset {start_offset}." if start_offset is not None else "."))
+
+
+@transactions_app.command("find-hanging")
+def find_hanging_command(
+    broker_id: Annotated[int | None, typer.Option(
+        "--broker-id", help="Search the partitions this broker holds a replica of")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help="Search only this topic")] = None,
+    partition: Annotated[int | None, typer.Option(
+        "--partition", min=0, help="Search only this partition (needs --topic)")] = None,
+    max_transaction_timeout: Annotated[int, typer.Option(
+        "--max-transaction-timeout", min=0,
+        help="Minutes: open transactions idle for longer are candidates (the largest transaction "
+             "timeout any producer uses, at most transaction.max.timeout.ms)")] = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
+    output: Output = OutputFormat.table,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Find hanging transactions: open in a partition, unknown to every coordinator.
+
+    It pins the last stable offset of its partition: read_committed consumers stop there. Abort it with `abort`.
+    """
+    with user_errors("transactions find-hanging"):
+        if topic is None and broker_id is None:
+            raise CommandError("The `find-hanging` command requires either --topic or --broker-id to limit "
+                               "the scope of the search", 2)
+        if partition is not None and topic is None:
+            raise CommandError("The --partition argument requires --topic to be provided", 2)
+        with open_cluster(bootstrap_server) as cluster:
+            if broker_id is not None and broker_id not in cluster.brokers:
+                raise CommandError(f"broker {broker_id} is not in the cluster (brokers: "
+                                   f"{', '.join(str(n) for n in sorted(cluster.brokers))})")
+            partitions = cluster.leaders(None if topic is None else [topic], broker_id)
+            if partition is not None:
+                if (topic, partition) not in partitions:
+                    raise CommandError(f"Partition {topic}-{partition} does not exist"
+                                       + ("" if broker_id is None else f" on broker {broker_id}"))
+                partitions = {(str(topic), partition): partitions[(str(topic), partition)]}
+            now = _now_ms()
+            candidates = candidate_open_transactions(cluster, partitions, broker_id,
+                                                     max_transaction_timeout * 60_000, now)
+            hanging = hanging_transactions(cluster, candidates)
+    if output is OutputFormat.json:
+        _print_json([
+            {"topic": h.topic, "partition": h.partition, "producer_id": h.producer.producer_id,
+             "producer_epoch": h.producer.producer_epoch, "coordinator_epoch": h.producer.coordinator_epoch,
+             "start_offset": h.producer.current_txn_start_offset, "last_timestamp": h.producer.last_timestamp,
+             "duration_ms": now - h.producer.last_timestamp}
+            for h in hanging
+        ])
+        return
+    headers = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+               "LastTimestamp", "Duration(min)")
+    _print_table(headers, ((h.topic, h.partition, h.producer.producer_id, h.producer.producer_epoch,
+                            h.producer.coordinator_epoch, h.producer.current_txn_start_offset,
+                            h.producer.last_timestamp, (now - h.producer.last_timestamp) // 60_000)
+                           for h in hanging), numeric=headers[1:])
+    for h in hanging:
+        typer.echo(f"abort with: eoslog transactions abort --topic {h.topic} --partition {h.partition} "
+                   f"--start-offset {h.producer.current_txn_start_offset}", err=True)
