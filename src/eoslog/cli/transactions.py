@@ -180,13 +180,12 @@ class Cluster:
         self._connections[node_id] = conn
         return conn
 
-    def leaders(self, topics: list[str] | None, broker_id: int | None = None,
-                include_internal: bool = False) -> dict[tuple[str, int], int]:
-        """(topic, partition) → leader of the given topics (None: every topic), limited to
-        partitions with a replica on ``broker_id`` when it is given."""
+    def leaders(self, topics: list[str] | None, broker_id: int | None = None) -> dict[tuple[str, int], int]:
+        """(topic, partition) → leader of the given topics (None: every topic but the internal
+        ones, as Kafka's tool), limited to partitions with a replica on ``broker_id``."""
         out: dict[tuple[str, int], int] = {}
         for t in fetch_metadata(self.bootstrap, topics):
-            if t.internal and topics is None and not include_internal:
+            if t.internal and topics is None:
                 continue
             for p in t.partitions:
                 if broker_id is None or broker_id in p.replicas:
