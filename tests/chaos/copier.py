@@ -30,6 +30,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -68,15 +69,32 @@ class InputRecord:
 
 
 class Reporter:
-    """One JSON object per line on stdout, flushed at once: the harness may kill us any time."""
+    """One JSON object per line on stdout, flushed at once: the harness may kill us any time.
 
-    def __init__(self, transactional_id: str, instance: int) -> None:
+    A watchdog thread reports where the copier is (``waiting``: the call it is in, the
+    transaction, records sent so far) whenever nothing was reported for ``quiet_s``, so
+    a stalled run shows what it stalled on."""
+
+    def __init__(self, transactional_id: str, instance: int, quiet_s: float = 10.0) -> None:
         self.base = {"tid": transactional_id, "instance": instance}
+        self.where: dict[str, Any] = {"stage": "starting"}
+        self.quiet_s = quiet_s
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
 
     def emit(self, ev: str, **fields: Any) -> None:
         line = json.dumps({"ev": ev, **self.base, "t": round(time.time(), 3), **fields})
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        with self._lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            self._last = time.monotonic()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            if time.monotonic() - self._last > self.quiet_s:
+                self.emit("waiting", **self.where)
 
 
 class CopierClient(Protocol):
@@ -109,6 +127,7 @@ def fail(rep: Reporter, code: int, stage: str, exc: BaseException | None, kind: 
 def call(client: CopierClient, rep: Reporter, stage: str, fn: Callable[[], T]) -> T:
     """``fn()`` with retries on retriable errors. An abortable error becomes
     ``TransactionFailed``; a fatal or unknown one ends the process."""
+    rep.where["stage"] = stage
     for attempt in range(MAX_RETRIES):
         try:
             return fn()
@@ -148,6 +167,7 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
         txn = f"{args.transactional_id}/{args.instance}/{seq}"
         outside_txn("begin_transaction", client.begin_transaction)
         count = 0
+        rep.where.update(txn=txn, position=position)
         try:
             while count < size and position < end:
                 for rec in call(client, rep, "poll", partial(client.poll, size - count)):
@@ -155,6 +175,7 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
                                (H_SRC, f"{args.input_partition}/{rec.offset}".encode())]
                     call(client, rep, "send", partial(client.send, rec, headers))
                     count += 1
+                    rep.where["sent"] = count
                     position = rec.offset + 1
             call(client, rep, "send_offsets_to_transaction",
                  partial(client.send_offsets_to_transaction, position))
@@ -195,17 +216,26 @@ class ConfluentCopier:
 
         self.tp = TopicPartition(args.input_topic, args.input_partition)
         self.output_topic = args.output_topic
+        # With one broker, every kill -9 takes "all brokers" down, which makes librdkafka
+        # (2.10+) re-bootstrap and decommission the broker it caches as group coordinator;
+        # send_offsets_to_transaction then hangs past its timeout (librdkafka issue #5511).
+        # A fixed single-broker address gains nothing from re-bootstrapping.
+        no_rebootstrap = {"metadata.recovery.strategy": "none"}
         self.producer = Producer({
+            **no_rebootstrap,
             "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
             "transaction.timeout.ms": args.transaction_timeout_ms, "acks": "all",
             # small batches and several in flight: a transaction spans many Produce requests
             "batch.size": args.batch_size, "linger.ms": 5, "max.in.flight.requests.per.connection": 5,
             "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
+            **({"debug": args.debug} if args.debug else {}),
         })
         self.consumer = Consumer({
+            **no_rebootstrap,
             "bootstrap.servers": args.bootstrap, "group.id": args.group_id,
             "isolation.level": "read_committed", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 1000,
+            **({"debug": args.debug} if args.debug else {}),
         })
         self.delivery_errors = 0
 
@@ -409,6 +439,12 @@ class AioKafkaCopier:
     def run(self, coro: Coroutine[Any, Any, T] | asyncio.Future[T], timeout: float | None = CALL_TIMEOUT_S) -> T:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
+    def in_loop(self, fn: Callable[[], T]) -> T:
+        """A synchronous aiokafka call that wants the running loop (assign, seek)."""
+        async def call() -> T:
+            return fn()
+        return self.run(call())
+
     def classify(self, exc: BaseException) -> str:
         import aiokafka.errors as e
 
@@ -436,7 +472,7 @@ class AioKafkaCopier:
             raise
         if not self.consumer_started:
             self.run(self.consumer.start())
-            self.consumer.assign([self.tp])
+            self.in_loop(lambda: self.consumer.assign([self.tp]))
             self.consumer_started = True
 
     def committed(self) -> int | None:
@@ -452,7 +488,7 @@ class AioKafkaCopier:
         return int(self.run(self.consumer.end_offsets([self.tp]))[self.tp])
 
     def seek(self, offset: int) -> None:
-        self.consumer.seek(self.tp, offset)
+        self.in_loop(lambda: self.consumer.seek(self.tp, offset))
 
     def begin_transaction(self) -> None:
         self.run(self.producer.begin_transaction())
@@ -499,6 +535,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=4096)
     p.add_argument("--transaction-timeout-ms", type=int, default=60000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--debug", default="", help="librdkafka debug contexts (to stderr), e.g. eos,protocol")
     return p.parse_args(argv)
 
 
