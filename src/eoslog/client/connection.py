@@ -17,39 +17,23 @@ from __future__ import annotations
 
 import socket
 import struct
-from enum import IntEnum
-from functools import cache
 from types import TracebackType
 from typing import Any, Self
 
-from kio.schema.index import api_key_map, schema_name_map
-
+from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, error_for
+from eoslog.client.versions import ApiKey, ApiVersionTable, api_name, kio_versions, negotiation
 from eoslog.protocol.codec import decode_response, encode_request
-from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 
 __all__ = [
     "ApiKey", "BrokerConnection", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
-    "bootstrap", "build", "parse_bootstrap", "raise_for_error", "request_types",
+    "bootstrap", "build", "kio_versions", "parse_bootstrap", "raise_for_error", "request_types",
 ]
 
 DEFAULT_TIMEOUT_S = 30.0
-CLIENT_SOFTWARE_NAME = "eoslog"
 _SIZE = struct.Struct(">i")
-_API_VERSIONS_PREFIX = struct.Struct(">ih")  # response header v0 + error_code
 # A response larger than this is a framing error, not data (Kafka's clients cap it too).
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
-
-
-class ApiKey(IntEnum):
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DESCRIBE_CONFIGS = 32
 
 
 # Requests that change nothing on the broker, so resending one after a reconnect is
@@ -61,50 +45,10 @@ _SAFE_TO_RESEND = frozenset(
 )
 
 
-class KafkaError(Exception):
-    """Base of everything this module raises."""
-
-
-class KafkaConnectionError(KafkaError, ConnectionError):
-    """The broker cannot be reached, or the connection broke or timed out."""
-
-
-class KafkaProtocolError(KafkaError):
-    """The broker answered with a Kafka error code."""
-
-    def __init__(self, error_code: int, message: str | None = None) -> None:
-        try:
-            self.error_code: ErrorCode | int = ErrorCode(error_code)
-        except ValueError:
-            self.error_code = error_code
-        self.message = message
-        super().__init__(self.describe())
-
-    @property
-    def name(self) -> str:
-        code = self.error_code
-        return code.name.upper() if isinstance(code, ErrorCode) else f"ERROR_{code}"
-
-    @property
-    def retriable(self) -> bool:
-        return bool(getattr(self.error_code, "retriable", False))
-
-    def describe(self) -> str:
-        text = f"{self.name} ({int(self.error_code)})"
-        return f"{text}: {self.message}" if self.message else text
-
-
 def raise_for_error(error_code: int, message: str | None = None) -> None:
-    """Raise KafkaProtocolError unless ``error_code`` is NONE."""
+    """Raise the error code's exception (a KafkaProtocolError) unless it is NONE."""
     if int(error_code) != 0:
-        raise KafkaProtocolError(error_code, message)
-
-
-@cache
-def kio_versions(api_key: int) -> tuple[int, int]:
-    """The oldest and newest versions of ``api_key`` that kio can encode."""
-    versions = schema_name_map[api_key_map[api_key]]
-    return min(versions), max(versions)
+        raise error_for(error_code, message)
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -142,6 +86,7 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._correlation_id = 0
         # api key → (min, max) the broker advertised in ApiVersions.
+        self._versions = ApiVersionTable({})
         self.api_versions: dict[int, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
@@ -189,56 +134,23 @@ class BrokerConnection:
     # -- versions -------------------------------------------------------------
 
     def _negotiate(self) -> None:
-        """Ask for the broker's version ranges with the newest ApiVersions both know.
-
-        A broker that does not know our ApiVersions version answers in v0 format with
-        UNSUPPORTED_VERSION and its ranges (KIP-511); we then retry with its newest.
-        """
-        version = kio_versions(ApiKey.API_VERSIONS)[1]
-        for _ in range(2):
-            m = request_types(ApiKey.API_VERSIONS, version)
-            request = build(
-                m.ApiVersionsRequest,
-                client_software_name=CLIENT_SOFTWARE_NAME,
-                client_software_version=_package_version(),
-            )
+        """Ask for the broker's version ranges (``eoslog.client.versions.negotiation``)."""
+        gen = negotiation(f"broker {self.host}:{self.port}")
+        request = next(gen)
+        while True:
             frame = self._exchange(request)
-            if frame is None or len(frame) < _API_VERSIONS_PREFIX.size:
-                raise KafkaConnectionError(f"short ApiVersions response from {self}")
-            _, error = _API_VERSIONS_PREFIX.unpack_from(frame, 0)
-            if error == ErrorCode.unsupported_version and version > 0:
-                _, fallback = decode_response(frame, ApiKey.API_VERSIONS, 0)
-                ranges = {int(k.api_key): int(k.max_version) for k in fallback.api_keys}
-                version = min(ranges.get(ApiKey.API_VERSIONS, 0), version - 1)
-                continue
-            _, response = decode_response(frame, ApiKey.API_VERSIONS, version)
-            raise_for_error(response.error_code, "ApiVersions")
-            self.api_versions = {
-                int(k.api_key): (int(k.min_version), int(k.max_version))
-                for k in response.api_keys
-            }
-            return
-        raise KafkaProtocolError(ErrorCode.unsupported_version, "no common ApiVersions version")
+            try:
+                request = gen.send(frame)
+            except StopIteration as done:
+                self._versions = done.value
+                self.api_versions = self._versions.ranges
+                return
 
     def pick_version(self, api_key: int, wanted_max: int, wanted_min: int = 0) -> int:
         """The highest version of ``api_key`` that the broker, kio and the caller all support."""
         if not self.connected:
             self.connect()
-        name = _api_name(api_key)
-        if api_key not in self.api_versions:
-            raise KafkaProtocolError(
-                ErrorCode.unsupported_version,
-                f"broker {self.host}:{self.port} does not support {name}",
-            )
-        low, high = self.api_versions[api_key]
-        kio_low, kio_high = kio_versions(api_key)
-        top = min(high, wanted_max, kio_high)
-        if top < max(low, wanted_min, kio_low):
-            raise KafkaProtocolError(
-                ErrorCode.unsupported_version,
-                f"broker supports {name} v{low}-v{high}, eoslog needs v{wanted_min}-v{wanted_max}",
-            )
-        return top
+        return self._versions.pick(api_key, wanted_max, wanted_min)
 
     def supports(self, api_key: int) -> bool:
         if not self.connected:
@@ -273,7 +185,7 @@ class BrokerConnection:
         except Exception as e:  # kio raises several types on malformed input
             self.close()
             raise KafkaError(
-                f"cannot decode {_api_name(api_key)} v{version} response: {type(e).__name__}: {e}"
+                f"cannot decode {api_name(api_key)} v{version} response: {type(e).__name__}: {e}"
             ) from e
         return response
 
@@ -299,7 +211,7 @@ class BrokerConnection:
         except TimeoutError:
             self.close()
             raise KafkaConnectionError(
-                f"{_api_name(int(request.__api_key__))} request to {self.host}:{self.port} "
+                f"{api_name(int(request.__api_key__))} request to {self.host}:{self.port} "
                 "timed out"
             ) from None
         except KafkaConnectionError:
@@ -341,20 +253,3 @@ def bootstrap(
         except KafkaConnectionError as e:
             errors.append(str(e))
     raise KafkaConnectionError("; ".join(errors))
-
-
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key_map.get(api_key, f"api key {api_key}"))
-
-
-@cache
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("eoslog")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0"

@@ -1,0 +1,311 @@
+"""A pipelined asyncio connection to one broker.
+
+What it owns: the transport, framing, correlation ids, the table of requests in flight
+(correlation id → response handler), their ``request.timeout.ms`` deadline, and the
+version negotiation done once when the connection opens (``eoslog.client.versions``, the
+same logic the blocking ``BrokerConnection`` runs). Several requests may be in flight;
+Kafka answers them in order, but the table is keyed by correlation id all the same.
+
+What it must never do: retry, interpret error codes, or limit how many requests are in
+flight — the caller (``AioClient``, the producer's sender) decides all that. When the
+connection breaks or a request times out, every request in flight fails with
+KafkaConnectionError / KafkaTimeoutError and the connection is closed, as Java's
+NetworkClient does (a late answer could no longer be matched safely).
+
+Two ways to send: ``request(kio_request)`` → a future of the decoded response, for
+everything but the hot path; ``send_frame(chunks, ...)`` with a handler that receives the
+raw response frame, for Produce, which the producer encodes and decodes by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from eoslog.client.versions import ApiKey, ApiVersionTable, api_name, negotiation
+from eoslog.protocol.codec import decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+Buffer = bytes | bytearray | memoryview
+# Receives the response frame (without its size prefix), or the error that ended the request.
+ResponseHandler = Callable[[Buffer | None, KafkaError | None], None]
+
+
+class _InFlight:
+    __slots__ = ("api_key", "deadline", "handler")
+
+    def __init__(self, api_key: int, deadline: float, handler: ResponseHandler) -> None:
+        self.api_key = api_key
+        self.deadline = deadline
+        self.handler = handler
+
+
+class AioConnection(asyncio.Protocol):
+    """One TCP connection; ``open()`` connects and negotiates versions."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str = "eoslog",
+        request_timeout_s: float = 30.0,
+        on_close: Callable[[AioConnection], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.on_close = on_close
+        self.versions = ApiVersionTable({}, f"broker {host}:{port}")
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._connected = False
+        self._closed = False
+        self._close_error: KafkaError | None = None
+        self._correlation_id = 0
+        self._in_flight: dict[int, _InFlight] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._buf = bytearray()
+        self._pos = 0
+
+    def __repr__(self) -> str:
+        return f"AioConnection(node {self.node_id} at {self.host}:{self.port})"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def open(self, timeout_s: float = 10.0) -> AioConnection:
+        """Connect and negotiate API versions; raises KafkaConnectionError on failure."""
+        try:
+            await asyncio.wait_for(
+                self._loop.create_connection(lambda: self, self.host, self.port), timeout_s
+            )
+        except (OSError, TimeoutError) as e:
+            self._closed = True
+            raise KafkaConnectionError(
+                f"cannot connect to broker {self.host}:{self.port}: {getattr(e, 'strerror', None) or e!r}"
+            ) from None
+        try:
+            gen = negotiation(f"broker {self.host}:{self.port}")
+            request = next(gen)
+            while True:
+                frame = await self._raw_request(request)
+                try:
+                    request = gen.send(bytes(frame))
+                except StopIteration as done:
+                    self.versions = done.value
+                    break
+        except BaseException as e:
+            self.close(e if isinstance(e, KafkaError) else None)
+            raise
+        return self
+
+    @property
+    def connected(self) -> bool:
+        return self._connected and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def close(self, error: KafkaError | None = None) -> None:
+        """Close the connection; every request in flight fails with ``error``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_error = error or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        if self._transport is not None:
+            self._transport.close()
+        self._fail_all()
+
+    # -- sending -----------------------------------------------------------------------
+
+    def next_correlation_id(self) -> int:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        return self._correlation_id
+
+    def send_frame(
+        self,
+        chunks: Sequence[Buffer],
+        correlation_id: int,
+        api_key: int,
+        handler: ResponseHandler | None,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Write an encoded request (size prefix included); ``handler`` gets its response.
+
+        ``handler`` None means no response is expected (Produce with acks=0).
+        """
+        transport = self._transport
+        if self._closed or transport is None:
+            raise self._close_error or KafkaConnectionError(f"not connected to {self.host}:{self.port}")
+        if handler is not None:
+            deadline = self._loop.time() + (self.request_timeout_s if timeout_s is None else timeout_s)
+            self._in_flight[correlation_id] = _InFlight(api_key, deadline, handler)
+            timer = self._timer
+            if timer is None or deadline < timer.when():
+                if timer is not None:
+                    timer.cancel()
+                self._timer = self._loop.call_at(deadline, self._check_timeouts)
+        transport.writelines(chunks)
+
+    def request(self, request: Any, *, timeout_s: float | None = None) -> asyncio.Future[Any]:
+        """Send a kio request; the future resolves to the decoded kio response."""
+        api_key = int(request.__api_key__)
+        version = int(request.__version__)
+        future: asyncio.Future[Any] = self._loop.create_future()
+
+        def on_response(frame: Buffer | None, error: KafkaError | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+                return
+            try:
+                _, response = decode_response(cast(bytes, frame), api_key, version)
+            except Exception as e:  # kio raises several types on malformed input
+                future.set_exception(KafkaError(
+                    f"cannot decode {api_name(api_key)} v{version} response: {type(e).__name__}: {e}"
+                ))
+                self.close()
+                return
+            future.set_result(response)
+
+        correlation_id = self.next_correlation_id()
+        frame = encode_request(correlation_id, request, self.client_id)
+        self.send_frame((frame,), correlation_id, api_key, on_response, timeout_s)
+        return future
+
+    def _raw_request(self, request: Any) -> asyncio.Future[Buffer]:
+        future: asyncio.Future[Buffer] = self._loop.create_future()
+
+        def on_response(frame: Buffer | None, error: KafkaError | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(cast(Buffer, frame))
+
+        correlation_id = self.next_correlation_id()
+        self.send_frame((encode_request(correlation_id, request, self.client_id),),
+                        correlation_id, int(request.__api_key__), on_response)
+        return future
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._connected = True
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = self._pos
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                self.close(KafkaConnectionError(f"invalid response size {size} from {self.host}:{self.port}"))
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(memoryview(buf)[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            (correlation_id,) = _SIZE.unpack_from(frame, 0)
+            entry = self._in_flight.pop(correlation_id, None)
+            if entry is None:
+                self._pos = pos
+                self.close(KafkaConnectionError(
+                    f"response with unknown correlation id {correlation_id} from {self.host}:{self.port}"
+                ))
+                return
+            try:
+                entry.handler(frame, None)
+            except Exception:
+                log.exception("error handling a %s response from %s", api_name(entry.api_key), self)
+            if self._closed:
+                return
+        if pos == end:
+            buf.clear()
+            self._pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            self._pos = 0
+        else:
+            self._pos = pos
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connected = False
+        if not self._closed:
+            self._closed = True
+            reason = f": {exc}" if exc else ""
+            self._close_error = KafkaConnectionError(
+                f"broker {self.host}:{self.port} closed the connection{reason}"
+            )
+        self._fail_all()
+
+    # -- failure -----------------------------------------------------------------------
+
+    def _fail_all(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._in_flight = self._in_flight, {}
+        error = self._close_error or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        for entry in pending.values():
+            try:
+                entry.handler(None, error)
+            except Exception:
+                log.exception("error failing a %s request to %s", api_name(entry.api_key), self)
+        if self.on_close is not None:
+            callback, self.on_close = self.on_close, None
+            callback(self)
+
+    def _check_timeouts(self) -> None:
+        """One timer, armed for the earliest deadline of the requests in flight."""
+        self._timer = None
+        if not self._in_flight:
+            return
+        now = self._loop.time()
+        oldest = min(entry.deadline for entry in self._in_flight.values())
+        if oldest <= now:
+            expired = [api_name(e.api_key) for e in self._in_flight.values() if e.deadline <= now]
+            log.warning("%s: %s request timed out; closing the connection", self, expired[0])
+            self.close(KafkaTimeoutError(
+                f"{expired[0]} request to {self.host}:{self.port} timed out "
+                f"after {self.request_timeout_s:.1f}s"
+            ))
+            return
+        self._timer = self._loop.call_at(oldest, self._check_timeouts)
+
+
+async def open_connection(
+    host: str, port: int, *, node_id: int = -1, client_id: str = "eoslog",
+    request_timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
+    on_close: Callable[[AioConnection], None] | None = None,
+) -> AioConnection:
+    conn = AioConnection(host, port, node_id=node_id, client_id=client_id,
+                         request_timeout_s=request_timeout_s, on_close=on_close)
+    return await conn.open(connect_timeout_s)
+
+
+__all__ = ["AioConnection", "ApiKey", "ResponseHandler", "open_connection"]

@@ -1,0 +1,654 @@
+"""TransactionManager: the producer's idempotence and transaction state (seeds 000-004).
+
+What it owns, and nothing else (it does no I/O):
+
+- the client state, moved only along ``VALID_PREVIOUS`` by ``transition_to``, which raises
+  IllegalStateError on anything else (COMMITTING_TRANSACTION → ABORTING_TRANSACTION, say);
+- the producer id and epoch, and per partition the sequence bookkeeping of seed 001:
+  next sequence, last acknowledged sequence, the batches in flight ordered by sequence,
+  partitions whose sequences are unresolved (a batch expired after it was sent), and the
+  partitions whose sequences restart at 0 after an epoch bump (KIP-360);
+- for a transactional producer, the partitions in the transaction (new → pending → added),
+  whether anything was added (no EndTxn otherwise), and the queue of coordinator requests
+  (``txn_requests``' handlers) in priority order.
+
+The sender asks it what to do next (``next_request_handler``, ``should_stop_drain``,
+``can_retry``, ``bump_idempotent_epoch_if_needed``) and tells it what happened
+(``handle_completed_batch``, ``handle_failed_batch``); the producer's API methods call the
+``begin_*`` methods, which check the state and enqueue requests. Everything runs in the
+producer's event loop except ``maybe_add_partition`` and ``fail_if_not_ready_for_send``,
+which ``send()`` calls from the application's threads (hence ``_lock``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import threading
+from collections.abc import Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, NamedTuple
+
+from eoslog.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+    UnresolvedSequenceError,
+)
+from eoslog.client.producer.batch import ProducerBatch, increment_sequence
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
+from eoslog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from eoslog.client.producer.txn_requests import TxnRequestHandler
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+MAX_EPOCH = 32767
+NO_LAST_ACKED = -1
+
+
+class State(Enum):
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+S = State
+# The legal transitions, as each state's set of states it may be entered from (Kafka's
+# TransactionManager.isTransitionValid). FATAL_ERROR can be entered from anywhere and left
+# for nowhere: the only way out is close().
+VALID_PREVIOUS: dict[State, frozenset[State]] = {
+    # An idempotent producer drops its producer id (epoch exhausted) and asks for another.
+    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
+    # init_transactions(); or the epoch bump after an abort that needs one (KIP-360).
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
+    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.IN_TRANSACTION: frozenset({S.READY}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
+    S.FATAL_ERROR: frozenset(State),
+}
+
+
+class ProducerIdAndEpoch(NamedTuple):
+    producer_id: int
+    epoch: int
+
+    @property
+    def valid(self) -> bool:
+        return self.producer_id >= 0
+
+
+NO_PRODUCER_ID = ProducerIdAndEpoch(-1, -1)
+
+
+class CoordinatorType(Enum):
+    GROUP = 0
+    TRANSACTION = 1
+
+
+class TxnResult:
+    """The outcome of a transactional API call; awaited in the producer's loop."""
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        self.done = False
+        self.error: BaseException | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def succeed(self) -> None:
+        self._finish(None)
+
+    def fail(self, error: BaseException) -> None:
+        self._finish(error)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.error = error
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def wait(self, timeout_s: float | None) -> None:
+        if not self.done:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, timeout_s)
+            except TimeoutError:
+                raise KafkaTimeoutError(
+                    f"{self.operation} did not complete within {timeout_s * 1000 if timeout_s else 0:.0f} ms; "
+                    "call it again to keep waiting"
+                ) from None
+        if self.error is not None:
+            raise self.error
+
+
+class PartitionSequences:
+    """Java's TxnPartitionEntry: one partition's sequence numbers."""
+
+    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence", "producer")
+
+    def __init__(self, producer: ProducerIdAndEpoch) -> None:
+        self.producer = producer  # the id and epoch these sequences belong to
+        self.next_sequence = 0
+        self.last_acked_sequence = NO_LAST_ACKED
+        self.last_acked_offset = -1
+        self.in_flight: list[ProducerBatch] = []  # sent and not completed, by base sequence
+
+    def add_in_flight(self, batch: ProducerBatch) -> None:
+        bisect.insort(self.in_flight, batch, key=lambda b: b.base_sequence)
+
+    def remove_in_flight(self, batch: ProducerBatch) -> None:
+        if batch in self.in_flight:
+            self.in_flight.remove(batch)
+
+
+class TransactionManager:
+    def __init__(
+        self,
+        *,
+        transactional_id: str | None,
+        transaction_timeout_ms: int = 60000,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transactional = transactional_id is not None
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.state = State.UNINITIALIZED
+        self.last_error: BaseException | None = None
+        self.producer = NO_PRODUCER_ID
+        self.partitions: dict[TopicPartition, PartitionSequences] = {}
+        self.unresolved: set[TopicPartition] = set()
+        self.rewrite_sequences: set[TopicPartition] = set()
+        self.epoch_bump_required = False
+        # Transactions.
+        self._lock = threading.Lock()
+        self.new_partitions: set[TopicPartition] = set()
+        self.pending_partitions: set[TopicPartition] = set()
+        self.txn_partitions: set[TopicPartition] = set()
+        self.transaction_started = False
+        self.coordinators: dict[tuple[CoordinatorType, str], int] = {}
+        self._pending: list[tuple[int, int, TxnRequestHandler]] = []
+        self._order = 0
+        self._pending_transition: tuple[str, State, TxnResult] | None = None
+
+    def __repr__(self) -> str:
+        return f"TransactionManager({self.transactional_id!r}, {self.state.name}, {self.producer})"
+
+    # -- state -------------------------------------------------------------------------------
+
+    def transition_to(self, target: State, error: BaseException | None = None) -> None:
+        """Move to ``target`` if the table allows it from the current state; else raise."""
+        if self.state not in VALID_PREVIOUS[target]:
+            raise IllegalStateError(
+                f"TransactionalId {self.transactional_id}: Invalid transition attempted from state "
+                f"{self.state.name} to state {target.name}"
+            )
+        if target in (State.ABORTABLE_ERROR, State.FATAL_ERROR):
+            self.last_error = error
+        elif target is not State.ABORTING_TRANSACTION:
+            self.last_error = None
+        log.debug("%s: %s -> %s", self.transactional_id or "idempotent producer", self.state.name, target.name)
+        self.state = target
+
+    def transition_to_fatal(self, error: BaseException) -> None:
+        if self.state is not State.FATAL_ERROR:
+            log.error("producer %s: fatal error: %s", self.transactional_id or "", error)
+        self.transition_to(State.FATAL_ERROR, error)
+        for _, _, handler in self._pending:
+            handler.result.fail(error)
+        self._pending.clear()
+
+    def transition_to_abortable(self, error: BaseException) -> None:
+        if self.state is State.ABORTING_TRANSACTION:
+            return  # already aborting (Java skips the transition too)
+        if self.state is State.FATAL_ERROR:
+            return
+        self.transition_to(State.ABORTABLE_ERROR, error)
+
+    @property
+    def has_error(self) -> bool:
+        return self.state in (State.ABORTABLE_ERROR, State.FATAL_ERROR)
+
+    @property
+    def has_fatal_error(self) -> bool:
+        return self.state is State.FATAL_ERROR
+
+    @property
+    def is_completing(self) -> bool:
+        return self.state in (State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION)
+
+    def _fail_if_error(self, operation: str) -> None:
+        if self.has_error:
+            error = self.last_error
+            message = f"Cannot execute transactional method {operation} because we are in an error state"
+            raise _wrap(error, message)
+
+    def _ensure_transactional(self) -> None:
+        if not self.transactional:
+            raise IllegalStateError("Transactional method invoked on a non-transactional producer.")
+
+    def _cached(self, operation: str, target: State) -> TxnResult | None:
+        """A call that timed out is retried by calling it again: hand back its pending result."""
+        pending = self._pending_transition
+        if pending is None:
+            return None
+        if pending[2].done:
+            self._pending_transition = None
+            return None
+        if pending[1] is not target:
+            raise IllegalStateError(
+                f"Cannot attempt operation `{operation}` because the previous call to "
+                f"`{pending[0]}` timed out and must be retried"
+            )
+        return pending[2]
+
+    # -- the producer's API --------------------------------------------------------------------
+
+    def initialize_transactions(self) -> TxnResult:
+        cached = self._cached("init_transactions", State.INITIALIZING)
+        if cached is not None:
+            return cached
+        self._ensure_transactional()
+        if self.state is not State.UNINITIALIZED:
+            raise IllegalStateError(f"init_transactions() was already called (state {self.state.name})")
+        self.transition_to(State.INITIALIZING)
+        self.producer = NO_PRODUCER_ID
+        result = TxnResult("init_transactions")
+        self._enqueue_init(result, epoch_bump=False)
+        self._pending_transition = ("init_transactions", State.INITIALIZING, result)
+        return result
+
+    def begin_transaction(self) -> None:
+        self._ensure_transactional()
+        if self._pending_transition is not None and not self._pending_transition[2].done:
+            raise IllegalStateError(
+                f"Cannot begin a transaction because the previous call to `{self._pending_transition[0]}` "
+                "timed out and must be retried"
+            )
+        self._fail_if_error("begin_transaction")
+        if self.state is not State.READY:
+            raise IllegalStateError(
+                "Cannot begin a transaction before init_transactions() completed"
+                if self.state in (State.UNINITIALIZED, State.INITIALIZING)
+                else f"Cannot begin a transaction in state {self.state.name}"
+            )
+        self.transition_to(State.IN_TRANSACTION)
+
+    def begin_commit(self) -> TxnResult:
+        cached = self._cached("commit_transaction", State.COMMITTING_TRANSACTION)
+        if cached is not None:
+            return cached
+        self._ensure_transactional()
+        self._fail_if_error("commit_transaction")
+        if self.state is not State.IN_TRANSACTION:
+            raise IllegalStateError(f"Cannot commit a transaction in state {self.state.name}")
+        self.transition_to(State.COMMITTING_TRANSACTION)
+        return self._begin_completing(commit=True)
+
+    def begin_abort(self) -> TxnResult:
+        cached = self._cached("abort_transaction", State.ABORTING_TRANSACTION)
+        if cached is not None:
+            return cached
+        self._ensure_transactional()
+        if self.state is State.FATAL_ERROR:
+            self._fail_if_error("abort_transaction")
+        if self.state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
+            raise IllegalStateError(f"Cannot abort a transaction in state {self.state.name}")
+        self.transition_to(State.ABORTING_TRANSACTION)
+        with self._lock:
+            self.new_partitions.clear()  # aborting: nothing more to add
+        return self._begin_completing(commit=False)
+
+    def _begin_completing(self, *, commit: bool) -> TxnResult:
+        from eoslog.client.producer.txn_requests import EndTxnHandler
+
+        operation = "commit_transaction" if commit else "abort_transaction"
+        result = TxnResult(operation)
+        self.enqueue(EndTxnHandler(self, result, commit=commit))
+        self._pending_transition = (operation, self.state, result)
+        return result
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata,
+    ) -> TxnResult:
+        from eoslog.client.producer.txn_requests import AddOffsetsToTxnHandler
+
+        self._ensure_transactional()
+        self._fail_if_error("send_offsets_to_transaction")
+        if self.state is not State.IN_TRANSACTION:
+            raise IllegalStateError(
+                f"Cannot send offsets if a transaction is not in progress (currentState= {self.state.name})"
+            )
+        result = TxnResult("send_offsets_to_transaction")
+        self.enqueue(AddOffsetsToTxnHandler(self, result, dict(offsets), group))
+        return result
+
+    # -- send() (application threads) ------------------------------------------------------
+
+    def fail_if_not_ready_for_send(self) -> None:
+        if self.has_error:
+            raise _wrap(self.last_error, "Cannot perform send because at least one previous transactional or "
+                                         "idempotent request has failed with errors.")
+        if self.transactional:
+            if self.state in (State.UNINITIALIZED, State.INITIALIZING):
+                raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions() "
+                                        "when transactions are enabled.")
+            if self.state is not State.IN_TRANSACTION:
+                raise IllegalStateError(f"Cannot call send in state {self.state.name}")
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        """First write to a partition in this transaction: AddPartitionsToTxn before Produce."""
+        if tp in self.txn_partitions:
+            return
+        with self._lock:
+            if tp not in self.txn_partitions and tp not in self.pending_partitions:
+                self.new_partitions.add(tp)
+
+    # -- coordinator requests (event loop) --------------------------------------------------
+
+    def enqueue(self, handler: TxnRequestHandler) -> None:
+        self._order += 1
+        bisect.insort(self._pending, (handler.priority, self._order, handler), key=lambda e: (e[0], e[1]))
+
+    def _enqueue_init(self, result: TxnResult, *, epoch_bump: bool) -> None:
+        from eoslog.client.producer.txn_requests import InitProducerIdHandler
+
+        self.enqueue(InitProducerIdHandler(self, result, epoch_bump=epoch_bump))
+
+    def next_request_handler(self, has_incomplete_batches: bool) -> TxnRequestHandler | None:
+        """The coordinator request to send now, if any (Java's nextRequestHandler)."""
+        from eoslog.client.producer.txn_requests import AddPartitionsToTxnHandler, EndTxnHandler, FindCoordinatorHandler
+
+        with self._lock:
+            if self.new_partitions and self.state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
+                partitions = set(self.new_partitions)
+                self.pending_partitions |= partitions
+                self.new_partitions.clear()
+            else:
+                partitions = set()
+        if partitions:
+            self.enqueue(AddPartitionsToTxnHandler(self, TxnResult("add_partitions"), partitions))
+        while self._pending:
+            handler = self._pending[0][2]
+            if isinstance(handler, EndTxnHandler) and (has_incomplete_batches or self.pending_partitions):
+                return None  # EndTxn only after every batch of the transaction completed
+            self._pending.pop(0)
+            if self.has_error and not (
+                isinstance(handler, FindCoordinatorHandler) and self.state is State.ABORTABLE_ERROR
+            ):
+                handler.result.fail(_wrap(self.last_error, "the producer is in an error state"))
+                continue
+            if isinstance(handler, EndTxnHandler) and not self.transaction_started:
+                # Nothing was added: there is nothing for the coordinator to end (seed 000).
+                self.complete_transaction(handler.result)
+                continue
+            return handler
+        return None
+
+    def coordinator(self, kind: CoordinatorType, key: str) -> int | None:
+        return self.coordinators.get((kind, key))
+
+    def set_coordinator(self, kind: CoordinatorType, key: str, node_id: int) -> None:
+        self.coordinators[(kind, key)] = node_id
+
+    def invalidate_coordinator(self, kind: CoordinatorType, key: str) -> None:
+        self.coordinators.pop((kind, key), None)
+
+    def set_producer_id(self, producer: ProducerIdAndEpoch) -> None:
+        self.producer = producer
+
+    def partitions_added(self, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            self.txn_partitions |= partitions
+            self.pending_partitions -= partitions
+        self.transaction_started = True
+
+    def partitions_not_added(self, partitions: set[TopicPartition]) -> None:
+        with self._lock:
+            self.pending_partitions -= partitions
+
+    def complete_transaction(self, result: TxnResult) -> None:
+        """EndTxn succeeded (or was not needed): back to READY, or bump the epoch first."""
+        with self._lock:
+            self.new_partitions.clear()
+            self.pending_partitions.clear()
+            self.txn_partitions.clear()
+        self.transaction_started = False
+        if self.epoch_bump_required and self.state is State.ABORTING_TRANSACTION:
+            # Batches of the aborted transaction failed after getting sequences: start the
+            # next one under a new epoch, from sequence 0 (KIP-360).
+            self.transition_to(State.INITIALIZING)
+            self._enqueue_init(result, epoch_bump=True)
+            return
+        self.transition_to(State.READY)
+        result.succeed()
+
+    # -- idempotence: sequences (event loop) ----------------------------------------------------
+
+    def _entry(self, tp: TopicPartition) -> PartitionSequences:
+        entry = self.partitions.get(tp)
+        if entry is None:
+            entry = self.partitions[tp] = PartitionSequences(self.producer)
+        return entry
+
+    def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
+        if self.state is State.FATAL_ERROR:
+            return False
+        return not self.transactional or tp in self.txn_partitions
+
+    def should_stop_drain(self, batch: ProducerBatch) -> bool:
+        """Whether ``batch`` (first of its partition's deque) must wait (Java's
+        shouldStopDrainBatchesForPartition)."""
+        tp = (batch.topic, batch.partition)
+        if not self.is_send_to_partition_allowed(tp) or not self.producer.valid:
+            return True
+        entry = self.partitions.get(tp)
+        if not batch.has_sequence:
+            if self.state is State.INITIALIZING:
+                return True
+            if entry is not None and entry.in_flight and entry.producer != self.producer:
+                # Earlier batches under the old epoch must complete before sequence 0 of the new one.
+                return True
+            if tp in self.unresolved:
+                return True
+        if entry is not None and entry.in_flight and batch.has_sequence:
+            # Retrying: only the first batch in flight goes; the rest wait for it (seed 001).
+            return batch.base_sequence != entry.in_flight[0].base_sequence
+        return False
+
+    def assign_sequence(self, batch: ProducerBatch) -> None:
+        tp = (batch.topic, batch.partition)
+        entry = self._entry(tp)
+        if entry.producer != self.producer and not entry.in_flight:
+            # Java's maybeUpdateProducerIdAndEpoch: a new id or epoch starts at sequence 0.
+            entry.producer = self.producer
+            entry.next_sequence = 0
+            entry.last_acked_sequence = NO_LAST_ACKED
+        batch.set_producer_state(self.producer.producer_id, self.producer.epoch, entry.next_sequence,
+                                 self.transactional)
+        entry.next_sequence = increment_sequence(entry.next_sequence, batch.count)
+        entry.add_in_flight(batch)
+
+    def add_in_flight(self, batch: ProducerBatch) -> None:
+        """A batch split from one in flight keeps its sequences and is tracked the same way."""
+        self._entry((batch.topic, batch.partition)).add_in_flight(batch)
+
+    def remove_in_flight(self, batch: ProducerBatch) -> None:
+        entry = self.partitions.get((batch.topic, batch.partition))
+        if entry is not None:
+            entry.remove_in_flight(batch)
+
+    def _same_producer(self, batch: ProducerBatch) -> bool:
+        return batch.producer_id == self.producer.producer_id
+
+    def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
+        entry = self.partitions.get((batch.topic, batch.partition))
+        if entry is None:
+            return
+        entry.remove_in_flight(batch)
+        if batch.has_sequence and batch.producer_id == entry.producer.producer_id \
+                and batch.producer_epoch == entry.producer.epoch:
+            last = batch.last_sequence
+            if last > entry.last_acked_sequence or entry.last_acked_sequence - last > 2**30:  # wrapped
+                entry.last_acked_sequence = last
+            if base_offset >= 0:
+                entry.last_acked_offset = max(entry.last_acked_offset, base_offset + batch.count - 1)
+
+    def handle_failed_batch(self, batch: ProducerBatch, error: BaseException, adjust_sequences: bool) -> None:
+        self._maybe_transition_to_error_state(error)
+        self.remove_in_flight(batch)
+        if self.has_fatal_error or not batch.has_sequence or not adjust_sequences:
+            return
+        if self.transactional:
+            # Its sequences are lost to the partition: the next transaction starts afresh.
+            self.epoch_bump_required = True
+        else:
+            self.request_epoch_bump((batch.topic, batch.partition))
+
+    def _maybe_transition_to_error_state(self, error: BaseException) -> None:
+        fatal = bool(getattr(error, "fatal", False)) or (
+            self.transactional and isinstance(error, OutOfOrderSequenceNumberError)
+        )
+        if fatal:
+            self.transition_to_fatal(error)
+        elif self.transactional:
+            if isinstance(error, KafkaError):
+                error.txn_requires_abort = True
+            self.transition_to_abortable(error)
+
+    def can_retry(self, code: int, batch: ProducerBatch, log_start_offset: int, retriable: bool) -> bool:
+        """Whether a produce error may be retried (Java's TransactionManager.canRetry)."""
+        tp = (batch.topic, batch.partition)
+        entry = self.partitions.get(tp)
+        if code == ErrorCode.unknown_producer_id:
+            if log_start_offset == -1 or batch.sequence_reset:
+                return True
+            if entry is not None and entry.last_acked_offset < log_start_offset:
+                # The log's head was deleted (retention) and the broker forgot us with it.
+                if self.transactional:
+                    self.start_sequences_at_beginning(tp)
+                else:
+                    self.request_epoch_bump(tp)
+                return True
+            if not self.transactional:
+                self.request_epoch_bump(tp)
+                return True
+            return False
+        if code == ErrorCode.out_of_order_sequence_number:
+            if tp not in self.unresolved and (batch.sequence_reset or not self._is_next_sequence(tp, batch)):
+                return True  # an earlier batch is still in flight or being retried
+            if not self.transactional:
+                if tp not in self.unresolved or self._is_next_for_unresolved(tp, batch):
+                    self.request_epoch_bump(tp)  # a real gap
+                return True
+            return False
+        return retriable
+
+    def _is_next_sequence(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
+        """Whether the batch directly follows the last acknowledged one."""
+        entry = self.partitions.get(tp)
+        last = entry.last_acked_sequence if entry is not None else NO_LAST_ACKED
+        return batch.base_sequence == increment_sequence(last, 1)
+
+    def _is_next_for_unresolved(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
+        return tp in self.unresolved and self._is_next_sequence(tp, batch)
+
+    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
+        self.unresolved.add((batch.topic, batch.partition))
+        self.remove_in_flight(batch)
+
+    def request_epoch_bump(self, tp: TopicPartition) -> None:
+        if not self.transactional:
+            self.rewrite_sequences.add(tp)
+        self.epoch_bump_required = True
+
+    def start_sequences_at_beginning(self, tp: TopicPartition) -> None:
+        entry = self._entry(tp)
+        sequence = 0
+        for batch in entry.in_flight:
+            batch.reset_producer_state(self.producer.producer_id, self.producer.epoch, sequence)
+            sequence = increment_sequence(sequence, batch.count)
+        entry.producer = self.producer
+        entry.next_sequence = sequence
+        entry.last_acked_sequence = NO_LAST_ACKED
+
+    def maybe_resolve_sequences(self) -> None:
+        """A partition whose expired batches left its sequences unknown is resolved once
+        nothing of it is in flight: fine if the broker acknowledged up to the last sequence
+        sent, else an epoch bump (idempotent) or a fatal error (transactional)."""
+        for tp in list(self.unresolved):
+            entry = self.partitions.get(tp)
+            if entry is not None and entry.in_flight:
+                continue
+            self.unresolved.discard(tp)
+            if entry is None or increment_sequence(entry.last_acked_sequence, 1) == entry.next_sequence:
+                continue  # the expired batches had reached the broker after all
+            if self.transactional:
+                self.transition_to_fatal(UnresolvedSequenceError(
+                    f"The client hasn't received acknowledgment for some previously sent messages to "
+                    f"{tp[0]}-{tp[1]} and can no longer retry them. It isn't safe to continue."
+                ))
+            else:
+                log.info("no batch of %s-%d in flight; last acknowledged sequence %d, next %d: bumping the epoch",
+                         tp[0], tp[1], entry.last_acked_sequence, entry.next_sequence)
+                self.request_epoch_bump(tp)
+
+    def bump_idempotent_epoch_if_needed(self) -> TxnResult | None:
+        """Idempotent producer: bump the epoch locally when asked to (KIP-360), and get a
+        producer id when there is none; returns the result of an InitProducerId it enqueued."""
+        if self.transactional or self.state is State.FATAL_ERROR:
+            return None
+        if self.epoch_bump_required and self.producer.valid:
+            if self.producer.epoch >= MAX_EPOCH:
+                log.info("producer %d exhausted its epochs; asking for a new producer id", self.producer.producer_id)
+                self.producer = NO_PRODUCER_ID
+                if self.state is not State.UNINITIALIZED:
+                    self.transition_to(State.UNINITIALIZED)
+                self.partitions.clear()
+            else:
+                self.producer = ProducerIdAndEpoch(self.producer.producer_id, self.producer.epoch + 1)
+                log.info("bumped the idempotent producer's epoch to %s", self.producer)
+                for tp in self.rewrite_sequences:
+                    self.start_sequences_at_beginning(tp)
+                    self.unresolved.discard(tp)
+            self.rewrite_sequences.clear()
+            self.epoch_bump_required = False
+        if not self.producer.valid and self.state is State.UNINITIALIZED:
+            self.transition_to(State.INITIALIZING)
+            result = TxnResult("init_producer_id")
+            self._enqueue_init(result, epoch_bump=False)
+            return result
+        return None
+
+    def has_in_flight(self, tp: TopicPartition) -> bool:
+        entry = self.partitions.get(tp)
+        return entry is not None and bool(entry.in_flight)
+
+
+def _wrap(error: BaseException | None, message: str) -> BaseException:
+    """The error to raise from an API call in an error state: the original one, so that its
+    ``fatal`` / ``txn_requires_abort`` flags reach the application."""
+    if error is not None:
+        return error
+    return IllegalStateError(message)
+
+
+__all__ = [
+    "VALID_PREVIOUS", "CoordinatorType", "PartitionSequences", "ProducerIdAndEpoch", "State",
+    "TransactionManager", "TxnResult", "UnknownProducerIdError",
+]
