@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import random
 import sys
@@ -45,6 +46,7 @@ CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA)
 EXIT_DONE = 0
 EXIT_FATAL = 3
 EXIT_UNEXPECTED = 4
+EXIT_STUCK = 5  # one client call did not return within --stuck-after-s
 
 # Header names written on every copied record (read by eos_verify).
 H_INTENT = "txn-intent"  # b"commit" | b"abort": what the copier meant to do with the transaction
@@ -73,12 +75,16 @@ class Reporter:
 
     A watchdog thread reports where the copier is (``waiting``: the call it is in, the
     transaction, records sent so far) whenever nothing was reported for ``quiet_s``, so
-    a stalled run shows what it stalled on."""
+    a stalled run shows what it stalled on. A single client call that has not returned
+    after ``stuck_s`` ends the process with ``EXIT_STUCK``: the application's last resort
+    against a client that wedged (kafka-python's send_offsets_to_transaction and commit
+    have no timeout at all)."""
 
-    def __init__(self, transactional_id: str, instance: int, quiet_s: float = 10.0) -> None:
+    def __init__(self, transactional_id: str, instance: int, stuck_s: float, quiet_s: float = 10.0) -> None:
         self.base = {"tid": transactional_id, "instance": instance}
         self.where: dict[str, Any] = {"stage": "starting"}
-        self.quiet_s = quiet_s
+        self.quiet_s, self.stuck_s = quiet_s, stuck_s
+        self.call_started: float | None = None  # monotonic start of the client call in progress
         self._last = time.monotonic()
         self._lock = threading.Lock()
         threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
@@ -93,7 +99,12 @@ class Reporter:
     def _watch(self) -> None:
         while True:
             time.sleep(1.0)
-            if time.monotonic() - self._last > self.quiet_s:
+            now = time.monotonic()
+            started = self.call_started
+            if started is not None and now - started > self.stuck_s:
+                self.emit("exit", code=EXIT_STUCK, kind="stuck", seconds=round(now - started, 1), **self.where)
+                os._exit(EXIT_STUCK)
+            if now - self._last > self.quiet_s:
                 self.emit("waiting", **self.where)
 
 
@@ -129,6 +140,7 @@ def call(client: CopierClient, rep: Reporter, stage: str, fn: Callable[[], T]) -
     ``TransactionFailed``; a fatal or unknown one ends the process."""
     rep.where["stage"] = stage
     for attempt in range(MAX_RETRIES):
+        rep.call_started = time.monotonic()
         try:
             return fn()
         except Exception as exc:
@@ -140,6 +152,8 @@ def call(client: CopierClient, rep: Reporter, stage: str, fn: Callable[[], T]) -
             if kind == ABORTABLE:
                 raise TransactionFailed(f"{stage}: {exc!r}") from exc
             fail(rep, EXIT_FATAL if kind == FATAL else EXIT_UNEXPECTED, stage, exc, kind)
+        finally:
+            rep.call_started = None
     fail(rep, EXIT_UNEXPECTED, stage, None, f"still retriable after {MAX_RETRIES} attempts")
 
 
@@ -535,13 +549,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=4096)
     p.add_argument("--transaction-timeout-ms", type=int, default=60000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--debug", default="", help="librdkafka debug contexts (to stderr), e.g. eos,protocol")
+    p.add_argument("--stuck-after-s", type=float, default=60.0,
+                   help="exit with EXIT_STUCK when one client call takes longer than this")
+    p.add_argument("--debug", default="", help="librdkafka debug contexts (to stderr), e.g. eos,protocol; "
+                                                "any value turns on kafka-python's/aiokafka's debug log")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
-    rep = Reporter(args.transactional_id, args.instance)
+    if args.debug and args.client != CONFLUENT:
+        # kafka-python's and aiokafka's own debug log, to stderr (the copier log)
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    rep = Reporter(args.transactional_id, args.instance, args.stuck_after_s)
     try:
         client = ADAPTERS[args.client](args)
     except Exception as exc:
