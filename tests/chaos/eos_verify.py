@@ -237,6 +237,7 @@ class _Batch:
     transactional: bool
     control: bool
     line: str
+    segment: str = ""  # the .log file holding the batch
     marker: str = ""
 
 
@@ -247,11 +248,15 @@ def _batches(partition_dir: Path) -> list[_Batch]:
     out = subprocess.run([sys.executable, "-m", "eoslog", "dump-log", "--deep-iteration", *map(str, segments)],
                          capture_output=True, text=True, timeout=120).stdout
     batches: list[_Batch] = []
+    segment = ""
     for line in out.splitlines():
+        if line.startswith("Dumping "):
+            segment = Path(line.split(maxsplit=1)[1]).name
+            continue
         m = _BATCH.search(line)
         if m:
             batches.append(_Batch(int(m[1]), int(m[2]), int(m[3]), int(m[4]), m[5] == "true",
-                                  m[6] == "true", line))
+                                  m[6] == "true", line, segment))
             continue
         mm = _MARKER.search(line)
         if mm and batches:
@@ -264,7 +269,7 @@ def explain(data_dir: Path, topic: str, offending: Sequence[tuple[int, int]], wi
     transaction, and the batches around it, from dump-log."""
     out: list[str] = []
     cache: dict[int, list[_Batch]] = {}
-    for partition, offset in offending[:6]:
+    for partition, offset in list(dict.fromkeys(offending))[:6]:
         if partition not in cache:
             cache[partition] = _batches(data_dir / f"{topic}-{partition}")
         batches = cache[partition]
@@ -279,9 +284,10 @@ def explain(data_dir: Path, topic: str, offending: Sequence[tuple[int, int]], wi
         elif closing is None:
             outcome = "no marker of that producer after it (open transaction?)"
         else:
-            outcome = f"closed by {closing.marker} at offset {closing.base} epoch {closing.epoch}"
-        out.append(f"{topic}-{partition} offset {offset}: batch {b.base}-{b.last} producerId {b.producer_id} "
-                   f"epoch {b.epoch}: {outcome}")
+            outcome = (f"closed by {closing.marker} at offset {closing.base} epoch {closing.epoch}"
+                       + ("" if closing.segment == b.segment else f" in a later segment, {closing.segment}"))
+        out.append(f"{topic}-{partition} offset {offset}: batch {b.base}-{b.last} in {b.segment} "
+                   f"producerId {b.producer_id} epoch {b.epoch}: {outcome}")
         for c in batches[max(0, idx - window): idx + window + 1]:
             mark = ">>" if c is b else "  "
             out.append(f"  {mark} {c.line}" + (f"  [{c.marker}]" if c.marker else ""))

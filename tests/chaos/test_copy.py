@@ -47,13 +47,13 @@ from eos_verify import CommittedReader, OutputRecord, check_copy, end_offsets, e
 
 from harness import BrokerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 COPIER = Path(__file__).with_name("copier.py")
 INPUT, OUTPUT, GROUP = "copy-input", "copy-output", "copy-group"
 KILL_AFTER_PROGRESS = 0.2  # of what the instance had left to copy when it started
-STALL_S = 120.0  # no committed progress for this long: the run hangs
-DRAIN_S = 120.0  # readers must reach the end offsets within this (a hang guard)
+STALL_S = 90.0  # no committed progress for this long: the run hangs
+DRAIN_S = 60.0  # readers must reach the end offsets within this (a hang guard)
 MAX_UNPLANNED_EXITS = 10  # per copier, before the run is given up
 SEED = int(os.environ.get("EOSLOG_COPY_SEED", "20240905"))
 # A copier exits with EXIT_STUCK when one client call hangs for a minute; the harness
@@ -81,7 +81,7 @@ class Scenario:
     output_partitions: int
     broker_kills: int = 3
     copier_kills: int = 3
-    deadline_s: float = 420.0
+    deadline_s: float = 180.0  # the copy takes ~15 s on an idle 2-core machine
 
 
 SCENARIOS = {
