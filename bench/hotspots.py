@@ -85,11 +85,17 @@ def analyse(raw: Path, top: int) -> dict[str, Any]:
     return out
 
 
+def py_spy() -> str | None:
+    """py-spy on PATH, or next to this interpreter (a venv used without activating it)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
+
 def record(pid: int, raw: Path, rate: int, load: Callable[[], Measurement], *, idle: bool = True,
            lineno: bool = False) -> tuple[Measurement, float]:
     """Run ``load`` under py-spy; returns its measurement and the broker's CPU seconds.
     ``idle``: keep idle samples (shares of wall time) or not (shares of busy time)."""
-    cmd = ["py-spy", "record", "--pid", str(pid), "--nonblocking",
+    cmd = [py_spy() or "py-spy", "record", "--pid", str(pid), "--nonblocking",
            "--rate", str(rate), "--format", "raw", "--output", str(raw)]
     cmd += ["--idle"] if idle else []
     cmd += [] if lineno else ["--nolineno"]
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker-src", type=Path, default=None, help="eoslog src/ directory to run the broker from")
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
-    if shutil.which("py-spy") is None:
+    if py_spy() is None:
         raise SystemExit("py-spy not found: pip install py-spy")
     broker_src = use_broker_src(args.broker_src)
     case = next(c for c in PRODUCE_CASES if c.name == args.case)

@@ -25,11 +25,13 @@ ENQUEUE_CHUNK = 1000  # records per produce_batch() call, all to one partition
 
 # Settings shared by every produce case: large batches, a short linger, no codec (so
 # the broker and the plain writer move the same bytes).
+QUEUE_MAX_MESSAGES = 100_000  # librdkafka's default, stated: the send loop waits on it
 PRODUCER_BASE: dict[str, Any] = {
     "linger.ms": 5,
     "batch.size": 1_000_000,
     "compression.type": "none",
     "queue.buffering.max.kbytes": 1 << 20,
+    "queue.buffering.max.messages": QUEUE_MAX_MESSAGES,
     "delivery.report.only.error": True,
     "socket.nagle.disable": True,
 }
@@ -128,13 +130,17 @@ class ChunkSender:
         the queue is full; returns the partition."""
         partition = self.next_partition
         pending = self._chunk[:n]
+        producer = self.producer
         while pending:
-            if self.producer.produce_batch(self.topic, pending, partition=partition) == len(pending):
+            if producer.produce_batch(self.topic, pending, partition=partition) == len(pending):
                 break
-            # Queue full: librdkafka marked what it did not take; send those again.
+            # Queue full: librdkafka marked what it did not take. Wait until they fit
+            # rather than offer them again every few ms: a refused batch of 1000 costs
+            # ~0.6 ms of CPU, taken from the broker on a two-core machine.
             pending = [m for m in pending if m.pop("_error", None) is not None]
-            self.producer.poll(0.005)
-        self.producer.poll(0)
+            while len(producer) + len(pending) > QUEUE_MAX_MESSAGES:
+                producer.poll(0.001)
+        producer.poll(0)
         self.next_partition = (partition + 1) % PARTITIONS
         return partition
 
