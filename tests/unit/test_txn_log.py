@@ -117,6 +117,31 @@ def test_transaction_spanning_segments(tmp_path: Path) -> None:
     assert aborted(lg, start=5) == [(P1, 0, marker_offset)]
 
 
+def test_fetch_ending_in_a_segment_sees_aborts_whose_marker_is_later(tmp_path: Path) -> None:
+    """The bug the copy test found: with one abort already found in the first segment, the
+    lookup stopped there and missed a transaction begun there but aborted segments later."""
+    lg = open_log(tmp_path, **{"segment.bytes": "400"})
+    lg.append_as_leader(data(P2, 0))  # 0: P2's transaction, aborted right away
+    lg.append_marker(P2, 0, 0, commit=False)  # 1
+    lg.append_as_leader(data(P1, 0))  # 2: P1's transaction begins in the first segment
+    for seq in range(1, 10):
+        lg.append_as_leader(data(P1, seq))
+    lg.append_marker(P1, 0, 0, commit=False)
+    assert len(lg.segments) > 2
+    first_end = lg.segments[1].base_offset
+    assert first_end > 2
+    found = sorted((a.producer_id, a.first_offset) for a in lg.aborted_transactions(0, first_end))
+    assert found == [(P1, 2), (P2, 0)]
+
+
+def test_new_segments_start_with_a_txn_index(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, **{"segment.bytes": "300"})
+    for seq in range(12):
+        lg.append_as_leader(data(P1, seq, transactional=False))
+    assert len(lg.segments) > 2
+    assert all(seg.txn_index.path.exists() for seg in lg.segments)
+
+
 def build_history(lg: PartitionLog) -> None:
     lg.append_as_leader(data(P1, 0, 2))
     lg.append_as_leader(data(P2, 0))

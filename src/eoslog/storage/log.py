@@ -126,8 +126,8 @@ class PartitionLog:
         if trusted:
             start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
         else:
-            self.producer_state.load(self.log_start_offset, self.log_start_offset)
             start = self.log_start_offset
+            self.producer_state.reset(start)
         if start < self.log_end_offset:
             for seg in self.segments:
                 if not trusted:
@@ -312,10 +312,11 @@ class PartitionLog:
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions that may hold records in [start, end), for read_committed
         fetches (from the segment holding ``start`` on: a marker follows its records)."""
+        # An entry lives with its ABORT marker, which may be in any later segment, so every
+        # segment from ``start`` on is consulted (Kafka stops early on entries' stored LSOs;
+        # ours are exact only for live appends, not for indexes rebuilt by replay).
         out: list[AbortedTxn] = []
         for seg in self._segments_from(start):
-            if seg.base_offset >= end and out:
-                break
             out += seg.txn_index.overlapping(start, end)
         return out
 

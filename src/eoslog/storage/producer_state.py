@@ -361,6 +361,12 @@ class ProducerStateManager:
             raise ValueError(f"{path}: {len(data) - pos} trailing bytes")
         return producers
 
+    def reset(self, offset: int) -> None:
+        """Forget everything: the state will be rebuilt by replaying the log from ``offset``."""
+        self.producers = {}
+        self.ongoing = {}
+        self.map_end_offset = offset
+
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
         """Load the newest usable snapshot at or below the log end; returns its offset.
 

@@ -63,6 +63,10 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
+        if self.size == 0 and not self.txn_index.path.exists():
+            # A new segment starts with an (empty) txn index, so that a missing one on a
+            # later start means damage, not "never had an abort".
+            self.txn_index.create_empty()
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
