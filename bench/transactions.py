@@ -48,9 +48,11 @@ Results: a table, ``bench/results/transactions-<timestamp>.json`` and
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import math
+import re
 import shutil
 import statistics
 import sys
@@ -107,7 +109,7 @@ _FATAL = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 IDEMPOTENT = next(c for c in PRODUCE_CASES if c.name == "idempotent")
 
-console = Console(width=max(shutil.get_terminal_size((170, 24)).columns, 170))
+console = Console(width=max(shutil.get_terminal_size((190, 24)).columns, 190))
 
 
 @dataclass(frozen=True)
@@ -575,10 +577,10 @@ def render(results: dict[str, Any]) -> None:
     table = Table(title=f"eoslog transactions benchmark — {w['seconds_per_case']:g} s per case, "
                   f"{w['record_bytes']} B records, {w['partitions']} partitions, best of {w['rounds']} round(s); "
                   "a cycle is one transaction (or, for a control, one flush interval)")
-    for col in ("case", "MB/s", "each round", "records/s", "cycles/s", "MB per cycle", "cycle ms",
-                "flush p50 / p99 ms", "commit p50 / p99 ms", "broker CPU s", "MB per broker CPU s", "client CPU s",
+    for col in ("case", "MB/s", "each round", "records/s", "cycles/s", "MB/cycle", "cycle ms",
+                "flush p50/p99 ms", "commit p50/p99 ms", "broker CPU s", "MB/broker CPU s", "client CPU s",
                 "verified"):
-        table.add_column(col, justify="left" if col == "case" else "right")
+        table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
     for name, runs in results["runs"].items():
         s = results["cases"].get(name)
         if s is None:
@@ -586,20 +588,21 @@ def render(results: dict[str, Any]) -> None:
             continue
         lat = s.get("latency_ms", {})
         table.add_row(
-            s["name"], f"[bold]{_fmt(s['mb_s'])}[/]", ", ".join(f"{r:.0f}" for r in s["rounds_mb_s"]),
+            name, f"[bold]{_fmt(s['mb_s'])}[/]", ", ".join(f"{r:.0f}" for r in s["rounds_mb_s"]),
             _fmt(s["records_s"], ",.0f"), _fmt(s.get("cycles_s")), _fmt(s.get("mb_per_cycle")),
             _fmt(s.get("cycle_ms"), ",.0f"),
-            f"{_fmt(lat.get('flush_p50'))} / {_fmt(lat.get('flush_p99'))}" if lat else "",
-            f"{_fmt(lat.get('commit_p50'), '.2f')} / {_fmt(lat.get('commit_p99'), '.2f')}"
+            f"{_fmt(lat.get('flush_p50'))}/{_fmt(lat.get('flush_p99'))}" if lat else "",
+            f"{_fmt(lat.get('commit_p50'), '.2f')}/{_fmt(lat.get('commit_p99'), '.2f')}"
             if lat.get("commit_p50") is not None else "",
             str(s["extra"].get("broker_cpu_s", "")), _fmt(s.get("mb_per_broker_cpu_s"), ",.0f"),
             str(s["extra"].get("client_cpu_s", "")),
             "[green]yes[/]" if all(r["extra"]["verification"]["ok"] for r in runs) else "[red]FAILED[/]",
         )
     console.print(table)
+    console.print("; ".join(f"{name}: {runs[0]['name']}" for name, runs in results["runs"].items() if runs))
     ratios = Table(title="ratios of MB/s (same run; the goal is reported, not asserted)")
     for col in ("ratio", "best / best", "each round (median)", "per broker CPU s", "goal", ""):
-        ratios.add_column(col, justify="left" if col == "ratio" else "right")
+        ratios.add_column(col, justify="left" if col == "ratio" else "right", no_wrap=col != "ratio")
     for r in results["ratios"].values():
         if r["value"] is None:
             ratios.add_row(r["label"], "[red]n/a[/]", "", "", "", r.get("why", ""))
@@ -651,6 +654,28 @@ def save(results: dict[str, Any]) -> list[Path]:
 # -- profile ---------------------------------------------------------------------------------
 
 
+# Frames of the transaction machinery: coordinator, its handlers, markers in the log.
+TXN_CODE = re.compile(r"coordinator/transaction/|handlers/transactions\.py|append_marker|verify_transactional_produce")
+
+
+def _share_of(raw: Path, frames: re.Pattern[str]) -> dict[str, Any]:
+    """Share of a py-spy raw profile's samples with a frame matching ``frames``, and how
+    it splits by the outermost matching frame (which request or task it serves)."""
+    total = hit = 0
+    by_entry: collections.Counter[str] = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count)
+        entry = next((f for f in stack.split(";") if frames.search(f)), None)
+        if entry is not None:
+            hit += int(count)
+            by_entry[re.sub(r":\d+\)$", ")", entry)] += int(count)
+    return {"share": round(hit / total, 4) if total else 0.0,
+            "by_entry": [{"function": f, "share": round(n / total, 4)} for f, n in by_entry.most_common(10)]}
+
+
 def profile(args: argparse.Namespace) -> int:
     """py-spy (busy samples, line numbers) on the broker during the idempotent case and
     each interval, one after the other on one broker."""
@@ -681,7 +706,8 @@ def profile(args: argparse.Namespace) -> int:
             phases[case.name] = {
                 "mb_s": round(m.mb_s, 1), "seconds": round(m.seconds, 2), "broker_cpu_s": round(cpu, 2),
                 "busy": round(cpu / m.seconds, 3) if m.seconds else None, "verified": check["ok"],
-                "cycles": m.extra.get("cycles"), **analyse(raw, 25),
+                "cycles": m.extra.get("cycles"), "transaction_code": _share_of(raw, TXN_CODE),
+                **analyse(raw, 25),
             }
     finally:
         if broker.alive():
@@ -689,7 +715,11 @@ def profile(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
     for name, ph in phases.items():
         console.print(f"[bold]{name}[/]: {ph['mb_s']} MB/s over {ph['seconds']} s, broker CPU {ph['broker_cpu_s']} s "
-                      f"({ph['busy']:.0%} of one core), {ph['cycles']} cycles, verified {ph['verified']}")
+                      f"({ph['busy']:.0%} of one core), {ph['cycles']} cycles, verified {ph['verified']}; "
+                      f"samples in the transaction machinery (coordinator, its handlers, markers): "
+                      f"{ph['transaction_code']['share']:.1%}")
+        for r in ph["transaction_code"]["by_entry"]:
+            console.print(f"  {r['share']:6.1%}  {r['function']}")
         for kind in ("self", "total", "lines"):
             t = Table(title=f"{name}: top by {kind} samples (share of {ph['samples']} busy samples)")
             t.add_column("function" if kind != "lines" else "line")
