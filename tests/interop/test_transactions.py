@@ -477,3 +477,29 @@ def test_list_and_describe_transactions(txn_broker: BrokerProcess) -> None:
     assert (state.error_code, state.transaction_state) == (0, "Ongoing")
     assert [(t.topic, list(t.partitions)) for t in state.topics] == [(topic, [0])]
     p.abort_transaction(WAIT_S)
+
+
+def test_abort_marker_in_a_later_segment_hides_the_records(txn_broker: BrokerProcess) -> None:
+    """A transaction whose ABORT marker lands segments after its first records (after another
+    aborted transaction's marker) is still filtered from a read_committed fetch of the earlier
+    segment (the copy test's failure before 7222b67)."""
+    topic = "span-segments"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": txn_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "2048"})])[topic].result(WAIT_S)
+    a = producer(txn_broker.bootstrap, "span-a")
+    a.begin_transaction()
+    send(a, topic, "a-aborted")
+    a.abort_transaction(WAIT_S)  # its marker stays in the first segment
+    b = producer(txn_broker.bootstrap, "span-b")
+    b.begin_transaction()
+    for i in range(40):  # one batch each: several segments roll inside the transaction
+        send(b, topic, f"b-aborted-{i}")
+    b.abort_transaction(WAIT_S)
+    c = producer(txn_broker.bootstrap, "span-c")
+    c.begin_transaction()
+    send(c, topic, "c-committed")
+    c.commit_transaction(WAIT_S)
+    assert len(list((txn_broker.data_dir / f"{topic}-0").glob("*.log"))) >= 2  # a roll inside B
+    assert read_values(txn_broker.bootstrap, topic, "read_committed", 1) == ["c-committed"]
