@@ -24,10 +24,10 @@ from eoslog.coordinator.group.records import (
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
-    java_string_hash,
     offsets_partition_for,
     subscription_topics,
 )
+from eoslog.coordinator.partitioning import java_string_hash
 
 
 def _s(text: str | None) -> bytes:

@@ -39,6 +39,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from eoslog.coordinator.partitioning import coordinator_partition_for
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -57,19 +59,9 @@ class RecordFormatError(ValueError):
 # -- group → partition ---------------------------------------------------------------
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in signed 32-bit arithmetic."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def offsets_partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+    """The ``__consumer_offsets`` partition of a group."""
+    return coordinator_partition_for(group_id, num_partitions)
 
 
 # -- primitive codecs ----------------------------------------------------------------

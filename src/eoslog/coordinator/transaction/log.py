@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from eoslog.coordinator.group.offsets import TopicPartition
-from eoslog.coordinator.group.records import offsets_partition_for
+from eoslog.coordinator.partitioning import coordinator_partition_for
 from eoslog.coordinator.transaction.state import TxnState
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -42,7 +42,7 @@ class TransactionLogFormatError(ValueError):
 def transaction_partition_for(transactional_id: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``:
     the same mapping as a group id to its ``__consumer_offsets`` partition."""
-    return offsets_partition_for(transactional_id, num_partitions)
+    return coordinator_partition_for(transactional_id, num_partitions)
 
 
 @dataclass(frozen=True, slots=True)
