@@ -1,0 +1,374 @@
+"""eoslog.client's producer against the real broker process, read back with librdkafka.
+
+- records (keys, values, headers, timestamps) and the offsets the producer reports, under
+  every compression codec, with the sync and the asyncio API;
+- keyed records land where librdkafka's murmur2 partitioner (Java's default) puts them;
+  keyless records stick to a partition per batch;
+- MESSAGE_TOO_LARGE from a topic's max.message.bytes splits the batch; LogAppendTime
+  topics report the broker's time;
+- transactions: committed records are visible to a read_committed consumer and aborted ones
+  never; offsets sent in a transaction become the group's committed offsets only on commit;
+  a second instance with the same transactional.id fences the first (fatal);
+- flush, close(timeout=0) failing what is queued, delivery.timeout.ms with the broker down;
+- the idempotence test of the chaos suite: numbered records through the fault proxy
+  (dropped responses, cut requests) and a broker kill -9; every partition must hold each
+  record exactly once, in order.
+
+Waiting loops are hang guards; nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import ensure_topic
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Producer as RdProducer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
+from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
+from faults import FaultPolicy, FaultProxy
+from harness import BrokerProcess, free_port
+
+WAIT_S = 60.0
+
+
+def consume(bootstrap: str, topic: str, partitions: int, count: int, *, isolation: str = "read_uncommitted",
+            linger_s: float = 0.5) -> list[Any]:
+    """``count`` messages from offset 0 of every partition, then a short extra poll so that
+    a record beyond them (a duplicate, an aborted one) is seen too."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{isolation}",
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[Any] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < count and time.monotonic() < deadline:
+            got += [m for m in c.consume(1000, 0.2) if m.error() is None]
+        until = time.monotonic() + linger_s
+        while time.monotonic() < until:
+            got += [m for m in c.consume(1000, 0.1) if m.error() is None]
+    finally:
+        c.close()
+    return got
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(30)
+
+
+# -- plain produce ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_records_and_offsets_read_back_by_librdkafka(shared_broker: BrokerProcess, codec: str) -> None:
+    topic = f"plain-{codec}"
+    ensure_topic(shared_broker.bootstrap, topic, 3)
+    sent: list[tuple[bytes, bytes, list[tuple[str, bytes]], int, RecordMetadata]] = []
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "compression.type": codec,
+                   "linger.ms": 20}) as p:
+        futures = []
+        for i in range(300):
+            key, value = b"key-%d" % (i % 17), b"value-%d-" % i + b"x" * (i % 200)
+            headers = [("h", b"%d" % i), ("n", None)] if i % 3 else []
+            futures.append((key, value, headers, 1_700_000_000_000 + i,
+                            p.send(topic, value, key=key, headers=headers, timestamp_ms=1_700_000_000_000 + i)))
+        p.flush()
+        sent = [(k, v, h, ts, f.result(0)) for k, v, h, ts, f in futures]
+        assert p.metrics()["record-send-total"] == 300
+    got = consume(shared_broker.bootstrap, topic, 3, 300)
+    assert len(got) == 300
+    by_position = {(m.partition(), m.offset()): m for m in got}
+    for key, value, headers, ts, md in sent:
+        m = by_position[(md.partition, md.offset)]
+        assert (m.key(), m.value(), m.timestamp()[1], md.timestamp) == (key, value, ts, ts)
+        assert [(k, v) for k, v in (m.headers() or [])] == headers
+
+
+def test_keyed_records_go_where_librdkafkas_murmur2_partitioner_puts_them(shared_broker: BrokerProcess) -> None:
+    topic = "keyed"
+    ensure_topic(shared_broker.bootstrap, topic, 7)
+    keys = [b"k%d" % i for i in range(200)] + [b"", b"\x00\xff" * 9, "ünïcode".encode()]
+    rd = RdProducer({"bootstrap.servers": shared_broker.bootstrap, "partitioner": "murmur2_random"})
+    theirs: dict[bytes, int] = {}
+    for k in keys:
+        rd.produce(topic, b"rd", key=k, on_delivery=lambda err, msg: theirs.__setitem__(msg.key(), msg.partition()))
+    assert rd.flush(WAIT_S) == 0
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        ours = {k: f.result(WAIT_S).partition for k, f in [(k, p.send(topic, b"eos", key=k)) for k in keys]}
+    assert ours == theirs
+    assert len(set(ours.values())) == 7
+
+
+def test_keyless_records_stick_to_a_partition_per_batch(shared_broker: BrokerProcess) -> None:
+    topic = "sticky"
+    ensure_topic(shared_broker.bootstrap, topic, 4)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "batch.size": 2000, "linger.ms": 1000}) as p:
+        futures = [p.send(topic, b"x" * 90) for _ in range(400)]
+        p.flush()
+        partitions = [f.result(0).partition for f in futures]
+    runs = sum(1 for a, b in itertools.pairwise(partitions) if a != b) + 1
+    assert len(set(partitions)) == 4  # spread over the partitions...
+    assert runs <= 400 * 110 // 2000 + 5  # ...a batch (~18 records) at a time, not round-robin
+
+
+def test_asyncio_producer(shared_broker: BrokerProcess) -> None:
+    topic = "asyncio"
+    ensure_topic(shared_broker.bootstrap, topic, 2)
+
+    async def main() -> list[RecordMetadata]:
+        delivered: list[RecordMetadata] = []
+        async with AIOProducer(bootstrap_servers=shared_broker.bootstrap, linger_ms=2) as p:
+            futures = [await p.send(topic, f"v{i}", key=f"k{i % 5}", on_delivery=lambda md, err: delivered.append(md))
+                       for i in range(100)]
+            results = [await f for f in futures]
+            assert (await p.send_and_wait(topic, b"last", partition=1)).partition == 1
+        assert len(delivered) == 100
+        return results
+
+    results = asyncio.run(main())
+    per_partition: dict[int, list[int]] = {}
+    for md in results:
+        per_partition.setdefault(md.partition, []).append(md.offset)
+    for offsets in per_partition.values():
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+    got = consume(shared_broker.bootstrap, topic, 2, 101)
+    assert sorted(m.value() for m in got) == sorted([f"v{i}".encode() for i in range(100)] + [b"last"])
+
+
+@pytest.mark.parametrize("acks", ["0", "1"])
+def test_non_idempotent_acks(shared_broker: BrokerProcess, acks: str) -> None:
+    topic = f"acks-{acks}"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "acks": acks}) as p:
+        assert not p.config.enable_idempotence
+        futures = [p.send(topic, b"%d" % i) for i in range(50)]
+        p.flush()
+        offsets = [f.result(0).offset for f in futures]
+    assert offsets == ([-1] * 50 if acks == "0" else list(range(50)))
+    assert [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 50)] == [b"%d" % i for i in range(50)]
+
+
+def test_message_too_large_splits_the_batch(shared_broker: BrokerProcess) -> None:
+    topic = "split"
+    create_topic(shared_broker.bootstrap, topic, 1, **{"max.message.bytes": "3000"})
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "batch.size": 100_000, "linger.ms": 60000}) as p:
+        futures = [p.send(topic, b"%04d" % i + b"." * 200) for i in range(120)]
+        p.flush()
+        offsets = [f.result(0).offset for f in futures]
+        assert p.metrics()["batch-split-total"] >= 1
+    assert offsets == list(range(120))
+    got = consume(shared_broker.bootstrap, topic, 1, 120)
+    assert [m.value()[:4] for m in got] == [b"%04d" % i for i in range(120)]
+
+
+def test_log_append_time_is_reported(shared_broker: BrokerProcess) -> None:
+    topic = "append-time"
+    create_topic(shared_broker.bootstrap, topic, 1, **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        md = p.send(topic, b"v", timestamp_ms=1000).result(WAIT_S)
+    assert md.timestamp >= before - 1000  # the broker's clock, not the record's 1000
+
+
+def test_close_with_zero_timeout_fails_what_is_queued(shared_broker: BrokerProcess) -> None:
+    topic = "close-now"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 60000, "delivery.timeout.ms": 120000})
+    futures = [p.send(topic, b"v") for _ in range(10)]
+    p.close(timeout=0)
+    for f in futures:
+        with pytest.raises(ProducerClosedError):
+            f.result(WAIT_S)
+    with pytest.raises(ProducerClosedError):
+        p.send(topic, b"late")
+
+
+def test_close_drains_what_is_queued(shared_broker: BrokerProcess) -> None:
+    topic = "close-drain"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 60000})
+    futures = [p.send(topic, b"%d" % i) for i in range(10)]
+    p.close()
+    assert [f.result(0).offset for f in futures] == list(range(10))
+
+
+def test_delivery_timeout_with_the_broker_down(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        ensure_topic(broker.bootstrap, "t", 1)
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "request.timeout.ms": 1000,
+                      "delivery.timeout.ms": 1500, "reconnect.backoff.max.ms": 200})
+        p.send("t", b"before").result(WAIT_S)
+        broker.kill()
+        future = p.send("t", b"lost")
+        with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
+            future.result(WAIT_S)
+        p.close(timeout=5)
+    finally:
+        broker.kill()
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
+    p.init_transactions()
+    return p
+
+
+def test_committed_and_aborted_transactions_read_committed(shared_broker: BrokerProcess) -> None:
+    topic = "txn-rc"
+    ensure_topic(shared_broker.bootstrap, topic, 3)
+    with txn_producer(shared_broker.bootstrap, "txn-rc-1") as p:
+        for n in range(6):
+            p.begin_transaction()
+            for i in range(50):
+                p.send(topic, f"t{n}-{i}", key=f"{i}")
+            if n % 2:
+                p.flush()  # in the log, then aborted: read_committed must skip them
+                p.abort_transaction()
+            else:
+                p.commit_transaction()
+        p.begin_transaction()
+        p.commit_transaction()  # nothing added: no EndTxn, still fine
+        p.begin_transaction()
+        p.send(topic, b"never sent")
+        p.abort_transaction()  # still queued: failed locally, never reaches the log
+    committed = [m.value().decode() for m in consume(shared_broker.bootstrap, topic, 3, 150,
+                                                     isolation="read_committed", linger_s=1.0)]
+    assert sorted(committed) == sorted(f"t{n}-{i}" for n in (0, 2, 4) for i in range(50))
+    everything = consume(shared_broker.bootstrap, topic, 3, 300)
+    assert len(everything) == 300  # read_uncommitted sees the aborted records too
+
+
+def test_offsets_sent_in_a_transaction_are_committed_only_with_it(shared_broker: BrokerProcess) -> None:
+    topic = "txn-offsets"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    ensure_topic(shared_broker.bootstrap, "input", 2)  # offsets of unknown topics are refused (and retried)
+    group = "copier-group"
+    with txn_producer(shared_broker.bootstrap, "txn-offsets-1") as p:
+        p.begin_transaction()
+        p.send(topic, b"a")
+        p.send_offsets_to_transaction({("input", 0): 10, ("input", 1): 20}, group)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, b"b")
+        p.send_offsets_to_transaction({("input", 0): 11, ("input", 1): 21}, group)
+        p.commit_transaction()
+    c = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = c.committed([TopicPartition("input", 0), TopicPartition("input", 1)], timeout=30)
+    finally:
+        c.close()
+    assert [tp.offset for tp in committed] == [11, 21]
+    values = [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 1, isolation="read_committed")]
+    assert values == [b"b"]
+
+
+def test_a_second_instance_fences_the_first(shared_broker: BrokerProcess) -> None:
+    topic = "txn-fence"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    old = txn_producer(shared_broker.bootstrap, "fence-1")
+    old.begin_transaction()
+    old.send(topic, b"zombie").result(WAIT_S)
+    new = txn_producer(shared_broker.bootstrap, "fence-1")  # aborts the old one's transaction
+    new.begin_transaction()
+    new.send(topic, b"fresh")
+    new.commit_transaction()
+    with pytest.raises(ProducerFencedError) as info:
+        old.send(topic, b"more")
+        old.commit_transaction()
+    assert info.value.fatal
+    old.close(timeout=0)
+    new.close()
+    assert [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 1, isolation="read_committed")] == [b"fresh"]
+
+
+def test_send_outside_a_transaction_is_refused(shared_broker: BrokerProcess) -> None:
+    with txn_producer(shared_broker.bootstrap, "outside-1") as p, pytest.raises(Exception, match="READY"):
+        p.send("txn-rc", b"no transaction")
+
+
+# -- idempotence through faults and a kill -9 -------------------------------------------------
+
+N_RECORDS = 100_000
+PARTITIONS = 3
+
+
+class Rig:
+    def __init__(self, tmp: Path) -> None:
+        proxy_port = free_port()
+        self.broker = BrokerProcess(tmp / "data", overrides={
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}", "num.partitions": str(PARTITIONS),
+        }).start()
+        self.proxy = FaultProxy("127.0.0.1", self.broker.port, proxy_port).start()
+        self.killed = threading.Event()
+
+    def kill_and_restart(self) -> None:
+        self.broker.kill()
+        self.proxy.cut_all()
+        time.sleep(0.5)
+        self.broker.start()
+        self.killed.set()
+
+    def close(self) -> None:
+        self.proxy.stop()
+        if self.broker.alive():
+            self.broker.stop()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(tmp_path)
+    yield r
+    r.close()
+
+
+def numbered(i: int) -> bytes:
+    return f"eoslog-{i:07d}".encode() + b"." * (i % 50)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [7, 11])
+def test_idempotent_producer_through_faults_and_a_broker_kill(rig: Rig, seed: int) -> None:
+    topic = "idem-eoslog"
+    ensure_topic(rig.broker.bootstrap, topic, PARTITIONS)
+    # Small batches: many requests, so many faults (about 1500 requests for 100k records).
+    p = Producer({"bootstrap.servers": rig.proxy.address, "linger.ms": 5, "batch.size": 4096,
+                  "request.timeout.ms": 10000, "delivery.timeout.ms": 300000, "reconnect.backoff.max.ms": 1000})
+    rig.proxy.set_policy(FaultPolicy(drop_probability=0.05, close_mid_request_probability=0.01,
+                                     delay_probability=0.01, delay_seconds=0.2, seed=seed))
+    futures = []
+    for i in range(N_RECORDS):
+        futures.append(p.send(topic, numbered(i), partition=i % PARTITIONS))
+        if i == N_RECORDS // 2:
+            threading.Thread(target=rig.kill_and_restart, daemon=True).start()
+    p.flush()
+    for f in futures:
+        f.result(0)  # raises if any record failed
+    retries = p.metrics()["record-retry-total"]
+    p.close()
+    rig.proxy.heal()
+    assert rig.killed.is_set()
+    assert rig.proxy.injected["drop"] > 0, "no response was dropped: the test proved nothing"
+    assert retries > 0
+    print(f"faults injected: {dict(rig.proxy.injected)}; records retried: {retries}")
+    got: dict[int, list[bytes]] = {p_: [] for p_ in range(PARTITIONS)}
+    for m in consume(rig.broker.bootstrap, topic, PARTITIONS, N_RECORDS, linger_s=1.0):
+        got[m.partition()].append(m.value())
+    for part in range(PARTITIONS):
+        expected = [numbered(i) for i in range(part, N_RECORDS, PARTITIONS)]
+        records = got[part]
+        assert len(records) == len(set(records)), f"partition {part}: duplicates"
+        missing = set(expected) - set(records)
+        assert not missing, f"partition {part}: {len(missing)} records lost"
+        assert records == expected, f"partition {part}: order differs from send order"
