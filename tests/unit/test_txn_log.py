@@ -180,3 +180,16 @@ def test_transaction_state_survives_restarts(tmp_path: Path, restart: str) -> No
     lg.append_marker(P1, 0, 0, commit=False)
     assert lg.last_stable_offset == lg.log_end_offset
     assert aborted(lg)[-1] == (P1, 6, lg.log_end_offset - 1)
+
+
+def test_coordinator_appends_are_epoch_checked(tmp_path: Path) -> None:
+    """A transactional offset commit written by the group coordinator for a fenced
+    producer must not reopen a transaction in __consumer_offsets."""
+    lg = open_log(tmp_path)
+    lg.append_from_coordinator(data(P1, 0, epoch=2))
+    lg.append_marker(P1, 3, 0, commit=False)  # fenced by the transaction coordinator
+    end = lg.log_end_offset
+    with pytest.raises(ProducerStateError) as e:
+        lg.append_from_coordinator(data(P1, 1, epoch=2))
+    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    assert lg.log_end_offset == end and lg.last_stable_offset == end

@@ -283,7 +283,12 @@ class PartitionLog:
                 "RECORD_LIST_TOO_LARGE",
                 f"record set of {len(records)} bytes exceeds segment.bytes={self.config.segment_bytes}",
             )
-        return self._append(records, batches, self.producer_state.prepare())
+        producers = self.producer_state.prepare()
+        for _, h in batches:
+            if h.producer_id >= 0:
+                # Kafka's AppendOrigin.COORDINATOR: the epoch is checked, sequences are not.
+                producers.validate_epoch(h, self.log_end_offset)
+        return self._append(records, batches, producers)
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool

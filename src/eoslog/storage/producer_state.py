@@ -139,16 +139,22 @@ class ProducerAppendInfo:
         entry = self.updated.get(h.producer_id) or self._manager.producers.get(h.producer_id)
         return entry.find_duplicate(h) if entry else None
 
+    def validate_epoch(self, h: BatchHeader, offset: int) -> ProducerStateEntry:
+        """A batch from an older epoch than the producer's is fenced."""
+        _, entry = self._entry(h.producer_id)
+        if h.producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                "INVALID_PRODUCER_EPOCH",
+                f"epoch of producer {h.producer_id} at offset {offset} in {self._manager.partition_name} "
+                f"is {h.producer_epoch}, smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        return entry
+
     def validate(self, h: BatchHeader, offset: int) -> None:
         """Check one (non-duplicate) batch; raises ProducerStateError."""
         pid, epoch, first_seq = h.producer_id, h.producer_epoch, h.base_sequence
-        _, entry = self._entry(pid)
+        entry = self.validate_epoch(h, offset)
         where = f"producer {pid} at offset {offset} in {self._manager.partition_name}"
-        if epoch < entry.producer_epoch:
-            raise ProducerStateError(
-                "INVALID_PRODUCER_EPOCH",
-                f"epoch of {where} is {epoch}, smaller than the last seen epoch {entry.producer_epoch}",
-            )
         if not h.is_transactional and entry.current_txn_first_offset >= 0:
             raise ProducerStateError(
                 "INVALID_TXN_STATE",
