@@ -191,6 +191,7 @@ class Sender:
                     self._fail_batch(batch, error, adjust_sequences=False)
                 return _MAX_SLEEP_S
             tm.bump_idempotent_epoch_if_needed()
+            tm.maybe_restart_sequences()
             if tm.is_completing and acc.has_incomplete() and tm.state is State.ABORTING_TRANSACTION:
                 aborted = TransactionAbortedError("Failing batch since transaction was aborted")
                 for batch in acc.abort_undrained(keep_sequenced=True):
@@ -207,12 +208,17 @@ class Sender:
             conn = self.client.ready(node)
             if conn is not None and conn.in_flight < max_in_flight:
                 sendable.add(node)
+        drained: dict[int, list[ProducerBatch]] = {}
         if sendable:
             drained = acc.drain(cluster, sendable, self.config.max_request_size, now)
             for node, batches in drained.items():
                 self._send_produce(node, batches, now)
         for batch in acc.expired(now):
             self._expire(batch, now)
+        if drained:
+            # A drain takes one batch per partition: look again at once while requests may
+            # still be added in flight (Java polls with timeout 0 then too).
+            return 0.0
         delay = min(next_check, acc.oldest_deadline() - now)
         return max(0.0, min(delay, _MAX_SLEEP_S))
 
@@ -233,6 +239,10 @@ class Sender:
         return conn.versions.pick(0, MAX_VERSION, MIN_VERSION)
 
     def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        tm = self.tm
+        if tm is not None:
+            for batch in batches:
+                tm.sent(batch)  # from here on every path ends in _complete_batch
         conn = self.client.ready(node)
         acks = self.config.acks
         if conn is None:
@@ -246,7 +256,7 @@ class Sender:
             version = self._produce_version(conn)
         except KafkaProtocolError as e:
             for batch in batches:
-                self._fail_batch(batch, e, adjust_sequences=False)
+                self._complete_batch(batch, int(e.error_code), error=e)
             return
         correlation_id = conn.next_correlation_id()
         chunks = encode_produce(version, correlation_id, self.config.client_id, self._transactional_id, acks,
@@ -307,13 +317,15 @@ class Sender:
         log_start_offset: int = -1, message: str | None = None, *, error: BaseException | None = None,
         now: float | None = None,
     ) -> None:
+        tm = self.tm
+        if tm is not None:
+            tm.returned(batch)
         if batch.result.done:
             return  # failed already (a forced close)
         if code == 0:
             self._succeed_batch(batch, base_offset, log_append_time)
             return
         now = time.monotonic() if now is None else now
-        tm = self.tm
         if code == _MESSAGE_TOO_LARGE and batch.count > 1:
             log.info("%s is too large for the broker; splitting it", batch)
             if tm is not None:

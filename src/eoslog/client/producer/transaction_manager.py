@@ -141,7 +141,7 @@ class TxnResult:
 class PartitionSequences:
     """Java's TxnPartitionEntry: one partition's sequence numbers."""
 
-    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence", "producer")
+    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence", "on_wire", "producer")
 
     def __init__(self, producer: ProducerIdAndEpoch) -> None:
         self.producer = producer  # the id and epoch these sequences belong to
@@ -149,6 +149,7 @@ class PartitionSequences:
         self.last_acked_sequence = NO_LAST_ACKED
         self.last_acked_offset = -1
         self.in_flight: list[ProducerBatch] = []  # sent and not completed, by base sequence
+        self.on_wire = 0  # of those, in a request not answered yet
 
     def add_in_flight(self, batch: ProducerBatch) -> None:
         bisect.insort(self.in_flight, batch, key=lambda b: b.base_sequence)
@@ -173,7 +174,11 @@ class TransactionManager:
         self.producer = NO_PRODUCER_ID
         self.partitions: dict[TopicPartition, PartitionSequences] = {}
         self.unresolved: set[TopicPartition] = set()
+        # Partitions whose sequences restart from 0 — under a bumped epoch (idempotent) or the
+        # same one (transactional, the broker forgot us) — as soon as none of their batches
+        # is on the wire: rewriting a batch whose first attempt may still land could duplicate it.
         self.rewrite_sequences: set[TopicPartition] = set()
+        self.restart_sequences: set[TopicPartition] = set()
         self.epoch_bump_required = False
         # Transactions.
         self._lock = threading.Lock()
@@ -457,6 +462,8 @@ class TransactionManager:
         tp = (batch.topic, batch.partition)
         if not self.is_send_to_partition_allowed(tp) or not self.producer.valid:
             return True
+        if tp in self.rewrite_sequences or tp in self.restart_sequences:
+            return True  # its sequences restart once nothing of it is on the wire
         entry = self.partitions.get(tp)
         if not batch.has_sequence:
             if self.state is State.INITIALIZING:
@@ -483,6 +490,27 @@ class TransactionManager:
                                  self.transactional)
         entry.next_sequence = increment_sequence(entry.next_sequence, batch.count)
         entry.add_in_flight(batch)
+
+    def sent(self, batch: ProducerBatch) -> None:
+        entry = self.partitions.get((batch.topic, batch.partition))
+        if entry is not None:
+            entry.on_wire += 1
+
+    def returned(self, batch: ProducerBatch) -> None:
+        """The request carrying ``batch`` was answered or failed."""
+        entry = self.partitions.get((batch.topic, batch.partition))
+        if entry is not None and entry.on_wire > 0:
+            entry.on_wire -= 1
+
+    def _on_wire(self, tp: TopicPartition) -> bool:
+        entry = self.partitions.get(tp)
+        return entry is not None and entry.on_wire > 0
+
+    def maybe_restart_sequences(self) -> None:
+        """Transactional: restart the sequences the broker forgot, once none is on the wire."""
+        for tp in [tp for tp in self.restart_sequences if not self._on_wire(tp)]:
+            self.restart_sequences.discard(tp)
+            self.start_sequences_at_beginning(tp)
 
     def add_in_flight(self, batch: ProducerBatch) -> None:
         """A batch split from one in flight keeps its sequences and is tracked the same way."""
@@ -541,7 +569,7 @@ class TransactionManager:
             if entry is not None and entry.last_acked_offset < log_start_offset:
                 # The log's head was deleted (retention) and the broker forgot us with it.
                 if self.transactional:
-                    self.start_sequences_at_beginning(tp)
+                    self.restart_sequences.add(tp)
                 else:
                     self.request_epoch_bump(tp)
                 return True
@@ -613,7 +641,9 @@ class TransactionManager:
         producer id when there is none; returns the result of an InitProducerId it enqueued."""
         if self.transactional or self.state is State.FATAL_ERROR:
             return None
-        if self.epoch_bump_required and self.producer.valid:
+        if self.epoch_bump_required and self.producer.valid and not any(
+            self._on_wire(tp) for tp in self.rewrite_sequences
+        ):
             if self.producer.epoch >= MAX_EPOCH:
                 log.info("producer %d exhausted its epochs; asking for a new producer id", self.producer.producer_id)
                 self.producer = NO_PRODUCER_ID
