@@ -103,6 +103,8 @@ class AIOProducer:
         self._ignore_keys = c.partitioner_ignore_keys
         self._key_serializer = c.key_serializer
         self._value_serializer = c.value_serializer
+        self._max_plain_size = min(c.max_request_size, c.buffer_memory)
+        self._plain = c.key_serializer is None and c.value_serializer is None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -159,7 +161,7 @@ class AIOProducer:
         if self._closed:
             raise ProducerClosedError("Cannot perform operation after producer has been closed")
         tm = self._tm
-        if tm is not None and (tm.transactional or tm.has_error):
+        if tm is not None and tm.state is not tm.send_state:
             tm.fail_if_not_ready_for_send()
         client = self._client
         if client is None:
@@ -199,6 +201,16 @@ class AIOProducer:
 
     def _prepare(self, key: Any, value: Any, headers: Sequence[Header] | None) -> tuple[
             bytes | None, bytes | None, bytes, int]:
+        if value.__class__ is bytes and headers is None and self._plain:
+            # The common case, checked in one go.
+            if key is None:
+                bound = len(value) + 21
+                if bound + 61 <= self._max_plain_size:
+                    return None, value, _NO_HEADERS, bound
+            elif key.__class__ is bytes:
+                bound = len(value) + len(key) + 21
+                if bound + 61 <= self._max_plain_size:
+                    return key, value, _NO_HEADERS, bound
         if self._key_serializer is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None:

@@ -170,6 +170,8 @@ class TransactionManager:
         self.transactional = transactional_id is not None
         self.transaction_timeout_ms = transaction_timeout_ms
         self.state = State.UNINITIALIZED
+        # The state in which send() needs no further check (read on every send).
+        self.send_state = State.IN_TRANSACTION if self.transactional else State.READY
         self.last_error: BaseException | None = None
         self.producer = NO_PRODUCER_ID
         self.partitions: dict[TopicPartition, PartitionSequences] = {}
