@@ -9,6 +9,8 @@ step is masked to 32 unsigned bits and the result converted back to a signed int
 
 from __future__ import annotations
 
+import random
+
 _MASK32 = 0xFFFFFFFF
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -63,4 +65,30 @@ class RoundRobin:
     def partition(self, num_partitions: int) -> int:
         p = self._next % num_partitions
         self._next += 1
+        return p
+
+
+class StickyPartitioner:
+    """Kafka's partitioner for keyless records (KIP-480): every record of a topic goes to one
+    partition until the producer's batch there is full, then to another partition picked at
+    random among those with a leader. Batches fill up sooner and requests carry fewer,
+    fuller batches than with round-robin."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, int] = {}
+
+    def partition(self, topic: str, available: list[int], num_partitions: int) -> int:
+        """The topic's sticky partition (chosen on first use)."""
+        p = self._current.get(topic)
+        if p is None or p >= num_partitions:
+            p = self.next_partition(topic, available, num_partitions, None)
+        return p
+
+    def next_partition(self, topic: str, available: list[int], num_partitions: int, current: int | None) -> int:
+        """Move on from ``current``: its batch is full."""
+        choices = available or list(range(num_partitions))
+        if len(choices) > 1 and current is not None:
+            choices = [p for p in choices if p != current]
+        p = choices[random.randrange(len(choices))]
+        self._current[topic] = p
         return p

@@ -28,7 +28,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -43,7 +42,7 @@ from eoslog.client.errors import (
     MessageTooLargeError,
     ProducerClosedError,
 )
-from eoslog.client.partitioner import murmur2
+from eoslog.client.partitioner import StickyPartitioner, murmur2
 from eoslog.client.producer.accumulator import NEED_MEMORY, NEW_BATCH, RecordAccumulator
 from eoslog.client.producer.batch import encode_headers, record_size_upper_bound
 from eoslog.client.producer.config import ProducerConfig, producer_config
@@ -97,7 +96,7 @@ class AIOProducer:
         self._metrics = ProducerMetrics()
         self._client: AioClient | None = None
         self._sender: Sender | None = None
-        self._sticky: dict[str, int] = {}
+        self._sticky = StickyPartitioner()
         self._closed = False
         self._max_block_s = c.max_block_ms / 1000
         self._ignore_keys = c.partitioner_ignore_keys
@@ -174,9 +173,7 @@ class AIOProducer:
             if key is not None and not self._ignore_keys:
                 partition = (murmur2(key) & 0x7FFFFFFF) % len(meta.leaders)
             else:
-                partition = self._sticky.get(topic)
-                if partition is None or partition >= len(meta.leaders):
-                    partition = self._next_sticky(topic, meta.available, len(meta.leaders), None)
+                partition = self._sticky.partition(topic, meta.available, len(meta.leaders))
                 sticky = True
         elif not 0 <= partition < len(meta.leaders):
             raise KafkaError(f"Invalid partition given with record: {partition} is not in the range "
@@ -185,19 +182,11 @@ class AIOProducer:
         result = acc.append(topic, partition, timestamp, key, value, headers, size_bound, sticky)
         if result is NEW_BATCH:
             # KIP-480: the sticky partition's batch is full; start a batch on another partition.
-            partition = self._next_sticky(topic, meta.available, len(meta.leaders), partition)
+            partition = self._sticky.next_partition(topic, meta.available, len(meta.leaders), partition)
             result = acc.append(topic, partition, timestamp, key, value, headers, size_bound)
         if tm is not None and tm.transactional and result.__class__ is RecordFuture:
             tm.maybe_add_partition((topic, partition))
         return result
-
-    def _next_sticky(self, topic: str, available: list[int], count: int, current: int | None) -> int:
-        choices = available or list(range(count))
-        if len(choices) > 1 and current is not None:
-            choices = [p for p in choices if p != current]
-        partition = choices[random.randrange(len(choices))]
-        self._sticky[topic] = partition
-        return partition
 
     def _prepare(self, key: Any, value: Any, headers: Sequence[Header] | None) -> tuple[
             bytes | None, bytes | None, bytes, int]:
