@@ -1,30 +1,22 @@
-"""``__consumer_offsets`` as the group coordinator sees it: create, append, read.
-
-The only module of the coordinator that touches storage. Appends come from the
-coordinator, not from a client, so they take ``PartitionLog.append_from_coordinator``
-(offsets assigned, no producer-sequence checks). Storage failures come back as
-``CoordinatorAppendError`` carrying the storage's Kafka error name; the coordinator maps
-it onto what the client should see.
-"""
+"""``__consumer_offsets`` as the group coordinator sees it (an InternalTopic)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from eoslog.records import CompressionType, InvalidRecordError, build_batch
-from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from eoslog.storage import LogManager, PartitionLog, TopicError
+from eoslog.coordinator.internal_topic import (
+    CoordinatorAppendError,
+    InternalTopic,
+    InternalTopicConfig,
+    KeyValue,
+)
+from eoslog.records import CompressionType
+from eoslog.storage import LogManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-KeyValue = tuple[bytes, bytes | None]
-
-
-class CoordinatorAppendError(Exception):
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
+__all__ = ["OFFSETS_TOPIC", "CoordinatorAppendError", "KeyValue", "OffsetsTopic", "OffsetsTopicConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,68 +26,13 @@ class OffsetsTopicConfig:
     compression: CompressionType
 
 
-class OffsetsTopic:
+class OffsetsTopic(InternalTopic):
     def __init__(
         self, logs: LogManager, config: OffsetsTopicConfig, clock_ms: Callable[[], int],
         on_append: Callable[[tuple[str, int]], None] | None = None,
     ) -> None:
-        self.logs = logs
-        self.config = config
-        self._clock_ms = clock_ms
-        self._on_append = on_append
-
-    @property
-    def exists(self) -> bool:
-        return OFFSETS_TOPIC in self.logs.topics
-
-    @property
-    def num_partitions(self) -> int:
-        """The existing topic's partition count wins over the config, as in Kafka."""
-        info = self.logs.topics.get(OFFSETS_TOPIC)
-        return info.num_partitions if info is not None else self.config.num_partitions
-
-    def create(self) -> bool:
-        """Create the topic (compacted) if it does not exist; True if this call created it."""
-        if self.exists:
-            return False
-        try:
-            self.logs.create_topic(
-                OFFSETS_TOPIC, self.config.num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
-                 "compression.type": "producer"},
-                internal=True,
-            )
-        except TopicError as e:
-            if e.error_name != "TOPIC_ALREADY_EXISTS":
-                raise
-            return False
-        return True
-
-    def partition_log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get_log(OFFSETS_TOPIC, partition)
-        if plog is None:
-            raise CoordinatorAppendError(
-                "UNKNOWN_TOPIC_OR_PARTITION", f"{OFFSETS_TOPIC}-{partition} does not exist"
-            )
-        return plog
-
-    def append(
-        self, partition: int, records: Sequence[KeyValue], *, producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = NO_PRODUCER_EPOCH, transactional: bool = False,
-    ) -> int:
-        """Append one batch of (key, value) records; returns the batch's base offset."""
-        plog = self.partition_log(partition)
-        batch = build_batch(
-            [(k, v, ()) for k, v in records], timestamp=self._clock_ms(),
-            compression=self.config.compression, producer_id=producer_id,
-            producer_epoch=producer_epoch, transactional=transactional,
+        super().__init__(
+            logs,
+            InternalTopicConfig(OFFSETS_TOPIC, config.num_partitions, config.segment_bytes, config.compression),
+            clock_ms, on_append,
         )
-        try:
-            info = plog.append_from_coordinator(batch)
-        except InvalidRecordError as e:
-            raise CoordinatorAppendError(e.error_name, str(e)) from e
-        except OSError as e:
-            raise CoordinatorAppendError("KAFKA_STORAGE_ERROR", f"{OFFSETS_TOPIC}-{partition}: {e}") from e
-        if self._on_append is not None:
-            self._on_append((OFFSETS_TOPIC, partition))
-        return info.first_offset

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from eoslog.coordinator.group.offsets_topic import CoordinatorAppendError, KeyValue
+from eoslog.coordinator.internal_topic import CoordinatorAppendError, KeyValue
 from eoslog.coordinator.transaction.log import (
     TRANSACTION_STATE_TOPIC,
     encode_key,
