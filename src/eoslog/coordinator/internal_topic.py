@@ -10,14 +10,20 @@ should see.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import logging
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from eoslog.records import CompressionType, InvalidRecordError, build_batch
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from eoslog.storage import LogManager, PartitionLog, TopicError
 
+log = logging.getLogger(__name__)
+
 KeyValue = tuple[bytes, bytes | None]
+T = TypeVar("T")
 
 
 class CoordinatorAppendError(Exception):
@@ -100,3 +106,30 @@ class InternalTopic:
         if self._on_append is not None:
             self._on_append((self.name, partition))
         return info.first_offset
+
+
+def finish_loader(loader: Generator[None, None, T]) -> T:
+    """Run a chunked partition loader to the end at once (start-up in tests)."""
+    while True:
+        try:
+            next(loader)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+
+async def drive_loader(loader: Generator[None, None, T], what: str) -> T | None:
+    """Run a chunked partition loader, yielding to the event loop between chunks so the
+    broker keeps serving while a coordinator loads. None if loading failed (logged): the
+    caller keeps the partition loading, so its keys answer COORDINATOR_LOAD_IN_PROGRESS
+    instead of starting over without their state."""
+    while True:
+        try:
+            next(loader)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        except Exception:
+            log.exception("failed to load %s", what)
+            return None
+        await asyncio.sleep(0)

@@ -54,6 +54,7 @@ from eoslog.coordinator.group.records import (
 )
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
+from eoslog.coordinator.internal_topic import drive_loader
 from eoslog.records import CompressionType
 from eoslog.storage import LogManager
 
@@ -178,18 +179,9 @@ class GroupCoordinator:
             loader = load_partition(
                 self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes
             )
-            while True:
-                try:
-                    next(loader)
-                except StopIteration as done:
-                    self._on_partition_loaded(partition, done.value)
-                    break
-                except Exception:
-                    # The partition stays loading: its groups keep answering
-                    # COORDINATOR_LOAD_IN_PROGRESS rather than losing their offsets.
-                    log.exception("failed to load __consumer_offsets-%d", partition)
-                    break
-                await asyncio.sleep(0)
+            groups = await drive_loader(loader, f"{self.topic.name}-{partition}")
+            if groups is not None:
+                self._on_partition_loaded(partition, groups)
             await asyncio.sleep(0)
 
     def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata]) -> None:

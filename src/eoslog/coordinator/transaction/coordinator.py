@@ -37,8 +37,10 @@ from eoslog.config import BrokerConfig
 from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
+from eoslog.coordinator.internal_topic import drive_loader, finish_loader
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
 from eoslog.coordinator.transaction.loader import load_partition
+from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction.marker_channel import (
     LeaderLookup,
     MarkerSender,
@@ -167,29 +169,15 @@ class TransactionCoordinator:
     def load_partition_now(self, partition: int) -> None:
         """Load one partition synchronously (tests)."""
         loader = load_partition(self.state.topic, partition, self.config.load_buffer_bytes)
-        while True:
-            try:
-                next(loader)
-            except StopIteration as done:
-                self._on_partition_loaded(partition, done.value)
-                return
+        self._on_partition_loaded(partition, finish_loader(loader))
 
     async def load_all(self) -> None:
         """Load every partition marked by ``begin_loading``, yielding between chunks."""
         for partition in self.state.loading_partitions():
             loader = load_partition(self.state.topic, partition, self.config.load_buffer_bytes)
-            while True:
-                try:
-                    next(loader)
-                except StopIteration as done:
-                    self._on_partition_loaded(partition, done.value)
-                    break
-                except Exception:
-                    # The partition stays loading: its ids answer COORDINATOR_LOAD_IN_PROGRESS
-                    # rather than start over without their producer ids and epochs.
-                    log.exception("failed to load __transaction_state-%d", partition)
-                    break
-                await asyncio.sleep(0)
+            loaded = await drive_loader(loader, f"{TRANSACTION_STATE_TOPIC}-{partition}")
+            if loaded is not None:
+                self._on_partition_loaded(partition, loaded)
             await asyncio.sleep(0)
 
     def _on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata]) -> None:
