@@ -434,6 +434,8 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> None:
         """Make every queued record sendable now and wait until all have completed."""
+        if threading.get_ident() == self._thread.ident:
+            raise IllegalStateError("flush() from a delivery callback would deadlock")
         acc = self._aio._accumulator
         acc.begin_flush()
         deadline = None if timeout is None else time.monotonic() + timeout
