@@ -156,7 +156,7 @@ class AioClient:
             backoff = min(self.reconnect_backoff_s * 2 ** (failures - 1), self.reconnect_backoff_max_s)
             self._backoff_until[node_id] = time.monotonic() + backoff
             log.info("broker %d: %s (retrying in %.0f ms)", node_id, e, backoff * 1000)
-            self.cluster.request_update()
+            self.request_update()  # it may have moved
             raise
         finally:
             self._connecting.pop(node_id, None)
