@@ -5,7 +5,10 @@ from __future__ import annotations
 from confluent_kafka import Producer
 
 from eoslog.client.connection import BrokerConnection
+from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
+from eoslog.records import build_batch
+from rawkafka import RawClient, create_topic, produce_request
 
 DESCRIBE_PRODUCERS = 61
 
@@ -58,3 +61,18 @@ def test_producer_ids_are_never_reissued_across_kill_9(broker) -> None:
         seen |= ids
     # kill -9 skips the rest of a block rather than reusing any of it
     assert len(seen) == 3 and min(seen) >= 0
+
+
+def test_append_errors_carry_the_log_start_offset(broker) -> None:
+    """Kafka answers UNKNOWN_PRODUCER_ID & co. with the partition's log start offset."""
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "errors-lso", 1)
+        ok = build_batch([(None, b"x", ())], timestamp=1)
+        c.call(produce_request("errors-lso", 0, ok))
+        unknown = build_batch([(None, b"y", ())], timestamp=1, producer_id=999_999,
+                              producer_epoch=0, base_sequence=5)
+        response = c.call(produce_request("errors-lso", 0, unknown))
+    (topic,) = response.responses
+    (part,) = topic.partition_responses
+    assert part.error_code == ErrorCode.unknown_producer_id
+    assert part.log_start_offset == 0

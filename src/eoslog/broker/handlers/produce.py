@@ -86,9 +86,13 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                 info = plog.append_as_leader(records)
             except (InvalidRecordError, ProducerStateError) as e:
                 log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
-                partitions.append(
-                    _partition_response(module, index, error_code(e.error_name), message=str(e))
-                )
+                # Kafka answers append errors with the partition's log start offset: on
+                # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to
+                # tell retention (retry after an epoch bump) from data loss.
+                partitions.append(_partition_response(
+                    module, index, error_code(e.error_name), message=str(e),
+                    log_start_offset=plog.log_start_offset,
+                ))
                 continue
             if not info.duplicate:
                 state.purgatory.notify((name, index))
