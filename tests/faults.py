@@ -22,9 +22,11 @@ import contextlib
 import random
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PRODUCE = 0
 FETCH = 1
@@ -209,3 +211,39 @@ class FaultProxy:
             if p.close_mid_request_probability <= 0:
                 return False
             return self._rng.random() < p.close_mid_request_probability
+
+
+class FaultRig:
+    """A real broker whose clients all go through a FaultProxy, and a kill -9 on demand.
+
+    The broker advertises the proxy's address, so every connection a client opens after
+    bootstrap passes through it too.
+    """
+
+    def __init__(self, tmp: Path, partitions: int) -> None:
+        from harness import BrokerProcess, free_port
+
+        proxy_port = free_port()
+        self.broker = BrokerProcess(tmp / "data", overrides={
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+            "num.partitions": str(partitions),
+        }).start()
+        self.proxy = FaultProxy("127.0.0.1", self.broker.port, proxy_port).start()
+        self.killed = threading.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proxy.address
+
+    def kill_and_restart(self) -> None:
+        """kill -9 the broker, cut the proxied connections, restart on the same port and data."""
+        self.broker.kill()
+        self.proxy.cut_all()
+        time.sleep(0.5)
+        self.broker.start()
+        self.killed.set()
+
+    def close(self) -> None:
+        self.proxy.stop()
+        if self.broker.alive():
+            self.broker.stop()

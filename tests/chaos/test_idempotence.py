@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from faults import FaultPolicy, FaultProxy
-from harness import BrokerProcess, free_port
+from faults import FaultPolicy, FaultRig
 
 N_RECORDS = 200_000
 PARTITIONS = 3
@@ -27,39 +26,13 @@ KILL_AT = N_RECORDS // 2
 pytestmark = pytest.mark.slow
 
 
-class Rig:
+class Rig(FaultRig):
     def __init__(self, tmp: Path) -> None:
-        proxy_port = free_port()
-        self.broker = BrokerProcess(
-            tmp / "data",
-            overrides={
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
-                "num.partitions": str(PARTITIONS),
-            },
-        ).start()
-        self.proxy = FaultProxy("127.0.0.1", self.broker.port, proxy_port).start()
-        self.killed = threading.Event()
-
-    @property
-    def bootstrap(self) -> str:
-        return self.proxy.address
+        super().__init__(tmp, PARTITIONS)
 
     def faults_on(self) -> None:
         self.proxy.set_policy(FaultPolicy(drop_probability=0.05, close_mid_request_probability=0.01,
                                           delay_probability=0.01, delay_seconds=0.2, seed=7))
-
-    def kill_and_restart(self) -> None:
-        """kill -9 the broker, restart it on the same port and data directory."""
-        self.broker.kill()
-        self.proxy.cut_all()
-        time.sleep(0.5)
-        self.broker.start()
-        self.killed.set()
-
-    def close(self) -> None:
-        self.proxy.stop()
-        if self.broker.alive():
-            self.broker.stop()
 
 
 @pytest.fixture

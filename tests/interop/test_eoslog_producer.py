@@ -35,8 +35,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
-from faults import FaultPolicy, FaultProxy
-from harness import BrokerProcess, free_port
+from faults import FaultPolicy, FaultRig
+from harness import BrokerProcess
 
 WAIT_S = 60.0
 
@@ -304,31 +304,9 @@ N_RECORDS = 100_000
 PARTITIONS = 3
 
 
-class Rig:
-    def __init__(self, tmp: Path) -> None:
-        proxy_port = free_port()
-        self.broker = BrokerProcess(tmp / "data", overrides={
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}", "num.partitions": str(PARTITIONS),
-        }).start()
-        self.proxy = FaultProxy("127.0.0.1", self.broker.port, proxy_port).start()
-        self.killed = threading.Event()
-
-    def kill_and_restart(self) -> None:
-        self.broker.kill()
-        self.proxy.cut_all()
-        time.sleep(0.5)
-        self.broker.start()
-        self.killed.set()
-
-    def close(self) -> None:
-        self.proxy.stop()
-        if self.broker.alive():
-            self.broker.stop()
-
-
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    r = Rig(tmp_path)
+def rig(tmp_path: Path) -> Iterator[FaultRig]:
+    r = FaultRig(tmp_path, PARTITIONS)
     yield r
     r.close()
 
@@ -339,7 +317,7 @@ def numbered(i: int) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [7, 11])
-def test_idempotent_producer_through_faults_and_a_broker_kill(rig: Rig, seed: int) -> None:
+def test_idempotent_producer_through_faults_and_a_broker_kill(rig: FaultRig, seed: int) -> None:
     topic = "idem-eoslog"
     ensure_topic(rig.broker.bootstrap, topic, PARTITIONS)
     # Small batches: many requests, so many faults (about 1500 requests for 100k records).
@@ -414,7 +392,7 @@ def test_threads_share_one_producer(shared_broker: BrokerProcess) -> None:
 
 
 @pytest.mark.slow
-def test_transactions_through_faults(rig: Rig) -> None:
+def test_transactions_through_faults(rig: FaultRig) -> None:
     """Dropped responses and cut requests on Produce, AddPartitionsToTxn and EndTxn: every
     committed transaction is read exactly once, in order, and no aborted record shows."""
     topic = "txn-faults"
