@@ -12,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -268,3 +269,14 @@ def machine_facts(data_dir: Path, broker_src: Path = REPO_ROOT / "src") -> dict[
 
 def dir_bytes(path: Path, suffix: str = ".log") -> int:
     return sum(p.stat().st_size for p in path.rglob(f"*{suffix}") if p.is_file())
+
+
+def prepare_run(work_dir: Path | None, prefix: str, broker_src: Path | None) -> tuple[Path, Path, dict[str, Any]]:
+    """A fresh work directory (under ``work_dir`` if given) with an empty ``data`` dir for
+    the broker, and the machine facts of that disk: (work, data_dir, facts)."""
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=work_dir))
+    data_dir = work / "data"
+    data_dir.mkdir()
+    return work, data_dir, machine_facts(data_dir, use_broker_src(broker_src))

@@ -26,7 +26,6 @@ import datetime
 import json
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,8 +42,7 @@ from common import (
     RssSampler,
     best,
     dir_bytes,
-    machine_facts,
-    use_broker_src,
+    prepare_run,
 )
 from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, fetch, high_watermarks, produce
 
@@ -116,13 +114,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cases = [c for c in PRODUCE_CASES if c.name in wanted]
         if unknown := wanted - {c.name for c in cases}:
             raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
-    if args.work_dir is not None:
-        args.work_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="eoslog-bench-", dir=args.work_dir))
-    data_dir = work / "data"
-    data_dir.mkdir()
+    work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-", args.broker_src)
     started = datetime.datetime.now().astimezone()
-    facts = machine_facts(data_dir, use_broker_src(args.broker_src))
     console.print(f"[bold]eoslog core benchmark[/]: {total_mb} MB per case ({records:,} records of "
                   f"{RECORD_SIZE} B), {PARTITIONS} partitions; work dir {work} "
                   f"({facts['disk'].get('device')}, {facts['disk'].get('fstype')})")

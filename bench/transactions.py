@@ -75,7 +75,17 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines import recycle_pages
-from common import MB, RESULTS_DIR, BrokerProcess, Measurement, RssSampler, best, machine_facts, use_broker_src
+from common import (
+    MB,
+    RESULTS_DIR,
+    BrokerProcess,
+    Measurement,
+    RssSampler,
+    best,
+    machine_facts,
+    prepare_run,
+    use_broker_src,
+)
 from load import (
     CONSUMER_BASE,
     ENQUEUE_CHUNK,
@@ -405,13 +415,8 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cases = cases_for(args.intervals, args.controls)
-    if args.work_dir is not None:
-        args.work_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="eoslog-bench-txn-", dir=args.work_dir))
-    data_dir = work / "data"
-    data_dir.mkdir()
+    work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-txn-", args.broker_src)
     started = datetime.datetime.now().astimezone()
-    facts = machine_facts(data_dir, use_broker_src(args.broker_src))
     console.print(f"[bold]eoslog transactions benchmark[/]: {args.seconds:g} s per case, {args.rounds} round(s), "
                   f"{RECORD_SIZE} B records, {PARTITIONS} partitions, commit intervals "
                   f"{', '.join(f'{ms} ms' for ms in args.intervals)}; work dir {work}")
