@@ -22,8 +22,22 @@ INVALID_OFFSET = -1
 NO_RETENTION = -1
 
 
-def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
-    return ctx.state.logs.get_log(tp.topic, tp.partition) is not None
+def requested_partitions(
+    ctx: RequestContext, request: Any
+) -> tuple[list[tuple[TopicPartition, Any]], dict[TopicPartition, str]]:
+    """Each requested partition with its request entry, in request order, and
+    UNKNOWN_TOPIC_OR_PARTITION for those that do not exist (OffsetCommit, OffsetDelete,
+    TxnOffsetCommit)."""
+    parts = [(TopicPartition(t.name, int(p.partition_index)), p) for t in request.topics for p in t.partitions]
+    errors = {tp: "UNKNOWN_TOPIC_OR_PARTITION" for tp, _ in parts
+              if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
+    return parts, errors
+
+
+def committed_offset(p: Any, now: int, expire: int | None) -> OffsetAndMetadata:
+    """The offset an OffsetCommit/TxnOffsetCommit partition entry asks to commit."""
+    return OffsetAndMetadata(int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                             p.committed_metadata or "", now, expire)
 
 
 def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[tuple[int, Any]]]:
@@ -43,20 +57,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     retention = getattr(request, "retention_time", None)  # v2-v4 only
     retention_ms = to_ms(retention) if retention is not None else NO_RETENTION
     expire = now + retention_ms if retention_ms != NO_RETENTION else None
-    order: list[TopicPartition] = []
-    errors: dict[TopicPartition, str] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, int(p.partition_index))
-            order.append(tp)
-            if not _exists(ctx, tp):
-                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
-                p.committed_metadata or "", now, expire,
-            )
+    parts, errors = requested_partitions(ctx, request)
+    order = [tp for tp, _ in parts]
+    offsets = {tp: committed_offset(p, now, expire) for tp, p in parts if tp not in errors}
     if offsets:
         errors.update(group_coordinator(ctx).commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
@@ -141,14 +144,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    order: list[TopicPartition] = []
-    errors: dict[TopicPartition, str] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, int(p.partition_index))
-            order.append(tp)
-            if not _exists(ctx, tp):
-                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+    parts, errors = requested_partitions(ctx, request)
+    order = [tp for tp, _ in parts]
     wanted = [tp for tp in order if tp not in errors]
     error, results = group_coordinator(ctx).delete_offsets(request.group_id, wanted)
     if error != NONE:

@@ -30,8 +30,9 @@ from kio.static.primitive import i16, i32, i64
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.broker.handlers.groups import TRANSACTION_KEY_TYPE, register_coordinator_key_type, to_ms
+from eoslog.broker.handlers.offsets import committed_offset, requested_partitions
 from eoslog.broker.security import Principal
-from eoslog.coordinator.group import NONE, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group import NONE, TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
 from eoslog.coordinator.transaction import DescribedTransaction, TransactionCoordinator, TxnMarker
@@ -274,18 +275,9 @@ def _verify_offsets_partition(ctx: RequestContext, request: Any) -> str:
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
-    order: list[TopicPartition] = []
-    errors: dict[TopicPartition, str] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, int(p.partition_index))
-            order.append(tp)
-            if ctx.state.logs.get_log(tp.topic, tp.partition) is None:
-                errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
-                continue
-            offsets[tp] = OffsetAndMetadata(int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
-                                            p.committed_metadata or "", now, None)
+    parts, errors = requested_partitions(ctx, request)
+    order = [tp for tp, _ in parts]
+    offsets = {tp: committed_offset(p, now, None) for tp, p in parts if tp not in errors}
     groups = ctx.state.group_coordinator
     if offsets and groups is not None:
         error = _verify_offsets_partition(ctx, request)
