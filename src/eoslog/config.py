@@ -123,6 +123,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "how often transactions past their timeout are aborted"),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
               "how often expired transactional ids are removed"),
+    ConfigDef("transaction.two.phase.commit.enable", bool, False,
+              "let producers take part in two-phase commit (KIP-939): their transactions never time out"),
     # Log cleaner (compaction of cleanup.policy=compact topics).
     ConfigDef("log.cleaner.enable", bool, True, "run the log cleaner"),
     ConfigDef("log.cleaner.backoff.ms", int, 15000, "pause between cleaner passes with nothing to clean"),

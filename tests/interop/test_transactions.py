@@ -452,7 +452,7 @@ def test_advertised_transaction_api_versions(txn_broker: BrokerProcess) -> None:
 
     versions = broker_api_versions(txn_broker.bootstrap)
     assert {k: versions[k] for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
-        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 2),
+        22: (0, 6), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 2),
     }
 
 

@@ -84,3 +84,13 @@ def test_explicit_delivery_timeout_equal_to_the_sum_is_accepted() -> None:
 
 def test_acks_all_spellings() -> None:
     assert make(acks="all").acks == make(acks=-1).acks == make(acks="-1").acks == -1
+
+
+def test_two_phase_commit_needs_a_transactional_id_and_no_transaction_timeout() -> None:
+    c = producer_config({**BOOT, "transactional.id": "t", "transaction.two.phase.commit.enable": "true"})
+    assert c.transaction_two_phase_commit_enable and not make().transaction_two_phase_commit_enable
+    with pytest.raises(ConfigException, match=r"transaction\.two\.phase\.commit\.enable.*transactional\.id"):
+        producer_config({**BOOT, "transaction.two.phase.commit.enable": True})
+    with pytest.raises(ConfigException, match=r"transaction\.timeout\.ms.*two\.phase"):
+        producer_config({**BOOT, "transactional.id": "t", "transaction.two.phase.commit.enable": True,
+                         "transaction.timeout.ms": 60000})

@@ -35,9 +35,9 @@ from eoslog.client.producer.txn_requests import (
     Outcome,
     TxnOffsetCommitHandler,
 )
-from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 from eoslog.protocol.errors import ErrorCode
-from eoslog.protocol.messages import build, response_types
+from eoslog.protocol.messages import build, request_types, response_types
 
 S = State
 # Kafka's TransactionManager.isTransitionValid, written out here as (from, to) pairs.
@@ -48,6 +48,9 @@ LEGAL = {
     (S.READY, S.IN_TRANSACTION),
     (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION),
     (S.IN_TRANSACTION, S.ABORTING_TRANSACTION), (S.ABORTABLE_ERROR, S.ABORTING_TRANSACTION),
+    # KIP-939: prepare_transaction(), or init_transactions(keep_prepared_txn) found one open.
+    (S.IN_TRANSACTION, S.PREPARED_TRANSACTION), (S.INITIALIZING, S.PREPARED_TRANSACTION),
+    (S.PREPARED_TRANSACTION, S.COMMITTING_TRANSACTION), (S.PREPARED_TRANSACTION, S.ABORTING_TRANSACTION),
     (S.IN_TRANSACTION, S.ABORTABLE_ERROR), (S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR),
     (S.ABORTABLE_ERROR, S.ABORTABLE_ERROR), (S.INITIALIZING, S.ABORTABLE_ERROR),
     *((s, S.FATAL_ERROR) for s in State),
@@ -399,3 +402,112 @@ def test_abortable_batch_failure_bumps_the_epoch_after_the_abort() -> None:
 
 def test_concurrent_transactions_is_retriable() -> None:
     assert ConcurrentTransactionsError.retriable and not ConcurrentTransactionsError.fatal
+
+
+# -- two-phase commit (KIP-939) -----------------------------------------------------------------
+
+def tm_2pc(state: State) -> TransactionManager:
+    tm = TransactionManager(transactional_id="txn", enable_2pc=True)
+    tm.state = state
+    tm.producer = ProducerIdAndEpoch(1000, 3)
+    return tm
+
+
+def init_response(pid: int, epoch: int, ongoing: tuple[int, int] = (-1, -1)) -> Any:
+    m = response_types(22, 6)
+    return build(m.InitProducerIdResponse, throttle_time=0, error_code=ErrorCode.none, producer_id=pid,
+                 producer_epoch=epoch, ongoing_txn_producer_id=ongoing[0], ongoing_txn_producer_epoch=ongoing[1])
+
+
+def test_prepare_needs_2pc_and_a_transaction() -> None:
+    with pytest.raises(InvalidTxnStateError, match="2PC is not enabled"):
+        tm_in(S.IN_TRANSACTION).prepare_transaction()
+    with pytest.raises(IllegalStateError, match="READY"):
+        tm_2pc(S.READY).prepare_transaction()
+    tm = tm_2pc(S.IN_TRANSACTION)
+    tm.transition_to_abortable(TopicAuthorizationFailedError("x"))
+    with pytest.raises(TopicAuthorizationFailedError):
+        tm.prepare_transaction()
+    tm = tm_2pc(S.IN_TRANSACTION)
+    tm.maybe_add_partition(("t", 0))  # not yet added: records are still on their way
+    with pytest.raises(IllegalStateError, match="flush"):
+        tm.prepare_transaction()
+
+
+def test_prepared_allows_only_commit_abort_or_complete() -> None:
+    tm = tm_2pc(S.IN_TRANSACTION)
+    tm.transaction_started = True
+    state = tm.prepare_transaction()
+    assert tm.state is S.PREPARED_TRANSACTION
+    assert state.to_string() == "1000:3" and tm.prepared_transaction_state() == state
+    for call in (tm.begin_transaction, tm.fail_if_not_ready_for_send, tm.check_can_prepare,
+                 lambda: tm.send_offsets_to_transaction({("in", 0): OffsetAndMetadata(1)}, ConsumerGroupMetadata("g"))):
+        with pytest.raises(IllegalStateError, match="prepared state"):
+            call()
+    assert tm.state is S.PREPARED_TRANSACTION
+    result = tm.complete_prepared(state)  # the same transaction: commit
+    assert tm.state is S.COMMITTING_TRANSACTION
+    handler = tm.next_request_handler(has_incomplete_batches=False)
+    assert isinstance(handler, EndTxnHandler) and handler.commit
+    assert handler.producer_fields()["producer_epoch"] == 3
+    assert handler.handle_response(end_txn_response(ErrorCode.none)) is Outcome.DONE
+    assert result.done and result.error is None and tm.state is S.READY
+    assert tm.prepared_transaction_state() is None
+    with pytest.raises(InvalidTxnStateError, match="no transaction has been prepared"):
+        tm.complete_prepared(state)
+
+
+def test_complete_with_another_state_aborts() -> None:
+    tm = tm_2pc(S.IN_TRANSACTION)
+    tm.transaction_started = True
+    state = tm.prepare_transaction()
+    tm.complete_prepared(PreparedTxnState(state.producer_id, state.epoch + 1))
+    assert tm.state is S.ABORTING_TRANSACTION
+    handler = tm.next_request_handler(has_incomplete_batches=False)
+    assert isinstance(handler, EndTxnHandler) and not handler.commit
+
+
+def test_init_keeping_a_prepared_transaction() -> None:
+    with pytest.raises(InvalidTxnStateError, match=r"two\.phase"):
+        TransactionManager(transactional_id="txn").initialize_transactions(keep_prepared_txn=True)
+    tm = TransactionManager(transactional_id="txn", enable_2pc=True)
+    result = tm.initialize_transactions(keep_prepared_txn=True)
+    handler = tm.next_request_handler(False)
+    assert isinstance(handler, InitProducerIdHandler)
+    request = handler.request(request_types(22, 6), 6)
+    assert request.enable2_pc and request.keep_prepared_txn
+    assert handler.handle_response(init_response(77, 5, ongoing=(77, 4))) is Outcome.DONE
+    assert result.done and tm.state is S.PREPARED_TRANSACTION and tm.producer == ProducerIdAndEpoch(77, 5)
+    assert tm.prepared_transaction_state() == PreparedTxnState(77, 4)
+    tm.complete_prepared(PreparedTxnState.from_string("77:4"))
+    end = tm.next_request_handler(False)  # EndTxn is sent although this instance added nothing
+    assert isinstance(end, EndTxnHandler) and end.commit and end.producer_fields()["producer_epoch"] == 5
+
+    tm = TransactionManager(transactional_id="txn", enable_2pc=True)
+    tm.initialize_transactions(keep_prepared_txn=True)
+    handler = tm.next_request_handler(False)
+    assert handler is not None and handler.handle_response(init_response(77, 6)) is Outcome.DONE
+    assert tm.state is S.READY and tm.prepared_transaction_state() is None  # nothing was open
+
+
+def test_2pc_init_without_keep_and_a_plain_init() -> None:
+    tm = TransactionManager(transactional_id="txn", enable_2pc=True)
+    tm.initialize_transactions()
+    handler = tm.next_request_handler(False)
+    assert handler is not None
+    request = handler.request(request_types(22, 6), 6)
+    assert request.enable2_pc and not request.keep_prepared_txn
+    plain = TransactionManager(transactional_id="txn")
+    plain.initialize_transactions()
+    handler = plain.next_request_handler(False)
+    assert handler is not None and not handler.request(request_types(22, 6), 6).enable2_pc
+
+
+def test_prepared_txn_state_strings() -> None:
+    assert PreparedTxnState(123, 4).to_string() == "123:4"
+    assert PreparedTxnState.from_string("123:4") == PreparedTxnState(123, 4)
+    assert PreparedTxnState().to_string() == "" and not PreparedTxnState().has_transaction
+    assert PreparedTxnState.from_string("") == PreparedTxnState.from_string(None) == PreparedTxnState()
+    for bad in ("123", "1:2:3", "a:b", "-5:1", "1:40000"):
+        with pytest.raises(ValueError):
+            PreparedTxnState.from_string(bad)

@@ -1,1 +1,5 @@
 """client"""
+
+from eoslog.client.types import PreparedTxnState
+
+__all__ = ["PreparedTxnState"]

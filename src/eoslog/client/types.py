@@ -26,3 +26,37 @@ class ConsumerGroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+class PreparedTxnState(NamedTuple):
+    """A prepared two-phase-commit transaction (KIP-939): the producer id and epoch it was
+    prepared under. Store ``to_string()`` with the external decision; after a crash, a new
+    producer's ``complete_transaction(PreparedTxnState.from_string(stored))`` commits the
+    transaction if it is still that one and aborts it otherwise. Kafka's format: "123:4"."""
+
+    producer_id: int = -1
+    epoch: int = -1
+
+    @property
+    def has_transaction(self) -> bool:
+        return self.producer_id >= 0 and self.epoch >= 0
+
+    def to_string(self) -> str:
+        """``"producer_id:epoch"``; the empty string for the empty state, as Kafka's."""
+        return f"{self.producer_id}:{self.epoch}" if self.has_transaction else ""
+
+    @classmethod
+    def from_string(cls, text: str | None) -> PreparedTxnState:
+        """Parse ``to_string()``'s form; None or "" is the empty state. ValueError otherwise."""
+        if not text:
+            return cls()
+        parts = text.split(":")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            producer_id, epoch = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise ValueError(f"invalid prepared transaction state {text!r}: expected 'producerId:epoch'") from None
+        if producer_id < 0 or not 0 <= epoch <= 32767:
+            raise ValueError(f"invalid prepared transaction state {text!r}: producer id or epoch out of range")
+        return cls(producer_id, epoch)

@@ -10,9 +10,11 @@ EndTxn v2; TRANSACTION_ABORTABLE is INVALID_TXN_STATE where the version predates
 Without a transactional id InitProducerId hands out a fresh producer id with epoch 0
 (seed 001: "blindly accept the request and return a new producerId").
 
-Versions are those of transaction protocol 1 (Kafka 3.x): EndTxn v5, TxnOffsetCommit v5,
-WriteTxnMarkers v2 and InitProducerId v6 belong to KIP-890 part 2 and KIP-939 and are not
-served. AddPartitionsToTxn v4+ (broker to broker, several transactions, verify-only) is.
+Versions are those of transaction protocol 1 (Kafka 3.x): EndTxn v5, TxnOffsetCommit v5
+and WriteTxnMarkers v2 belong to KIP-890 part 2 and are not served. AddPartitionsToTxn v4+
+(broker to broker, several transactions, verify-only) is, and so is InitProducerId v6:
+KIP-939's two-phase commit (``enable_2pc``, ``keep_prepared_txn``, and the kept
+transaction's producer id and epoch in the response).
 
 ``LocalMarkerSender`` is how the coordinator's markers reach this broker's own
 WriteTxnMarkers handler: through the same v1 request a remote broker would receive.
@@ -80,6 +82,7 @@ register_coordinator_key_type(TRANSACTION_KEY_TYPE, _lookup)
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
     producer_id, epoch, error = -1, -1, NONE
+    ongoing = (-1, -1)
     expected_pid = int(getattr(request, "producer_id", -1))
     expected_epoch = int(getattr(request, "producer_epoch", -1))
     if request.transactional_id is None:
@@ -93,12 +96,16 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         result = txn_coordinator(ctx).init_producer_id(
             request.transactional_id, to_ms(request.transaction_timeout),
             None if expected_pid == -1 else (expected_pid, expected_epoch),
+            enable_2pc=bool(getattr(request, "enable2_pc", False)),
+            keep_prepared_txn=bool(getattr(request, "keep_prepared_txn", False)),
         )
         producer_id, epoch, error = result.producer_id, result.producer_epoch, result.error
+        ongoing = (result.ongoing_txn_producer_id, result.ongoing_txn_producer_epoch)
     return build(
         module.InitProducerIdResponse, throttle_time=NO_THROTTLE,
         error_code=error_code(_fenced(error, ctx.api_version, 4)),
         producer_id=producer_id, producer_epoch=epoch,
+        ongoing_txn_producer_id=ongoing[0], ongoing_txn_producer_epoch=ongoing[1],
     )
 
 
@@ -327,6 +334,9 @@ def verify_transactional_produce(
         return None
     entry = plog.producer_state.producers.get(h.producer_id)
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == h.producer_epoch:
+        if coordinator.is_fenced_by_kept_transaction(transactional_id, h.producer_id, h.producer_epoch):
+            # KIP-939: a newer instance kept this transaction; nothing may join it now.
+            return ErrorCode.invalid_producer_epoch, "a newer producer kept this prepared transaction"
         return None
     error = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
                                          plog.topic, plog.partition)
@@ -413,8 +423,7 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    # v6 adds KIP-939's two-phase-commit fields; it arrives with that feature.
-    ApiSpec(22, "InitProducerId", 0, 5, handle_init_producer_id),
+    ApiSpec(22, "InitProducerId", 0, 6, handle_init_producer_id),
     ApiSpec(24, "AddPartitionsToTxn", 0, 5, handle_add_partitions_to_txn),
     ApiSpec(25, "AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
     ApiSpec(26, "EndTxn", 0, 4, handle_end_txn),

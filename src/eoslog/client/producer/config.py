@@ -10,6 +10,8 @@ rules Kafka enforces when a producer is constructed:
   only the default, the conflicting setting wins and idempotence is switched off
   (``ProducerConfig.postProcessAndValidateIdempotenceConfigs``).
 - a ``transactional.id`` needs idempotence (and is never the empty string).
+- ``transaction.two.phase.commit.enable`` (KIP-939) needs a ``transactional.id``, and
+  ``transaction.timeout.ms`` must then not be set: such transactions never time out.
 - ``delivery.timeout.ms`` ≥ ``linger.ms`` + ``request.timeout.ms``: an explicit smaller value
   is a ConfigException, the default is raised to that sum (``KafkaProducer.configureDeliveryTimeout``).
 
@@ -41,6 +43,7 @@ class ProducerConfig:
     enable_idempotence: bool = True
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60000
+    transaction_two_phase_commit_enable: bool = False
     linger_ms: int = 5
     batch_size: int = 16384
     buffer_memory: int = 33554432
@@ -187,6 +190,13 @@ def _validate(c: ProducerConfig) -> ProducerConfig:
         idempotence = False
     if c.transactional_id is not None and not idempotence:
         raise ConfigException("Cannot set a transactional.id without also enabling idempotence.")
+    if c.transaction_two_phase_commit_enable:
+        if c.transactional_id is None:
+            raise ConfigException("Cannot set transaction.two.phase.commit.enable to true without a "
+                                  "transactional.id.")
+        if "transaction_timeout_ms" in explicit:
+            raise ConfigException("Cannot set transaction.timeout.ms when transaction.two.phase.commit.enable "
+                                  "is set to true. Transactions will not expire with two-phase commit enabled.")
     delivery = c.delivery_timeout_ms
     floor = min(c.linger_ms + c.request_timeout_ms, 2**31 - 1)
     if delivery < floor:

@@ -50,7 +50,7 @@ from eoslog.client.producer.futures import DeliveryCallback, RecordFuture, Recor
 from eoslog.client.producer.metrics import ProducerMetrics
 from eoslog.client.producer.sender import Sender
 from eoslog.client.producer.transaction_manager import TransactionManager, TxnResult
-from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 
 T = TypeVar("T")
 Header = tuple[str, bytes | None]
@@ -85,7 +85,8 @@ class AIOProducer:
         self.config: ProducerConfig = producer_config(settings, **kwargs)
         c = self.config
         self._tm = (
-            TransactionManager(transactional_id=c.transactional_id, transaction_timeout_ms=c.transaction_timeout_ms)
+            TransactionManager(transactional_id=c.transactional_id, transaction_timeout_ms=c.transaction_timeout_ms,
+                               enable_2pc=c.transaction_two_phase_commit_enable)
             if c.enable_idempotence else None
         )
         self._accumulator = RecordAccumulator(
@@ -329,10 +330,16 @@ class AIOProducer:
             self._sender.wakeup()
         await result.wait(self._max_block_s if timeout is None else timeout)
 
-    async def init_transactions(self, timeout: float | None = None) -> None:
+    async def init_transactions(self, timeout: float | None = None, *, keep_prepared_txn: bool = False) -> None:
         """Get the producer id and epoch of ``transactional.id``, fencing older instances and
-        finishing their open transaction. Call once, before the first transaction."""
-        await self._await(self._txn().initialize_transactions(), timeout)
+        finishing their open transaction. Call once, before the first transaction.
+
+        ``keep_prepared_txn`` (needs ``transaction.two.phase.commit.enable``, KIP-939): a
+        transaction an older instance left open is kept, not aborted; if there is one the
+        producer starts in the prepared state with it (``prepared_transaction_state()``),
+        for ``complete_transaction``, ``commit_transaction`` or ``abort_transaction``."""
+        _check_timeout(timeout)
+        await self._await(self._txn().initialize_transactions(keep_prepared_txn), timeout)
 
     def begin_transaction(self) -> None:
         self._txn().begin_transaction()
@@ -356,6 +363,26 @@ class AIOProducer:
     async def abort_transaction(self, timeout: float | None = None) -> None:
         """Drop the records not sent yet, wait for those in flight, then abort (EndTxn)."""
         await self._await(self._txn().begin_abort(), timeout)
+
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        """Two-phase commit, phase one (KIP-939): flush every record of the transaction and
+        return its state (store it with the external decision). No EndTxn is sent; the
+        broker never aborts the transaction on a timeout. Afterwards only
+        ``commit_transaction``, ``abort_transaction`` or ``complete_transaction`` are allowed."""
+        tm = self._txn()
+        tm.check_can_prepare()
+        await self.flush(self._max_block_s if timeout is None else timeout)
+        return tm.prepare_transaction()
+
+    def prepared_transaction_state(self) -> PreparedTxnState | None:
+        """The prepared transaction (after ``prepare_transaction``, or found open by
+        ``init_transactions(keep_prepared_txn=True)``); None when there is none."""
+        return self._txn().prepared_transaction_state()
+
+    async def complete_transaction(self, state: PreparedTxnState, timeout: float | None = None) -> None:
+        """Two-phase commit, phase two: commit the prepared transaction if it is the one
+        ``state`` names (the external coordinator decided to commit it), else abort it."""
+        await self._await(self._txn().complete_prepared(state), timeout)
 
 
 class Producer:
@@ -470,8 +497,8 @@ class Producer:
     def metrics(self) -> dict[str, float]:
         return self._aio.metrics()
 
-    def init_transactions(self, timeout: float | None = None) -> None:
-        self._call(self._aio.init_transactions(timeout))
+    def init_transactions(self, timeout: float | None = None, *, keep_prepared_txn: bool = False) -> None:
+        self._call(self._aio.init_transactions(timeout, keep_prepared_txn=keep_prepared_txn))
 
     def begin_transaction(self) -> None:
         self._run(self._aio.begin_transaction)
@@ -487,6 +514,21 @@ class Producer:
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         self._call(self._aio.abort_transaction(timeout))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        return self._call(self._aio.prepare_transaction(timeout))
+
+    def prepared_transaction_state(self) -> PreparedTxnState | None:
+        return self._run(self._aio.prepared_transaction_state)
+
+    def complete_transaction(self, state: PreparedTxnState, timeout: float | None = None) -> None:
+        self._call(self._aio.complete_transaction(state, timeout))
+
+
+def _check_timeout(timeout: float | None) -> None:
+    if isinstance(timeout, bool):
+        raise TypeError("init_transactions(timeout) takes seconds; use keep_prepared_txn=True to keep a "
+                        "prepared transaction")
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

@@ -10,7 +10,12 @@ What it owns, and nothing else (it does no I/O):
   partitions whose sequences restart at 0 after an epoch bump (KIP-360);
 - for a transactional producer, the partitions in the transaction (new → pending → added),
   whether anything was added (no EndTxn otherwise), and the queue of coordinator requests
-  (``txn_requests``' handlers) in priority order.
+  (``txn_requests``' handlers) in priority order;
+- two-phase commit (KIP-939, ``transaction.two.phase.commit.enable``): the prepared
+  transaction's (producer id, epoch) — this instance's own after ``prepare_transaction``,
+  or the one a crashed instance left open, found by ``init_transactions(keep_prepared_txn)``
+  — and the PREPARED_TRANSACTION state, from which only commit, abort or
+  ``complete_prepared`` lead.
 
 The sender asks it what to do next (``next_request_handler``, ``should_stop_drain``,
 ``can_retry``, ``bump_idempotent_epoch_if_needed``) and tells it what happened
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from eoslog.client.errors import (
     IllegalStateError,
+    InvalidTxnStateError,
     KafkaError,
     KafkaTimeoutError,
     OutOfOrderSequenceNumberError,
@@ -39,7 +45,7 @@ from eoslog.client.errors import (
     UnresolvedSequenceError,
 )
 from eoslog.client.producer.batch import ProducerBatch, increment_sequence
-from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 from eoslog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -57,6 +63,7 @@ class State(Enum):
     INITIALIZING = "INITIALIZING"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"  # KIP-939: flushed, waiting for the external decision
     COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
@@ -74,8 +81,10 @@ VALID_PREVIOUS: dict[State, frozenset[State]] = {
     S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
     S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    # prepare_transaction(); or init_transactions(keep_prepared_txn) found a transaction open.
+    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION, S.INITIALIZING}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR}),
     S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
     S.FATAL_ERROR: frozenset(State),
 }
@@ -165,10 +174,15 @@ class TransactionManager:
         *,
         transactional_id: str | None,
         transaction_timeout_ms: int = 60000,
+        enable_2pc: bool = False,
     ) -> None:
         self.transactional_id = transactional_id
         self.transactional = transactional_id is not None
         self.transaction_timeout_ms = transaction_timeout_ms
+        self.enable_2pc = enable_2pc
+        # KIP-939: ask the coordinator to keep an open transaction (set by init_transactions).
+        self.keep_prepared_txn = False
+        self.prepared: ProducerIdAndEpoch | None = None
         self.state = State.UNINITIALIZED
         # The state in which send() needs no further check (read on every send).
         self.send_state = State.IN_TRANSACTION if self.transactional else State.READY
@@ -266,14 +280,20 @@ class TransactionManager:
 
     # -- the producer's API --------------------------------------------------------------------
 
-    def initialize_transactions(self) -> TxnResult:
+    def initialize_transactions(self, keep_prepared_txn: bool = False) -> TxnResult:
+        """``keep_prepared_txn`` (2PC only): do not abort a transaction a previous instance
+        left open; this instance then starts in PREPARED_TRANSACTION with it."""
         cached = self._cached("init_transactions", State.INITIALIZING)
         if cached is not None:
             return cached
         self._ensure_transactional()
+        if keep_prepared_txn and not self.enable_2pc:
+            raise InvalidTxnStateError("init_transactions(keep_prepared_txn=True) needs "
+                                       "transaction.two.phase.commit.enable=true")
         if self.state is not State.UNINITIALIZED:
             raise IllegalStateError(f"init_transactions() was already called (state {self.state.name})")
         self.transition_to(State.INITIALIZING)
+        self.keep_prepared_txn = keep_prepared_txn
         self.producer = NO_PRODUCER_ID
         result = TxnResult("init_transactions")
         self._enqueue_init(result, epoch_bump=False)
@@ -288,6 +308,7 @@ class TransactionManager:
                 "timed out and must be retried"
             )
         self._fail_if_error("begin_transaction")
+        self._fail_if_prepared("begin_transaction")
         if self.state is not State.READY:
             raise IllegalStateError(
                 "Cannot begin a transaction before init_transactions() completed"
@@ -302,7 +323,7 @@ class TransactionManager:
             return cached
         self._ensure_transactional()
         self._fail_if_error("commit_transaction")
-        if self.state is not State.IN_TRANSACTION:
+        if self.state not in (State.IN_TRANSACTION, State.PREPARED_TRANSACTION):
             raise IllegalStateError(f"Cannot commit a transaction in state {self.state.name}")
         self.transition_to(State.COMMITTING_TRANSACTION)
         return self._begin_completing(commit=True)
@@ -314,7 +335,7 @@ class TransactionManager:
         self._ensure_transactional()
         if self.state is State.FATAL_ERROR:
             self._fail_if_error("abort_transaction")
-        if self.state not in (State.IN_TRANSACTION, State.ABORTABLE_ERROR):
+        if self.state not in (State.IN_TRANSACTION, State.PREPARED_TRANSACTION, State.ABORTABLE_ERROR):
             raise IllegalStateError(f"Cannot abort a transaction in state {self.state.name}")
         self.transition_to(State.ABORTING_TRANSACTION)
         with self._lock:
@@ -337,6 +358,7 @@ class TransactionManager:
 
         self._ensure_transactional()
         self._fail_if_error("send_offsets_to_transaction")
+        self._fail_if_prepared("send_offsets_to_transaction")
         if self.state is not State.IN_TRANSACTION:
             raise IllegalStateError(
                 f"Cannot send offsets if a transaction is not in progress (currentState= {self.state.name})"
@@ -344,6 +366,71 @@ class TransactionManager:
         result = TxnResult("send_offsets_to_transaction")
         self.enqueue(AddOffsetsToTxnHandler(self, result, dict(offsets), group))
         return result
+
+    # -- two-phase commit (KIP-939) ---------------------------------------------------------------
+
+    def _fail_if_prepared(self, operation: str) -> None:
+        if self.state is State.PREPARED_TRANSACTION:
+            raise IllegalStateError(
+                f"Cannot call {operation} while the transaction is in a prepared state: only "
+                "commit_transaction(), abort_transaction() or complete_transaction() are permitted"
+            )
+
+    def check_can_prepare(self) -> None:
+        """What prepare_transaction() checks before it flushes (Kafka's order)."""
+        self._ensure_transactional()
+        self._fail_if_prepared("prepare_transaction")
+        if not self.enable_2pc:
+            raise InvalidTxnStateError("Cannot prepare a transaction when 2PC is not enabled "
+                                       "(transaction.two.phase.commit.enable)")
+
+    def prepare_transaction(self) -> PreparedTxnState:
+        """Everything was flushed: the transaction is prepared under this producer's pair."""
+        self.check_can_prepare()
+        self._fail_if_error("prepare_transaction")
+        if self.state is not State.IN_TRANSACTION:
+            raise IllegalStateError(f"Cannot prepare a transaction in state {self.state.name}")
+        with self._lock:
+            unadded = bool(self.new_partitions or self.pending_partitions)
+        if unadded:
+            raise IllegalStateError("Cannot prepare a transaction while partitions are still being added; "
+                                    "flush() first")
+        self.transition_to(State.PREPARED_TRANSACTION)
+        self.prepared = self.producer
+        return PreparedTxnState(self.producer.producer_id, self.producer.epoch)
+
+    def prepared_transaction_state(self) -> PreparedTxnState | None:
+        """The prepared transaction's pair while in PREPARED_TRANSACTION; None otherwise."""
+        if self.state is not State.PREPARED_TRANSACTION or self.prepared is None:
+            return None
+        return PreparedTxnState(self.prepared.producer_id, self.prepared.epoch)
+
+    def complete_prepared(self, state: PreparedTxnState) -> TxnResult:
+        """Commit the prepared transaction if it is the one ``state`` names, else abort it."""
+        self._ensure_transactional()
+        current = self.prepared_transaction_state()
+        if current is None:
+            cached = self._pending_transition
+            if cached is not None and not cached[2].done and cached[1] in (
+                    State.COMMITTING_TRANSACTION, State.ABORTING_TRANSACTION):
+                return cached[2]  # a retry of a call that timed out
+            raise InvalidTxnStateError("Cannot complete transaction because no transaction has been prepared. "
+                                       "Call prepare_transaction() first, or init_transactions(keep_prepared_txn=True)")
+        if current == state:
+            return self.begin_commit()
+        log.info("%s: prepared transaction %s is not %s: aborting it", self.transactional_id,
+                 current.to_string(), state.to_string())
+        return self.begin_abort()
+
+    def on_initialized(self, producer: ProducerIdAndEpoch, ongoing: ProducerIdAndEpoch) -> None:
+        """InitProducerId succeeded; ``ongoing`` is the kept open transaction, if any."""
+        self.producer = producer
+        if self.keep_prepared_txn and ongoing.valid:
+            self.prepared = ongoing
+            self.transaction_started = True  # the coordinator has it open: EndTxn is needed
+            self.transition_to(State.PREPARED_TRANSACTION)
+        else:
+            self.transition_to(State.READY)
 
     # -- send() (application threads) ------------------------------------------------------
 
@@ -355,6 +442,7 @@ class TransactionManager:
             if self.state in (State.UNINITIALIZED, State.INITIALIZING):
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions() "
                                         "when transactions are enabled.")
+            self._fail_if_prepared("send")
             if self.state is not State.IN_TRANSACTION:
                 raise IllegalStateError(f"Cannot call send in state {self.state.name}")
 
@@ -436,6 +524,7 @@ class TransactionManager:
             self.pending_partitions.clear()
             self.txn_partitions.clear()
         self.transaction_started = False
+        self.prepared = None
         if self.epoch_bump_required and self.state is State.ABORTING_TRANSACTION:
             # Batches of the aborted transaction failed after getting sequences: start the
             # next one under a new epoch, from sequence 0 (KIP-360).

@@ -180,7 +180,7 @@ class FindCoordinatorHandler(TxnRequestHandler):
 
 class InitProducerIdHandler(TxnRequestHandler):
     api_key = ApiKey.INIT_PRODUCER_ID
-    max_version = 5
+    max_version = 6
     priority = 1
 
     def __init__(self, tm: TransactionManager, result: TxnResult, *, epoch_bump: bool) -> None:
@@ -191,18 +191,24 @@ class InitProducerIdHandler(TxnRequestHandler):
             self.coordinator_type = None
 
     def build(self, versions: ApiVersionTable) -> Any:
-        # Bumping the epoch of an existing producer id needs v3 (KIP-360).
-        version = versions.pick(self.api_key, self.max_version, 3 if self.epoch_bump else 0)
+        # Bumping the epoch of an existing producer id needs v3 (KIP-360); two-phase
+        # commit v6 (KIP-939): an older broker gets no request, and we fail (UnsupportedVersion).
+        two_pc = self.tm.transactional and self.tm.enable_2pc
+        version = versions.pick(self.api_key, self.max_version, 6 if two_pc else 3 if self.epoch_bump else 0)
         return self.request(request_types(self.api_key, version), version)
 
     def request(self, m: Any, version: int) -> Any:
-        producer = self.tm.producer if self.epoch_bump else ProducerIdAndEpoch(-1, -1)
+        tm = self.tm
+        producer = tm.producer if self.epoch_bump else ProducerIdAndEpoch(-1, -1)
+        two_pc = tm.transactional and tm.enable_2pc
         return build(
             m.InitProducerIdRequest,
-            transactional_id=self.tm.transactional_id,
-            transaction_timeout=datetime.timedelta(milliseconds=self.tm.transaction_timeout_ms),
+            transactional_id=tm.transactional_id,
+            transaction_timeout=datetime.timedelta(milliseconds=tm.transaction_timeout_ms),
             producer_id=producer.producer_id,
             producer_epoch=producer.epoch,
+            enable2_pc=two_pc,
+            keep_prepared_txn=two_pc and tm.keep_prepared_txn and not self.epoch_bump,
         )
 
     def handle_response(self, response: Any) -> Outcome:
@@ -210,11 +216,16 @@ class InitProducerIdHandler(TxnRequestHandler):
         if code != 0:
             return self.on_error(code)
         tm = self.tm
-        tm.set_producer_id(ProducerIdAndEpoch(int(response.producer_id), int(response.producer_epoch)))
+        producer = ProducerIdAndEpoch(int(response.producer_id), int(response.producer_epoch))
         if self.epoch_bump:
+            tm.set_producer_id(producer)
             tm.epoch_bump_required = False
             tm.partitions.clear()  # every partition starts at sequence 0 under the new epoch
-        tm.transition_to(State.READY)
+            tm.transition_to(State.READY)
+        else:
+            ongoing = ProducerIdAndEpoch(int(getattr(response, "ongoing_txn_producer_id", -1)),
+                                         int(getattr(response, "ongoing_txn_producer_epoch", -1)))
+            tm.on_initialized(producer, ongoing)
         self.result.succeed()
         return Outcome.DONE
 

@@ -11,8 +11,13 @@ Jobs (Kafka's ``TransactionCoordinator``):
   to a partition of the open transaction (``verify_partitions``), EndTxn;
 - completion: once PREPARE_* is in the log the outcome is decided; markers go to every
   partition (``TxnMarkerChannel``), then COMPLETE_* is written;
+- two-phase commit (KIP-939, when ``transaction.two.phase.commit.enable``): an id
+  initialized with ``enable_2pc`` gets the timeout Integer.MAX_VALUE, so its transactions
+  are never aborted by the timeout; ``keep_prepared_txn`` keeps its open transaction for
+  the new instance (which gets a newer epoch and the kept transaction's producer id and
+  epoch, to compare with what the external coordinator recorded) instead of aborting it;
 - start-up: load ``__transaction_state`` and roll PrepareCommit/PrepareAbort forward;
-- abort transactions past their timeout, expire idle transactional ids;
+- abort transactions past their timeout (never a 2PC one), expire idle transactional ids;
 - DescribeTransactions and ListTransactions.
 
 Results are Kafka error *names*; handlers map them to codes and to what older request
@@ -40,7 +45,7 @@ from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.internal_topic import drive_loader, finish_loader
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
 from eoslog.coordinator.transaction.loader import load_partition
-from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
+from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC, TWO_PHASE_COMMIT_TIMEOUT_MS
 from eoslog.coordinator.transaction.marker_channel import (
     LeaderLookup,
     MarkerSender,
@@ -75,6 +80,7 @@ class TransactionConfig:
     abort_timed_out_interval_ms: int
     id_expiration_ms: int
     remove_expired_interval_ms: int
+    two_phase_commit_enable: bool = False
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:
@@ -86,6 +92,7 @@ class TransactionConfig:
             int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
             int(config["transactional.id.expiration.ms"]),
             int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
+            bool(config["transaction.two.phase.commit.enable"]),
         )
 
 
@@ -94,6 +101,9 @@ class InitProducerIdResult:
     error: str
     producer_id: int = -1
     producer_epoch: int = -1
+    # KIP-939 keep_prepared_txn: the kept open transaction's producer id and epoch.
+    ongoing_txn_producer_id: int = -1
+    ongoing_txn_producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,10 @@ class DescribedTransaction:
     producer_id: int = -1
     producer_epoch: int = -1
     partitions: frozenset[TopicPartition] = frozenset()
+
+    @property
+    def two_phase_commit(self) -> bool:
+        return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +203,10 @@ class TransactionCoordinator:
                 # PREPARE_* was the point of no return: write the markers (again) and complete.
                 log.info("rolling %s of %s forward: markers to %d partitions", m.state.kafka_name,
                          m.transactional_id, len(m.partitions))
+                marker_producer = m.marker_producer
                 complete = m.prepare_complete(self._now())
-                self.markers.add(PendingCompleteTxn(m.transactional_id, epoch, m, complete, set(m.partitions)))
+                self.markers.add(PendingCompleteTxn(m.transactional_id, epoch, m, complete, set(m.partitions),
+                                                    marker_producer=marker_producer))
 
     def startup(self) -> None:
         """Start the periodic abort of timed-out transactions and expiry of idle ids."""
@@ -217,12 +233,27 @@ class TransactionCoordinator:
     # -- InitProducerId --------------------------------------------------------------------------
 
     def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None
+        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None, *,
+        enable_2pc: bool = False, keep_prepared_txn: bool = False,
     ) -> InitProducerIdResult:
-        """``expected`` is the (producer id, epoch) a KIP-360 producer sends to resume."""
+        """``expected`` is the (producer id, epoch) a KIP-360 producer sends to resume.
+
+        ``enable_2pc`` (KIP-939) makes the id's transactions exempt from the timeout, which
+        is then not checked; the broker must allow it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        as Kafka answers. ``keep_prepared_txn`` (only with ``enable_2pc``) keeps an ongoing 2PC
+        transaction instead of aborting it and reports its producer id and epoch.
+        """
         if not transactional_id:
             return InitProducerIdResult("INVALID_REQUEST")
-        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+        if enable_2pc and not self.config.two_phase_commit_enable:
+            log.info("%s: two-phase commit asked for, but transaction.two.phase.commit.enable is false",
+                     transactional_id)
+            return InitProducerIdResult("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+        if keep_prepared_txn and not enable_2pc:
+            return InitProducerIdResult("INVALID_REQUEST")
+        if enable_2pc:
+            timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
+        elif not 0 < timeout_ms <= self.config.max_timeout_ms:
             return InitProducerIdResult("INVALID_TRANSACTION_TIMEOUT")
         error, entry = self.state.get(transactional_id)
         if error != NONE:
@@ -234,7 +265,7 @@ class TransactionCoordinator:
                     txn_last_update_timestamp=self._now(),
                 ))
             m = entry.metadata
-            prepared = self._prepare_init(m, timeout_ms, expected)
+            prepared = self._prepare_init(m, timeout_ms, expected, keep_prepared_txn)
         except ProducerIdsExhausted as e:
             log.error("%s: %s", transactional_id, e)
             return InitProducerIdResult("UNKNOWN_SERVER_ERROR")
@@ -248,17 +279,23 @@ class TransactionCoordinator:
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
         if error != NONE:
             return InitProducerIdResult(error)
+        if prepared.state is TxnState.ONGOING:
+            log.info("initialized transactional id %s: producer %d epoch %d, keeping its prepared transaction "
+                     "(producer %d epoch %d, %d partitions)", transactional_id, prepared.next_producer_id,
+                     prepared.next_producer_epoch, m.producer_id, m.producer_epoch, len(m.partitions))
+            return InitProducerIdResult(NONE, prepared.next_producer_id, prepared.next_producer_epoch,
+                                        m.producer_id, m.producer_epoch)
         log.info("initialized transactional id %s: producer %d epoch %d", transactional_id,
                  prepared.producer_id, prepared.producer_epoch)
         return InitProducerIdResult(NONE, prepared.producer_id, prepared.producer_epoch)
 
     def _prepare_init(
-        self, m: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None
+        self, m: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None, keep_prepared_txn: bool,
     ) -> TxnTransitMetadata | str:
         if m.pending_transition_in_progress:
             return "CONCURRENT_TRANSACTIONS"
         if expected is not None and not (
-            m.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == m.producer_id
+            m.producer_epoch == NO_PRODUCER_EPOCH or expected[0] in (m.producer_id, m.next_producer_id)
             or (expected[0] == m.last_producer_id and is_epoch_exhausted(expected[1]))
         ):
             return "PRODUCER_FENCED"
@@ -274,6 +311,11 @@ class TransactionCoordinator:
                 timeout_ms, None if expected is None else expected[1], self._now()
             )
         if m.state is TxnState.ONGOING:
+            if keep_prepared_txn and m.is_two_phase_commit:
+                rotated = self._generate_producer_id() if m.is_client_epoch_exhausted else None
+                return m.prepare_keep_prepared(rotated, self._now())
+            # Not kept (or not a 2PC transaction, which was never safe from the timeout):
+            # abort it, as any InitProducerId does.
             return m.prepare_fence_producer_epoch()
         raise IllegalTransitionError(f"{m!r}: InitProducerId in a state never left stable")
 
@@ -286,9 +328,9 @@ class TransactionCoordinator:
         error, entry = self.state.get(transactional_id)
         if error != NONE:
             return error, 0, None
-        if entry is None or entry.metadata.producer_id != producer_id:
+        if entry is None or entry.metadata.client_producer[0] != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING", 0, None
-        if entry.metadata.producer_epoch != producer_epoch:
+        if entry.metadata.client_producer[1] != producer_epoch:
             return "PRODUCER_FENCED", 0, None
         return NONE, entry.coordinator_epoch, entry.metadata
 
@@ -299,6 +341,8 @@ class TransactionCoordinator:
             return error
         if m.pending_transition_in_progress or m.state.is_prepared:
             return "CONCURRENT_TRANSACTIONS"
+        if m.is_kept:
+            return "INVALID_TXN_STATE"  # a kept (prepared) transaction can only be ended
         if m.state is TxnState.ONGOING and set(partitions) <= m.partitions:
             return NONE
         return self.state.append_transition(m, coordinator_epoch, m.prepare_add_partitions(partitions, self._now()))
@@ -316,6 +360,8 @@ class TransactionCoordinator:
         error, _, m = self._producer_check(transactional_id, producer_id, producer_epoch)
         if m is not None and m.state.is_prepared:
             error = "CONCURRENT_TRANSACTIONS"
+        elif m is not None and m.is_kept:
+            error = "INVALID_TXN_STATE"
         if m is None or error != NONE:
             return dict.fromkeys(tps, error)
         return {tp: NONE if tp in m.partitions else "TRANSACTION_ABORTABLE" for tp in tps}
@@ -324,6 +370,14 @@ class TransactionCoordinator:
                          topic: str, partition: int) -> str:
         tp = TopicPartition(topic, partition)
         return self.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
+
+    def is_fenced_by_kept_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a newer instance kept this producer's open 2PC transaction: the producer
+        must not add records to it, even to a partition it already wrote to (the partition
+        only learns of the newer epoch from the markers)."""
+        m = self.state.transactions.get(transactional_id)
+        return (m is not None and m.is_kept and producer_id == m.producer_id
+                and (producer_id, producer_epoch) != m.client_producer)
 
     # -- ending transactions ----------------------------------------------------------------------------
 
@@ -347,11 +401,15 @@ class TransactionCoordinator:
         error, entry = self.state.get(transactional_id)
         if error != NONE:
             return error
-        if entry is None or entry.metadata.producer_id != producer_id:
+        if entry is None:
             return "INVALID_PRODUCER_ID_MAPPING"
         m = entry.metadata
-        # A client must send the current epoch; a fence (from_client False) a newer one.
-        if (from_client and producer_epoch != m.producer_epoch) or producer_epoch < m.producer_epoch:
+        # A client must send its current pair (the newer one of a kept transaction); a fence
+        # (from_client False) a newer epoch of the transaction's producer id.
+        expected_id, expected_epoch = m.client_producer if from_client else (m.producer_id, m.producer_epoch)
+        if producer_id != expected_id:
+            return "INVALID_PRODUCER_ID_MAPPING"
+        if (from_client and producer_epoch != expected_epoch) or producer_epoch < expected_epoch:
             return "PRODUCER_FENCED"
         if m.pending_transition_in_progress and m.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
             return "CONCURRENT_TRANSACTIONS"
@@ -380,9 +438,10 @@ class TransactionCoordinator:
             return error
         self._maybe_crash("after_prepare")
         # The outcome is decided: answer now, deliver the markers, then write COMPLETE_*.
+        marker_producer = m.marker_producer
         complete = m.prepare_complete(self._now())
         self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
-                                            set(prepared.partitions)))
+                                            set(prepared.partitions), marker_producer=marker_producer))
         return NONE
 
     def _on_markers_written(self, p: PendingCompleteTxn) -> bool:

@@ -12,9 +12,19 @@ an eoslog data directory decode these, so the layouts are Kafka's field by field
                          transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64
 
 Version 0 is non-flexible (int16-length strings, int32-count arrays, big-endian); it is
-what Kafka writes until transaction.version 1 is enabled, and what eoslog writes. Version
-1 (flexible: compact strings and arrays, tagged fields) is decoded too. A null value is a
+what Kafka writes until transaction.version 1 is enabled, and what eoslog writes — except
+for a two-phase-commit transaction kept by ``InitProducerId(keep_prepared_txn)`` (KIP-939),
+which has a second (producer id, epoch): the one handed to the new client. That value is
+written as version 1 (flexible: compact strings and arrays) with the pair in tagged fields:
+tag 1 ``NextProducerId`` (Kafka's field: the producer id last handed to the client) and
+tag ``NEXT_PRODUCER_EPOCH_TAG`` ``NextProducerEpoch`` (KIP-939 names the field; Kafka has
+not fixed its tag yet, so eoslog takes one far above Kafka's 0-2). Readers that do not
+know a tag skip it. Version 1 written by Kafka is decoded too. A null value is a
 tombstone: the transactional id expired.
+
+A two-phase-commit transaction is recognised as Kafka does: its timeout is
+``TWO_PHASE_COMMIT_TIMEOUT_MS`` (Integer.MAX_VALUE), so the flag survives restarts in the
+v0 layout.
 
 Also here: which ``__transaction_state`` partition a transactional id lives in.
 """
@@ -32,7 +42,12 @@ from eoslog.coordinator.transaction.state import TxnState
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 TRANSACTION_LOG_KEY_TYPE = 0
 VALUE_VERSION = 0
+FLEXIBLE_VALUE_VERSION = 1
 _MAX_VALUE_VERSION = 1
+NEXT_PRODUCER_ID_TAG = 1
+NEXT_PRODUCER_EPOCH_TAG = 100
+# Kafka's TransactionMetadata.isDistributedTwoPhaseCommitTxn: the timeout says "never".
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 
 
 class TransactionLogFormatError(ValueError):
@@ -54,6 +69,9 @@ class TransactionLogValue:
     partitions: frozenset[TopicPartition]
     last_update_ms: int
     start_ms: int
+    # KIP-939: the (producer id, epoch) handed to the client that kept this transaction.
+    next_producer_id: int = -1
+    next_producer_epoch: int = -1
 
 
 # -- encoding -----------------------------------------------------------------------------
@@ -64,6 +82,20 @@ def _string(v: str) -> bytes:
     if len(data) > 0x7FFF:
         raise TransactionLogFormatError(f"string of {len(data)} bytes does not fit an int16 length")
     return struct.pack(">h", len(data)) + data
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(v: str) -> bytes:
+    data = v.encode()
+    return _uvarint(len(data) + 1) + data
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -78,19 +110,29 @@ def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]
 
 
 def encode_value(value: TransactionLogValue) -> bytes:
-    """Version 0, as Kafka writes it: partitions are null for an Empty transaction."""
+    """Version 0, as Kafka writes it (partitions are null for an Empty transaction);
+    version 1 when the value carries a next producer id (a kept KIP-939 transaction)."""
     if value.state is TxnState.EMPTY and value.partitions:
         raise TransactionLogFormatError(f"an Empty transaction has no partitions: {value}")
-    out = bytearray(struct.pack(">hqhib", VALUE_VERSION, value.producer_id, value.producer_epoch,
-                                value.timeout_ms, value.state.value))
-    if value.state is TxnState.EMPTY:
-        out += struct.pack(">i", -1)
-    else:
-        by_topic = _group_by_topic(value.partitions)
-        out += struct.pack(">i", len(by_topic))
-        for topic, ids in by_topic.items():
+    flexible = value.next_producer_id >= 0
+    out = bytearray(struct.pack(">hqhib", FLEXIBLE_VALUE_VERSION if flexible else VALUE_VERSION,
+                                value.producer_id, value.producer_epoch, value.timeout_ms, value.state.value))
+    by_topic = None if value.state is TxnState.EMPTY else _group_by_topic(value.partitions)
+    if not flexible:
+        out += struct.pack(">i", -1 if by_topic is None else len(by_topic))
+        for topic, ids in (by_topic or {}).items():
             out += _string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids)
+        out += struct.pack(">qq", value.last_update_ms, value.start_ms)
+        return bytes(out)
+    out += _uvarint(0 if by_topic is None else len(by_topic) + 1)
+    for topic, ids in (by_topic or {}).items():
+        out += _compact_string(topic) + _uvarint(len(ids) + 1) + struct.pack(f">{len(ids)}i", *ids) + b"\x00"
     out += struct.pack(">qq", value.last_update_ms, value.start_ms)
+    tagged = [(NEXT_PRODUCER_ID_TAG, struct.pack(">q", value.next_producer_id)),
+              (NEXT_PRODUCER_EPOCH_TAG, struct.pack(">h", value.next_producer_epoch))]
+    out += _uvarint(len(tagged))
+    for tag, data in tagged:
+        out += _uvarint(tag) + _uvarint(len(data)) + data
     return bytes(out)
 
 
@@ -140,10 +182,16 @@ class _Reader:
         return self._take(n).decode("utf-8", "replace")
 
     def skip_tagged_fields(self) -> None:
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """The tagged fields of a flexible structure (none in a non-flexible one)."""
+        fields: dict[int, bytes] = {}
         if self.flexible:
             for _ in range(self.uvarint()):
-                self.uvarint()  # tag
-                self._take(self.uvarint())
+                tag = self.uvarint()
+                fields[tag] = self._take(self.uvarint())
+        return fields
 
 
 def decode_key(data: bytes) -> str | None:
@@ -173,7 +221,21 @@ def decode_value(data: bytes) -> TransactionLogValue:
         partitions.update(TopicPartition(topic, p) for p in r.unpack(f">{max(count, 0)}i"))
         r.skip_tagged_fields()
     last_update, start = r.unpack(">qq")
-    r.skip_tagged_fields()
+    tagged = r.tagged_fields()
+    next_pid = _tagged_int(tagged, NEXT_PRODUCER_ID_TAG, ">q")
+    next_epoch = _tagged_int(tagged, NEXT_PRODUCER_EPOCH_TAG, ">h")
     if state is TxnState.EMPTY:
         partitions.clear()  # Kafka ignores them too
-    return TransactionLogValue(producer_id, epoch, timeout, state, frozenset(partitions), last_update, start)
+    if next_pid < 0 or next_epoch < 0:
+        next_pid = next_epoch = -1  # Kafka's NextProducerId alone (epoch overflow) is not a kept transaction
+    return TransactionLogValue(producer_id, epoch, timeout, state, frozenset(partitions), last_update, start,
+                               next_pid, next_epoch)
+
+
+def _tagged_int(tagged: dict[int, bytes], tag: int, fmt: str) -> int:
+    data = tagged.get(tag)
+    if data is None:
+        return -1
+    if len(data) != struct.calcsize(fmt):
+        raise TransactionLogFormatError(f"tagged field {tag} has {len(data)} bytes, expected {struct.calcsize(fmt)}")
+    return int(struct.unpack(fmt, data)[0])

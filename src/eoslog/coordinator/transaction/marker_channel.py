@@ -57,14 +57,17 @@ class PendingCompleteTxn:
     transit: TxnTransitMetadata  # the COMPLETE_* transition, pending since PREPARE_* was written
     remaining: set[TopicPartition] = field(default_factory=set)
     stopped: bool = False
+    # The markers' (producer id, epoch) when not the COMPLETE_* pair: a kept KIP-939
+    # transaction ends under its own producer id while its client may have moved on.
+    marker_producer: tuple[int, int] | None = None
 
     @property
     def commit(self) -> bool:
         return self.transit.state is TxnState.COMPLETE_COMMIT
 
     def marker(self, partitions: Sequence[TopicPartition]) -> TxnMarker:
-        return TxnMarker(self.transit.producer_id, self.transit.producer_epoch, self.commit,
-                         self.coordinator_epoch, tuple(partitions))
+        producer_id, epoch = self.marker_producer or (self.transit.producer_id, self.transit.producer_epoch)
+        return TxnMarker(producer_id, epoch, self.commit, self.coordinator_epoch, tuple(partitions))
 
 
 class TxnMarkerChannel:

@@ -10,6 +10,15 @@ no other may be prepared, which is how concurrent requests get CONCURRENT_TRANSA
 Expected refusals (a fenced epoch in InitProducerId) come back as an error name, not an
 exception; ``IllegalTransitionError`` (``RuntimeError``) means a coordinator bug.
 Never does I/O.
+
+Two-phase commit (KIP-939): a transactional id whose producer enabled 2PC has the timeout
+``TWO_PHASE_COMMIT_TIMEOUT_MS`` and its transactions never time out. When a new instance
+asks to *keep* the open transaction (``prepare_keep_prepared``), the transaction keeps its
+(producer id, epoch) — the pair the external coordinator recorded at prepare time, and the
+one its batches carry — while the new client gets a bumped pair, ``next_producer_id`` /
+``next_producer_epoch``; older instances are fenced by it. Ending the transaction writes
+markers under ``marker_producer`` (a newer epoch than the batches', which fences the older
+instance in every partition too) and then the client's pair becomes the id's pair.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from eoslog.coordinator.group.offsets import TopicPartition
-from eoslog.coordinator.transaction.log import TransactionLogValue
+from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionLogValue
 from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState, validate_transition
 
 log = logging.getLogger(__name__)
@@ -47,11 +56,14 @@ class TxnTransitMetadata:
     partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID
+    next_producer_epoch: int = NO_PRODUCER_EPOCH
 
     def log_value(self) -> TransactionLogValue:
         return TransactionLogValue(
             self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
             self.partitions, self.txn_last_update_timestamp, self.txn_start_timestamp,
+            self.next_producer_id, self.next_producer_epoch,
         )
 
 
@@ -61,7 +73,8 @@ class TransactionMetadata:
         last_producer_id: int = NO_PRODUCER_ID, last_producer_epoch: int = NO_PRODUCER_EPOCH,
         txn_timeout_ms: int, state: TxnState = TxnState.EMPTY,
         partitions: Iterable[TopicPartition] = (), txn_start_timestamp: int = -1,
-        txn_last_update_timestamp: int,
+        txn_last_update_timestamp: int, next_producer_id: int = NO_PRODUCER_ID,
+        next_producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
@@ -73,6 +86,8 @@ class TransactionMetadata:
         self.partitions: set[TopicPartition] = set(partitions)
         self.txn_start_timestamp = txn_start_timestamp
         self.txn_last_update_timestamp = txn_last_update_timestamp
+        self.next_producer_id = next_producer_id
+        self.next_producer_epoch = next_producer_epoch
         self.pending_state: TxnState | None = None
         # A fence whose append failed already bumped the epoch in memory; it is not
         # bumped again (that epoch was never handed out).
@@ -84,15 +99,47 @@ class TransactionMetadata:
             transactional_id, value.producer_id, producer_epoch=value.producer_epoch,
             txn_timeout_ms=value.timeout_ms, state=value.state, partitions=value.partitions,
             txn_start_timestamp=value.start_ms, txn_last_update_timestamp=value.last_update_ms,
+            next_producer_id=value.next_producer_id, next_producer_epoch=value.next_producer_epoch,
         )
 
     def __repr__(self) -> str:
         return (
             f"TransactionMetadata({self.transactional_id!r}, producer {self.producer_id} epoch "
-            f"{self.producer_epoch}, {self.state.kafka_name}, pending "
+            f"{self.producer_epoch}{self._kept_repr()}, {self.state.kafka_name}, pending "
             f"{self.pending_state.kafka_name if self.pending_state else None}, "
             f"{len(self.partitions)} partitions)"
         )
+
+    def _kept_repr(self) -> str:
+        return f" (client {self.next_producer_id} epoch {self.next_producer_epoch})" if self.is_kept else ""
+
+    @property
+    def is_two_phase_commit(self) -> bool:
+        """Kafka's isDistributedTwoPhaseCommitTxn: never aborted by the coordinator's timeout."""
+        return self.txn_timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
+
+    @property
+    def is_kept(self) -> bool:
+        """An open transaction kept by InitProducerId(keep_prepared_txn) for a newer client."""
+        return self.next_producer_id >= 0
+
+    @property
+    def client_producer(self) -> tuple[int, int]:
+        """The (producer id, epoch) the current client instance uses in its requests."""
+        if self.is_kept:
+            return self.next_producer_id, self.next_producer_epoch
+        return self.producer_id, self.producer_epoch
+
+    @property
+    def marker_producer(self) -> tuple[int, int]:
+        """The (producer id, epoch) of the markers ending the open transaction: its own pair,
+        or for a kept transaction a newer epoch of its producer id, which the partitions
+        accept and which fences the instance that wrote the batches."""
+        if not self.is_kept:
+            return self.producer_id, self.producer_epoch
+        if self.next_producer_id == self.producer_id:
+            return self.producer_id, self.next_producer_epoch
+        return self.producer_id, self.producer_epoch + 1  # the client moved to a new producer id
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -112,7 +159,7 @@ class TransactionMetadata:
         self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
         last_epoch: int | None = None, timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None, start: int | None = None,
-        update: int | None = None,
+        update: int | None = None, next_producer: tuple[int, int] | None = None,
     ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
@@ -126,6 +173,8 @@ class TransactionMetadata:
         if state is not TxnState.DEAD and new_epoch < 0:
             raise IllegalTransitionError(f"{self.transactional_id}: illegal producer epoch {new_epoch}")
         validate_transition(self.state, state)
+        next_pid, next_epoch = (self.next_producer_id, self.next_producer_epoch) if next_producer is None \
+            else next_producer
         transit = TxnTransitMetadata(
             new_pid, self.producer_id, new_epoch,
             self.last_producer_epoch if last_epoch is None else last_epoch,
@@ -133,17 +182,44 @@ class TransactionMetadata:
             frozenset(self.partitions if partitions is None else partitions),
             self.txn_start_timestamp if start is None else start,
             self.txn_last_update_timestamp if update is None else update,
+            next_pid, next_epoch,
         )
         self.pending_state = state
         return transit
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
         """Ongoing → PrepareEpochFence with epoch + 1: the open transaction will be aborted
-        with an epoch its producer does not have, which fences it everywhere."""
-        if self.producer_epoch >= EPOCH_MAX:
-            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
-        bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
-        return self._prepare(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH)
+        with an epoch its producer does not have, which fences it everywhere. A kept
+        transaction is fenced above the epoch its client was given (if that client has the
+        same producer id), and the client's pair is dropped."""
+        if self.is_kept and self.next_producer_id == self.producer_id:
+            current = self.next_producer_epoch
+        else:
+            current = self.producer_epoch
+        if current >= EPOCH_MAX:
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {current}")
+        bumped = current if self.has_failed_epoch_fence else current + 1
+        return self._prepare(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH,
+                             next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
+
+    def prepare_keep_prepared(self, new_producer_id: int | None, now: int) -> TxnTransitMetadata:
+        """InitProducerId(keep_prepared_txn) of a 2PC transaction (KIP-939): Ongoing stays
+        Ongoing with the same (producer id, epoch); the new client gets the next epoch of the
+        client pair, or epoch 0 of ``new_producer_id`` when those epochs are used up."""
+        if self.state is not TxnState.ONGOING or not self.is_two_phase_commit:
+            raise IllegalTransitionError(f"{self!r}: only an ongoing 2PC transaction can be kept")
+        client_id, client_epoch = self.client_producer
+        if new_producer_id is not None:
+            next_producer = (new_producer_id, 0)
+        elif is_epoch_exhausted(client_epoch):
+            raise IllegalTransitionError(f"{self!r}: the client's epochs are exhausted, a new producer id is needed")
+        else:
+            next_producer = (client_id, client_epoch + 1)
+        return self._prepare(TxnState.ONGOING, update=now, next_producer=next_producer)
+
+    @property
+    def is_client_epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.client_producer[1])
 
     def prepare_increment_producer_epoch(
         self, timeout_ms: int, expected_epoch: int | None, now: int
@@ -164,7 +240,7 @@ class TransactionMetadata:
                      self.transactional_id, expected_epoch, self.producer_epoch, self.last_producer_epoch)
             return "PRODUCER_FENCED"
         return self._prepare(TxnState.EMPTY, epoch=epoch, last_epoch=last_epoch, timeout_ms=timeout_ms,
-                             partitions=(), start=-1, update=now)
+                             partitions=(), start=-1, update=now, next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
 
     def prepare_producer_id_rotation(
         self, new_producer_id: int, timeout_ms: int, now: int, record_last_epoch: bool
@@ -176,6 +252,7 @@ class TransactionMetadata:
             TxnState.EMPTY, producer_id=new_producer_id, epoch=0,
             last_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
             timeout_ms=timeout_ms, partitions=(), start=-1, update=now,
+            next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
         )
 
     def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int) -> TxnTransitMetadata:
@@ -187,9 +264,13 @@ class TransactionMetadata:
         return self._prepare(state, update=now)
 
     def prepare_complete(self, now: int) -> TxnTransitMetadata:
+        """COMPLETE_*; a kept transaction's client pair becomes the id's pair."""
         state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         # The PREPARE record is in the log, so an epoch fence before it has succeeded.
         self.has_failed_epoch_fence = False
+        if self.is_kept:
+            return self._prepare(state, producer_id=self.next_producer_id, epoch=self.next_producer_epoch,
+                                 partitions=(), update=now, next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
         return self._prepare(state, partitions=(), update=now)
 
     def prepare_dead(self) -> TxnTransitMetadata:
@@ -208,6 +289,8 @@ class TransactionMetadata:
         target = self.pending_state
         if target is None or target is not transit.state:
             raise self._fail(transit)
+        if target is not TxnState.ONGOING and not target.is_prepared and transit.next_producer_id >= 0:
+            raise self._fail(transit)  # only an open transaction is kept for a newer client
         if target is TxnState.EMPTY:
             bump_ok = transit.producer_epoch == self.producer_epoch + 1 or (
                 transit.producer_epoch == 0 and transit.producer_id != self.producer_id
@@ -220,21 +303,32 @@ class TransactionMetadata:
             self.last_producer_epoch = transit.last_producer_epoch
             self.producer_id = transit.producer_id
             self.last_producer_id = transit.last_producer_id
+            self.next_producer_id = self.next_producer_epoch = NO_PRODUCER_ID
         elif target is TxnState.ONGOING:
             if (not self._same_producer(transit) or not self.partitions <= transit.partitions
-                    or transit.txn_timeout_ms != self.txn_timeout_ms):
+                    or transit.txn_timeout_ms != self.txn_timeout_ms
+                    or (transit.next_producer_id < 0 and self.is_kept)):
                 raise self._fail(transit)
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.partitions |= transit.partitions
+            self.next_producer_id = transit.next_producer_id
+            self.next_producer_epoch = transit.next_producer_epoch
         elif target.is_prepared:
             if (not self._same_producer(transit) or self.partitions != transit.partitions
                     or transit.txn_timeout_ms != self.txn_timeout_ms
-                    or transit.txn_start_timestamp != self.txn_start_timestamp):
+                    or transit.txn_start_timestamp != self.txn_start_timestamp
+                    or (transit.next_producer_id, transit.next_producer_epoch)
+                    != (self.next_producer_id, self.next_producer_epoch)):
                 raise self._fail(transit)
         elif target in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-            if (not self._same_producer(transit) or transit.txn_timeout_ms != self.txn_timeout_ms
+            client = (transit.producer_id, transit.producer_epoch) == self.client_producer
+            if (not client or transit.txn_timeout_ms != self.txn_timeout_ms
                     or transit.txn_start_timestamp == -1):
                 raise self._fail(transit)
+            if transit.producer_id != self.producer_id:
+                self.last_producer_id = self.producer_id  # a kept transaction's client has a new id
+            self.producer_id, self.producer_epoch = transit.producer_id, transit.producer_epoch
+            self.next_producer_id = self.next_producer_epoch = NO_PRODUCER_ID
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.partitions.clear()
         else:
@@ -257,3 +351,4 @@ class TransactionMetadata:
         self.pending_state = None
         self.producer_epoch = bumped_epoch
         self.last_producer_epoch = NO_PRODUCER_EPOCH
+        self.next_producer_id = self.next_producer_epoch = NO_PRODUCER_ID

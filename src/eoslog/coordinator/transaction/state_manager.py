@@ -173,12 +173,14 @@ class TransactionStateManager:
     # -- timeouts and expiry ----------------------------------------------------------------------
 
     def timed_out_transactions(self, now: int) -> list[TimedOutTransaction]:
-        """Ongoing transactions open longer than their timeout (best effort, as Kafka's)."""
+        """Ongoing transactions open longer than their timeout (best effort, as Kafka's).
+        A two-phase-commit transaction has no timeout: only its external coordinator, through
+        EndTxn, or an InitProducerId that does not keep it ends it (KIP-939)."""
         return [
             TimedOutTransaction(m.transactional_id, m.producer_id, m.producer_epoch)
             for m in self.owned_transactions()
             if m.state is TxnState.ONGOING and not m.pending_transition_in_progress
-            and m.txn_start_timestamp + m.txn_timeout_ms < now
+            and not m.is_two_phase_commit and m.txn_start_timestamp + m.txn_timeout_ms < now
         ]
 
     def expire_transactional_ids(self, now: int, expiration_ms: int) -> int:
