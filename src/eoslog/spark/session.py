@@ -1,0 +1,160 @@
+"""A local SparkSession set up for eoslog, with what otherwise takes an afternoon to find.
+
+What it owns: checking for Java 17 before Spark tries (and fails with a page of JVM
+output), and the session settings a local run needs:
+
+- ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` (and ``spark.pyspark.python``) set to this
+  interpreter — without them Spark starts workers with whatever ``python3`` is on PATH,
+  which lacks eoslog and pyarrow, and tasks die with "Python worker failed to connect back";
+- every directory Spark writes to inside one work directory (default ``./.spark``):
+  ``spark.local.dir`` (shuffle and worker scratch), the SQL warehouse, the JVM's
+  ``java.io.tmpdir`` and the default root for streaming checkpoints;
+- a small ``spark.sql.shuffle.partitions`` (200 tasks per shuffle is for clusters), the UI
+  and the console progress bar off, log level WARN from the JVM's first line, UTC as the
+  session time zone, Arrow on, ``SPARK_LOCAL_IP`` on loopback;
+- format ``"eoslog"`` registered.
+
+What it must never do: start anything but a local Spark, or change a session it did not
+create beyond registering the data source.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+DEFAULT_WORK_DIR = Path(".spark")
+JAVA_INSTALL_HINT = (
+    "Install it with: sudo apt-get install -y openjdk-17-jre-headless (macOS: brew install openjdk@17), "
+    "or point JAVA_HOME at a Java 17 or newer."
+)
+
+_LOG4J2 = """\
+# Written by eoslog.spark.session: Spark's own log at WARN from the JVM's first line.
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+# Noise a local run always prints and nobody can act on.
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+logger.resolvewrite.name = org.apache.spark.sql.execution.streaming.ResolveWriteToStream
+logger.resolvewrite.level = error
+"""
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot run here (no Java 17, …); the message says what to install."""
+
+
+def java_command() -> str | None:
+    """The java Spark's launcher uses: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        return str(candidate) if candidate.exists() else None
+    return shutil.which("java")
+
+
+def java_major_version(java: str) -> int | None:
+    """17 for 'openjdk version "17.0.15"', 8 for '"1.8.0_392"'; None if it cannot be told."""
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if found is None:
+        return None
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major
+
+
+def require_java() -> str:
+    """The java command, or SparkSetupError saying what is missing and how to install it."""
+    java = java_command()
+    if java is None:
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+            else "java is not on PATH"
+        raise SparkSetupError(f"Spark needs Java {MIN_JAVA} or newer and none was found ({where}). "
+                              + JAVA_INSTALL_HINT)
+    major = java_major_version(java)
+    if major is None or major < MIN_JAVA:
+        found = "of unknown version" if major is None else str(major)
+        raise SparkSetupError(f"Spark needs Java {MIN_JAVA} or newer; {java} is Java {found}. " + JAVA_INSTALL_HINT)
+    return java
+
+
+def spark_session(
+    app_name: str = "eoslog",
+    *,
+    master: str = "local[2]",
+    work_dir: Path | str | None = None,
+    shuffle_partitions: int = 2,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A local SparkSession with format ``"eoslog"`` registered (see the module docstring).
+
+    ``work_dir`` (default ``./.spark``) holds Spark's scratch space, warehouse, temp files
+    and default checkpoint root. ``conf`` adds or overrides settings. Raises
+    SparkSetupError when Java 17 is missing."""
+    require_java()
+    root = Path(work_dir if work_dir is not None else DEFAULT_WORK_DIR).resolve()
+    dirs = {name: root / name for name in ("local", "warehouse", "tmp", "checkpoints")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    log4j = root / "log4j2.properties"
+    if not log4j.exists() or log4j.read_text() != _LOG4J2:
+        log4j.write_text(_LOG4J2)
+
+    python = sys.executable
+    os.environ["PYSPARK_PYTHON"] = python
+    os.environ["PYSPARK_DRIVER_PYTHON"] = python
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    java_options = f"-Djava.io.tmpdir={dirs['tmp']} -Dlog4j2.configurationFile=file:{log4j}"
+    settings = {
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": python,
+        "spark.local.dir": str(dirs["local"]),
+        "spark.sql.warehouse.dir": str(dirs["warehouse"]),
+        "spark.sql.streaming.checkpointLocation": str(dirs["checkpoints"]),
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": java_options,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(shuffle_partitions),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.faulthandler.enabled": "true",
+        "spark.sql.execution.pyspark.udf.faulthandler.enabled": "true",
+        **dict(conf or {}),
+    }
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("eoslog")`` known to ``spark`` (safe to call again)."""
+    from eoslog.spark.datasource import EoslogDataSource
+
+    spark.dataSource.register(EoslogDataSource)

@@ -1,0 +1,80 @@
+"""Fixtures for the Spark connector's tests: ONE SparkSession and ONE broker for the run.
+
+Starting Spark costs seconds and a JVM, so every test under tests/spark shares the
+session-scoped ``spark`` (master ``local[2,3]``: two task threads, and a failed task is
+retried up to 3 attempts, which the sink's task-retry test relies on) and the
+session-scoped ``spark_broker`` (``shared_broker`` is the same broker here). Tests use
+distinct topic names (``topic_name``) and their own checkpoint directories (``tmp_path``).
+
+Without Java 17 every test that asks for ``spark`` is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoslog.spark.session import SparkSetupError, require_java
+from harness import BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The run's local SparkSession, with format "eoslog" registered."""
+    try:
+        require_java()
+    except SparkSetupError as e:
+        pytest.skip(f"Spark tests need Java 17: {e}")
+    from eoslog.spark.session import spark_session
+
+    session = spark_session("eoslog-tests", master="local[2,3]", work_dir=tmp_path_factory.mktemp("spark"),
+                            shuffle_partitions=2)
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for all Spark tests."""
+    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
+    yield b
+    if b.alive():
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_broker(spark_broker: BrokerProcess) -> BrokerProcess:
+    """Under tests/spark the module-scoped ``shared_broker`` is the run's one broker too."""
+    return spark_broker
+
+
+_topic_counter = itertools.count()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test of the run uses."""
+    return f"{request.node.name.replace('[', '-').replace(']', '')[:60]}-{next(_topic_counter)}"
+
+
+@pytest.fixture
+def create_topic(spark_broker: BrokerProcess) -> Callable[[str, int], str]:
+    def create(name: str, partitions: int) -> str:
+        admin = AdminClient({"bootstrap.servers": spark_broker.bootstrap})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(30)
+        return name
+
+    return create
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"
