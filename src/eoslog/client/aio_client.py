@@ -128,8 +128,8 @@ class AioClient:
             return conn
         task = self._connecting.get(node_id)
         if task is None:
-            wait = self.backoff_remaining(node_id)
-            if wait > 0:
+            # A loop's timers may fire a little early: sleep until the backoff is really over.
+            while (wait := self.backoff_remaining(node_id)) > 0:
                 await asyncio.sleep(wait)
             conn = self._conns.get(node_id)
             if conn is not None and conn.connected:

@@ -28,6 +28,7 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, TopicConfig
+from eoslog.protocol.configs import ConfigType
 from eoslog.protocol.errors import ErrorCode
 from eoslog.storage import TopicError
 from eoslog.storage.log_manager import validate_topic_name
@@ -45,21 +46,6 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
-
-
-class ConfigType(IntEnum):
-    """DescribeConfigsResponse.ConfigType (ConfigDef.Type as sent on the wire)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
 
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The

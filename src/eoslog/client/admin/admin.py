@@ -1,0 +1,103 @@
+"""The admin client's public API: ``AIOAdmin`` (asyncio) and ``Admin`` (blocking).
+
+``AIOAdmin`` puts together the API families — topics, configs, cluster and offsets
+(``topics``), consumer groups (``groups``), transactions (``transactions``) — over the
+routing and retries of ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
+of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
+each method hops onto that loop and waits, with the same arguments and results.
+
+Example::
+
+    from eoslog.client import Admin, NewTopic
+
+    with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        admin.create_topics([NewTopic("orders", num_partitions=3)])
+        print(admin.describe_topics(["orders"])["orders"].partitions)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from eoslog.client.admin.groups import GroupAdmin
+from eoslog.client.admin.topics import TopicAdmin
+from eoslog.client.admin.transactions import TransactionAdmin
+from eoslog.client.sync import LoopThread
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class AIOAdmin(TopicAdmin, GroupAdmin, TransactionAdmin):
+    """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
+    (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
+
+    Use ``async with AIOAdmin(...) as admin`` or ``await admin.start()`` / ``close()``.
+    Every call retries retriable errors within ``default.api.timeout.ms`` (or its own
+    ``timeout_ms``) and raises the typed exception of a Kafka error code otherwise."""
+
+
+def _blocking(method: Callable[Concatenate[AIOAdmin, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[Admin, P], T]:
+    """The blocking twin of an AIOAdmin method: run it on the admin's loop and wait."""
+
+    def call(admin: Admin, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return admin._loop.call(method(admin._aio, *args, **kwargs))
+
+    call.__name__, call.__qualname__ = method.__name__, f"Admin.{method.__name__}"
+    call.__doc__ = method.__doc__
+    return call
+
+
+class Admin:
+    """The blocking admin client: an AIOAdmin on an event loop in a background thread."""
+
+    def __init__(self, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._aio = AIOAdmin(settings, **kwargs)
+        self.config = self._aio.config
+        self._loop = LoopThread(f"eoslog-admin-client-thread | {self.config.client_id}",
+                                own_thread_error="a blocking admin call from the admin client's own thread "
+                                                 "would deadlock")
+        try:
+            self._loop.call(self._aio.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def close(self) -> None:
+        if self._loop.closed:
+            return
+        try:
+            self._loop.call(self._aio.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    create_topics = _blocking(AIOAdmin.create_topics)
+    delete_topics = _blocking(AIOAdmin.delete_topics)
+    list_topics = _blocking(AIOAdmin.list_topics)
+    describe_topics = _blocking(AIOAdmin.describe_topics)
+    create_partitions = _blocking(AIOAdmin.create_partitions)
+    describe_configs = _blocking(AIOAdmin.describe_configs)
+    describe_cluster = _blocking(AIOAdmin.describe_cluster)
+    list_offsets = _blocking(AIOAdmin.list_offsets)
+    list_groups = _blocking(AIOAdmin.list_groups)
+    describe_groups = _blocking(AIOAdmin.describe_groups)
+    list_consumer_group_offsets = _blocking(AIOAdmin.list_consumer_group_offsets)
+    alter_consumer_group_offsets = _blocking(AIOAdmin.alter_consumer_group_offsets)
+    delete_consumer_group_offsets = _blocking(AIOAdmin.delete_consumer_group_offsets)
+    delete_groups = _blocking(AIOAdmin.delete_groups)
+    list_transactions = _blocking(AIOAdmin.list_transactions)
+    describe_transactions = _blocking(AIOAdmin.describe_transactions)
+    describe_producers = _blocking(AIOAdmin.describe_producers)
+    abort_transaction = _blocking(AIOAdmin.abort_transaction)
+
+
+__all__ = ["AIOAdmin", "Admin"]

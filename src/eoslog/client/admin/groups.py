@@ -1,0 +1,205 @@
+"""Consumer groups: ListGroups, DescribeGroups, OffsetFetch, OffsetCommit (as an admin:
+no member, generation -1), OffsetDelete and DeleteGroups.
+
+ListGroups goes to every broker (each lists the groups it coordinates); the rest to the
+group's coordinator. A group that does not exist is described as ``Dead`` (Kafka's
+classic DescribeGroups answer) and has no committed offsets; deleting it, or its
+offsets, raises GroupIdNotFoundError. Only an empty group takes an admin's offsets
+(otherwise UnknownMemberIdError) or lets them be deleted (NonEmptyGroupError /
+GroupSubscribedToTopicError).
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from kio.serial import entity_reader
+
+from eoslog.client.admin.core import GROUP_KEY_TYPE, AdminCore, MakeRequest, raise_for
+from eoslog.client.admin.types import GroupDescription, GroupListing, MemberDescription
+from eoslog.client.errors import UnsupportedVersionError
+from eoslog.client.types import OffsetAndMetadata, TopicPartition
+from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.protocol.messages import build, request_types
+
+DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_DELETE, DELETE_GROUPS = 15, 16, 47, 42
+T = TypeVar("T")
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+_ASSIGNMENT_VERSIONS = 3  # the newest ConsumerProtocolAssignment kio knows; later ones only add fields
+_I16 = struct.Struct(">h")
+
+
+def assignment_partitions(data: bytes) -> tuple[TopicPartition, ...]:
+    """The partitions of a ConsumerProtocolAssignment (int16 version, then its fields)."""
+    if len(data) < _I16.size:
+        return ()
+    version = min(max(_I16.unpack_from(data)[0], 0), _ASSIGNMENT_VERSIONS)
+    module = importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{version}.data")
+    assignment, _ = entity_reader(module.ConsumerProtocolAssignment)(memoryview(data), _I16.size)
+    return tuple(TopicPartition(str(t.topic), int(p)) for t in assignment.assigned_partitions for p in t.partitions)
+
+
+def _raise_partition_errors(group_id: str, topics: Any) -> None:
+    for t in topics:
+        for p in t.partitions:
+            raise_for(p.error_code, f"group {group_id}, partition {t.name}-{int(p.partition_index)}")
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
+class GroupAdmin(AdminCore):
+    async def _group_call(self, what: str, group_id: str, make: MakeRequest,
+                          handle: Callable[[int | None, Any], T], timeout_ms: int | None) -> T:
+        """A request to the group's coordinator, with retries."""
+        return await self._call(what, make, handle, node=self._coordinator_of(GROUP_KEY_TYPE, group_id),
+                                timeout_ms=timeout_ms)
+
+    async def list_groups(self, states: Iterable[str] | None = None, *,
+                          timeout_ms: int | None = None) -> list[GroupListing]:
+        """Every group of the cluster (ListGroups on each broker), optionally only those in
+        ``states`` (``Stable``, ``Empty``, ...; ListGroups v4+)."""
+        state_filter = tuple(states or ())
+
+        def make(versions: ApiVersionTable) -> Any:
+            version = versions.pick(LIST_GROUPS, 5)
+            if state_filter and version < 4:
+                raise UnsupportedVersionError("filtering groups by state needs ListGroups v4")
+            m = request_types(LIST_GROUPS, version)
+            return build(m.ListGroupsRequest, states_filter=state_filter, types_filter=())
+
+        def handle(_: int | None, response: Any) -> list[GroupListing]:
+            raise_for(response.error_code, "ListGroups")
+            return [GroupListing(str(g.group_id), str(g.protocol_type), getattr(g, "group_state", None),
+                                 getattr(g, "group_type", None)) for g in response.groups]
+
+        listed = await self._on_every_broker("list_groups", make, handle, timeout_ms)
+        return sorted(listed, key=lambda g: g.group_id)
+
+    async def describe_groups(self, group_ids: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, GroupDescription]:
+        """State, protocol and members (with their assigned partitions) of each group."""
+
+        async def describe(group_id: str) -> GroupDescription:
+            def make(versions: ApiVersionTable) -> Any:
+                m = request_types(DESCRIBE_GROUPS, versions.pick(DESCRIBE_GROUPS, 5))
+                return build(m.DescribeGroupsRequest, groups=(group_id,), include_authorized_operations=False)
+
+            def handle(node_id: int | None, response: Any) -> GroupDescription:
+                g = response.groups[0]
+                raise_for(g.error_code, f"group {group_id}")
+                consumer = str(g.protocol_type) in (CONSUMER_PROTOCOL_TYPE, "")
+                members = tuple(
+                    MemberDescription(str(m.member_id), getattr(m, "group_instance_id", None), str(m.client_id),
+                                      str(m.client_host),
+                                      assignment_partitions(bytes(m.member_assignment)) if consumer else ())
+                    for m in g.members
+                )
+                return GroupDescription(group_id, str(g.group_state), str(g.protocol_type), str(g.protocol_data),
+                                        members, self.node(node_id))
+
+            return await self._group_call("describe_groups", group_id, make, handle, timeout_ms)
+
+        return await self._each(group_ids, describe)
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *, require_stable: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (OffsetFetch): of ``partitions``, or of every
+        partition it committed. Partitions without a committed offset are left out;
+        ``require_stable`` waits out offsets a transaction has not committed yet."""
+        wanted = None if partitions is None else _by_topic(TopicPartition(str(t), int(p)) for t, p in partitions)
+
+        def make(versions: ApiVersionTable) -> Any:
+            version = versions.pick(ApiKey.OFFSET_FETCH, 7, 7 if require_stable else 2 if wanted is None else 1)
+            m = request_types(ApiKey.OFFSET_FETCH, version)
+            topics = None if wanted is None else tuple(
+                build(m.OffsetFetchRequestTopic, name=t, partition_indexes=tuple(ps)) for t, ps in wanted.items())
+            return build(m.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=require_stable)
+
+        def handle(_: int | None, response: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+            raise_for(getattr(response, "error_code", 0), f"group {group_id}")
+            out: dict[TopicPartition, OffsetAndMetadata] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(str(t.name), int(p.partition_index))
+                    raise_for(p.error_code, f"group {group_id}, partition {tp.topic}-{tp.partition}")
+                    if int(p.committed_offset) >= 0:
+                        out[tp] = OffsetAndMetadata(int(p.committed_offset), p.metadata,
+                                                    int(getattr(p, "committed_leader_epoch", -1)))
+            return dict(sorted(out.items()))
+
+        return await self._group_call("list_consumer_group_offsets", group_id, make, handle, timeout_ms)
+
+    async def alter_consumer_group_offsets(self, group_id: str,
+                                           offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                                           timeout_ms: int | None = None) -> None:
+        """Commit offsets for a group without active members (OffsetCommit, generation -1)."""
+        wanted = {TopicPartition(str(tp[0]), int(tp[1])): o if isinstance(o, OffsetAndMetadata)
+                  else OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(ApiKey.OFFSET_COMMIT, versions.pick(ApiKey.OFFSET_COMMIT, 8, 2))
+            return build(
+                m.OffsetCommitRequest, group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                group_instance_id=None, retention_time_ms=-1,
+                topics=tuple(
+                    build(m.OffsetCommitRequestTopic, name=topic, partitions=tuple(
+                        build(m.OffsetCommitRequestPartition, partition_index=p,
+                              committed_offset=wanted[TopicPartition(topic, p)].offset,
+                              committed_leader_epoch=wanted[TopicPartition(topic, p)].leader_epoch,
+                              committed_metadata=wanted[TopicPartition(topic, p)].metadata or "")
+                        for p in parts))
+                    for topic, parts in _by_topic(wanted).items()
+                ),
+            )
+
+        def handle(_: int | None, response: Any) -> None:
+            _raise_partition_errors(group_id, response.topics)
+
+        if wanted:
+            await self._group_call("alter_consumer_group_offsets", group_id, make, handle, timeout_ms)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
+                                            timeout_ms: int | None = None) -> None:
+        """Delete a group's committed offsets (OffsetDelete)."""
+        wanted = _by_topic(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in partitions))
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(OFFSET_DELETE, versions.pick(OFFSET_DELETE, 0))
+            return build(m.OffsetDeleteRequest, group_id=group_id, topics=tuple(
+                build(m.OffsetDeleteRequestTopic, name=t, partitions=tuple(
+                    build(m.OffsetDeleteRequestPartition, partition_index=p) for p in ps))
+                for t, ps in wanted.items()))
+
+        def handle(_: int | None, response: Any) -> None:
+            raise_for(response.error_code, f"group {group_id}")
+            _raise_partition_errors(group_id, response.topics)
+
+        if wanted:
+            await self._group_call("delete_consumer_group_offsets", group_id, make, handle, timeout_ms)
+
+    async def delete_groups(self, group_ids: Iterable[str], *, timeout_ms: int | None = None) -> None:
+        """Delete groups without active members, with their offsets (DeleteGroups)."""
+
+        async def delete(group_id: str) -> None:
+            def make(versions: ApiVersionTable) -> Any:
+                m = request_types(DELETE_GROUPS, versions.pick(DELETE_GROUPS, 2))
+                return build(m.DeleteGroupsRequest, groups_names=(group_id,))
+
+            def handle(_: int | None, response: Any) -> None:
+                for r in response.results:
+                    raise_for(r.error_code, f"group {group_id}")
+
+            await self._group_call("delete_groups", group_id, make, handle, timeout_ms)
+
+        await self._each(group_ids, delete)

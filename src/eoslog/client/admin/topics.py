@@ -1,0 +1,304 @@
+"""Topics, configs, the cluster and offsets: CreateTopics, DeleteTopics, Metadata,
+CreatePartitions, DescribeConfigs, DescribeCluster and ListOffsets.
+
+Topic changes go to the controller (on KRaft any broker forwards them), DescribeConfigs
+for a broker to that broker, ListOffsets to each partition's leader. A request about
+several topics reports each topic's outcome; the call raises the first failure in the
+order the caller gave, after every other topic of the request was handled (created,
+deleted) by the broker — as each of Java's per-topic futures would.
+
+Alter/IncrementalAlterConfigs are not here: the eoslog broker does not serve them yet
+(``broker/handlers/configs.py``); topic configs are set when the topic is created.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from eoslog.client.admin.core import AdminCore, raise_for
+from eoslog.client.admin.types import (
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    CreatedTopic,
+    IsolationLevel,
+    ListOffsetsResultInfo,
+    NewPartitions,
+    NewTopic,
+    Node,
+    OffsetSpec,
+    TopicDescription,
+    TopicListing,
+    TopicPartitionInfo,
+)
+from eoslog.client.errors import UnsupportedVersionError
+from eoslog.client.types import TopicPartition
+from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.protocol.messages import build, request_types
+
+CREATE_PARTITIONS, DESCRIBE_CLUSTER = 37, 60
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _topic_id(value: Any) -> uuid.UUID | None:
+    return value if isinstance(value, uuid.UUID) and value != NO_TOPIC_ID else None
+
+
+def _raise_first(errors: Mapping[Any, tuple[int, str | None]], order: Iterable[Any]) -> None:
+    """Raise the error of the first key of ``order`` that has one."""
+    for key in order:
+        if key in errors:
+            raise_for(*errors[key])
+
+
+def topic_description(t: Any) -> TopicDescription:
+    return TopicDescription(
+        str(t.name), _topic_id(getattr(t, "topic_id", None)), bool(getattr(t, "is_internal", False)),
+        tuple(sorted(
+            (TopicPartitionInfo(int(p.partition_index), int(p.leader_id), tuple(int(r) for r in p.replica_nodes),
+                                tuple(int(r) for r in p.isr_nodes)) for p in t.partitions),
+            key=lambda p: p.partition,
+        )),
+    )
+
+
+class TopicAdmin(AdminCore):
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                            timeout_ms: int | None = None) -> dict[str, CreatedTopic]:
+        """Create topics (CreateTopics); ``validate_only`` checks without creating.
+        Raises e.g. TopicAlreadyExistsError, InvalidConfigError, InvalidPartitionsError."""
+        topics = list(new_topics)
+        server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
+
+        def make(versions: ApiVersionTable) -> Any:
+            version = versions.pick(ApiKey.CREATE_TOPICS, 7, 2)
+            if version < 4 and any(t.num_partitions < 0 or t.replication_factor < 0
+                                   for t in topics if t.replica_assignment is None):
+                raise UnsupportedVersionError("the broker's defaults for partitions and replication factor need "
+                                              "CreateTopics v4")
+            m = request_types(ApiKey.CREATE_TOPICS, version)
+            return build(m.CreateTopicsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
+                build(
+                    m.CreatableTopic, name=t.name,
+                    num_partitions=-1 if t.replica_assignment is not None else t.num_partitions,
+                    replication_factor=-1 if t.replica_assignment is not None else t.replication_factor,
+                    assignments=tuple(
+                        build(m.CreatableReplicaAssignment, partition_index=p, broker_ids=tuple(brokers))
+                        for p, brokers in sorted((t.replica_assignment or {}).items())
+                    ),
+                    configs=tuple(build(m.CreatableTopicConfig, name=k, value=v) for k, v in t.configs.items()),
+                )
+                for t in topics
+            ))
+
+        def handle(_: int | None, response: Any) -> dict[str, CreatedTopic]:
+            errors: dict[str, tuple[int, str | None]] = {}
+            created: dict[str, CreatedTopic] = {}
+            for r in response.topics:
+                name = str(r.name)
+                if int(r.error_code) != 0:
+                    errors[name] = (int(r.error_code), r.error_message or f"topic {name}")
+                    continue
+                created[name] = CreatedTopic(
+                    name, _topic_id(getattr(r, "topic_id", None)), int(getattr(r, "num_partitions", -1)),
+                    int(getattr(r, "replication_factor", -1)),
+                    {str(c.name): c.value for c in getattr(r, "configs", ())},
+                )
+            _raise_first(errors, (t.name for t in topics))
+            return created
+
+        return await self._call("create_topics", make, handle, node=self._controller, timeout_ms=timeout_ms)
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: int | None = None) -> None:
+        """Delete topics (DeleteTopics); an unknown one raises UnknownTopicOrPartitionError."""
+        wanted = list(dict.fromkeys(names))
+        server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
+
+        def make(versions: ApiVersionTable) -> Any:
+            version = versions.pick(ApiKey.DELETE_TOPICS, 6, 1)
+            m = request_types(ApiKey.DELETE_TOPICS, version)
+            if version >= 6:
+                return build(m.DeleteTopicsRequest, timeout=server_timeout,
+                             topics=tuple(build(m.DeleteTopicState, name=n, topic_id=None) for n in wanted))
+            return build(m.DeleteTopicsRequest, timeout=server_timeout, topic_names=tuple(wanted))
+
+        def handle(_: int | None, response: Any) -> None:
+            _raise_first({str(r.name): (int(r.error_code), getattr(r, "error_message", None) or f"topic {r.name}")
+                          for r in response.responses if int(r.error_code) != 0}, wanted)
+
+        if wanted:
+            await self._call("delete_topics", make, handle, node=self._controller, timeout_ms=timeout_ms)
+
+    async def list_topics(self, *, internal: bool = False, timeout_ms: int | None = None) -> dict[str, TopicListing]:
+        """Every topic, by name; internal ones (``__consumer_offsets``, ...) with ``internal=True``."""
+        response = await self._retrying("list_topics", lambda: self._metadata(None), timeout_ms)
+        listings = {
+            str(t.name): TopicListing(str(t.name), _topic_id(getattr(t, "topic_id", None)),
+                                      bool(getattr(t, "is_internal", False)))
+            for t in response.topics if int(t.error_code) == 0
+        }
+        return {n: listings[n] for n in sorted(listings) if internal or not listings[n].is_internal}
+
+    async def describe_topics(self, names: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of each topic (Metadata)."""
+        wanted = list(dict.fromkeys(names))
+
+        async def attempt() -> dict[str, TopicDescription]:
+            response = await self._metadata(wanted)
+            found = {str(t.name): t for t in response.topics}
+            _raise_first({n: (int(t.error_code), f"topic {n}") for n, t in found.items() if int(t.error_code) != 0},
+                         wanted)
+            return {n: topic_description(found[n]) for n in wanted}
+
+        return await self._retrying("describe_topics", attempt, timeout_ms) if wanted else {}
+
+    async def create_partitions(self, new_partitions: Mapping[str, NewPartitions | int], *,
+                                validate_only: bool = False, timeout_ms: int | None = None) -> None:
+        """Grow topics to a new partition count (CreatePartitions)."""
+        wanted = {t: p if isinstance(p, NewPartitions) else NewPartitions(int(p)) for t, p in new_partitions.items()}
+        server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(CREATE_PARTITIONS, versions.pick(CREATE_PARTITIONS, 3))
+            return build(m.CreatePartitionsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
+                build(m.CreatePartitionsTopic, name=t, count=p.total_count, assignments=None
+                      if p.new_assignments is None else tuple(
+                          build(m.CreatePartitionsAssignment, broker_ids=tuple(a)) for a in p.new_assignments))
+                for t, p in wanted.items()
+            ))
+
+        def handle(_: int | None, response: Any) -> None:
+            _raise_first({str(r.name): (int(r.error_code), r.error_message or f"topic {r.name}")
+                          for r in response.results if int(r.error_code) != 0}, wanted)
+
+        if wanted:
+            await self._call("create_partitions", make, handle, node=self._controller, timeout_ms=timeout_ms)
+
+    # -- configs and the cluster --------------------------------------------------------------
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
+                               include_documentation: bool = False,
+                               timeout_ms: int | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each topic or broker, by name (DescribeConfigs). A broker's
+        resource goes to that broker, the others to any broker. Unknown topics raise
+        UnknownTopicOrPartitionError, unknown broker ids InvalidRequestError."""
+        wanted = list(dict.fromkeys(resources))
+        by_node: dict[int | None, list[ConfigResource]] = {}
+        for r in wanted:
+            node = int(r.name) if r.type is ConfigResourceType.BROKER and r.name.isdigit() else None
+            by_node.setdefault(node, []).append(r)
+
+        def make_for(batch: list[ConfigResource]) -> Any:
+            def make(versions: ApiVersionTable) -> Any:
+                m = request_types(ApiKey.DESCRIBE_CONFIGS, versions.pick(ApiKey.DESCRIBE_CONFIGS, 4, 1))
+                return build(m.DescribeConfigsRequest, include_synonyms=include_synonyms,
+                             include_documentation=include_documentation, resources=tuple(
+                                 build(m.DescribeConfigsResource, resource_type=int(r.type), resource_name=r.name,
+                                       configuration_keys=None) for r in batch))
+            return make
+
+        def handle(_: int | None, response: Any) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+            out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+            errors: dict[ConfigResource, tuple[int, str | None]] = {}
+            for result in response.results:
+                resource = ConfigResource(ConfigResourceType(int(result.resource_type)), str(result.resource_name))
+                if int(result.error_code) != 0:
+                    errors[resource] = (int(result.error_code), result.error_message or f"{resource}")
+                    continue
+                out[resource] = {str(c.name): _config_entry(c) for c in result.configs}
+            _raise_first(errors, wanted)
+            return out
+
+        async def describe(node: int | None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+            # A broker id no broker has is asked of any broker, which refuses it (INVALID_REQUEST).
+            return await self._call("describe_configs", make_for(by_node[node]), handle,
+                                    node=self._broker(node, or_any=True),
+                                    timeout_ms=timeout_ms)
+
+        found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        for part in (await self._each(by_node, describe)).values():
+            found.update(part)
+        return {r: found[r] for r in wanted}
+
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster; Metadata where a broker lacks it)."""
+
+        def make(versions: ApiVersionTable) -> Any:
+            if versions.supports(DESCRIBE_CLUSTER):
+                m = request_types(DESCRIBE_CLUSTER, versions.pick(DESCRIBE_CLUSTER, 2))
+                return build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
+                             endpoint_type=1, include_fenced_brokers=False)
+            m = request_types(ApiKey.METADATA, versions.pick(ApiKey.METADATA, 12, 1))
+            return build(m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
+                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+
+        def handle(_: int | None, response: Any) -> ClusterDescription:
+            if hasattr(response, "error_code"):  # DescribeCluster
+                raise_for(response.error_code, response.error_message)
+                nodes = {int(b.broker_id): Node(int(b.broker_id), str(b.host), int(b.port), b.rack)
+                         for b in response.brokers}
+            else:
+                nodes = {int(b.node_id): Node(int(b.node_id), str(b.host), int(b.port), b.rack)
+                         for b in response.brokers}
+            return ClusterDescription(response.cluster_id, nodes.get(int(response.controller_id)),
+                                      tuple(nodes[n] for n in sorted(nodes)))
+
+        return await self._call("describe_cluster", make, handle, timeout_ms=timeout_ms)
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                           isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+                           timeout_ms: int | None = None) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Offsets by spec (ListOffsets at each partition's leader): earliest, latest (the
+        last stable offset under READ_COMMITTED), max timestamp, or the first offset whose
+        timestamp is at or after a given one (offset -1 when there is none)."""
+        wanted = {TopicPartition(str(tp[0]), int(tp[1])): s for tp, s in specs.items()}
+        min_version = 7 if any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in wanted.values()) \
+            else 2 if isolation_level is IsolationLevel.READ_COMMITTED else 1
+
+        def make(batch: list[TopicPartition]) -> Any:
+            by_topic: dict[str, list[TopicPartition]] = {}
+            for tp in batch:
+                by_topic.setdefault(tp.topic, []).append(tp)
+
+            def build_request(versions: ApiVersionTable) -> Any:
+                m = request_types(ApiKey.LIST_OFFSETS, versions.pick(ApiKey.LIST_OFFSETS, 7, min_version))
+                return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=int(isolation_level), topics=tuple(
+                    build(m.ListOffsetsTopic, name=topic, partitions=tuple(
+                        build(m.ListOffsetsPartition, partition_index=tp.partition, current_leader_epoch=-1,
+                              timestamp=wanted[tp].timestamp) for tp in tps))
+                    for topic, tps in by_topic.items()
+                ))
+            return build_request
+
+        def handle(_: int, response: Any) -> dict[TopicPartition, ListOffsetsResultInfo]:
+            out: dict[TopicPartition, ListOffsetsResultInfo] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(str(t.name), int(p.partition_index))
+                    raise_for(p.error_code, f"partition {tp.topic}-{tp.partition}")
+                    epoch = int(getattr(p, "leader_epoch", -1))
+                    out[tp] = ListOffsetsResultInfo(int(p.offset), int(getattr(p, "timestamp", -1)),
+                                                    epoch if epoch >= 0 else None)
+            return out
+
+        return await self._per_leader("list_offsets", wanted, make, handle, timeout_ms)
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    return ConfigEntry(
+        str(c.name), c.value, ConfigSource(int(c.config_source)), bool(c.is_sensitive), bool(c.read_only),
+        tuple(ConfigSynonym(str(s.name), s.value, ConfigSource(int(s.source))) for s in getattr(c, "synonyms", ())),
+        ConfigType(int(getattr(c, "config_type", 0))), getattr(c, "documentation", None),
+    )

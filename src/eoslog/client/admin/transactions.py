@@ -1,0 +1,243 @@
+"""Transactions: ListTransactions, DescribeTransactions, DescribeProducers and
+``abort_transaction`` (WriteTxnMarkers), the tools for a hanging transaction.
+
+- ``list_transactions`` asks every broker (each coordinates its own transactional ids).
+- ``describe_transactions`` asks each id's coordinator (FindCoordinator, key type 1).
+- ``describe_producers`` asks each partition's leader for its active producers, among
+  them the start offset of each open transaction.
+- ``abort_transaction`` ends one open transaction in one partition, as Kafka's
+  Admin.abortTransaction: a WriteTxnMarkers request with an ABORT marker, sent to the
+  partition's leader as if from the transaction coordinator, with the producer id and
+  epoch and a coordinator epoch the partition accepts (from ``describe_producers``). For
+  a transaction no coordinator will ever finish; the partition's last stable offset then
+  moves on.
+
+DescribeTransactions responses are decoded here, not by kio: kio 0.6.5 refuses a negative
+``datetime_i64`` (OutOfBoundValue), and Kafka brokers send -1 as the start time of every
+transactional id with no transaction in progress (Empty, and whatever a new epoch left
+behind).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import readers
+
+from eoslog.client.admin.core import TRANSACTION_KEY_TYPE, AdminCore, raise_for
+from eoslog.client.admin.types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
+from eoslog.client.aio_connection import Buffer
+from eoslog.client.errors import KafkaError
+from eoslog.client.types import TopicPartition
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.messages import build, request_types
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+
+
+# -- DescribeTransactions v0, decoded by hand -------------------------------------------------------
+
+
+class _FrameReader:
+    """Reads the compact (flexible-version) encoding field by field with kio's primitives."""
+
+    def __init__(self, frame: Buffer) -> None:
+        self.buf = memoryview(frame)
+        self.pos = 0
+
+    def _read(self, reader: Callable[[memoryview, int], tuple[Any, int]]) -> Any:
+        value, size = reader(self.buf, self.pos)  # kio's readers return (value, bytes read)
+        self.pos += size
+        return value
+
+    def int16(self) -> int:
+        return int(self._read(readers.read_int16))
+
+    def int32(self) -> int:
+        return int(self._read(readers.read_int32))
+
+    def int64(self) -> int:
+        return int(self._read(readers.read_int64))
+
+    def string(self) -> str:
+        return str(self._read(readers.read_compact_string))
+
+    def array_length(self) -> int:
+        length = self._read(readers.read_compact_array_length)
+        return 0 if length is None else int(length)
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(int(self._read(readers.read_unsigned_varint))):
+            self._read(readers.read_unsigned_varint)  # tag
+            self.pos += int(self._read(readers.read_unsigned_varint))
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransactionState:
+    """One entry of a DescribeTransactions v0 response."""
+
+    error_code: int
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction in progress
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+def decode_describe_transactions_v0(frame: Buffer) -> list[DescribedTransactionState]:
+    """The response frame (response header v1: correlation id, tagged fields; then the body)."""
+    r = _FrameReader(frame)
+    r.int32()  # correlation id, matched by the connection
+    r.skip_tagged_fields()
+    r.int32()  # throttle time
+    states = []
+    for _ in range(r.array_length()):
+        error_code, txn_id, state = r.int16(), r.string(), r.string()
+        timeout_ms, start_ms, producer_id, producer_epoch = r.int32(), r.int64(), r.int64(), r.int16()
+        partitions = []
+        for _ in range(r.array_length()):
+            topic = r.string()
+            partitions += [TopicPartition(topic, r.int32()) for _ in range(r.array_length())]
+            r.skip_tagged_fields()
+        r.skip_tagged_fields()
+        states.append(DescribedTransactionState(error_code, txn_id, state, timeout_ms, start_ms, producer_id,
+                                                producer_epoch, tuple(sorted(partitions))))
+    r.skip_tagged_fields()
+    return states
+
+
+# -- the API ----------------------------------------------------------------------------------------
+
+
+def _producer_state(s: Any) -> ProducerState:
+    coordinator_epoch, start = int(s.coordinator_epoch), int(s.current_txn_start_offset)
+    return ProducerState(int(s.producer_id), int(s.producer_epoch), int(s.last_sequence), int(s.last_timestamp),
+                         coordinator_epoch if coordinator_epoch >= 0 else None, start if start >= 0 else None)
+
+
+class TransactionAdmin(AdminCore):
+    async def list_transactions(
+        self, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None, *,
+        min_duration_ms: int | None = None, transactional_id_pattern: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[TransactionListing]:
+        """The transactional ids every coordinator knows (ListTransactions on each broker),
+        optionally only those in ``states`` (``Ongoing``, ``PrepareCommit``, ...), of
+        ``producer_ids``, running for longer than ``min_duration_ms`` (v1) or matching a
+        regular expression (v2). A state no broker knows is ignored, with a warning."""
+        state_filter = tuple(states or ())
+        producer_filter = tuple(int(p) for p in producer_ids or ())
+        duration = -1 if min_duration_ms is None else min_duration_ms
+        min_version = 2 if transactional_id_pattern is not None else 1 if duration >= 0 else 0
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(LIST_TRANSACTIONS, versions.pick(LIST_TRANSACTIONS, 2, min_version))
+            return build(m.ListTransactionsRequest, state_filters=state_filter, producer_id_filters=producer_filter,
+                         duration_filter=duration, transactional_id_pattern=transactional_id_pattern)
+
+        def handle(node_id: int | None, response: Any) -> list[TransactionListing]:
+            raise_for(response.error_code, f"ListTransactions on broker {node_id}")
+            if response.unknown_state_filters:
+                log.warning("unknown state filter(s) ignored by broker %s: %s", node_id,
+                            ", ".join(sorted(str(s) for s in response.unknown_state_filters)))
+            return [TransactionListing(str(t.transactional_id), int(t.producer_id), str(t.transaction_state),
+                                       int(node_id if node_id is not None else -1))
+                    for t in response.transaction_states]
+
+        listed = await self._on_every_broker("list_transactions", make, handle, timeout_ms)
+        return sorted(listed, key=lambda t: (t.transactional_id, t.coordinator_id))
+
+    async def describe_transactions(self, transactional_ids: Iterable[str], *,
+                                    timeout_ms: int | None = None) -> dict[str, TransactionDescription]:
+        """State, producer id and epoch, timeout, start time and partitions of each
+        transactional id, from its coordinator. Unknown ids raise TransactionalIdNotFoundError."""
+
+        async def describe(txn_id: str) -> TransactionDescription:
+            async def attempt() -> TransactionDescription:
+                node_id = await self._coordinator(TRANSACTION_KEY_TYPE, txn_id)
+                conn = await self.client.connection(node_id)
+                m = request_types(DESCRIBE_TRANSACTIONS, conn.versions.pick(DESCRIBE_TRANSACTIONS, 0))
+                # The raw frame: see decode_describe_transactions_v0.
+                frame = await conn._raw_request(build(m.DescribeTransactionsRequest, transactional_ids=(txn_id,)))
+                try:
+                    [s] = decode_describe_transactions_v0(frame)
+                except Exception as e:  # kio's readers raise several types on a malformed frame
+                    conn.close()
+                    raise KafkaError(f"cannot decode the DescribeTransactions response of {conn}: "
+                                     f"{type(e).__name__}: {e}") from None
+                raise_for(s.error_code, f"transactional id {txn_id}")
+                return TransactionDescription(node_id, s.transactional_id, s.state, s.producer_id,
+                                              s.producer_epoch, s.timeout_ms,
+                                              s.start_time_ms if s.start_time_ms >= 0 else None, s.partitions)
+
+            return await self._retrying("describe_transactions", attempt, timeout_ms)
+
+        return await self._each(transactional_ids, describe)
+
+    async def describe_producers(self, partitions: Iterable[TopicPartition], *, broker_id: int | None = None,
+                                 timeout_ms: int | None = None) -> dict[TopicPartition, list[ProducerState]]:
+        """The active producers of each partition (DescribeProducers), from its leader or
+        from the replica on ``broker_id``."""
+
+        def make(batch: list[TopicPartition]) -> Any:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in batch:
+                by_topic.setdefault(topic, []).append(partition)
+
+            def build_request(versions: ApiVersionTable) -> Any:
+                m = request_types(DESCRIBE_PRODUCERS, versions.pick(DESCRIBE_PRODUCERS, 0))
+                return build(m.DescribeProducersRequest, topics=tuple(
+                    build(m.TopicRequest, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()))
+            return build_request
+
+        def handle(node_id: int | None, response: Any) -> dict[TopicPartition, list[ProducerState]]:
+            out: dict[TopicPartition, list[ProducerState]] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(str(t.name), int(p.partition_index))
+                    raise_for(p.error_code, p.error_message or f"partition {tp.topic}-{tp.partition} "
+                                                               f"on broker {node_id}")
+                    out[tp] = sorted((_producer_state(s) for s in p.active_producers), key=lambda s: s.producer_id)
+            return out
+
+        if broker_id is None:
+            return await self._per_leader("describe_producers", partitions, make, handle, timeout_ms)
+        wanted = list(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in partitions))
+
+        return await self._call("describe_producers", make(wanted), handle, node=self._broker(broker_id, or_any=False),
+                                timeout_ms=timeout_ms)
+
+    async def abort_transaction(self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None) -> None:
+        """Write an ABORT marker for the spec's open transaction at the partition's leader
+        (WriteTxnMarkers). Raises InvalidProducerEpochError / TransactionCoordinatorFencedError
+        when the partition has seen a newer producer or coordinator epoch."""
+        tp = TopicPartition(str(spec.topic_partition[0]), int(spec.topic_partition[1]))
+
+        def make(batch: list[TopicPartition]) -> Any:
+            def build_request(versions: ApiVersionTable) -> Any:
+                m = request_types(WRITE_TXN_MARKERS, versions.pick(WRITE_TXN_MARKERS, 1))
+                return build(m.WriteTxnMarkersRequest, markers=(build(
+                    m.WritableTxnMarker, producer_id=spec.producer_id, producer_epoch=spec.producer_epoch,
+                    transaction_result=False, coordinator_epoch=spec.coordinator_epoch,
+                    topics=(build(m.WritableTxnMarkerTopic, name=tp.topic, partition_indexes=(tp.partition,)),),
+                ),))
+            return build_request
+
+        def handle(node_id: int, response: Any) -> dict[TopicPartition, None]:
+            results = [(t.name, p) for mk in response.markers for t in mk.topics for p in t.partitions]
+            if not results:
+                raise KafkaError(f"broker {node_id} answered WriteTxnMarkers without a result")
+            for _, p in results:
+                raise_for(p.error_code, f"abort of producer {spec.producer_id} (epoch {spec.producer_epoch}, "
+                                        f"coordinator epoch {spec.coordinator_epoch}) on {tp.topic}-{tp.partition}")
+            return {tp: None}
+
+        await self._per_leader("abort_transaction", [tp], make, handle, timeout_ms)
+

@@ -1,0 +1,294 @@
+"""What the admin client takes and returns: frozen dataclasses named as in Kafka's Admin API
+(``NewTopic``, ``TopicDescription``, ``ConfigEntry``, ``TransactionDescription``, ...).
+
+Nothing here holds kio types: the admin's modules translate responses into these, so an
+application never sees the protocol. Optional values Java wraps in ``Optional`` are None.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from eoslog.client.types import TopicPartition
+from eoslog.protocol.configs import ConfigType
+
+# -- topics ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. -1 (the default) leaves the partition count or the replication
+    factor to the broker's ``num.partitions`` / ``default.replication.factor``;
+    ``replica_assignment`` (partition → broker ids) replaces both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """The partition count a topic should grow to, optionally with the new partitions'
+    replicas (one broker-id list per new partition)."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    """What CreateTopics answered for a topic (Java's CreateTopicsResult per topic)."""
+
+    name: str
+    topic_id: uuid.UUID | None
+    num_partitions: int
+    replication_factor: int
+    configs: Mapping[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionInfo:
+    partition: int
+    leader: int  # -1: no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: tuple[TopicPartitionInfo, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+
+class ConfigResourceType(enum.IntEnum):
+    """ConfigResource.Type as sent on the wire."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    GROUP = 32
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config's value comes from (DescribeConfigsResponse.ConfigSource)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    """A topic (by name) or a broker (by node id, as a string; "" for the cluster-wide
+    dynamic defaults)."""
+
+    type: ConfigResourceType
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None  # None for sensitive values
+    source: ConfigSource
+    is_sensitive: bool
+    is_read_only: bool
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    type: ConfigType = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+# -- cluster -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: Node | None
+    nodes: tuple[Node, ...]
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str  # "consumer" for consumer groups, "" for groups that only commit offsets
+    state: str | None  # None from brokers before ListGroups v4
+    type: str | None = None  # "classic", "consumer", ... (ListGroups v5)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]  # empty when the group is not a consumer group
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as its coordinator sees it. A group that does not exist is described as
+    ``Dead`` with no members (Kafka's classic DescribeGroups answer)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    partition_assignor: str  # the protocol the group chose, e.g. "range"
+    members: tuple[MemberDescription, ...]
+    coordinator: Node | None
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        return not self.protocol_type
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    coordinator_id: int
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int | None  # None: no transaction in progress
+    topic_partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """An active producer of a partition (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None  # None: no marker written for this producer yet
+    current_transaction_start_offset: int | None  # None: no open transaction here
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionSpec:
+    """The open transaction to end with an ABORT marker in one partition: its producer id
+    and epoch and the coordinator epoch the marker claims (from ``describe_producers``)."""
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+class IsolationLevel(enum.IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Which offset ``list_offsets`` looks up: ``OffsetSpec.earliest()``, ``.latest()``
+    (the high watermark, or the last stable offset under read_committed),
+    ``.max_timestamp()`` or ``.for_timestamp(ms)`` (the first offset at or after it)."""
+
+    timestamp: int
+
+    EARLIEST = -2
+    LATEST = -1
+    MAX_TIMESTAMP = -3
+
+    @classmethod
+    def earliest(cls) -> OffsetSpec:
+        return cls(cls.EARLIEST)
+
+    @classmethod
+    def latest(cls) -> OffsetSpec:
+        return cls(cls.LATEST)
+
+    @classmethod
+    def max_timestamp(cls) -> OffsetSpec:
+        return cls(cls.MAX_TIMESTAMP)
+
+    @classmethod
+    def for_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
+        if timestamp_ms < 0:
+            raise ValueError(f"a timestamp is not negative: {timestamp_ms}")
+        return cls(timestamp_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResultInfo:
+    offset: int  # -1: no record at or after the timestamp
+    timestamp: int  # -1 for earliest/latest
+    leader_epoch: int | None
+
+
+__all__ = [
+    "AbortTransactionSpec", "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
+    "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "GroupDescription", "GroupListing",
+    "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node",
+    "OffsetSpec", "ProducerState", "TopicDescription", "TopicListing", "TopicPartitionInfo",
+    "TransactionDescription", "TransactionListing",
+]
