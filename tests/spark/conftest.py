@@ -42,8 +42,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker for all Spark tests."""
-    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
+    """One broker for all Spark tests (two-phase commit on, for the exactly-once sink)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data",
+                      overrides={"transaction.two.phase.commit.enable": "true"}).start()
     yield b
     if b.alive():
         b.stop()

@@ -1,0 +1,189 @@
+"""``df.writeStream.format("eoslog")`` and ``df.write.format("eoslog")``: the writers.
+
+What it owns: the two writer classes Spark calls — ``EoslogStreamWriter`` (micro-batches)
+and ``EoslogBatchWriter`` (one job) — and turning Arrow record batches of the Kafka sink's
+columns (``value``; optional ``key``, ``topic``, ``partition``, ``headers``) into records.
+Both take Arrow batches (``DataSource[Stream]ArrowWriter``): Spark's Row path converts
+Arrow to Rows anyway, so Arrow saves that conversion per row.
+
+In ``exactly-once`` mode (the default) every write task writes its rows in one two-phase
+transaction and only prepares it; the driver's ``commit`` records the decision and
+completes the transactions; ``abort`` finishes a decided batch and aborts anything else
+(``commit.py`` says how; ``decisions.py`` what a decision is). In ``at-least-once`` mode
+tasks write with an idempotent producer and ``commit``/``abort`` do nothing.
+
+What it must never do: keep connections or producers in what Spark pickles (the writers
+go to Python workers on executors and on the driver), or read a file the driver wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from eoslog.client.producer import Producer
+from eoslog.spark.commit import (
+    TaskCommitMessage,
+    TaskIdentity,
+    abort_batch,
+    crash_now,
+    finish_batch,
+    prepare_task,
+    write_task_at_least_once,
+)
+from eoslog.spark.sink_options import Columns, SinkOptionError, SinkOptions, check_columns, parse_sink_options
+
+log = logging.getLogger(__name__)
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# StreamExecution runs each start of a query under the job group of its run id.
+RUN_ID_PROPERTY = "spark.jobGroup.id"
+
+
+class _ArrowRecords:
+    """Sends the rows of Arrow batches as records; counts them."""
+
+    def __init__(self, options: SinkOptions, columns: Columns, batches: Iterator[pa.RecordBatch],
+                 crash_after_rows: int | None = None) -> None:
+        self.options = options
+        self.columns = columns
+        self.batches = batches
+        self.crash_after_rows = crash_after_rows
+
+    def send_all(self, producer: Producer) -> int:
+        sent = 0
+        for batch in self.batches:
+            sent += self._send_batch(producer, batch)
+            if self.crash_after_rows is not None and sent >= self.crash_after_rows:
+                producer.flush()
+                crash_now()
+        return sent
+
+    def drain(self) -> None:
+        for _ in self.batches:
+            pass
+
+    def _send_batch(self, producer: Producer, batch: pa.RecordBatch) -> int:
+        c = self.columns
+        cols = batch.columns
+        values: list[Any] = cols[c.value].to_pylist()
+        keys: list[Any] | None = cols[c.key].to_pylist() if c.key is not None else None
+        send = producer.send
+        if c.topic is None and c.partition is None and c.headers is None:
+            topic = self.options.topic
+            assert topic is not None  # check_columns made sure
+            if keys is None:
+                for value in values:
+                    send(topic, value)
+            else:
+                for key, value in zip(keys, values, strict=True):
+                    send(topic, value, key)
+            return len(values)
+        n = len(values)
+        topics: list[Any] = cols[c.topic].to_pylist() if c.topic is not None else [self.options.topic] * n
+        partitions: list[Any] = cols[c.partition].to_pylist() if c.partition is not None else [None] * n
+        headers: list[Any] = cols[c.headers].to_pylist() if c.headers is not None else [None] * n
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise SinkOptionError("null topic present in the data. Use the topic option for setting a topic.")
+            hs = headers[i]
+            send(topic, values[i], None if keys is None else keys[i], partition=partitions[i],
+                 headers=None if not hs else [(h["key"], h["value"]) for h in hs])
+        return n
+
+
+def _write(options: SinkOptions, columns: Columns, task: TaskIdentity,
+           batches: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
+    crash = options.faults.task_crash_after_rows if task.attempt == 0 else None
+    records = _ArrowRecords(options, columns, batches, crash)
+    if options.exactly_once:
+        return prepare_task(options, task, records.send_all, records.drain)
+    return write_task_at_least_once(options, task, records.send_all)
+
+
+def _task_context() -> TaskContext:
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("the eoslog sink's write() runs in a Spark task")
+    return context
+
+
+def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage | None]:
+    out: list[TaskCommitMessage | None] = []
+    for m in messages:
+        if m is not None and not isinstance(m, TaskCommitMessage):
+            raise TypeError(f"not a commit message of the eoslog sink: {type(m).__name__}")
+        out.append(m)
+    return out
+
+
+class EoslogStreamWriter(DataSourceStreamArrowWriter):
+    """The streaming sink: one two-phase transaction per task and micro-batch."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool = False) -> None:
+        # ``overwrite`` is output mode complete: every batch writes the whole result, as Kafka's sink.
+        self.options = parse_sink_options(options)
+        self.columns = check_columns(schema, self.options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = _task_context()
+        query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
+        run_id = context.getLocalProperty(RUN_ID_PROPERTY)
+        if not query_id or batch_id is None or not run_id:
+            raise RuntimeError(f"the eoslog stream writer runs in a micro-batch streaming query ({QUERY_ID_PROPERTY}"
+                               f"={query_id!r}, {BATCH_ID_PROPERTY}={batch_id!r}, {RUN_ID_PROPERTY}={run_id!r})")
+        task = TaskIdentity(query_id, run_id, int(batch_id), context.partitionId(), context.attemptNumber())
+        return _write(self.options, self.columns, task, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            outcome = finish_batch(self.options, batchId, _messages(messages))
+            log.info("batch %d committed: %d transactions committed, %d aborted", batchId,
+                     outcome.count("committed"), outcome.count("aborted"))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            outcome = abort_batch(self.options, batchId, _messages(messages))
+            log.info("batch %d aborted: %d transactions committed (decided before), %d aborted", batchId,
+                     outcome.count("committed"), outcome.count("aborted"))
+
+
+class EoslogBatchWriter(DataSourceArrowWriter):
+    """The batch sink (``df.write``): one two-phase transaction per task, all committed by
+    the driver once every task has prepared — the job's output appears, or none of it."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool = False) -> None:
+        if overwrite:
+            raise SinkOptionError("Save mode Overwrite is not allowed for eoslog: it can only append "
+                                  "(use mode append or errorifexists)")
+        self.options = parse_sink_options(options)
+        self.columns = check_columns(schema, self.options)
+        # Made once on the driver and pickled to every task and to commit/abort.
+        self.job_key = f"batch-{uuid.uuid4()}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = _task_context()
+        task = TaskIdentity(self.job_key, "job", 0, context.partitionId(), context.attemptNumber(), replayable=False)
+        return _write(self.options, self.columns, task, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            finish_batch(self.options, 0, _messages(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            abort_batch(self.options, 0, _messages(messages))
