@@ -10,6 +10,7 @@ the real broker process, read back by librdkafka (confluent-kafka) read_committe
 - A mismatching state aborts instead; ``keep_prepared_txn=False`` aborts like any
   InitProducerId; a broker that does not allow 2PC refuses it; a prepared producer that is
   still alive is fenced by the new instance, at the coordinator and in the partitions.
+- ``close()`` of a prepared producer leaves its transaction prepared.
 
 Waiting loops are hang guards with generous deadlines; nothing asserts how long anything took.
 """
@@ -277,3 +278,23 @@ def produce_as(bootstrap: str, txn_id: str, state: PreparedTxnState, topic: str,
             topic_data=(m.TopicProduceData(name=topic, partition_data=(
                 m.PartitionProduceData(index=partition, records=batch),)),)))
     return ErrorCode(r.responses[0].partition_responses[0].error_code).name.upper()
+
+
+
+def test_close_leaves_a_prepared_transaction_prepared(two_pc_broker: BrokerProcess) -> None:
+    bootstrap, topic, txn_id = two_pc_broker.bootstrap, "closed", "sink-closed"
+    ensure_topic(bootstrap, topic, 2)
+    with Producer(two_pc_config(bootstrap, txn_id)) as a:
+        a.init_transactions(WAIT_S)
+        a.begin_transaction()
+        for partition in (0, 1):
+            for i in range(RECORDS):
+                a.send(topic, f"{txn_id}-{partition}-{i}".encode(), partition=partition)
+        state = a.prepare_transaction(WAIT_S)
+    assert_still_prepared(bootstrap, txn_id, topic, state)
+    with Producer(two_pc_config(bootstrap, txn_id)) as b:
+        b.init_transactions(WAIT_S, keep_prepared_txn=True)
+        assert b.prepared_transaction_state() == state
+        b.complete_transaction(state, WAIT_S)
+    until(lambda: all_stable(bootstrap, topic), "the commit markers")
+    assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
