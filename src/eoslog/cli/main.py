@@ -12,6 +12,7 @@ import typer
 from eoslog.config import BrokerConfig, ConfigError
 
 if TYPE_CHECKING:
+    from eoslog.client.admin import Admin
     from eoslog.client.connection import BrokerConnection
 
 app = typer.Typer(
@@ -109,6 +110,24 @@ def connect(bootstrap_server: str, timeout_s: float = 30.0) -> BrokerConnection:
         return bootstrap(bootstrap_server, client_id="eoslog-cli", timeout_s=timeout_s)
     except ValueError as e:
         raise CommandError(f"--bootstrap-server: {e}", exit_code=2) from None
+
+
+@contextmanager
+def open_admin(bootstrap_server: str, timeout_s: float = 30.0) -> Iterator[Admin]:
+    """An admin client (``eoslog.client.Admin``) for ``--bootstrap-server``.
+
+    A blocking connection is tried first so that an unreachable broker is one readable
+    error at once; the admin client alone would keep retrying for its whole timeout."""
+    from eoslog.client.admin import Admin
+
+    with connect(bootstrap_server, timeout_s):
+        pass
+    admin = Admin({"bootstrap.servers": bootstrap_server, "client.id": "eoslog-cli",
+                   "default.api.timeout.ms": int(timeout_s * 1000)})
+    try:
+        yield admin
+    finally:
+        admin.close()
 
 
 def parse_properties(items: list[str] | None, option: str) -> dict[str, str]:

@@ -1,14 +1,14 @@
-"""``eoslog topics create|list|describe|delete``, like kafka-topics.sh.
+"""``eoslog topics create|list|describe|delete``, like kafka-topics.sh, on the admin
+client (``eoslog.client.Admin``).
 
-Also holds the small metadata and offset look-ups that ``produce`` and ``consume``
-share (``topic_metadata``, ``list_offsets``).
+Also holds the small metadata and offset look-ups that ``produce`` and ``consume`` make
+on their own blocking connection (``topic_metadata``, ``list_offsets``).
 """
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich import box
@@ -20,25 +20,32 @@ from eoslog.cli.main import (
     BootstrapServer,
     CommandError,
     app,
-    connect,
+    open_admin,
     parse_properties,
     user_errors,
+)
+from eoslog.client.admin import (
+    Admin,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+    TopicDescription,
 )
 from eoslog.client.connection import (
     ApiKey,
     BrokerConnection,
     KafkaProtocolError,
     build,
-    raise_for_error,
     request_types,
 )
+from eoslog.client.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, UnsupportedVersionError
+from eoslog.client.types import TopicPartition
 from eoslog.protocol.errors import ErrorCode
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-TOPIC_RESOURCE = 2  # DescribeConfigs resource type
-DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a per-topic override
-REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
@@ -162,32 +169,6 @@ def list_offsets(
     return out
 
 
-def describe_config_overrides(conn: BrokerConnection, topics: list[str]) -> dict[str, dict[str, str]] | None:
-    """Per-topic config overrides via DescribeConfigs; None if the broker lacks the API."""
-    if not topics or not conn.supports(ApiKey.DESCRIBE_CONFIGS):
-        return None
-    version = conn.pick_version(ApiKey.DESCRIBE_CONFIGS, 4)
-    m = request_types(ApiKey.DESCRIBE_CONFIGS, version)
-    request = build(
-        m.DescribeConfigsRequest,
-        resources=tuple(
-            build(m.DescribeConfigsResource, resource_type=TOPIC_RESOURCE, resource_name=t,
-                  configuration_keys=None)
-            for t in topics
-        ),
-        include_synonyms=False, include_documentation=False,
-    )
-    out: dict[str, dict[str, str]] = {}
-    for result in conn.send(request).results:
-        raise_for_error(result.error_code, result.error_message)
-        out[str(result.resource_name)] = {
-            str(c.name): "<sensitive>" if c.is_sensitive else str(c.value)
-            for c in result.configs
-            if int(c.config_source) == DYNAMIC_TOPIC_CONFIG
-        }
-    return out
-
-
 # -- commands ------------------------------------------------------------------------
 
 
@@ -211,35 +192,17 @@ def create(
     """Create a topic (CreateTopics)."""
     with user_errors("topics create"):
         configs = parse_properties(config, "--config")
-        with connect(bootstrap_server) as conn:
-            version = conn.pick_version(ApiKey.CREATE_TOPICS, 7)
-            if partitions is None and version < 4:
-                raise CommandError("--partitions is required by this broker (CreateTopics < v4)", 2)
-            m = request_types(ApiKey.CREATE_TOPICS, version)
-            topic = build(
-                m.CreatableTopic, name=name,
-                num_partitions=partitions if partitions is not None else -1,
-                replication_factor=replication_factor if replication_factor is not None else -1,
-                assignments=(),
-                configs=tuple(
-                    build(m.CreatableTopicConfig, name=k, value=v) for k, v in configs.items()
-                ),
-            )
-            response = conn.send(
-                build(m.CreateTopicsRequest, topics=(topic,), timeout=REQUEST_TIMEOUT,
-                      validate_only=False)
-            )
-            result = response.topics[0]
-            code = int(result.error_code)
-            if code == ErrorCode.topic_already_exists and if_not_exists:
-                return
-            if code == ErrorCode.topic_already_exists:
-                raise CommandError(f"Topic '{name}' already exists")
-            if code != ErrorCode.none:
-                raise CommandError(
-                    f"cannot create topic '{name}': "
-                    f"{KafkaProtocolError(code, getattr(result, 'error_message', None))}"
-                )
+        with open_admin(bootstrap_server) as admin:
+            new = NewTopic(name, -1 if partitions is None else partitions,
+                           -1 if replication_factor is None else replication_factor, configs)
+            try:
+                admin.create_topics([new])
+            except TopicAlreadyExistsError:
+                if if_not_exists:
+                    return
+                raise CommandError(f"Topic '{name}' already exists") from None
+            except KafkaProtocolError as e:
+                raise CommandError(f"cannot create topic '{name}': {e}") from None
     typer.echo(f"Created topic {name}.")
 
 
@@ -251,11 +214,10 @@ def list_topics(
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """List topic names, one per line."""
-    with user_errors("topics list"), connect(bootstrap_server) as conn:
-        topics = fetch_metadata(conn, None)
-    for t in sorted(topics, key=lambda t: t.name):
-        if not (exclude_internal and t.internal):
-            typer.echo(t.name)
+    with user_errors("topics list"), open_admin(bootstrap_server) as admin:
+        names = admin.list_topics(internal=not exclude_internal)
+    for topic in sorted(names):
+        typer.echo(topic)
 
 
 @topics_app.command("describe")
@@ -265,21 +227,40 @@ def describe(
 ) -> None:
     """Partitions, leader, replicas, ISR, log start/end offsets and config overrides."""
     console = Console(soft_wrap=True)
-    with user_errors("topics describe"), connect(bootstrap_server) as conn:
-        topics = sorted(fetch_metadata(conn, None if name is None else [name]), key=lambda t: t.name)
-        if name is not None and not topics:
-            raise CommandError(f"Topic '{name}' does not exist")
-        overrides = describe_config_overrides(conn, [t.name for t in topics])
+    with user_errors("topics describe"), open_admin(bootstrap_server) as admin:
+        names = [name] if name is not None else sorted(admin.list_topics(internal=True))
+        try:
+            topics = list(admin.describe_topics(names).values())
+        except UnknownTopicOrPartitionError:
+            raise CommandError(f"Topic '{name}' does not exist") from None
+        overrides = _config_overrides(admin, names)
+        tps = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
+        start = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()))
+        end = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
         for t in topics:
-            ids = [p.partition for p in t.partitions]
-            start = list_offsets(conn, t.name, ids, EARLIEST_TIMESTAMP) if ids else {}
-            end = list_offsets(conn, t.name, ids, LATEST_TIMESTAMP) if ids else {}
-            _print_topic(console, t, start, end, None if overrides is None else overrides.get(t.name, {}))
+            _print_topic(console, t, {tp.partition: o.offset for tp, o in start.items() if tp.topic == t.name},
+                         {tp.partition: o.offset for tp, o in end.items() if tp.topic == t.name},
+                         None if overrides is None else overrides.get(t.name, {}))
+
+
+def _config_overrides(admin: Admin, topics: list[str]) -> dict[str, dict[str, str]] | None:
+    """Per-topic config overrides (DescribeConfigs); None if the broker lacks the API."""
+    if not topics:
+        return {}
+    try:
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    except UnsupportedVersionError:
+        return None
+    return {
+        resource.name: {n: "<sensitive>" if e.is_sensitive else str(e.value) for n, e in entries.items()
+                        if e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG}
+        for resource, entries in found.items()
+    }
 
 
 def _print_topic(
     console: Console,
-    t: TopicMetadata,
+    t: TopicDescription,
     start: dict[int, int],
     end: dict[int, int],
     overrides: dict[str, str] | None,
@@ -312,21 +293,11 @@ def delete(
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """Delete a topic (DeleteTopics)."""
-    with user_errors("topics delete"), connect(bootstrap_server) as conn:
-        version = conn.pick_version(ApiKey.DELETE_TOPICS, 6)
-        m = request_types(ApiKey.DELETE_TOPICS, version)
-        request: Any
-        if version >= 6:
-            request = build(
-                m.DeleteTopicsRequest, timeout=REQUEST_TIMEOUT,
-                topics=(build(m.DeleteTopicState, name=name, topic_id=None),),
-            )
-        else:
-            request = build(m.DeleteTopicsRequest, topic_names=(name,), timeout=REQUEST_TIMEOUT)
-        result = conn.send(request).responses[0]
-        code = int(result.error_code)
-        if code == ErrorCode.unknown_topic_or_partition and if_exists:
-            return
-        if code != ErrorCode.none:
-            raise _topic_error(name, code, getattr(result, "error_message", None))
+    with user_errors("topics delete"), open_admin(bootstrap_server) as admin:
+        try:
+            admin.delete_topics([name])
+        except KafkaProtocolError as e:
+            if e.error_code == ErrorCode.unknown_topic_or_partition and if_exists:
+                return
+            raise _topic_error(name, int(e.error_code), e.message) from None
     typer.echo(f"Deleted topic {name}.")
