@@ -24,7 +24,8 @@ from eoslog.client.admin import (
     TransactionDescription,
     TransactionListing,
 )
-from eoslog.client.types import PreparedTxnState
+from eoslog.client.consumer import AIOConsumer, Consumer
+from eoslog.client.types import ConsumerRecord, PreparedTxnState
 
 __all__ = ["PreparedTxnState"]
 __all__ += [  # the admin client
@@ -33,3 +34,4 @@ __all__ += [  # the admin client
     "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "OffsetSpec", "ProducerState",
     "TopicDescription", "TopicListing", "TransactionDescription", "TransactionListing",
 ]
+__all__ += ["AIOConsumer", "Consumer", "ConsumerRecord"]  # the consumer

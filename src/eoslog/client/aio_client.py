@@ -69,6 +69,17 @@ class AioClient:
         self.last_metadata_error: KafkaError | None = None
         self._closed = False
 
+    @classmethod
+    def from_config(cls, c: Any, **overrides: Any) -> AioClient:
+        """A client with the connection settings every client configuration has (the
+        producer's, the consumer's, the admin's: Kafka's CommonClientConfigs)."""
+        return cls(
+            c.bootstrap_servers, client_id=c.client_id, request_timeout_ms=c.request_timeout_ms,
+            retry_backoff_ms=c.retry_backoff_ms, reconnect_backoff_ms=c.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=c.reconnect_backoff_max_ms, metadata_max_age_ms=c.metadata_max_age_ms,
+            connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms, **overrides,
+        )
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
@@ -286,6 +297,8 @@ class AioClient:
 
         response = await self.send(make)
         self.cluster.update(response, topics)
+        if self.topics - topics:
+            self.cluster.request_update()  # topics added while this request was in flight
         self.last_metadata_error = None
         waiters, self._metadata_waiters = self._metadata_waiters, []
         for waiter in waiters:

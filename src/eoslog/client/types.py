@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class TopicPartition(NamedTuple):
@@ -26,6 +26,21 @@ class ConsumerGroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+class ConsumerRecord(NamedTuple):
+    """A record returned by the consumer's ``poll``. ``timestamp_type`` is 0 (CreateTime) or
+    1 (LogAppendTime); ``leader_epoch`` is the batch's partition leader epoch, None when unset."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int | None
 
 
 class PreparedTxnState(NamedTuple):

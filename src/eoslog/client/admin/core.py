@@ -84,12 +84,7 @@ class AdminCore:
         if self._closed:
             raise IllegalStateError("the admin client is closed")
         c = self.config
-        client = AioClient(
-            c.bootstrap_servers, client_id=c.client_id, request_timeout_ms=c.request_timeout_ms,
-            retry_backoff_ms=c.retry_backoff_ms, reconnect_backoff_ms=c.reconnect_backoff_ms,
-            reconnect_backoff_max_ms=c.reconnect_backoff_max_ms, metadata_max_age_ms=c.metadata_max_age_ms,
-            connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms, allow_auto_topic_creation=False,
-        )
+        client = AioClient.from_config(c, allow_auto_topic_creation=False)
         try:
             await self._retrying("bootstrap", client.refresh_metadata, None)
         except BaseException:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from eoslog.client.errors import ConfigException
+from eoslog.client.settings import collect, parse_bool, parse_int
 from eoslog.records.compression import CompressionType
 
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
@@ -82,10 +83,6 @@ _POSITIVE = {"max_in_flight_requests_per_connection", "transaction_timeout_ms",
              "socket_connection_setup_timeout_ms"}
 
 
-def _kafka_name(name: str) -> str:
-    return name.replace("_", ".")
-
-
 def _parse_acks(value: Any) -> int:
     text = str(value).strip().lower()
     if text == "all":
@@ -95,32 +92,8 @@ def _parse_acks(value: Any) -> int:
     raise ConfigException(f"Invalid value {value!r} for configuration acks: String must be one of: all, -1, 0, 1")
 
 
-def _parse_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigException(f"Invalid value {value!r} for configuration {_kafka_name(name)}: Expected value to be "
-                          "either true or false")
-
-
 def _parse_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigException(f"Invalid value {value!r} for configuration {_kafka_name(name)}: not an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigException(
-            f"Invalid value {value!r} for configuration {_kafka_name(name)}: not an integer"
-        ) from None
-    if name in _NON_NEGATIVE and number < 0:
-        raise ConfigException(f"Invalid value {number} for configuration {_kafka_name(name)}: Value must be at "
-                              "least 0")
-    if name in _POSITIVE and number < 1:
-        raise ConfigException(f"Invalid value {number} for configuration {_kafka_name(name)}: Value must be at "
-                              "least 1")
-    return number
+    return parse_int(name, value, 0 if name in _NON_NEGATIVE else 1 if name in _POSITIVE else None)
 
 
 def _parse_compression(value: Any) -> CompressionType:
@@ -134,14 +107,7 @@ def _parse_compression(value: Any) -> CompressionType:
 
 def producer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) -> ProducerConfig:
     """Validate settings (Kafka's dotted names in ``settings``, or underscores in ``kwargs``)."""
-    raw: dict[str, Any] = {}
-    for name, value in [*(settings or {}).items(), *kwargs.items()]:
-        key = name.replace(".", "_")
-        if key not in _FIELDS:
-            raise ConfigException(f"unknown producer configuration {name!r}")
-        raw[key] = value
-    if "bootstrap_servers" not in raw or not raw["bootstrap_servers"]:
-        raise ConfigException("Missing required configuration bootstrap.servers which has no default value.")
+    raw = collect(settings, kwargs, _FIELDS, "producer")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "acks":
@@ -149,11 +115,9 @@ def producer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) ->
         elif key == "compression_type":
             values[key] = _parse_compression(value)
         elif key in _BOOL_NAMES:
-            values[key] = _parse_bool(key, value)
+            values[key] = parse_bool(key, value)
         elif key in _INT_NAMES:
             values[key] = _parse_int(key, value)
-        elif key == "bootstrap_servers" and isinstance(value, (list, tuple)):
-            values[key] = ",".join(str(v) for v in value)
         else:
             values[key] = value
     if "transactional_id" in values and values["transactional_id"] is not None:

@@ -113,12 +113,7 @@ class AIOProducer:
         if self._sender is not None:
             return
         c = self.config
-        client = self._client = AioClient(
-            c.bootstrap_servers, client_id=c.client_id, request_timeout_ms=c.request_timeout_ms,
-            retry_backoff_ms=c.retry_backoff_ms, reconnect_backoff_ms=c.reconnect_backoff_ms,
-            reconnect_backoff_max_ms=c.reconnect_backoff_max_ms, metadata_max_age_ms=c.metadata_max_age_ms,
-            connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms,
-        )
+        client = self._client = AioClient.from_config(c)
         deadline = time.monotonic() + self._max_block_s
         while True:
             try:

@@ -1,0 +1,323 @@
+"""eoslog.client's consumer against the real broker process, with data written by eoslog's
+own producer and by confluent-kafka (librdkafka).
+
+- assign/poll: keys, values, headers, timestamps and offsets under every codec, in order;
+  max.poll.records; the asyncio API;
+- positions: seek, seek_to_beginning/end, position, beginning/end offsets, offsets for
+  times, OFFSET_OUT_OF_RANGE with auto.offset.reset earliest/latest/none;
+- read_committed: aborted transactions interleaved with committed ones (and with plain
+  records) on one partition, from eoslog's producer and from librdkafka: exactly the
+  committed records, in offset order, no control records, and the position ends at the
+  last stable offset; an open transaction holds the position at its first offset.
+
+Waiting loops are hang guards; nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from clients import ensure_topic
+from confluent_kafka import Producer as RdProducer
+
+from eoslog.client.consumer import AIOConsumer, Consumer, ConsumerRecord, OffsetOutOfRangeNoResetError
+from eoslog.client.producer import Producer
+from eoslog.client.types import TopicPartition
+from harness import BrokerProcess
+
+WAIT_S = 60.0
+
+
+def consumer(broker: BrokerProcess, **settings: Any) -> Consumer:
+    config = {"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest", "fetch.max.wait.ms": 100}
+    config.update({k.replace("_", "."): v for k, v in settings.items()})
+    return Consumer(config)
+
+
+def read(c: Consumer, count: int, *, linger_s: float = 0.3) -> list[ConsumerRecord]:
+    """``count`` records, then polls for ``linger_s`` more so that an extra record shows."""
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(got) < count and time.monotonic() < deadline:
+        got += c.poll(0.5)
+    until = time.monotonic() + linger_s
+    while time.monotonic() < until:
+        got += c.poll(0.1)
+    return got
+
+
+@pytest.fixture
+def make_consumer(shared_broker: BrokerProcess) -> Iterator[Any]:
+    made: list[Consumer] = []
+
+    def make(**settings: Any) -> Consumer:
+        c = consumer(shared_broker, **settings)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+# -- assign / poll ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_records_read_back_exactly(shared_broker: BrokerProcess, make_consumer: Any, codec: str) -> None:
+    topic = f"plain-{codec}"
+    ensure_topic(shared_broker.bootstrap, topic, 2)
+    sent = {}
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "compression.type": codec, "linger.ms": 20}) as p:
+        futures = []
+        for i in range(400):
+            headers = [("h", b"%d" % i), ("none", None)] if i % 3 else None
+            key = None if i % 7 == 0 else b"k%d" % i
+            value = None if i % 11 == 0 else b"v%d-" % i + b"x" * (i % 300)
+            futures.append((key, value, headers, p.send(topic, value, key=key, headers=headers, partition=i % 2,
+                                                        timestamp_ms=1_700_000_000_000 + i)))
+        p.flush()
+        for key, value, headers, f in futures:
+            md = f.result(0)
+            sent[(md.partition, md.offset)] = (key, value, tuple(headers or ()), md.timestamp)
+    c = make_consumer(max_poll_records=37)
+    c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    got = read(c, 400)
+    assert {(r.partition, r.offset): (r.key, r.value, r.headers, r.timestamp) for r in got} == sent
+    for partition in (0, 1):
+        offsets = [r.offset for r in got if r.partition == partition]
+        assert offsets == list(range(200))  # in order, no gap, no duplicate
+    assert all(r.topic == topic and r.timestamp_type == 0 for r in got)
+    assert c.position(TopicPartition(topic, 0)) == 200
+    assert c.metrics()["records-consumed-total"] == 400
+
+
+def test_max_poll_records_bounds_each_poll(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "max-poll"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(100):
+            p.send(topic, b"%d" % i)
+    c = make_consumer(max_poll_records=7)
+    c.assign([TopicPartition(topic, 0)])
+    sizes = []
+    values: list[bytes] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(values) < 100 and time.monotonic() < deadline:
+        batch = c.poll(0.5)
+        sizes.append(len(batch))
+        values += [r.value for r in batch]
+    assert values == [b"%d" % i for i in range(100)]
+    assert max(sizes) == 7
+
+
+def test_asyncio_consumer(shared_broker: BrokerProcess) -> None:
+    topic = "aio-consume"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(50):
+            p.send(topic, b"%d" % i, key=b"k")
+
+    async def main() -> tuple[list[bytes], int, dict[TopicPartition, int]]:
+        async with AIOConsumer(bootstrap_servers=shared_broker.bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([TopicPartition(topic, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + WAIT_S
+            while len(values) < 50 and time.monotonic() < deadline:
+                values += [r.value for r in await c.poll(0.5)]
+            return values, await c.position(TopicPartition(topic, 0)), await c.end_offsets([TopicPartition(topic, 0)])
+
+    values, position, end = asyncio.run(main())
+    assert values == [b"%d" % i for i in range(50)]
+    assert position == 50 and end == {TopicPartition(topic, 0): 50}
+
+
+# -- positions -----------------------------------------------------------------------------------
+
+
+def test_seek_positions_and_offset_lookups(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "positions"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 0}) as p:
+        for i in range(30):
+            p.send(topic, b"%d" % i, timestamp_ms=1_000_000 + 10 * i).result(WAIT_S)
+    c = make_consumer(auto_offset_reset="latest")
+    c.assign([tp])
+    assert c.position(tp) == 30  # latest: nothing read yet
+    assert c.beginning_offsets([tp]) == {tp: 0}
+    assert c.end_offsets([tp]) == {tp: 30}
+    assert c.offsets_for_times({tp: 1_000_000 + 55}) == {tp: 6}
+    assert c.offsets_for_times({tp: 1_000_000}) == {tp: 0}
+    assert c.offsets_for_times({tp: 9_000_000}) == {tp: None}
+    c.seek(tp, 25)
+    assert [r.offset for r in read(c, 5)] == [25, 26, 27, 28, 29]
+    c.seek_to_beginning([tp])
+    assert c.position(tp) == 0
+    assert [r.value for r in c.poll(WAIT_S)][:3] == [b"0", b"1", b"2"]
+    c.seek_to_end()
+    assert c.position(tp) == 30
+    assert c.poll(0.2) == []
+    with pytest.raises(Exception, match="No current assignment"):
+        c.position(TopicPartition(topic, 5))
+
+
+@pytest.mark.parametrize(("reset", "expected"), [("earliest", 0), ("latest", 10)])
+def test_out_of_range_position_is_reset(shared_broker: BrokerProcess, make_consumer: Any, reset: str,
+                                        expected: int) -> None:
+    topic = f"out-of-range-{reset}"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(10):
+            p.send(topic, b"%d" % i)
+    c = make_consumer(auto_offset_reset=reset)
+    c.assign([tp])
+    c.seek(tp, 1000)
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + WAIT_S
+    while c.position(tp) == 1000 and time.monotonic() < deadline:
+        got += c.poll(0.2)
+    got += read(c, 10 - expected - len(got))
+    assert [r.offset for r in got] == list(range(expected, 10))
+    assert c.position(tp) == 10
+
+
+def test_out_of_range_without_a_reset_policy_raises(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "out-of-range-none"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    c = make_consumer(auto_offset_reset="none")
+    c.assign([tp])
+    c.seek(tp, 1000)
+    with pytest.raises(OffsetOutOfRangeNoResetError):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            c.poll(0.2)
+    c.seek(tp, 0)
+    assert c.poll(0.2) == []  # a valid position again: polling goes on
+
+
+# -- read_committed --------------------------------------------------------------------------------
+
+
+def txn_producer(bootstrap: str, txn_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+    p.init_transactions()
+    return p
+
+
+def interleave_eoslog(bootstrap: str, topic: str) -> list[bytes]:
+    """Two transactional producers and a plain one writing to one partition at once, each
+    record waited for so that their batches interleave; every other round aborts one of
+    the transactions. Returns what read_committed must return, in offset order."""
+    a, b = txn_producer(bootstrap, f"{topic}-a"), txn_producer(bootstrap, f"{topic}-b")
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    expected: list[tuple[int, bytes]] = []
+    try:
+        for rnd in range(6):
+            a.begin_transaction()
+            b.begin_transaction()
+            sent: dict[str, list[tuple[int, bytes]]] = {"a": [], "b": [], "plain": []}
+            for i in range(8):
+                for name, p in (("a", a), ("b", b), ("plain", plain)):
+                    if name == "plain" and i % 3:
+                        continue
+                    value = f"{name}-{rnd}-{i}".encode()
+                    md = p.send(topic, value, partition=0).result(WAIT_S)
+                    sent[name].append((md.offset, value))
+            commit_a, commit_b = rnd % 3 != 1, rnd % 2 == 0
+            (a.commit_transaction if commit_a else a.abort_transaction)()
+            (b.commit_transaction if commit_b else b.abort_transaction)()
+            expected += sent["plain"] + (sent["a"] if commit_a else []) + (sent["b"] if commit_b else [])
+    finally:
+        for p in (a, b, plain):
+            p.close()
+    return [v for _, v in sorted(expected)]
+
+
+def interleave_librdkafka(bootstrap: str, topic: str) -> list[bytes]:
+    """The same with confluent-kafka's transactional producers."""
+    def make(txn_id: str) -> RdProducer:
+        p = RdProducer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+        p.init_transactions(WAIT_S)
+        return p
+
+    a, b = make(f"{topic}-a"), make(f"{topic}-b")
+    expected: list[tuple[int, bytes]] = []
+
+    def send(p: RdProducer, value: bytes) -> int:
+        offsets: list[int] = []
+        p.produce(topic, value, partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+        p.flush(WAIT_S)
+        return offsets[0]
+
+    for rnd in range(6):
+        a.begin_transaction()
+        b.begin_transaction()
+        sent: dict[str, list[tuple[int, bytes]]] = {"a": [], "b": []}
+        for i in range(6):
+            for name, p in (("a", a), ("b", b)):
+                value = f"rd-{name}-{rnd}-{i}".encode()
+                sent[name].append((send(p, value), value))
+        commit_a, commit_b = rnd % 2 == 1, rnd % 3 == 0
+        (a.commit_transaction if commit_a else a.abort_transaction)(WAIT_S)
+        (b.commit_transaction if commit_b else b.abort_transaction)(WAIT_S)
+        expected += (sent["a"] if commit_a else []) + (sent["b"] if commit_b else [])
+    return [v for _, v in sorted(expected)]
+
+
+@pytest.mark.parametrize("writer", ["eoslog", "librdkafka"])
+def test_read_committed_returns_exactly_the_committed_records(shared_broker: BrokerProcess, make_consumer: Any,
+                                                              writer: str) -> None:
+    topic = f"rc-interleaved-{writer}"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    expected = (interleave_eoslog if writer == "eoslog" else interleave_librdkafka)(shared_broker.bootstrap, topic)
+    c = make_consumer(isolation_level="read_committed", max_poll_records=5)
+    c.assign([tp])
+    got = read(c, len(expected))
+    assert [r.value for r in got] == expected
+    offsets = [r.offset for r in got]
+    assert offsets == sorted(offsets)
+    lso = c.end_offsets([tp])[tp]
+    assert c.position(tp) == lso
+    # Everything is decided: the LSO is the log end. read_uncommitted returns the aborted
+    # records too, but no more than read_committed does the 12 markers (6 rounds x 2).
+    with consumer(shared_broker) as uncommitted:
+        assert uncommitted.end_offsets([tp])[tp] == lso
+        uncommitted.assign([tp])
+        everything = read(uncommitted, lso - 12)
+        assert uncommitted.position(tp) == lso
+    assert len(everything) == lso - 12
+    assert set(expected) < {r.value for r in everything}
+
+
+def test_an_open_transaction_holds_the_position_at_its_first_offset(shared_broker: BrokerProcess,
+                                                                    make_consumer: Any) -> None:
+    topic = "rc-open"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as plain:
+        for i in range(3):
+            plain.send(topic, b"before-%d" % i).result(WAIT_S)
+    p = txn_producer(shared_broker.bootstrap, "rc-open-1")
+    try:
+        p.begin_transaction()
+        first = p.send(topic, b"pending-0").result(WAIT_S).offset
+        p.send(topic, b"pending-1").result(WAIT_S)
+        with Producer({"bootstrap.servers": shared_broker.bootstrap}) as plain:
+            plain.send(topic, b"after").result(WAIT_S)  # above the LSO until the transaction ends
+        c = make_consumer(isolation_level="read_committed")
+        c.assign([tp])
+        assert [r.value for r in read(c, 3)] == [b"before-0", b"before-1", b"before-2"]
+        assert c.end_offsets([tp])[tp] == first == c.position(tp)
+        p.commit_transaction()
+        assert [r.value for r in read(c, 3)] == [b"pending-0", b"pending-1", b"after"]
+        assert c.position(tp) == c.end_offsets([tp])[tp]
+    finally:
+        p.close()

@@ -1,0 +1,175 @@
+"""CompletedFetch on encoded record batches: positions inside batches, max records, every
+codec, CRC checks, and read_committed's aborted-transaction filter exactly as Kafka's
+CompletedFetch applies it (a heap of aborted transactions by first offset, a set of aborted
+producer ids that an ABORT marker clears, control batches never returned)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eoslog.client.consumer.completed_fetch import CompletedFetch
+from eoslog.client.errors import CorruptMessageError
+from eoslog.client.types import TopicPartition
+from eoslog.records import CompressionType, ControlRecordType, build_batch, build_control_batch
+from eoslog.records.batch import assign_offsets, read_batch_header
+
+TP = TopicPartition("t", 0)
+TS = 1_700_000_000_000
+
+
+class Log:
+    """Batches laid out at consecutive offsets, as a partition log holds them."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.next_offset = 0
+
+    def _append(self, batch: bytes) -> int:
+        buf = bytearray(batch)
+        h = read_batch_header(buf)
+        assign_offsets(buf, [(0, h)], self.next_offset)
+        first = self.next_offset
+        self.next_offset += h.last_offset_delta + 1
+        self.data += buf
+        return first
+
+    def records(self, *values: bytes, pid: int = -1, txn: bool = False,
+                codec: CompressionType = CompressionType.NONE) -> int:
+        return self._append(build_batch([(b"k", v, ()) for v in values], timestamp=TS, compression=codec,
+                                        producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                        base_sequence=0 if pid >= 0 else -1, transactional=txn))
+
+    def marker(self, pid: int, commit: bool) -> int:
+        return self._append(build_control_batch(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+            producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp=TS))
+
+
+def drain(fetch: CompletedFetch, max_records: int = 1000) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    while True:
+        records = fetch.take(max_records)
+        if not records:
+            return out
+        out += [r.value for r in records]
+
+
+def test_records_from_the_fetch_offset_on_and_the_next_offset() -> None:
+    log = Log()
+    log.records(b"a", b"b", b"c")
+    log.records(b"d", b"e")
+    fetch = CompletedFetch(TP, 1, bytes(log.data))  # inside the first batch
+    assert drain(fetch) == [b"b", b"c", b"d", b"e"]
+    assert fetch.next_fetch_offset == 5 and fetch.drained
+
+
+def test_max_records_is_respected_and_the_position_follows() -> None:
+    log = Log()
+    log.records(*[b"%d" % i for i in range(10)])
+    fetch = CompletedFetch(TP, 0, bytes(log.data))
+    assert [r.offset for r in fetch.take(4)] == [0, 1, 2, 3]
+    assert fetch.next_fetch_offset == 4
+    assert [r.offset for r in fetch.take(4)] == [4, 5, 6, 7]
+    assert [r.offset for r in fetch.take(4)] == [8, 9]
+    assert fetch.next_fetch_offset == 10
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_every_codec(codec: CompressionType) -> None:
+    log = Log()
+    log.records(*[b"value-%d" % i * 20 for i in range(50)], codec=codec)
+    fetch = CompletedFetch(TP, 0, bytes(log.data))
+    assert drain(fetch) == [b"value-%d" % i * 20 for i in range(50)]
+
+
+def test_a_partial_batch_at_the_end_is_left_for_the_next_fetch() -> None:
+    log = Log()
+    log.records(b"a", b"b")
+    log.records(b"c")
+    fetch = CompletedFetch(TP, 0, bytes(log.data[:-5]))
+    assert drain(fetch) == [b"a", b"b"]
+    assert fetch.next_fetch_offset == 2
+
+
+def test_a_corrupt_batch_raises_when_crcs_are_checked() -> None:
+    log = Log()
+    log.records(b"payload")
+    data = bytearray(log.data)
+    data[-2] ^= 0xFF
+    with pytest.raises(CorruptMessageError, match="CRC"):
+        CompletedFetch(TP, 0, bytes(data)).take(10)
+    assert CompletedFetch(TP, 0, bytes(data), check_crcs=False).take(10)[0].offset == 0
+
+
+def test_log_append_time_batches_report_the_batch_timestamp() -> None:
+    log = Log()
+    log.records(b"a", b"b")
+    data = bytearray(log.data)
+    h = read_batch_header(data)
+    assign_offsets(data, [(0, h)], 0, log_append_time=TS + 999)
+    records = CompletedFetch(TP, 0, bytes(data)).take(10)
+    assert [(r.timestamp, r.timestamp_type) for r in records] == [(TS + 999, 1), (TS + 999, 1)]
+
+
+def test_markers_are_never_returned_but_move_the_position() -> None:
+    log = Log()
+    log.records(b"t1", pid=7, txn=True)
+    log.marker(7, commit=True)
+    for read_committed in (False, True):
+        fetch = CompletedFetch(TP, 0, bytes(log.data), aborted_transactions=[], read_committed=read_committed)
+        assert drain(fetch) == [b"t1"]
+        assert fetch.next_fetch_offset == 2
+
+
+def test_a_fetch_of_only_a_marker_still_advances() -> None:
+    log = Log()
+    log.records(b"t1", pid=7, txn=True)
+    log.marker(7, commit=False)
+    fetch = CompletedFetch(TP, 1, bytes(log.data), aborted_transactions=[(7, 0)], read_committed=True)
+    assert fetch.take(10) == []
+    assert fetch.next_fetch_offset == 2
+
+
+def test_aborted_transactions_interleaved_with_committed_ones() -> None:
+    log = Log()
+    log.records(b"plain-0")                          # 0
+    a1 = log.records(b"A-aborted-0", pid=1, txn=True)  # 1
+    log.records(b"B-0", pid=2, txn=True)             # 2
+    log.records(b"A-aborted-1", pid=1, txn=True)     # 3
+    log.records(b"plain-1")                          # 4
+    log.marker(2, commit=True)                       # 5
+    log.marker(1, commit=False)                      # 6
+    log.records(b"A-1", pid=1, txn=True)             # 7: a new transaction of producer 1
+    c1 = log.records(b"C-aborted", pid=3, txn=True)    # 8
+    log.records(b"A-2", pid=1, txn=True)             # 9
+    log.marker(1, commit=True)                       # 10
+    log.marker(3, commit=False)                      # 11
+    data = bytes(log.data)
+    aborted = [(3, c1), (1, a1)]  # any order: the fetch keeps them in a heap
+    fetch = CompletedFetch(TP, 0, data, aborted_transactions=aborted, read_committed=True)
+    assert drain(fetch, max_records=2) == [b"plain-0", b"B-0", b"plain-1", b"A-1", b"A-2"]
+    assert fetch.next_fetch_offset == 12
+    uncommitted = CompletedFetch(TP, 0, data, aborted_transactions=None, read_committed=False)
+    assert len(drain(uncommitted)) == 8  # every data record, still no marker
+
+
+def test_an_aborted_transaction_starting_before_the_fetch_offset() -> None:
+    log = Log()
+    first = log.records(b"X-aborted-0", pid=5, txn=True)  # 0
+    log.records(b"X-aborted-1", pid=5, txn=True)          # 1
+    log.records(b"plain")                                 # 2
+    log.marker(5, commit=False)                           # 3
+    log.records(b"X-committed", pid=5, txn=True)          # 4
+    log.marker(5, commit=True)                            # 5
+    fetch = CompletedFetch(TP, 1, bytes(log.data), aborted_transactions=[(5, first)], read_committed=True)
+    assert drain(fetch) == [b"plain", b"X-committed"]
+    assert fetch.next_fetch_offset == 6
+
+
+def test_non_transactional_batches_of_an_aborted_producer_id_are_kept() -> None:
+    log = Log()
+    first = log.records(b"txn-aborted", pid=9, txn=True)
+    log.records(b"idempotent", pid=9, txn=False)
+    log.marker(9, commit=False)
+    fetch = CompletedFetch(TP, 0, bytes(log.data), aborted_transactions=[(9, first)], read_committed=True)
+    assert drain(fetch) == [b"idempotent"]
