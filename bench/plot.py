@@ -160,3 +160,47 @@ def plot_transactions(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+CLIENT_COLORS = {"eoslog": "#1f77b4", "eoslog-asyncio": "#4a98d3", "confluent": "#555555", "aiokafka": "#ff7f0e",
+                 "kafka-python": "#2ca02c"}
+
+
+def plot_clients(results: dict[str, Any], path: Path) -> None:
+    """clients.py's picture: records/s per client, one panel per role and record size;
+    solid bars with each client's defaults, hatched with the equal settings."""
+    roles = [r for r in ("produce", "consume") if results["clients"][r]]
+    sizes = results["workload"]["sizes"]
+    fig, axes = plt.subplots(len(sizes), len(roles), figsize=(8 * len(roles), 4.2 * len(sizes)), squeeze=False)
+    for col, role in enumerate(roles):
+        for row, size in enumerate(sizes):
+            ax = axes[row][col]
+            labels, values, colors, hatches = [], [], [], []
+            for client in results["clients"][role]:
+                for settings in ("defaults", "equal"):
+                    b = results["best"].get(f"{role}/{client}/{size}/{settings}")
+                    labels.append(f"{client} ({settings})")
+                    values.append(0.0 if b is None else b["records_s"])
+                    colors.append(CLIENT_COLORS.get(client, "#999999"))
+                    hatches.append("//" if settings == "equal" else "")
+            y = list(range(len(labels)))[::-1]
+            bars = ax.barh(y, values, color=colors)
+            for bar, hatch in zip(bars, hatches, strict=True):
+                bar.set_hatch(hatch)
+                bar.set_edgecolor("white")
+            ax.set_yticks(y, labels, fontsize=8)
+            for yi, v in zip(y, values, strict=True):
+                ax.text(v, yi, f" {v:,.0f}" if v else " (not run / failed)", va="center", fontsize=7)
+            ax.set_xlim(0, max([*values, 1.0]) * 1.25)
+            ax.set_xlabel("records/s (best round)")
+            ratios = [r for r in results["ratios"] if r["role"] == role and r["size"] == size
+                      and r["settings"] == "equal"]
+            ax.set_title(f"{role}, {size} B records\n" + "; ".join(
+                f"{r['label']} = {r['value']:.2f}" + (f" (goal {r['goal']})" if r["goal"] else "") for r in ratios),
+                fontsize=9)
+    m = results["machine"]
+    fig.suptitle(f"eoslog client benchmark — one eoslog broker, {results['workload']['partitions']} partitions — "
+                 f"{m['cpu_count']} shared CPUs, Python {m['python']} — {results['timestamp']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,547 @@
+"""Client benchmark (issue 6): eoslog.client against kafka-python, aiokafka and
+confluent-kafka, producing and consuming, against one eoslog broker in one run.
+
+    python bench/clients.py                        # both roles, 100 B and 1 KB, 2 rounds
+    python bench/clients.py --quick                # fewer records, 1 round (noisier)
+    python bench/clients.py --roles produce --clients eoslog,confluent --sizes 1024
+    python bench/clients.py --profile              # where eoslog's producer spends its time (py-spy)
+
+Every case runs in a fresh process: one client, one role, one record size (no key, no
+compression), with either the client's own **defaults** or the **equal** settings that
+give every client the same batching (producers: acks=all, idempotence, linger.ms=5,
+batch.size=1,000,000; consumers: fetch.max.bytes 50 MiB, max.partition.fetch.bytes
+1 MiB, fetch.min.bytes 1, fetch.max.wait.ms 500, 500 records per poll). Rounds
+interleave the cases, each round starting one case later; the best round counts (other
+processes only slow a run down); every round is in the JSON.
+
+- **produce**: N records to a fresh 3-partition topic, timed from the first send to
+  ``flush()`` returning, after one warm-up record (connections, metadata, producer id are
+  not timed). Afterwards the high watermarks must add up to N + 1 (eoslog's admin client
+  asks). Before each case ``baselines.recycle_pages`` writes and deletes as many bytes as
+  the case will produce, as the core benchmark does.
+- **consume**: a consumer without a group assigns the 3 partitions of a topic holding N
+  records (filled once, by librdkafka) at offset 0 and reads them all, touching every
+  value; timed from ``assign()`` to the last record, after reading one record of a
+  warm-up topic (connections are not timed).
+
+MB/s counts record values (MB = 2^20 B). Client CPU seconds (user + system, all threads)
+are reported too: on two shared cores they move much less than wall-clock rates. Goals of
+issue 6, printed and saved, from the equal rows: eoslog ≥ 2x the fastest other
+pure-Python client; eoslog ≥ 0.5x confluent-kafka at 1 KB.
+
+Output: ``bench/results/clients-<timestamp>.json``, ``clients-latest.json`` and
+``clients-latest.png``. Supersedes ``producer_quick.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from baselines import recycle_pages
+from common import MB, RESULTS_DIR, BrokerProcess, prepare_run
+
+PRODUCERS = ["eoslog", "eoslog-asyncio", "confluent", "aiokafka", "kafka-python"]
+CONSUMERS = ["eoslog", "eoslog-asyncio", "confluent", "aiokafka", "kafka-python"]
+PURE_PYTHON = ("aiokafka", "kafka-python")
+EOSLOG = ("eoslog", "eoslog-asyncio")
+PARTITIONS = 3
+RECORDS = {100: 300_000, 1024: 150_000}
+QUICK_RECORDS = {100: 100_000, 1024: 50_000}
+WARMUP_TOPIC = "bench-warmup"
+
+EQUAL_BATCH = 1_000_000
+EQUAL_PRODUCE: dict[str, dict[str, Any]] = {
+    "eoslog": {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": EQUAL_BATCH},
+    "confluent": {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": EQUAL_BATCH},
+    "kafka-python": {"acks": "all", "enable_idempotence": True, "linger_ms": 5, "batch_size": EQUAL_BATCH},
+    "aiokafka": {"acks": "all", "enable_idempotence": True, "linger_ms": 5, "max_batch_size": EQUAL_BATCH},
+}
+EQUAL_PRODUCE["eoslog-asyncio"] = EQUAL_PRODUCE["eoslog"]
+_FETCH = {"fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576, "fetch.min.bytes": 1}
+EQUAL_CONSUME: dict[str, dict[str, Any]] = {
+    "eoslog": {**_FETCH, "fetch.max.wait.ms": 500, "max.poll.records": 500},
+    "confluent": {**_FETCH, "fetch.wait.max.ms": 500, "poll_batch": 500},
+    "kafka-python": {**{k.replace(".", "_"): v for k, v in _FETCH.items()}, "fetch_max_wait_ms": 500,
+                     "max_poll_records": 500},
+    "aiokafka": {**{k.replace(".", "_"): v for k, v in _FETCH.items()}, "fetch_max_wait_ms": 500, "poll_batch": 500},
+}
+EQUAL_CONSUME["eoslog-asyncio"] = EQUAL_CONSUME["eoslog"]
+
+
+# -- the cases, run in a child process ----------------------------------------------------------
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def produce_child(client: str, bootstrap: str, topic: str, n: int, size: int, settings: dict[str, Any]
+                  ) -> tuple[float, float]:
+    """Send ``n`` records of ``size`` bytes; (seconds, CPU seconds) from the first send to
+    flush() returning."""
+    value = b"x" * size
+    if client == "eoslog":
+        from eoslog.client.producer import Producer
+
+        p = Producer({"bootstrap.servers": bootstrap, **settings})
+        p.send(topic, value).result(60)
+        c0, t0 = _cpu(), time.perf_counter()
+        send = p.send
+        for _ in range(n):
+            send(topic, value)
+        p.flush()
+        t, c = time.perf_counter() - t0, _cpu() - c0
+        p.close()
+        return t, c
+    if client == "eoslog-asyncio":
+        import uvloop
+
+        from eoslog.client.producer import AIOProducer
+
+        async def run_eoslog() -> tuple[float, float]:
+            p = AIOProducer({"bootstrap.servers": bootstrap, **settings})
+            await p.start()
+            await p.send_and_wait(topic, value)
+            c0, t0 = _cpu(), time.perf_counter()
+            send = p.send
+            for _ in range(n):
+                await send(topic, value)
+            await p.flush()
+            t, c = time.perf_counter() - t0, _cpu() - c0
+            await p.close()
+            return t, c
+
+        return uvloop.run(run_eoslog())
+    if client == "confluent":
+        from confluent_kafka import Producer as RdProducer
+
+        rp = RdProducer({"bootstrap.servers": bootstrap, **settings})
+        rp.produce(topic, value)
+        rp.flush(60)
+        c0, t0 = _cpu(), time.perf_counter()
+        for i in range(n):
+            while True:
+                try:
+                    rp.produce(topic, value)
+                    break
+                except BufferError:  # librdkafka's queue is full: serve it, then retry
+                    rp.poll(0.001)
+            if i % 10000 == 0:
+                rp.poll(0)
+        if rp.flush(600) != 0:
+            raise RuntimeError("librdkafka did not deliver every record")
+        return time.perf_counter() - t0, _cpu() - c0
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=bootstrap, **settings)
+        kp.send(topic, value).get(60)
+        c0, t0 = _cpu(), time.perf_counter()
+        for _ in range(n):
+            kp.send(topic, value)
+        kp.flush()
+        t, c = time.perf_counter() - t0, _cpu() - c0
+        kp.close()
+        return t, c
+    if client == "aiokafka":
+        import uvloop
+        from aiokafka import AIOKafkaProducer
+
+        async def run_aiokafka() -> tuple[float, float]:
+            ap = AIOKafkaProducer(bootstrap_servers=bootstrap, **settings)
+            await ap.start()
+            await ap.send_and_wait(topic, value)
+            c0, t0 = _cpu(), time.perf_counter()
+            for _ in range(n):
+                await ap.send(topic, value)
+            await ap.flush()
+            t, c = time.perf_counter() - t0, _cpu() - c0
+            await ap.stop()
+            return t, c
+
+        return uvloop.run(run_aiokafka())
+    raise ValueError(f"unknown producer {client!r}")
+
+
+def consume_child(client: str, bootstrap: str, topic: str, n: int, size: int, settings: dict[str, Any]
+                  ) -> tuple[float, float]:
+    """Read the ``n`` records of ``topic`` from offset 0; (seconds, CPU seconds) from
+    assign() to the last record. Every value's length is checked."""
+    settings = dict(settings)
+    poll_batch = int(settings.pop("poll_batch", 10000))
+    count = 0
+
+    def take(values: list[bytes]) -> None:
+        nonlocal count
+        for v in values:
+            if len(v) != size:
+                raise RuntimeError(f"a {len(v)}-byte value in a topic of {size}-byte records")
+        count += len(values)
+
+    if client == "eoslog":
+        from eoslog.client.consumer import Consumer
+
+        c = Consumer({"bootstrap.servers": bootstrap, **settings})
+        c.assign([(WARMUP_TOPIC, 0)])
+        c.seek((WARMUP_TOPIC, 0), 0)
+        while not c.poll(1.0):
+            pass
+        c0, t0 = _cpu(), time.perf_counter()
+        c.assign([(topic, p) for p in range(PARTITIONS)])
+        for p in range(PARTITIONS):
+            c.seek((topic, p), 0)
+        while count < n:
+            take([r.value for r in c.poll(1.0)])
+        t, cpu = time.perf_counter() - t0, _cpu() - c0
+        c.close()
+        return t, cpu
+    if client == "eoslog-asyncio":
+        import uvloop
+
+        from eoslog.client.consumer import AIOConsumer
+
+        async def run_eoslog() -> tuple[float, float]:
+            ac = AIOConsumer({"bootstrap.servers": bootstrap, **settings})
+            await ac.start()
+            ac.assign([(WARMUP_TOPIC, 0)])
+            ac.seek((WARMUP_TOPIC, 0), 0)
+            while not await ac.poll(1.0):
+                pass
+            c0, t0 = _cpu(), time.perf_counter()
+            ac.assign([(topic, p) for p in range(PARTITIONS)])
+            for p in range(PARTITIONS):
+                ac.seek((topic, p), 0)
+            while count < n:
+                take([r.value for r in await ac.poll(1.0)])
+            t, cpu = time.perf_counter() - t0, _cpu() - c0
+            await ac.close()
+            return t, cpu
+
+        return uvloop.run(run_eoslog())
+    if client == "confluent":
+        from confluent_kafka import Consumer as RdConsumer
+        from confluent_kafka import TopicPartition as RdTP
+
+        rc = RdConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-clients", "enable.auto.commit": False,
+                         **settings})
+        rc.assign([RdTP(WARMUP_TOPIC, 0, 0)])
+        while not [m for m in rc.consume(1, 1.0) if m.error() is None]:
+            pass
+        c0, t0 = _cpu(), time.perf_counter()
+        rc.assign([RdTP(topic, p, 0) for p in range(PARTITIONS)])
+        while count < n:
+            take([m.value() for m in rc.consume(poll_batch, 1.0) if m.error() is None])
+        t, cpu = time.perf_counter() - t0, _cpu() - c0
+        rc.close()
+        return t, cpu
+    if client == "kafka-python":
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KpTP
+
+        kc = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **settings)
+        kc.assign([KpTP(WARMUP_TOPIC, 0)])
+        kc.seek_to_beginning()
+        while not kc.poll(timeout_ms=1000):
+            pass
+        c0, t0 = _cpu(), time.perf_counter()
+        kc.assign([KpTP(topic, p) for p in range(PARTITIONS)])
+        kc.seek_to_beginning()
+        while count < n:
+            for records in kc.poll(timeout_ms=1000).values():
+                take([r.value for r in records])
+        t, cpu = time.perf_counter() - t0, _cpu() - c0
+        kc.close()
+        return t, cpu
+    if client == "aiokafka":
+        import uvloop
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as AkTP
+
+        async def run_aiokafka() -> tuple[float, float]:
+            ak = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **settings)
+            await ak.start()
+            ak.assign([AkTP(WARMUP_TOPIC, 0)])
+            await ak.seek_to_beginning()
+            while not await ak.getmany(timeout_ms=1000):
+                pass
+            c0, t0 = _cpu(), time.perf_counter()
+            ak.assign([AkTP(topic, p) for p in range(PARTITIONS)])
+            await ak.seek_to_beginning()
+            while count < n:
+                batches = await ak.getmany(timeout_ms=1000, max_records=poll_batch)
+                for records in batches.values():
+                    take([r.value for r in records])
+            t, cpu = time.perf_counter() - t0, _cpu() - c0
+            await ak.stop()
+            return t, cpu
+
+        return uvloop.run(run_aiokafka())
+    raise ValueError(f"unknown consumer {client!r}")
+
+
+def child(spec: dict[str, Any]) -> None:
+    run = produce_child if spec["role"] == "produce" else consume_child
+    seconds, cpu = run(spec["client"], spec["bootstrap"], spec["topic"], spec["n"], spec["size"], spec["settings"])
+    print(json.dumps({"seconds": seconds, "cpu": cpu}), flush=True)
+
+
+# -- the parent: broker, rounds, checks, results ----------------------------------------------------
+
+
+def case_settings(role: str, client: str, equal: bool) -> dict[str, Any]:
+    if not equal:
+        return {}
+    return dict((EQUAL_PRODUCE if role == "produce" else EQUAL_CONSUME)[client])
+
+
+def child_command(spec: dict[str, Any]) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+
+
+def run_child(spec: dict[str, Any], timeout_s: float = 1800) -> dict[str, float]:
+    out = subprocess.run(child_command(spec), capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError(f"{spec['client']} {spec['role']} {spec['size']} B failed:\n{out.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def fill(bootstrap: str, topic: str, n: int, size: int) -> None:
+    """``n`` records of ``size`` bytes spread over the topic's partitions (librdkafka)."""
+    from confluent_kafka import Producer as RdProducer
+
+    p = RdProducer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": EQUAL_BATCH})
+    value = b"x" * size
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(600) != 0:
+        raise RuntimeError(f"cannot fill {topic}")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from eoslog.client import Admin, NewTopic, OffsetSpec
+    from eoslog.client.types import TopicPartition
+
+    started = datetime.datetime.now(datetime.UTC)
+    records = QUICK_RECORDS if args.quick else RECORDS
+    work, data_dir, facts = prepare_run(args.work_dir, "eoslog-clients-", args.broker_src)
+    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
+    cases = [(role, client, size, equal) for role in args.roles for size in args.sizes for equal in (False, True)
+             for client in (args.producers if role == "produce" else args.consumers)]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    try:
+        with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+            if "consume" in args.roles:
+                admin.create_topics([NewTopic(WARMUP_TOPIC, 1)]
+                                    + [NewTopic(f"bench-read-{s}", PARTITIONS) for s in args.sizes])
+                fill(broker.bootstrap, WARMUP_TOPIC, 1, 10)
+                for s in args.sizes:
+                    fill(broker.bootstrap, f"bench-read-{s}", records[s], s)
+            for r in range(args.rounds):
+                shift = r % len(cases)
+                for role, client, size, equal in cases[shift:] + cases[:shift]:
+                    key = case_key(role, client, size, equal)
+                    n = records[size]
+                    topic = f"bench-read-{size}" if role == "consume" else f"bench-{r}-{key.replace('/', '-')}"
+                    if role == "produce":
+                        recycle_pages(data_dir, n * size)
+                    spec = {"role": role, "client": client, "bootstrap": broker.bootstrap, "topic": topic, "n": n,
+                            "size": size, "settings": case_settings(role, client, equal)}
+                    res: dict[str, Any] = {"round": r + 1, **run_child(spec)}
+                    if role == "produce":
+                        tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+                        written = sum(o.offset for o in admin.list_offsets(tps).values())
+                        res["verified"] = written == n + 1
+                        admin.delete_topics([topic])
+                    else:
+                        res["verified"] = True  # the child read exactly n values of the right size
+                    res["records_s"] = n / res["seconds"]
+                    res["mb_s"] = n * size / MB / res["seconds"]
+                    res["cpu_us_per_record"] = res["cpu"] / n * 1e6
+                    runs.setdefault(key, []).append(res)
+                    print(f"round {r + 1} {key:<38} {res['records_s']:>10,.0f} rec/s {res['mb_s']:7.1f} MB/s  "
+                          f"client CPU {res['cpu']:5.2f} s" + ("" if res["verified"] else "  NOT VERIFIED"),
+                          flush=True)
+    finally:
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return assemble(started, facts, args, records, runs)
+
+
+def case_key(role: str, client: str, size: int, equal: bool) -> str:
+    return f"{role}/{client}/{size}/{'equal' if equal else 'defaults'}"
+
+
+def assemble(started: datetime.datetime, facts: dict[str, Any], args: argparse.Namespace,
+             records: dict[int, int], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    best = {k: max((x for x in v if x["verified"]), key=lambda x: x["records_s"], default=None)
+            for k, v in runs.items()}
+    ratios: list[dict[str, Any]] = []
+    for role in args.roles:
+        clients = args.producers if role == "produce" else args.consumers
+        for size in args.sizes:
+            for settings in ("equal", "defaults"):
+                def rate(c: str, role: str = role, size: int = size, settings: str = settings) -> float | None:
+                    b = best.get(f"{role}/{c}/{size}/{settings}")
+                    return None if b is None else float(b["records_s"])
+
+                ours = [r for c in clients if c in EOSLOG and (r := rate(c)) is not None]
+                python = [r for c in clients if c in PURE_PYTHON and (r := rate(c)) is not None]
+                confluent = rate("confluent") if "confluent" in clients else None
+                if ours and python:
+                    ratios.append({"role": role, "size": size, "settings": settings,
+                                   "label": "eoslog / fastest pure-Python", "value": max(ours) / max(python),
+                                   "goal": 2.0})
+                if ours and confluent:
+                    ratios.append({"role": role, "size": size, "settings": settings, "label": "eoslog / confluent",
+                                   "value": max(ours) / confluent, "goal": 0.5 if size == 1024 else None})
+    return {
+        "benchmark": "clients", "timestamp": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": facts,
+        "workload": {"partitions": PARTITIONS, "records": {str(k): v for k, v in records.items()},
+                     "sizes": args.sizes, "rounds": args.rounds, "equal_produce": EQUAL_PRODUCE,
+                     "equal_consume": EQUAL_CONSUME},
+        "clients": {"produce": args.producers if "produce" in args.roles else [],
+                    "consume": args.consumers if "consume" in args.roles else []},
+        "best": best, "runs": runs, "ratios": ratios,
+    }
+
+
+def render(results: dict[str, Any]) -> None:
+    sizes = results["workload"]["sizes"]
+    for role in ("produce", "consume"):
+        clients = results["clients"][role]
+        if not clients:
+            continue
+        print(f"\n{role}: records/s, MB/s, client CPU µs per record (best round)")
+        header = f"{'client':<16}{'settings':<10}" + "".join(f"{f'{s} B rec/s':>14}{'MB/s':>8}{'µs/rec':>8}"
+                                                             for s in sizes)
+        print(header)
+        for client in clients:
+            for settings in ("defaults", "equal"):
+                cells = []
+                for s in sizes:
+                    b = results["best"].get(f"{role}/{client}/{s}/{settings}")
+                    cells.append(f"{'-':>14}{'-':>8}{'-':>8}" if b is None else
+                                 f"{b['records_s']:>14,.0f}{b['mb_s']:>8.1f}{b['cpu_us_per_record']:>8.1f}")
+                print(f"{client:<16}{settings:<10}" + "".join(cells))
+    print()
+    for r in results["ratios"]:
+        goal = "" if r["goal"] is None else f" (goal >= {r['goal']})"
+        print(f"{r['role']:<8} {r['size']:>5} B {r['settings']:<9} {r['label']:<30} {r['value']:5.2f}{goal}")
+
+
+def save(results: dict[str, Any]) -> list[Path]:
+    from plot import plot_clients
+
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = results["timestamp"].replace("-", "").replace(":", "")
+    paths = [RESULTS_DIR / f"clients-{stamp}.json", RESULTS_DIR / "clients-latest.json"]
+    for p in paths:
+        p.write_text(json.dumps(results, indent=1))
+    png = RESULTS_DIR / "clients-latest.png"
+    plot_clients(results, png)
+    return [*paths, png]
+
+
+# -- --profile: where eoslog's producer spends its time ------------------------------------------------
+
+
+def profile(args: argparse.Namespace) -> int:
+    from hotspots import analyse, py_spy
+
+    spy = py_spy()
+    if spy is None:
+        print("py-spy not found: pip install py-spy", file=sys.stderr)
+        return 2
+    size = args.sizes[-1]
+    n = (QUICK_RECORDS if args.quick else RECORDS)[size]
+    work, data_dir, _ = prepare_run(args.work_dir, "eoslog-clients-profile-", args.broker_src)
+    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
+    out: dict[str, Any] = {}
+    try:
+        for client in [c for c in args.producers if c in EOSLOG]:
+            raw = work / f"{client}.txt"
+            spec = {"role": "produce", "client": client, "bootstrap": broker.bootstrap,
+                    "topic": f"bench-profile-{client}", "n": n, "size": size,
+                    "settings": case_settings("produce", client, True)}
+            cmd = [spy, "record", "--rate", "250", "--format", "raw", "--output", str(raw), "--threads", "--",
+                   *child_command(spec)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            if done.returncode != 0 or not raw.exists():
+                raise RuntimeError(f"py-spy failed: {done.stderr[-2000:]}")
+            timing = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+            found = analyse(raw, args.top)
+            out[client] = {"records_s": n / timing["seconds"], "cpu_s": timing["cpu"], **found}
+            print(f"\n{client}, {n} records of {size} B, equal settings: {n / timing['seconds']:,.0f} rec/s "
+                  f"(slowed by the profiler); {found['samples']} samples over every thread, incl. idle")
+            for row in found["self"]:
+                print(f"  self {row['share']:6.1%}  {row['function']}")
+            for row in found.get("lines", [])[:args.top]:
+                print(f"  line {row['share']:6.1%}  {row['function']}")
+    finally:
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / "clients-hotspots-latest.json").write_text(json.dumps(out, indent=1))
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--roles", default="produce,consume", type=lambda s: s.split(","))
+    p.add_argument("--clients", default=None, help="both roles' clients (default: all)")
+    p.add_argument("--producers", default=",".join(PRODUCERS), type=lambda s: s.split(","))
+    p.add_argument("--consumers", default=",".join(CONSUMERS), type=lambda s: s.split(","))
+    p.add_argument("--sizes", default="100,1024", type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--rounds", type=int, default=None, help="default 2 (1 with --quick)")
+    p.add_argument("--quick", action="store_true", help=f"records per case {QUICK_RECORDS} instead of {RECORDS}")
+    p.add_argument("--profile", action="store_true", help="profile eoslog's producers with py-spy instead")
+    p.add_argument("--top", type=int, default=25, help="rows of the profile")
+    p.add_argument("--work-dir", type=Path, default=None)
+    p.add_argument("--broker-src", type=Path, default=None)
+    p.add_argument("--keep", action="store_true", help="keep the data directory")
+    p.add_argument("--no-save", action="store_true")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.clients:
+        args.producers = [c for c in args.clients.split(",") if c in PRODUCERS]
+        args.consumers = [c for c in args.clients.split(",") if c in CONSUMERS]
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 2
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return 0
+    if args.profile:
+        return profile(args)
+    results = run(args)
+    render(results)
+    if not args.no_save:
+        for path in save(results):
+            print(f"saved {path}")
+    return 0 if all(x["verified"] for v in results["runs"].values() for x in v) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
