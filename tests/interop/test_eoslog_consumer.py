@@ -5,6 +5,10 @@ own producer and by confluent-kafka (librdkafka).
   max.poll.records; the asyncio API;
 - positions: seek, seek_to_beginning/end, position, beginning/end offsets, offsets for
   times, OFFSET_OUT_OF_RANGE with auto.offset.reset earliest/latest/none;
+- commits: commit/committed (sync, async, auto on close), another member resuming from
+  them, require_stable under read_committed while a transaction holds offsets, and a
+  consume-transform-produce loop with the consumer's group_metadata, an aborted round
+  redone from the committed offsets;
 - read_committed: aborted transactions interleaved with committed ones (and with plain
   records) on one partition, from eoslog's producer and from librdkafka: exactly the
   committed records, in offset order, no control records, and the position ends at the
@@ -25,8 +29,9 @@ from clients import ensure_topic
 from confluent_kafka import Producer as RdProducer
 
 from eoslog.client.consumer import AIOConsumer, Consumer, ConsumerRecord, OffsetOutOfRangeNoResetError
+from eoslog.client.errors import KafkaTimeoutError
 from eoslog.client.producer import Producer
-from eoslog.client.types import TopicPartition
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from harness import BrokerProcess
 
 WAIT_S = 60.0
@@ -321,3 +326,114 @@ def test_an_open_transaction_holds_the_position_at_its_first_offset(shared_broke
         assert c.position(tp) == c.end_offsets([tp])[tp]
     finally:
         p.close()
+
+
+# -- commits -------------------------------------------------------------------------------------
+
+
+def test_commit_and_committed(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "commits"
+    ensure_topic(shared_broker.bootstrap, topic, 2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(20):
+            p.send(topic, b"%d" % i, partition=i % 2)
+    c = make_consumer(group_id="committer", enable_auto_commit=False)
+    assert c.committed([tp0, tp1]) == {tp0: None, tp1: None}
+    c.assign([tp0, tp1])
+    assert len(read(c, 20)) == 20
+    c.commit({tp0: OffsetAndMetadata(4, "four")})
+    assert c.committed([tp0, tp1]) == {tp0: OffsetAndMetadata(4, "four", -1), tp1: None}
+    c.commit()  # the positions
+    assert {tp: om.offset for tp, om in c.committed([tp0, tp1]).items() if om} == {tp0: 10, tp1: 10}
+    c.commit({tp1: 3}, asynchronous=True).result(WAIT_S)
+    assert c.committed([tp1])[tp1].offset == 3  # type: ignore[union-attr]
+    assert c.group_metadata() == ConsumerGroupMetadata("committer", -1, "", None)
+    assert c.metrics()["commit-total"] == 3
+    # Another member of the group starts where the commits left off.
+    d = make_consumer(group_id="committer", enable_auto_commit=False, auto_offset_reset="none")
+    d.assign([tp0, tp1])
+    assert d.position(tp0) == 10 and d.position(tp1) == 3
+    assert sorted(r.offset for r in read(d, 7) if r.partition == 1) == list(range(3, 10))
+
+
+def test_auto_commit_on_close(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "auto-commit"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(15):
+            p.send(topic, b"%d" % i)
+    with consumer(shared_broker, group_id="auto", max_poll_records=5) as c:
+        c.assign([tp])
+        assert len(read(c, 15)) == 15
+    check = make_consumer(group_id="auto")
+    assert check.committed([tp])[tp] == OffsetAndMetadata(15, "", -1)
+
+
+def test_committed_under_read_committed_waits_for_an_open_transaction(shared_broker: BrokerProcess,
+                                                                      make_consumer: Any) -> None:
+    """OffsetFetch with require_stable (KIP-447): offsets an open transaction is committing
+    are not answered until it ends."""
+    topic = "stable-offsets"
+    ensure_topic(shared_broker.bootstrap, topic, 1)
+    tp = TopicPartition(topic, 0)
+    group = "stable-group"
+    plain = make_consumer(group_id=group, enable_auto_commit=False)
+    plain.commit({tp: 1})
+    p = txn_producer(shared_broker.bootstrap, "stable-offsets-1")
+    try:
+        p.begin_transaction()
+        p.send(topic, b"x")
+        p.send_offsets_to_transaction({tp: 7}, group)
+        assert plain.committed([tp])[tp] == OffsetAndMetadata(1, "", -1)  # read_uncommitted: the stable one
+        rc = make_consumer(group_id=group, enable_auto_commit=False, isolation_level="read_committed")
+        with pytest.raises(KafkaTimeoutError):
+            rc.committed([tp], timeout=1.0)  # retried while the transaction is open
+        p.commit_transaction()
+        assert rc.committed([tp])[tp] == OffsetAndMetadata(7, "", -1)
+    finally:
+        p.close()
+
+
+def test_consume_transform_produce(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    """Read, transform and write with the input offsets committed in the same transaction
+    (the consumer's group_metadata); a round aborted half way is redone from the committed
+    offsets. The output holds every input record transformed exactly once, in order."""
+    source, sink, group = "ctp-in", "ctp-out", "ctp-group"
+    ensure_topic(shared_broker.bootstrap, source, 1)
+    ensure_topic(shared_broker.bootstrap, sink, 1)
+    tp = TopicPartition(source, 0)
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(60):
+            p.send(source, b"%d" % i)
+    c = make_consumer(group_id=group, enable_auto_commit=False, isolation_level="read_committed",
+                      max_poll_records=8)
+    c.assign([tp])
+    p = txn_producer(shared_broker.bootstrap, "ctp-1")
+    rounds = aborted = 0
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while c.position(tp) < 60 and time.monotonic() < deadline:
+            records = c.poll(0.5)
+            if not records:
+                continue
+            p.begin_transaction()
+            for r in records:
+                p.send(sink, b"out-" + r.value)
+            p.send_offsets_to_transaction({tp: c.position(tp)}, c.group_metadata())
+            rounds += 1
+            if rounds % 3 == 0:
+                p.abort_transaction()
+                aborted += 1
+                committed = c.committed([tp])[tp]
+                c.seek(tp, committed.offset if committed else 0)
+            else:
+                p.commit_transaction()
+    finally:
+        p.close()
+    assert aborted > 0
+    assert c.committed([tp])[tp] == OffsetAndMetadata(60, "", -1)
+    out = make_consumer(isolation_level="read_committed")
+    out.assign([TopicPartition(sink, 0)])
+    assert [r.value for r in read(out, 60)] == [b"out-%d" % i for i in range(60)]
