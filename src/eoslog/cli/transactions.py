@@ -17,6 +17,13 @@ so the partition's last stable offset stays pinned and read_committed consumers 
   WriteTxnMarkers to the partition's leader with the producer id, producer epoch and
   coordinator epoch, taken from DescribeProducers when ``--start-offset`` is given.
 
+Two-phase commit (KIP-939): a transactional id whose timeout is Integer.MAX_VALUE takes part
+in an external two-phase commit; the coordinator never aborts its transaction on a timeout,
+so a prepared one pins the LSO until its external coordinator commits or aborts it.
+``list`` and ``describe`` mark such transactions (``two_phase_commit`` in JSON, a note on
+stderr for an open one), and ``find-hanging`` reports a prepared one it finds open in a
+partition separately: it is not hanging, and ``abort`` must not be used on it.
+
 What this module must never do: abort anything ``abort`` was not pointed at, or decide a
 transaction hangs without having asked the coordinators.
 """
@@ -56,6 +63,8 @@ DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 TRANSACTION_KEY_TYPE = 1
 MAX_BATCH_SIZE = 500  # partitions per DescribeProducers, as Kafka's tool
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Kafka's mark of a 2PC transactional id (KIP-939)
+_OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 RETRY_DEADLINE_S = 30.0
 # Errors that mean "ask again shortly" while a coordinator starts or loads its partitions.
 _RETRY = frozenset({int(ErrorCode.coordinator_load_in_progress), int(ErrorCode.coordinator_not_available)})
@@ -112,6 +121,11 @@ class TransactionDescription:
     timeout_ms: int
     start_time_ms: int | None  # None: no transaction in progress
     partitions: tuple[tuple[str, int], ...]
+
+    @property
+    def two_phase_commit(self) -> bool:
+        """A transactional id of an external two-phase commit (KIP-939): timeout Integer.MAX_VALUE."""
+        return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,11 +475,14 @@ def candidate_open_transactions(cluster: Cluster, partitions: dict[tuple[str, in
     return out
 
 
-def hanging_transactions(cluster: Cluster, candidates: list[OpenTransaction]) -> list[OpenTransaction]:
+def hanging_transactions(cluster: Cluster, candidates: list[OpenTransaction]
+                         ) -> tuple[list[OpenTransaction], list[tuple[OpenTransaction, TransactionDescription]]]:
     """The candidates no coordinator will finish: no transactional id has their producer
-    id, the id is gone, or its transaction no longer counts that partition."""
+    id, the id is gone, or its transaction no longer counts that partition; and, apart,
+    those that are an open two-phase-commit transaction (not hanging: its external
+    coordinator will finish it)."""
     if not candidates:
-        return []
+        return [], []
     producer_ids = sorted({c.producer.producer_id for c in candidates})
     listings, _ = list_transactions(cluster, producer_ids=producer_ids)
     txn_ids = {x.producer_id: x.transactional_id for x in listings if x.producer_id in producer_ids}
@@ -475,12 +492,23 @@ def hanging_transactions(cluster: Cluster, candidates: list[OpenTransaction]) ->
             raise CommandError(f"Failed to describe transaction state of transactional-id `{described_id}`: "
                                f"{result}")
     hanging = []
+    prepared: list[tuple[OpenTransaction, TransactionDescription]] = []
     for c in candidates:
         txn_id = txn_ids.get(c.producer.producer_id)
         d = descriptions.get(txn_id) if txn_id is not None else None
-        if not isinstance(d, TransactionDescription) or (c.topic, c.partition) not in d.partitions:
+        if isinstance(d, TransactionDescription) and d.two_phase_commit and d.state in _OPEN_STATES:
+            prepared.append((c, d))
+        elif not isinstance(d, TransactionDescription) or (c.topic, c.partition) not in d.partitions:
             hanging.append(c)
-    return sorted(hanging, key=lambda c: (c.topic, c.partition, c.producer.current_txn_start_offset or 0))
+    return sorted(hanging, key=lambda c: (c.topic, c.partition, c.producer.current_txn_start_offset or 0)), prepared
+
+
+def note_two_phase_commit(descriptions: Iterable[TransactionDescription]) -> None:
+    """A note on stderr for each open two-phase-commit transaction: it is not hanging."""
+    for d in descriptions:
+        if d.two_phase_commit and d.state in _OPEN_STATES:
+            typer.echo(f"note: {d.transactional_id} takes part in a two-phase commit (KIP-939): its {d.state} "
+                       "transaction is finished by its external coordinator, never by a timeout", err=True)
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -529,11 +557,16 @@ def list_command(
     with user_errors("transactions list"), open_cluster(bootstrap_server) as cluster:
         listings, unknown = list_transactions(cluster, state or [], producer_id or [], duration_filter,
                                               transactional_id_pattern)
+        # ListTransactions does not carry the timeout that marks a 2PC transactional id.
+        described = describe_transactions(cluster, [x.transactional_id for x in listings]) if listings else {}
+    two_pc = {t for t, d in described.items() if isinstance(d, TransactionDescription) and d.two_phase_commit}
     if unknown:
         typer.echo(f"eoslog transactions list: warning: unknown state filter(s) ignored: "
                    f"{', '.join(sorted(unknown))}", err=True)
+    note_two_phase_commit(d for x in listings if isinstance(d := described.get(x.transactional_id),
+                                                            TransactionDescription) and d.state == x.state)
     if output is OutputFormat.json:
-        _print_json([asdict(x) for x in listings])
+        _print_json([{**asdict(x), "two_phase_commit": x.transactional_id in two_pc} for x in listings])
         return
     _print_table(("TransactionalId", "Coordinator", "ProducerId", "TransactionState"),
                  ((x.transactional_id, x.coordinator_id, x.producer_id, x.state) for x in listings),
@@ -560,10 +593,12 @@ def describe_command(
                 raise CommandError(f"Failed to describe transaction state of transactional-id `{txn_id}`: "
                                    f"{result or 'no answer from its coordinator'}")
     descriptions = [d for t in dict.fromkeys(transactional_id) if isinstance(d := found[t], TransactionDescription)]
+    note_two_phase_commit(descriptions)
     if output is OutputFormat.json:
         _print_json([
             {**asdict(d), "partitions": [{"topic": t, "partition": p} for t, p in d.partitions],
-             "duration_ms": None if d.start_time_ms is None else now - d.start_time_ms}
+             "duration_ms": None if d.start_time_ms is None else now - d.start_time_ms,
+             "two_phase_commit": d.two_phase_commit}
             for d in descriptions
         ])
         return
@@ -694,7 +729,11 @@ def find_hanging_command(
             now = _now_ms()
             candidates = candidate_open_transactions(cluster, partitions, broker_id,
                                                      max_transaction_timeout * 60_000, now)
-            hanging = hanging_transactions(cluster, candidates)
+            hanging, prepared = hanging_transactions(cluster, candidates)
+    for c, d in prepared:
+        typer.echo(f"not hanging: {c.topic}-{c.partition} from offset {c.producer.current_txn_start_offset} is the "
+                   f"prepared two-phase-commit transaction of {d.transactional_id} (producer {d.producer_id} epoch "
+                   f"{d.producer_epoch}), awaiting its external coordinator; do not abort it here", err=True)
     if output is OutputFormat.json:
         _print_json([
             {"topic": h.topic, "partition": h.partition, "producer_id": h.producer.producer_id,
