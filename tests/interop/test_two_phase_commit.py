@@ -298,3 +298,23 @@ def test_close_leaves_a_prepared_transaction_prepared(two_pc_broker: BrokerProce
         b.complete_transaction(state, WAIT_S)
     until(lambda: all_stable(bootstrap, topic), "the commit markers")
     assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+
+
+def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_commits(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", overrides={"transaction.two.phase.commit.enable": "true"}).start()
+    try:
+        bootstrap, topic, txn_id = broker.bootstrap, "kept", "sink-kept"
+        ensure_topic(bootstrap, topic, 2)
+        state = prepare_and_kill(bootstrap, txn_id, topic)
+        with Producer(two_pc_config(bootstrap, txn_id)) as b:
+            b.init_transactions(WAIT_S, keep_prepared_txn=True)
+            assert b.prepared_transaction_state() == state
+            # Both pairs (the kept transaction's and B's newer one) are only in __transaction_state now.
+            broker.restart(kill=True)
+            assert_still_prepared(bootstrap, txn_id, topic, state)
+            b.complete_transaction(state, WAIT_S)
+        until(lambda: all_stable(bootstrap, topic), "the commit markers")
+        assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+    finally:
+        if broker.alive():
+            broker.stop()
