@@ -1,0 +1,352 @@
+"""eoslog.client's consumer in consumer groups (classic protocol) against the real broker.
+
+- a group of three eoslog consumers and a librdkafka (confluent-kafka) member on six
+  partitions: the members' default assignor lists (eoslog: range, cooperative-sticky;
+  librdkafka: range, roundrobin) agree on range; whoever leads, the assignment is complete
+  and disjoint — checked at every sample, not only at the end — through a member leaving,
+  one joining and the librdkafka member leaving; every record is read and the final
+  commits reach the end offsets;
+- rebalance callbacks (eager: revoke everything, then assign), a pattern subscription,
+  static membership (a restarted static member gets its partitions back without a
+  rebalance), a member that stops polling for max.poll.interval.ms loses its partitions;
+- cooperative-sticky: partitions that stay with their owner are never revoked (checked
+  through the callbacks), moved ones are revoked first and handed over in a second round.
+
+Each member polls in a thread of its own. Waiting loops are hang guards; nothing asserts on
+timing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from clients import ensure_topic
+from confluent_kafka import Consumer as RdConsumer
+
+from eoslog.client.consumer import Consumer
+from eoslog.client.producer import Producer
+from eoslog.client.types import OffsetAndMetadata, TopicPartition
+from harness import BrokerProcess
+
+WAIT_S = 60.0
+SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("groups") / "data",
+                      overrides={"group.initial.rebalance.delay.ms": "300"}).start()
+    yield b
+    if b.alive():
+        b.stop()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Member:
+    """A consumer polling in its own thread; ``assignment`` is what it reported after its
+    last poll, less what it revoked since, ``consumed`` every (partition, offset) it read,
+    ``events`` its callbacks."""
+
+    def __init__(self, name: str, make: Callable[[Member], Any], *, commit: bool = True) -> None:
+        self.name = name
+        self.assignment: frozenset[TopicPartition] = frozenset()
+        self.final_assignment: frozenset[TopicPartition] = frozenset()
+        self.consumed: list[tuple[int, int]] = []
+        self.events: list[tuple[str, list[TopicPartition]]] = []
+        self.error: BaseException | None = None
+        self.polls = 0
+        self.generation = -1
+        self.paused = threading.Event()
+        self._stop = threading.Event()
+        self._commit = commit
+        self._make = make
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def on_assign(self, _: Any, partitions: list[Any]) -> None:
+        self.events.append(("assign", sorted(TopicPartition(p.topic, p.partition) for p in partitions)))
+
+    def on_revoke(self, _: Any, partitions: list[Any]) -> None:
+        self._give_up("revoke", partitions)
+
+    def on_lost(self, _: Any, partitions: list[Any]) -> None:
+        self._give_up("lost", partitions)
+
+    def _give_up(self, event: str, partitions: list[Any]) -> None:
+        # The member stops owning them here, before it rejoins: the overlap check relies on it.
+        tps = sorted(TopicPartition(p.topic, p.partition) for p in partitions)
+        self.events.append((event, tps))
+        self.assignment = self.assignment - set(tps)
+
+    def _run(self) -> None:
+        c = None
+        try:
+            c = self._make(self)
+            while not self._stop.is_set():
+                if self.paused.is_set():
+                    time.sleep(0.05)
+                    continue
+                records = self._poll(c)
+                self.polls += 1
+                if records:
+                    self.consumed += records
+                    if self._commit:
+                        self._commit_now(c)
+                self.assignment = frozenset(self._assignment(c))
+                self.generation = self._generation(c)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.final_assignment = self.assignment
+            if c is not None:
+                c.close()
+            self.assignment = frozenset()
+
+    def _poll(self, c: Any) -> list[tuple[int, int]]:
+        return [(r.partition, r.offset) for r in c.poll(0.2)]
+
+    def _commit_now(self, c: Any) -> None:
+        c.commit()
+
+    def _assignment(self, c: Any) -> set[TopicPartition]:
+        return set(c.assignment())
+
+    def _generation(self, c: Any) -> int:
+        return int(c.group_metadata().generation_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+class RdMember(Member):
+    def _poll(self, c: Any) -> list[tuple[int, int]]:
+        return [(m.partition(), m.offset()) for m in c.consume(500, 0.2) if m.error() is None]
+
+    def _commit_now(self, c: Any) -> None:
+        c.commit(asynchronous=False)
+
+    def _assignment(self, c: Any) -> set[TopicPartition]:
+        return {TopicPartition(p.topic, p.partition) for p in c.assignment()}
+
+    def _generation(self, c: Any) -> int:
+        return -1
+
+
+def eoslog_member(broker: BrokerProcess, group: str, topics: Any, name: str, **settings: Any) -> Member:
+    def make(m: Member) -> Consumer:
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": name,
+                      "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300, "fetch.max.wait.ms": 100,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      **{k.replace("_", "."): v for k, v in settings.items()}})
+        c.subscribe(topics, on_assign=m.on_assign, on_revoke=m.on_revoke, on_lost=m.on_lost)
+        return c
+
+    return Member(name, make)
+
+
+def librdkafka_member(broker: BrokerProcess, group: str, topic: str, name: str) -> Member:
+    def make(m: Member) -> RdConsumer:
+        c = RdConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": name,
+                        "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300,
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic], on_assign=m.on_assign, on_revoke=m.on_revoke)
+        return c
+
+    return RdMember(name, make)
+
+
+class Watch:
+    """Samples the members' assignments in the background: no two ever overlap."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.members = members
+        self.overlaps: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            seen: dict[TopicPartition, str] = {}
+            for m in list(self.members):
+                for tp in m.assignment:
+                    if tp in seen:
+                        self.overlaps.append(f"{tp} held by {seen[tp]} and {m.name}")
+                    seen[tp] = m.name
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def covered(members: list[Member], partitions: set[TopicPartition]) -> bool:
+    """Every partition held by exactly one member, every member holding some."""
+    held = [tp for m in members for tp in m.assignment]
+    return sorted(held) == sorted(partitions) and all(m.assignment for m in members)
+
+
+def produce(broker: BrokerProcess, topic: str, count: int, start: int = 0) -> None:
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        for i in range(start, start + count):
+            p.send(topic, b"%d" % i, partition=i % PARTITIONS)
+
+
+def test_eoslog_and_librdkafka_members_share_a_group(group_broker: BrokerProcess) -> None:
+    topic, group = "shared-group", "mixed"
+    ensure_topic(group_broker.bootstrap, topic, PARTITIONS)
+    all_tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    produce(group_broker, topic, 300)
+    members: list[Member] = []
+    watch = Watch(members)
+    try:
+        # librdkafka first: it is the first to join, so it leads the first generation.
+        members.append(librdkafka_member(group_broker, group, topic, "rd-1"))
+        for i in range(3):
+            members.append(eoslog_member(group_broker, group, [topic], f"eos-{i}"))
+        wait_until(lambda: covered(members, all_tps), "4 members covering 6 partitions")
+        assert sorted(len(m.assignment) for m in members) == [1, 1, 2, 2]  # range
+        gone = members.pop(1)
+        gone.stop()  # LeaveGroup
+        wait_until(lambda: covered(members, all_tps), "3 members after one left")
+        members.append(eoslog_member(group_broker, group, [topic], "eos-3"))
+        wait_until(lambda: covered(members, all_tps), "4 members after one joined")
+        rd = members.pop(0)
+        rd.stop()  # an eoslog member leads now
+        wait_until(lambda: covered(members, all_tps), "3 eoslog members after librdkafka left")
+        assert sorted(len(m.assignment) for m in members) == [2, 2, 2]
+        produce(group_broker, topic, 300, start=300)
+        everyone = [gone, rd, *members]
+        wait_until(lambda: len({pr for m in everyone for pr in m.consumed}) == 600, "all 600 records read")
+        for m in members:
+            assert m.error is None, m.error
+    finally:
+        watch.stop()
+        for m in members:
+            m.stop()
+    assert watch.overlaps == []
+    with Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group}) as check:
+        committed = check.committed(sorted(all_tps))
+        assert {tp: om.offset for tp, om in committed.items() if om} == check.end_offsets(sorted(all_tps))
+
+
+def test_eager_callbacks_and_a_pattern_subscription(group_broker: BrokerProcess) -> None:
+    group = "pattern"
+    for t in ("pat-a", "pat-b", "other"):
+        ensure_topic(group_broker.bootstrap, t, 2)
+    a = eoslog_member(group_broker, group, "^pat-.*", "pat-1", partition_assignment_strategy="roundrobin")
+    members = [a]
+    try:
+        wanted = {TopicPartition(t, p) for t in ("pat-a", "pat-b") for p in range(2)}
+        wait_until(lambda: covered(members, wanted), "the pattern's 4 partitions")
+        members.append(eoslog_member(group_broker, group, "^pat-.*", "pat-2",
+                                     partition_assignment_strategy="roundrobin"))
+        wait_until(lambda: covered(members, wanted) and len(a.assignment) == 2, "2 members x 2 partitions")
+    finally:
+        for m in members:
+            m.stop()
+    # Eager: the first member gave up everything before the second round, got its share,
+    # and gave that up when it closed.
+    share = sorted(a.final_assignment)
+    assert len(share) == 2
+    assert a.events == [("assign", sorted(wanted)), ("revoke", sorted(wanted)), ("assign", share), ("revoke", share)]
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(group_broker: BrokerProcess) -> None:
+    topic, group = "static", "static-group"
+    ensure_topic(group_broker.bootstrap, topic, 4)
+    all_tps = {TopicPartition(topic, p) for p in range(4)}
+    one = eoslog_member(group_broker, group, [topic], "static-1", group_instance_id="i-1")
+    two = eoslog_member(group_broker, group, [topic], "static-2", group_instance_id="i-2")
+    members = [one, two]
+    try:
+        wait_until(lambda: covered(members, all_tps) and one.generation == two.generation, "a stable group")
+        generation, held = two.generation, two.assignment
+        one.stop()  # a static member sends no LeaveGroup: its partitions wait for it
+        assert one.events[-1] == ("revoke", sorted(one.final_assignment))
+        again = eoslog_member(group_broker, group, [topic], "static-1-again", group_instance_id="i-1")
+        members = [again, two]
+        wait_until(lambda: covered(members, all_tps), "the static member back")
+        assert again.assignment == one.final_assignment
+        assert again.generation == two.generation == generation  # no rebalance happened
+        assert two.assignment == held and [e for e, _ in two.events] == ["assign"]
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_a_member_that_stops_polling_loses_its_partitions(group_broker: BrokerProcess) -> None:
+    topic, group = "slow-poller", "slow-group"
+    ensure_topic(group_broker.bootstrap, topic, 4)
+    all_tps = {TopicPartition(topic, p) for p in range(4)}
+    settings = {"max_poll_interval_ms": 2000}
+    slow = eoslog_member(group_broker, group, [topic], "slow", **settings)
+    busy = eoslog_member(group_broker, group, [topic], "busy", **settings)
+    members = [slow, busy]
+    try:
+        wait_until(lambda: covered(members, all_tps), "two members")
+        held = sorted(slow.assignment)
+        slow.paused.set()  # no poll() for longer than max.poll.interval.ms: it leaves the group
+        wait_until(lambda: busy.assignment == all_tps, "the busy member taking everything")
+        slow.paused.clear()
+        wait_until(lambda: covered(members, all_tps), "the slow member back")
+    finally:
+        for m in members:
+            m.stop()
+    # On its next poll() the slow member learnt that the partitions were no longer its own.
+    assert ("lost", held) in slow.events and ("revoke", held) not in slow.events[:slow.events.index(("lost", held))]
+
+
+def test_transactional_offsets_with_a_group_members_metadata(group_broker: BrokerProcess) -> None:
+    """send_offsets_to_transaction with a subscribed member's group_metadata (generation and
+    member id, KIP-447) commits the group's offsets with the transaction."""
+    source, sink, group = "member-ctp-in", "member-ctp-out", "member-ctp"
+    ensure_topic(group_broker.bootstrap, source, 2)
+    ensure_topic(group_broker.bootstrap, sink, 1)
+    with Producer({"bootstrap.servers": group_broker.bootstrap}) as p:
+        for i in range(40):
+            p.send(source, b"%d" % i, partition=i % 2)
+    c = Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300})
+    p = Producer({"bootstrap.servers": group_broker.bootstrap, "transactional.id": "member-ctp-1"})
+    p.init_transactions()
+    done: set[tuple[int, int]] = set()
+    try:
+        c.subscribe([source])
+        deadline = time.monotonic() + WAIT_S
+        while len(done) < 40 and time.monotonic() < deadline:
+            records = c.poll(0.5)
+            if not records:
+                continue
+            metadata = c.group_metadata()
+            assert metadata.generation_id >= 1 and metadata.member_id
+            p.begin_transaction()
+            for r in records:
+                p.send(sink, r.value)
+                done.add((r.partition, r.offset))
+            p.send_offsets_to_transaction({tp: c.position(tp) for tp in c.assignment()}, metadata)
+            p.commit_transaction()
+    finally:
+        p.close()
+        c.close()
+    with Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group,
+                   "isolation.level": "read_committed"}) as check:
+        tps = [TopicPartition(source, 0), TopicPartition(source, 1)]
+        assert check.committed(tps) == {tp: OffsetAndMetadata(20, "", -1) for tp in tps}
