@@ -22,12 +22,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from clients import RawConnection, ensure_topic, request_module
-from confluent_kafka import Consumer, TopicPartition
-from test_transactions import WAIT_S, describe_transaction, partition_offsets, until
+from test_transactions import WAIT_S, describe_transaction, partition_offsets, read_values, until
 
 from eoslog.client import PreparedTxnState
 from eoslog.client.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
@@ -102,23 +102,9 @@ def records_of(txn_id: str) -> list[str]:
 
 
 def read_committed(bootstrap: str, topic: str, count: int) -> list[str]:
-    """Read both partitions from the start until ``count`` records came (or the deadline),
-    then poll briefly more so that a duplicate or an aborted record would be caught too
-    (with ``count`` 0 that brief poll is all: callers pair it with the LSO check)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{time.monotonic_ns()}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-    got: list[str] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < count and time.monotonic() < deadline:
-            got += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-        extra_until = time.monotonic() + 1.0
-        while time.monotonic() < extra_until:
-            got += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-    finally:
-        c.close()
-    return sorted(got)
+    """Both partitions read_committed (``count`` records in all, half each); see
+    ``read_values``: with ``count`` 0 only its brief extra poll, paired with an LSO check."""
+    return sorted(v for p in (0, 1) for v in read_values(bootstrap, topic, "read_committed", count // 2, p))
 
 
 def lso_pinned(bootstrap: str, topic: str) -> bool:
@@ -152,6 +138,18 @@ def assert_still_prepared(bootstrap: str, txn_id: str, topic: str, state: Prepar
     assert lso_pinned(bootstrap, topic)
 
 
+@contextmanager
+def own_broker(tmp_path: Path, **overrides: str) -> Iterator[BrokerProcess]:
+    """A 2PC-enabled broker of one test (which kills and restarts it)."""
+    broker = BrokerProcess(tmp_path / "data", overrides={"transaction.two.phase.commit.enable": "true",
+                                                         **overrides}).start()
+    try:
+        yield broker
+    finally:
+        if broker.alive():
+            broker.stop()
+
+
 @pytest.fixture(scope="module")
 def two_pc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("two-pc") / "data", overrides={
@@ -166,11 +164,8 @@ def two_pc_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_process_commits_it(
     tmp_path: Path,
 ) -> None:
-    broker = BrokerProcess(tmp_path / "data", overrides={
-        "transaction.two.phase.commit.enable": "true",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_INTERVAL_MS),
-    }).start()
-    try:
+    with own_broker(tmp_path, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms":
+                                 str(ABORT_INTERVAL_MS)}) as broker:
         bootstrap, topic, txn_id = broker.bootstrap, "prepared", "sink-0"
         ensure_topic(bootstrap, topic, 2)
         ensure_topic(bootstrap, "plain", 1)
@@ -193,9 +188,6 @@ def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_pro
         until(lambda: all_stable(bootstrap, topic), "the commit markers")
         assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
         assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteCommit"
-    finally:
-        if broker.alive():
-            broker.stop()
 
 
 def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: BrokerProcess) -> None:
@@ -214,7 +206,7 @@ def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: Brok
         b.begin_transaction()  # and B goes on with transactions of its own
         b.send(topic, b"after", partition=0)
         b.commit_transaction(WAIT_S)
-    assert read_committed(bootstrap, topic, 1) == ["after"]
+    assert read_values(bootstrap, topic, "read_committed", 1, 0) == ["after"]
 
 
 def test_init_without_keep_prepared_aborts_it(two_pc_broker: BrokerProcess) -> None:
@@ -301,8 +293,7 @@ def test_close_leaves_a_prepared_transaction_prepared(two_pc_broker: BrokerProce
 
 
 def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_commits(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", overrides={"transaction.two.phase.commit.enable": "true"}).start()
-    try:
+    with own_broker(tmp_path) as broker:
         bootstrap, topic, txn_id = broker.bootstrap, "kept", "sink-kept"
         ensure_topic(bootstrap, topic, 2)
         state = prepare_and_kill(bootstrap, txn_id, topic)
@@ -315,6 +306,3 @@ def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_co
             b.complete_transaction(state, WAIT_S)
         until(lambda: all_stable(bootstrap, topic), "the commit markers")
         assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
-    finally:
-        if broker.alive():
-            broker.stop()
