@@ -10,7 +10,8 @@
   static membership (a restarted static member gets its partitions back without a
   rebalance), a member that stops polling for max.poll.interval.ms loses its partitions;
 - cooperative-sticky: partitions that stay with their owner are never revoked (checked
-  through the callbacks), moved ones are revoked first and handed over in a second round.
+  through the callbacks), moved ones are revoked first and handed over in a second round;
+  with a librdkafka cooperative-sticky member leading, then an eoslog one.
 
 Each member polls in a thread of its own. Waiting loops are hang guards; nothing asserts on
 timing.
@@ -160,12 +161,13 @@ def eoslog_member(broker: BrokerProcess, group: str, topics: Any, name: str, **s
     return Member(name, make)
 
 
-def librdkafka_member(broker: BrokerProcess, group: str, topic: str, name: str) -> Member:
+def librdkafka_member(broker: BrokerProcess, group: str, topic: str, name: str, **settings: Any) -> Member:
     def make(m: Member) -> RdConsumer:
         c = RdConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": name,
                         "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 300,
-                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        c.subscribe([topic], on_assign=m.on_assign, on_revoke=m.on_revoke)
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                        **{k.replace("_", "."): v for k, v in settings.items()}})
+        c.subscribe([topic], on_assign=m.on_assign, on_revoke=m.on_revoke, on_lost=m.on_lost)
         return c
 
     return RdMember(name, make)
@@ -350,3 +352,88 @@ def test_transactional_offsets_with_a_group_members_metadata(group_broker: Broke
                    "isolation.level": "read_committed"}) as check:
         tps = [TopicPartition(source, 0), TopicPartition(source, 1)]
         assert check.committed(tps) == {tp: OffsetAndMetadata(20, "", -1) for tp in tps}
+
+
+# -- cooperative-sticky ------------------------------------------------------------------------------
+
+
+def revoked_after(m: Member, start: int) -> set[TopicPartition]:
+    return {tp for event, parts in m.events[start:] if event == "revoke" for tp in parts}
+
+
+def test_cooperative_sticky_revokes_only_what_moves(group_broker: BrokerProcess) -> None:
+    topic, group = "cooperative", "cooperative-group"
+    ensure_topic(group_broker.bootstrap, topic, PARTITIONS)
+    all_tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    produce(group_broker, topic, 120)
+    coop = {"partition_assignment_strategy": "cooperative-sticky"}
+    a = eoslog_member(group_broker, group, [topic], "coop-a", **coop)
+    b = eoslog_member(group_broker, group, [topic], "coop-b", **coop)
+    members = [a, b]
+    watch = Watch(members)
+    try:
+        wait_until(lambda: covered(members, all_tps) and len(a.assignment) == 3, "two members with 3 each")
+        before = {m.name: m.assignment for m in members}
+        marks = {m.name: len(m.events) for m in members}
+        c = eoslog_member(group_broker, group, [topic], "coop-c", **coop)
+        members.append(c)
+        wait_until(lambda: covered(members, all_tps) and len(c.assignment) == 2, "three members with 2 each")
+        # A and B revoked exactly what C now has, and nothing they kept.
+        for m in (a, b):
+            assert revoked_after(m, marks[m.name]) == before[m.name] - m.assignment
+            assert m.assignment < before[m.name]
+        assert revoked_after(a, marks["coop-a"]) | revoked_after(b, marks["coop-b"]) == c.assignment
+        # C got nothing in the first round (its partitions were still owned) and all of
+        # them in the second.
+        assert c.events == [("assign", []), ("assign", sorted(c.assignment))]
+        # B leaves: its partitions go to A and C, which revoke nothing.
+        marks = {m.name: len(m.events) for m in members}
+        held = {m.name: m.assignment for m in members}
+        members.remove(b)
+        b.stop()
+        wait_until(lambda: covered(members, all_tps) and len(a.assignment) == 3, "A and C with 3 each")
+        for m in (a, c):
+            assert revoked_after(m, marks[m.name]) == set()
+            assert m.assignment > held[m.name]
+        everyone = [a, b, c]
+        wait_until(lambda: len({pr for m in everyone for pr in m.consumed}) == 120, "all 120 records read")
+    finally:
+        watch.stop()
+        for m in members:
+            m.stop()
+    assert watch.overlaps == []
+
+
+def test_cooperative_sticky_with_a_librdkafka_member(group_broker: BrokerProcess) -> None:
+    """librdkafka's cooperative-sticky leads, then eoslog's: both read the other's owned
+    partitions; nobody revokes a partition that stays, no partition is ever held twice."""
+    topic, group = "cooperative-mixed", "cooperative-mixed-group"
+    ensure_topic(group_broker.bootstrap, topic, PARTITIONS)
+    all_tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    coop = {"partition_assignment_strategy": "cooperative-sticky"}
+    rd = librdkafka_member(group_broker, group, topic, "coop-rd", **coop)
+    members = [rd]
+    watch = Watch(members)
+    try:
+        wait_until(lambda: covered(members, all_tps), "librdkafka alone")
+        history: list[dict[str, frozenset[TopicPartition]]] = []
+        for step in ("join", "join", "leave"):
+            before = {m.name: m.assignment for m in members}
+            marks = {m.name: len(m.events) for m in members}
+            if step == "join":
+                members.append(eoslog_member(group_broker, group, [topic], f"coop-eos-{len(history)}", **coop))
+            else:
+                members.remove(rd)
+                rd.stop()  # an eoslog member leads from here
+            wait_until(lambda: covered(members, all_tps)
+                       and max(len(m.assignment) for m in members) - min(len(m.assignment) for m in members) <= 1,
+                       f"a balanced group after a {step}")
+            for m in members:
+                if m.name in before:  # what a member gave up went to another one; it kept the rest
+                    assert revoked_after(m, marks[m.name]) == before[m.name] - m.assignment
+            history.append({m.name: m.assignment for m in members})
+    finally:
+        watch.stop()
+        for m in members:
+            m.stop()
+    assert watch.overlaps == []
