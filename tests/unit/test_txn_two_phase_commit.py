@@ -199,10 +199,24 @@ def test_exhausted_client_epochs_move_the_client_to_a_new_producer_id(h: Harness
     h.reload()
     assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == NONE
     h.drain()
-    # The markers end the old producer id's transaction, one epoch above its batches.
-    assert h.markers(T0) == [(2, 32765, "COMMIT", 0)]
+    # The markers end the old producer id's transaction under its last epoch, above every
+    # epoch handed out to an instance of that id.
+    assert h.markers(T0) == [(2, 32767, "COMMIT", 0)]
     assert h.coord.describe("tx").producer_id == new_pid
     assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == NONE  # a retry
+
+
+def test_aborting_a_kept_transaction_whose_client_moved_to_a_new_producer_id(h: Harness) -> None:
+    pid, _ = begin_2pc(h)
+    h.coord.state.transactions["tx"].producer_epoch = 32764
+    for _ in range(3):
+        r = init_2pc(h, keep=True)  # 32765, 32766, then epoch 0 of a new producer id
+    assert r.producer_id != pid
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True).error == "CONCURRENT_TRANSACTIONS"
+    h.drain()
+    assert h.markers(T0) == [(2, 32767, "ABORT", 0)]  # above every epoch of pid handed out
+    r = init_2pc(h)
+    assert r.producer_id not in (pid, -1) and r.producer_epoch == 0  # pid's epochs are used up
 
 
 def test_log_value_with_the_kept_pair_is_flexible_and_round_trips() -> None:

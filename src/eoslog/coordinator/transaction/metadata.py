@@ -139,7 +139,9 @@ class TransactionMetadata:
             return self.producer_id, self.producer_epoch
         if self.next_producer_id == self.producer_id:
             return self.producer_id, self.next_producer_epoch
-        return self.producer_id, self.producer_epoch + 1  # the client moved to a new producer id
+        # The client moved to a new producer id once this one's epochs ran out: the last epoch
+        # is above every one handed out, so no earlier instance can write under it again.
+        return self.producer_id, EPOCH_MAX
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -191,14 +193,15 @@ class TransactionMetadata:
         """Ongoing → PrepareEpochFence with epoch + 1: the open transaction will be aborted
         with an epoch its producer does not have, which fences it everywhere. A kept
         transaction is fenced above the epoch its client was given (if that client has the
-        same producer id), and the client's pair is dropped."""
-        if self.is_kept and self.next_producer_id == self.producer_id:
-            current = self.next_producer_epoch
+        same producer id; else at the last epoch, as every epoch of the producer id may have
+        been handed out), and the client's pair is dropped."""
+        if self.is_kept and self.next_producer_id != self.producer_id:
+            bumped = EPOCH_MAX  # the next InitProducerId then rotates to a new producer id
         else:
-            current = self.producer_epoch
-        if current >= EPOCH_MAX:
-            raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {current}")
-        bumped = current if self.has_failed_epoch_fence else current + 1
+            current = self.next_producer_epoch if self.is_kept else self.producer_epoch
+            if current >= EPOCH_MAX:
+                raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {current}")
+            bumped = current if self.has_failed_epoch_fence else current + 1
         return self._prepare(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH,
                              next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
 
