@@ -461,6 +461,9 @@ def test_complete_with_another_state_aborts() -> None:
     tm = tm_2pc(S.IN_TRANSACTION)
     tm.transaction_started = True
     state = tm.prepare_transaction()
+    with pytest.raises(TypeError, match="from_string"):
+        tm.complete_prepared(state.to_string())  # type: ignore[arg-type]
+    assert tm.state is S.PREPARED_TRANSACTION
     tm.complete_prepared(PreparedTxnState(state.producer_id, state.epoch + 1))
     assert tm.state is S.ABORTING_TRANSACTION
     handler = tm.next_request_handler(has_incomplete_batches=False)

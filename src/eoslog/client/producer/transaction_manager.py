@@ -408,6 +408,10 @@ class TransactionManager:
     def complete_prepared(self, state: PreparedTxnState) -> TxnResult:
         """Commit the prepared transaction if it is the one ``state`` names, else abort it."""
         self._ensure_transactional()
+        if not isinstance(state, PreparedTxnState):
+            # A stored string passed as is would never match: it must not abort silently.
+            raise TypeError(f"complete_transaction() takes a PreparedTxnState (PreparedTxnState.from_string(...)), "
+                            f"not {type(state).__name__}")
         current = self.prepared_transaction_state()
         if current is None:
             cached = self._pending_transition
