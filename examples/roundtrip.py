@@ -1,6 +1,6 @@
 """The main job (run by ``scripts/main.sh``): a produce/consume round trip through eoslog.
 
-1. Start ``eoslog broker`` as a subprocess on the embedded default: data in
+1. Start ``eoslog broker`` as a subprocess (``local_broker.py``) on the embedded default: data in
    ``./eoslog-data``, listening on 127.0.0.1:9092. If that port is taken, say so, pick a
    free port and a throw-away data directory (a second broker must never share a data
    directory with one that may be running), and say which.
@@ -21,14 +21,7 @@ import argparse
 import contextlib
 import functools
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -45,111 +38,15 @@ from confluent_kafka import (
 )
 from confluent_kafka import libversion as librdkafka_version
 from confluent_kafka.admin import AdminClient, NewTopic
+from local_broker import DEFAULT_DATA_DIR, DEFAULT_LISTEN, JobError, LocalBroker, plan_broker
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-DEFAULT_DATA_DIR = Path("eoslog-data")
-DEFAULT_LISTEN = "127.0.0.1:9092"
-CLEAN_SHUTDOWN_MARKER = ".eoslog_cleanshutdown"  # written by LogManager.shutdown
 SAMPLE_ROWS = 5
 
 console = Console(highlight=False)
-
-
-class JobError(Exception):
-    """The job cannot go on; the message says why."""
-
-
-# -- the broker -----------------------------------------------------------------------
-
-
-def port_is_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-class LocalBroker:
-    """``python -m eoslog broker`` as a child process: started, awaited, stopped cleanly."""
-
-    def __init__(self, data_dir: Path, host: str, port: int, log_path: Path) -> None:
-        self.data_dir = data_dir
-        self.host = host
-        self.port = port
-        self.log_path = log_path
-        self.proc: subprocess.Popen[str] | None = None
-        self.ready_line = ""
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self, timeout_s: float) -> float:
-        """Start the broker and wait for its ready line; returns the seconds it took."""
-        cmd = [sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir),
-               "--listen", self.bootstrap]
-        started = time.monotonic()
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                # Its own session: a Ctrl-C at the terminal reaches only this job, which
-                # then stops the broker with one SIGTERM (a second signal would make the
-                # broker exit without its clean shutdown).
-                start_new_session=True,
-            )
-        ready = threading.Event()
-
-        def watch_stdout() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:  # drain to the end so the child never blocks
-                if not ready.is_set() and "ready on" in line:
-                    self.ready_line = line.strip()
-                    ready.set()
-
-        threading.Thread(target=watch_stdout, daemon=True).start()
-        deadline = started + timeout_s
-        while not ready.wait(0.05):
-            if self.proc.poll() is not None:
-                raise JobError(
-                    f"the broker exited with status {self.proc.returncode} before it was ready"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise JobError(f"the broker was not ready after {timeout_s:.0f} s; "
-                               f"see {self.log_path}")
-        return time.monotonic() - started
-
-    def stop(self, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM and wait: the broker flushes its logs and writes its clean-shutdown marker."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                console.print(f"[red]the broker did not stop within {timeout_s:.0f} s; killing it")
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 # -- the round trip -------------------------------------------------------------------
@@ -369,40 +266,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def plan_broker(args: argparse.Namespace) -> tuple[LocalBroker, Path | None]:
-    """Where the broker listens and keeps its data; the second value is a temporary
-    data directory to remove afterwards, if one was needed."""
-    listen = args.listen or DEFAULT_LISTEN
-    host, _, port_text = listen.rpartition(":")
-    host, port = host or "127.0.0.1", int(port_text)
-    data_dir: Path = args.data_dir or DEFAULT_DATA_DIR
-    temp_dir: Path | None = None
-    if port and not port_is_free(host, port):
-        if args.listen:
-            raise JobError(f"{listen} is already in use; choose another --listen address")
-        port = free_port(host)
-        if args.data_dir is None:
-            temp_dir = Path(tempfile.mkdtemp(prefix="eoslog-roundtrip-"))
-            data_dir = temp_dir / "data"
-        console.print(
-            f"[yellow]{listen} is already in use[/] (another broker or Kafka? "
-            f"`ss -ltnp 'sport = :{listen.rpartition(':')[2]}'` shows which process).\n"
-            f"Starting the broker on [bold]{host}:{port}[/] instead"
-            + (f", with a temporary data directory {data_dir} (removed afterwards) so as "
-               f"not to share ./{DEFAULT_DATA_DIR} with a broker that may be using it."
-               if temp_dir else ".")
-        )
-    # With a temporary data directory the log goes too, unless the job fails (see run).
-    log_path = temp_dir / "broker.log" if temp_dir else Path.cwd() / "eoslog-broker.log"
-    return LocalBroker(data_dir, host, port, log_path), temp_dir
-
-
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
     job = RoundTrip(args.topic)
     broker: LocalBroker | None = None
-    temp_dir: Path | None = None
     error: str | None = None
     console.rule(f"[bold]eoslog round trip[/] (run {run_id}, librdkafka "
                  f"{librdkafka_version()[0]})")
@@ -411,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
             bootstrap = args.bootstrap
             console.print(f"[bold]broker[/]   using the broker at {bootstrap}")
         else:
-            broker, temp_dir = plan_broker(args)
+            broker = plan_broker(console, args.listen, args.data_dir, "eoslog-roundtrip-")
             took = broker.start(args.timeout)
             assert broker.proc is not None
             bootstrap = broker.bootstrap
@@ -432,9 +300,9 @@ def run(args: argparse.Namespace) -> int:
         console.print("[bold red]error:[/] " + escape(error))
     finally:
         if broker is not None:
-            stop_broker(broker, temp_dir, job, failed=error is not None)
-        if temp_dir is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)
+            problem = broker.finish(console, failed=bool(error or job.produce_errors or job.mismatches))
+            if problem:
+                job.mismatches.append(problem)
     if error is not None:
         return 2
 
@@ -454,29 +322,6 @@ def run(args: argparse.Namespace) -> int:
         title="[bold green]round trip OK", border_style="green",
     ))
     return 0
-
-
-def stop_broker(broker: LocalBroker, temp_dir: Path | None, job: RoundTrip, failed: bool) -> None:
-    """Stop the broker, check it shut down cleanly, and show its log if anything failed."""
-    was_running = broker.proc is not None and broker.proc.poll() is None
-    rc = broker.stop()
-    if was_running:
-        marker = (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
-        if rc == 0 and marker:
-            console.print(f"[bold]broker[/]   stopped cleanly (SIGTERM, exit 0); logs "
-                          f"flushed, clean-shutdown marker in {broker.data_dir}")
-        else:
-            job.mismatches.append(
-                f"broker stop: exit status {rc}, clean-shutdown marker "
-                f"{'present' if marker else 'missing'}"
-            )
-    if failed or job.produce_errors or job.mismatches:
-        if temp_dir is not None and broker.log_path.exists():
-            kept = Path.cwd() / f"eoslog-broker-{broker.port}.log"
-            shutil.copyfile(broker.log_path, kept)
-            broker.log_path = kept
-        console.print(f"[bold]broker log[/] {broker.log_path}, last lines:")
-        console.print(broker.log_tail(), markup=False, highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,10 +5,12 @@
 #   2. eoslog installed into it, editable, with its test extras (skipped when
 #      pyproject.toml has not changed since the last successful install);
 #   3. kcat (used by the interop tests), installed with apt-get when missing and root;
-#   4. Java 17 (needed by the Spark pipeline of later issues): checked, warned about, not fatal.
+#   4. Java 17 or newer (Spark runs on it): checked; when missing and root, installed with
+#      apt-get (openjdk-17-jre-headless); otherwise a warning — the Spark tests then skip —
+#      or, with EOSLOG_REQUIRE_JAVA=1 (scripts/main.sh sets it), an error.
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
-# skips steps 3 and 4.
+# skips steps 3 and 4; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -131,21 +133,48 @@ fi
 
 # -- 4. Java 17 ---------------------------------------------------------------------------
 
-step "Java 17 (for the Spark pipeline of later issues; not needed yet)"
+step "Java 17 or newer (for Spark: the eoslog.spark connector and the payments pipeline)"
+java_cmd() {
+    # The java Spark's launcher uses: $JAVA_HOME/bin/java, else java on PATH.
+    if [[ -n "${JAVA_HOME:-}" ]]; then
+        echo "$JAVA_HOME/bin/java"
+    else
+        command -v java || echo java
+    fi
+}
 java_major() {
     # `java -version` prints e.g. 'openjdk version "17.0.15" 2025-04-15' (or "1.8.0_..." for 8).
-    java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -n1 \
+    "$(java_cmd)" -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -n1 \
         | awk -F. '{ print ($1 == 1) ? $2 : $1 }'
 }
-if command -v java >/dev/null 2>&1; then
-    jv="$(java_major)"
-    if [[ -n "$jv" && "$jv" -ge 17 ]]; then
-        ok "$(java -version 2>&1 | head -n1)"
+java_ok() {
+    local jv
+    jv="$(java_major 2>/dev/null || true)"
+    [[ -n "$jv" && "$jv" -ge 17 ]]
+}
+java_problem=""
+if java_ok; then
+    ok "$(java_cmd) ($("$(java_cmd)" -version 2>&1 | head -n1))"
+elif is_root && command -v apt-get >/dev/null 2>&1 && [[ -z "${JAVA_HOME:-}" ]]; then
+    echo "    Java 17 is missing; installing it: apt-get update && apt-get install -y openjdk-17-jre-headless"
+    if apt_install openjdk-17-jre-headless && java_ok; then
+        ok "installed $(java_cmd) ($("$(java_cmd)" -version 2>&1 | head -n1))"
     else
-        warn "found Java ${jv:-of unknown version} ($(command -v java)); Spark needs Java 17 or newer.
-    Install it with: apt-get install -y openjdk-17-jre-headless"
+        java_problem="apt-get could not install openjdk-17-jre-headless; install Java 17 by hand"
     fi
+elif [[ -x "$(java_cmd)" ]] || command -v "$(java_cmd)" >/dev/null 2>&1; then
+    java_problem="$(java_cmd) is Java $(java_major 2>/dev/null || echo '(unknown version)'); Spark needs 17 or newer.
+    Install it with: sudo apt-get install -y openjdk-17-jre-headless (macOS: brew install openjdk@17),
+    or point JAVA_HOME at a Java 17"
 else
-    warn "java not found. Nothing needs it yet; the Spark pipeline will.
-    Install it with: apt-get install -y openjdk-17-jre-headless"
+    java_problem="no Java found ($(if [[ -n "${JAVA_HOME:-}" ]]; then echo "JAVA_HOME=$JAVA_HOME has no bin/java"; else echo "java is not on PATH"; fi)); Spark needs Java 17 or newer.
+    Install it with: sudo apt-get install -y openjdk-17-jre-headless (macOS: brew install openjdk@17),
+    or point JAVA_HOME at a Java 17"
+fi
+if [[ -n "$java_problem" ]]; then
+    if [[ "${EOSLOG_REQUIRE_JAVA:-0}" == "1" ]]; then
+        die "$java_problem"
+    fi
+    warn "$java_problem
+    Without it the Spark tests are skipped and the main job cannot run."
 fi

@@ -77,7 +77,8 @@ def test_options_with_spark_kafka_names() -> None:
     assert o.subscription.topics == ("a", "b")
     assert (o.max_offsets_per_trigger, o.min_partitions) == (500, 4)
     assert (o.fail_on_data_loss, o.include_headers) == (False, True)
-    assert (o.starting, o.ending, o.isolation_level, o.client_id) == ("latest", "latest", READ_COMMITTED, "me")
+    assert (o.starting, o.ending, o.isolation_level) == ("latest", "latest", READ_COMMITTED)
+    assert o.kafka == {"client.id": "me"}
     o = parse_options({"bootstrap.servers": "h:1", "assign": '{"t": [1, 0]}', "isolation.level": "read_uncommitted"},
                       "batch")
     assert o.subscription.partitions == (TP("t", 0), TP("t", 1))

@@ -74,20 +74,13 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    # Other ``kafka.*`` settings, without the prefix, for the client (client.id, timeouts…).
+    # The other ``kafka.*`` settings, without the prefix: consumer settings under Kafka's
+    # names (client.id, request.timeout.ms, fetch.max.bytes…).
     kafka: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def read_committed(self) -> bool:
         return self.isolation_level == READ_COMMITTED
-
-    @property
-    def client_id(self) -> str:
-        return self.kafka.get("client.id", "eoslog-spark")
-
-    @property
-    def request_timeout_ms(self) -> int:
-        return int(self.kafka.get("request.timeout.ms", "30000"))
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -187,7 +180,8 @@ def parse_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOptions:
     if not bootstrap or not bootstrap.strip():
         raise OptionError("option 'kafka.bootstrap.servers' (or 'bootstrap.servers') must be specified "
                           "for the eoslog source, e.g. 127.0.0.1:9092")
-    kafka = {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+    kafka = {k.removeprefix("kafka."): v for k, v in options.items()
+             if k.startswith("kafka.") and k not in ("kafka.bootstrap.servers", "kafka.isolation.level")}
     for name, why in _UNSUPPORTED_KAFKA.items():
         if name in kafka:
             raise OptionError(f"Kafka option 'kafka.{name}' is not supported: {why}")

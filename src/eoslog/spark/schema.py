@@ -24,7 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from eoslog.spark.log_reader import ConsumedRecord
+from eoslog.client.types import ConsumerRecord
 
 _BASE_FIELDS = [
     StructField("key", BinaryType(), True),
@@ -64,7 +64,7 @@ def arrow_schema(include_headers: bool = False) -> pa.Schema:
     return pa.schema([*_ARROW_BASE, _ARROW_HEADERS] if include_headers else _ARROW_BASE)
 
 
-def to_record_batch(topic: str, partition: int, records: Sequence[ConsumedRecord],
+def to_record_batch(topic: str, partition: int, records: Sequence[ConsumerRecord],
                     include_headers: bool = False) -> pa.RecordBatch:
     """One Arrow batch with a row per record, columns in the schema's order."""
     n = len(records)

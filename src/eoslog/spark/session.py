@@ -48,11 +48,21 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-# Noise a local run always prints and nobody can act on.
+# Noise a local run always prints and nobody can act on: the native Hadoop library, the
+# spark.local.dir note (local mode honours it), "AQE is not supported in streaming", the
+# job-group cancel race when a query stops, and "falling behind the trigger interval",
+# which a laptop shared by a broker, Spark and its Python workers always is (the query
+# progress reports batch durations).
 logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
 logger.nativecode.level = error
-logger.resolvewrite.name = org.apache.spark.sql.execution.streaming.ResolveWriteToStream
+logger.sparkconf.name = org.apache.spark.SparkConf
+logger.sparkconf.level = error
+logger.resolvewrite.name = org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream
 logger.resolvewrite.level = error
+logger.dagscheduler.name = org.apache.spark.scheduler.DAGScheduler
+logger.dagscheduler.level = error
+logger.trigger.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
+logger.trigger.level = error
 """
 
 

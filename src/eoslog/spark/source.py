@@ -77,8 +77,7 @@ class OffsetRangePartition(InputPartition):
 
 
 def _open(options: SourceOptions) -> LogReader:
-    return LogReader(options.bootstrap_servers, isolation_level=options.isolation_level,
-                     client_id=options.client_id, request_timeout_ms=options.request_timeout_ms)
+    return LogReader(options.bootstrap_servers, read_committed=options.read_committed, settings=options.kafka)
 
 
 def _report_data_loss(options: SourceOptions, message: str) -> None:
