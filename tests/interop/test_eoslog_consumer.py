@@ -55,6 +55,15 @@ def read(c: Consumer, count: int, *, linger_s: float = 0.3) -> list[ConsumerReco
     return got
 
 
+def fill(broker: BrokerProcess, topic: str, count: int, partitions: int = 1, value: bytes | None = None) -> None:
+    """A topic of ``partitions`` partitions holding ``count`` records (value ``b"<i>"``
+    unless given), dealt round-robin over the partitions."""
+    ensure_topic(broker.bootstrap, topic, partitions)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        for i in range(count):
+            p.send(topic, b"%d" % i if value is None else value, partition=i % partitions)
+
+
 @pytest.fixture
 def make_consumer(shared_broker: BrokerProcess) -> Iterator[Any]:
     made: list[Consumer] = []
@@ -103,10 +112,7 @@ def test_records_read_back_exactly(shared_broker: BrokerProcess, make_consumer: 
 
 def test_max_poll_records_bounds_each_poll(shared_broker: BrokerProcess, make_consumer: Any) -> None:
     topic = "max-poll"
-    ensure_topic(shared_broker.bootstrap, topic, 1)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(100):
-            p.send(topic, b"%d" % i)
+    fill(shared_broker, topic, 100)
     c = make_consumer(max_poll_records=7)
     c.assign([TopicPartition(topic, 0)])
     sizes = []
@@ -122,10 +128,7 @@ def test_max_poll_records_bounds_each_poll(shared_broker: BrokerProcess, make_co
 
 def test_asyncio_consumer(shared_broker: BrokerProcess) -> None:
     topic = "aio-consume"
-    ensure_topic(shared_broker.bootstrap, topic, 1)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(50):
-            p.send(topic, b"%d" % i, key=b"k")
+    fill(shared_broker, topic, 50)
 
     async def main() -> tuple[list[bytes], int, dict[TopicPartition, int]]:
         async with AIOConsumer(bootstrap_servers=shared_broker.bootstrap, auto_offset_reset="earliest") as c:
@@ -175,11 +178,8 @@ def test_seek_positions_and_offset_lookups(shared_broker: BrokerProcess, make_co
 def test_out_of_range_position_is_reset(shared_broker: BrokerProcess, make_consumer: Any, reset: str,
                                         expected: int) -> None:
     topic = f"out-of-range-{reset}"
-    ensure_topic(shared_broker.bootstrap, topic, 1)
+    fill(shared_broker, topic, 10)
     tp = TopicPartition(topic, 0)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(10):
-            p.send(topic, b"%d" % i)
     c = make_consumer(auto_offset_reset=reset)
     c.assign([tp])
     c.seek(tp, 1000)
@@ -333,11 +333,8 @@ def test_an_open_transaction_holds_the_position_at_its_first_offset(shared_broke
 
 def test_commit_and_committed(shared_broker: BrokerProcess, make_consumer: Any) -> None:
     topic = "commits"
-    ensure_topic(shared_broker.bootstrap, topic, 2)
+    fill(shared_broker, topic, 20, partitions=2)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(20):
-            p.send(topic, b"%d" % i, partition=i % 2)
     c = make_consumer(group_id="committer", enable_auto_commit=False)
     assert c.committed([tp0, tp1]) == {tp0: None, tp1: None}
     c.assign([tp0, tp1])
@@ -359,11 +356,8 @@ def test_commit_and_committed(shared_broker: BrokerProcess, make_consumer: Any) 
 
 def test_auto_commit_on_close(shared_broker: BrokerProcess, make_consumer: Any) -> None:
     topic = "auto-commit"
-    ensure_topic(shared_broker.bootstrap, topic, 1)
+    fill(shared_broker, topic, 15)
     tp = TopicPartition(topic, 0)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(15):
-            p.send(topic, b"%d" % i)
     with consumer(shared_broker, group_id="auto", max_poll_records=5) as c:
         c.assign([tp])
         assert len(read(c, 15)) == 15
@@ -401,12 +395,9 @@ def test_consume_transform_produce(shared_broker: BrokerProcess, make_consumer: 
     (the consumer's group_metadata); a round aborted half way is redone from the committed
     offsets. The output holds every input record transformed exactly once, in order."""
     source, sink, group = "ctp-in", "ctp-out", "ctp-group"
-    ensure_topic(shared_broker.bootstrap, source, 1)
+    fill(shared_broker, source, 60)
     ensure_topic(shared_broker.bootstrap, sink, 1)
     tp = TopicPartition(source, 0)
-    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
-        for i in range(60):
-            p.send(source, b"%d" % i)
     c = make_consumer(group_id=group, enable_auto_commit=False, isolation_level="read_committed",
                       max_poll_records=8)
     c.assign([tp])
@@ -437,3 +428,43 @@ def test_consume_transform_produce(shared_broker: BrokerProcess, make_consumer: 
     out = make_consumer(isolation_level="read_committed")
     out.assign([TopicPartition(sink, 0)])
     assert [r.value for r in read(out, 60)] == [b"out-%d" % i for i in range(60)]
+
+
+# -- flow control, metrics -------------------------------------------------------------------------
+
+
+def test_pause_and_resume(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "pause"
+    fill(shared_broker, topic, 40, partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = make_consumer(max_poll_records=3)
+    c.assign([tp0, tp1])
+    first = c.poll(WAIT_S)  # data of both partitions may be buffered now
+    c.pause([tp0])
+    assert c.paused() == {tp0}
+    got = first + read(c, 20 - sum(r.partition == 1 for r in first))
+    while_paused = got[len(first):]
+    assert while_paused and {r.partition for r in while_paused} == {1}
+    assert c.position(tp0) == sum(r.partition == 0 for r in first)
+    c.resume([tp0])
+    assert c.paused() == set()
+    got += read(c, 40 - len(got))
+    for partition in (0, 1):
+        assert [r.offset for r in got if r.partition == partition] == list(range(20))
+
+
+def test_metrics(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    topic = "metrics"
+    fill(shared_broker, topic, 50, value=b"x" * 100)
+    tp = TopicPartition(topic, 0)
+    c = make_consumer(group_id="metrics-group", enable_auto_commit=False, max_poll_records=10)
+    c.assign([tp])
+    assert len(c.poll(WAIT_S)) == 10
+    m = c.metrics()
+    assert m["records-consumed-total"] == 10
+    assert m["records-lag-max"] == 40  # the high watermark the fetch reported, less the position
+    assert m["fetch-total"] >= 1 and m["bytes-consumed-total"] > 5000 and m["assigned-partitions"] == 1
+    c.commit()
+    assert c.metrics()["commit-total"] == 1
+    read(c, 40)
+    assert c.metrics()["records-consumed-total"] == 50 and c.metrics()["records-lag-max"] == 0

@@ -19,6 +19,7 @@ timing.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ import pytest
 from clients import ensure_topic
 from confluent_kafka import Consumer as RdConsumer
 
-from eoslog.client.consumer import Consumer
+from eoslog.client.consumer import AIOConsumer, Consumer
 from eoslog.client.producer import Producer
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
 from harness import BrokerProcess
@@ -437,3 +438,99 @@ def test_cooperative_sticky_with_a_librdkafka_member(group_broker: BrokerProcess
         for m in members:
             m.stop()
     assert watch.overlaps == []
+
+
+def test_callbacks_may_call_the_consumer(group_broker: BrokerProcess) -> None:
+    """Callbacks run in the thread that called poll()/close(), so they can commit (Java's
+    pattern: commit what was processed in onPartitionsRevoked)."""
+    topic, group = "callback-commit", "callback-group"
+    ensure_topic(group_broker.bootstrap, topic, 2)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    produce_to = Producer({"bootstrap.servers": group_broker.bootstrap})
+    for i in range(30):
+        produce_to.send(topic, b"%d" % i, partition=i % 2)
+    produce_to.close()
+    threads: list[str] = []
+
+    def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        threads.append(threading.current_thread().name)
+        consumer.commit({tp: consumer.position(tp) for tp in partitions})
+
+    c = Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS})
+    c.subscribe([topic], on_revoke=on_revoke)
+    got = 0
+    deadline = time.monotonic() + WAIT_S
+    while got < 30 and time.monotonic() < deadline:
+        got += len(c.poll(0.5))
+    c.close()
+    assert threads == [threading.current_thread().name]
+    with Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group}) as check:
+        assert {tp: om.offset for tp, om in check.committed(tps).items() if om} == {tp: 15 for tp in tps}
+
+
+def test_asyncio_consumer_in_a_group(group_broker: BrokerProcess) -> None:
+    topic, group = "aio-group", "aio-group"
+    ensure_topic(group_broker.bootstrap, topic, 3)
+    with Producer({"bootstrap.servers": group_broker.bootstrap}) as p:
+        for i in range(30):
+            p.send(topic, b"%d" % i, partition=i % 3)
+
+    async def main() -> tuple[list[list[TopicPartition]], int]:
+        assigned: list[list[TopicPartition]] = []
+
+        async def on_assign(consumer: AIOConsumer, partitions: list[TopicPartition]) -> None:
+            await asyncio.sleep(0)
+            assigned.append(partitions)
+
+        async with AIOConsumer(bootstrap_servers=group_broker.bootstrap, group_id=group,
+                               auto_offset_reset="earliest", session_timeout_ms=SESSION_MS) as c:
+            c.subscribe([topic], on_assign=on_assign)
+            count = 0
+            deadline = time.monotonic() + WAIT_S
+            while count < 30 and time.monotonic() < deadline:
+                count += len(await c.poll(0.5))
+            return assigned, count
+
+    assigned, count = asyncio.run(main())
+    assert assigned == [[TopicPartition(topic, p) for p in range(3)]] and count == 30
+
+
+def test_more_partitions_trigger_a_rebalance(group_broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic, group = "growing", "growing-group"
+    ensure_topic(group_broker.bootstrap, topic, 2)
+    m = eoslog_member(group_broker, group, [topic], "grower", metadata_max_age_ms=500)
+    try:
+        wait_until(lambda: len(m.assignment) == 2, "two partitions")
+        admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
+        admin.create_partitions([NewPartitions(topic, 5)])[topic].result(WAIT_S)
+        wait_until(lambda: m.assignment == {TopicPartition(topic, p) for p in range(5)}, "five partitions")
+    finally:
+        m.stop()
+
+
+def test_a_member_reads_on_through_a_broker_kill(tmp_path: Any) -> None:
+    broker = BrokerProcess(tmp_path / "data", overrides={"group.initial.rebalance.delay.ms": "0"}).start()
+    topic, group = "through-kill", "kill-group"
+    try:
+        ensure_topic(broker.bootstrap, topic, 2)
+        with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+            for i in range(100):
+                p.send(topic, b"%d" % i, partition=i % 2)
+        m = eoslog_member(broker, group, [topic], "survivor", reconnect_backoff_max_ms=200)
+        try:
+            wait_until(lambda: len(set(m.consumed)) == 100, "the first 100 records")
+            broker.restart(kill=True)
+            with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+                for i in range(100, 200):
+                    p.send(topic, b"%d" % i, partition=i % 2)
+            wait_until(lambda: len(set(m.consumed)) == 200, "200 records after the restart")
+        finally:
+            m.stop()
+        for partition in (0, 1):
+            offsets = sorted({o for p, o in m.consumed if p == partition})
+            assert offsets == list(range(100))
+    finally:
+        broker.stop()

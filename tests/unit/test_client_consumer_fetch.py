@@ -1,17 +1,22 @@
 """CompletedFetch on encoded record batches: positions inside batches, max records, every
 codec, CRC checks, and read_committed's aborted-transaction filter exactly as Kafka's
 CompletedFetch applies it (a heap of aborted transactions by first offset, a set of aborted
-producer ids that an ABORT marker clears, control batches never returned)."""
+producer ids that an ABORT marker clears, control batches never returned); and the record
+decoder it runs on (``records.decode_record_fields``) against what was encoded."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eoslog.client.consumer.completed_fetch import CompletedFetch
 from eoslog.client.errors import CorruptMessageError
 from eoslog.client.types import TopicPartition
 from eoslog.records import CompressionType, ControlRecordType, build_batch, build_control_batch
-from eoslog.records.batch import assign_offsets, read_batch_header
+from eoslog.records.batch import InvalidRecordError, assign_offsets, decode_record_fields, read_batch_header
 
 TP = TopicPartition("t", 0)
 TS = 1_700_000_000_000
@@ -173,3 +178,35 @@ def test_non_transactional_batches_of_an_aborted_producer_id_are_kept() -> None:
     log.marker(9, commit=False)
     fetch = CompletedFetch(TP, 0, bytes(log.data), aborted_transactions=[(9, first)], read_committed=True)
     assert drain(fetch) == [b"idempotent"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(st.tuples(
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.one_of(st.none(), st.binary(max_size=9000)),
+        st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=70))), max_size=3),
+        st.integers(min_value=-(2**40), max_value=2**40),
+    ), min_size=1, max_size=300),
+    base_offset=st.integers(min_value=0, max_value=2**62),
+    codec=st.sampled_from(list(CompressionType)),
+)
+def test_decoded_fields_are_what_was_encoded(records: list[Any], base_offset: int, codec: CompressionType) -> None:
+    """The inline varint paths of decode_record_fields (one, two, more bytes; negative
+    deltas; null keys and values; headers) against what build_batch wrote."""
+    timestamps = [TS + delta for *_, delta in records]
+    batch = build_batch([(k, v, tuple(hs)) for k, v, hs, _ in records], timestamp=timestamps[0],
+                        timestamps=timestamps, base_offset=base_offset, compression=codec)
+    header, fields = decode_record_fields(batch)
+    assert header.records_count == len(records)
+    assert fields == [(base_offset + i, timestamps[i], k, v, tuple(hs)) for i, (k, v, hs, _) in enumerate(records)]
+
+
+def test_a_truncated_record_is_corrupt() -> None:
+    batch = bytearray(build_batch([(b"k", b"v" * 300, ())], timestamp=TS))
+    body_end = len(batch)
+    for cut in (body_end - 1, body_end - 200, 62):
+        damaged = bytearray(batch[:cut])
+        damaged[8:12] = (cut - 12).to_bytes(4, "big")  # the batch claims what is left
+        with pytest.raises(InvalidRecordError):
+            decode_record_fields(bytes(damaged))

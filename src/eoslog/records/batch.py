@@ -357,8 +357,13 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos : pos + length]), pos + length
 
 
-def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
-    """Decode the records of one complete batch (decompressing it when needed)."""
+RecordFields = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+
+
+def decode_record_fields(batch: bytes | bytearray | memoryview) -> tuple[BatchHeader, list[RecordFields]]:
+    """The header and the records of one complete batch (decompressed when needed) as
+    (offset, timestamp, key, value, headers) tuples. The consumer's hot path: varints of one
+    or two bytes, which most fields are, are decoded inline rather than by a call."""
     h = read_batch_header(batch)
     if len(batch) < h.size:
         raise InvalidRecordError(
@@ -373,30 +378,88 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
         raise InvalidRecordError(
             "CORRUPT_MESSAGE", f"cannot decompress {CompressionType(codec).name} batch: {e}"
         ) from e
-    records: list[Record] = []
+    records: list[RecordFields] = []
+    append = records.append
+    base_offset, base_timestamp = h.base_offset, h.base_timestamp
+    size = len(body)
+    read = _read_varint
     pos = 0
-    for _ in range(h.records_count):
-        length, pos = _read_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > len(body):
-            raise InvalidRecordError("CORRUPT_MESSAGE", f"record length {length} out of bounds")
-        pos += 1  # record attributes, unused
-        ts_delta, pos = _read_varint(body, pos)
-        off_delta, pos = _read_varint(body, pos)
-        key, pos = _read_bytes(body, pos)
-        value, pos = _read_bytes(body, pos)
-        n_headers, pos = _read_varint(body, pos)
-        headers = []
-        for _ in range(n_headers):
-            hk, pos = _read_bytes(body, pos)
-            hv, pos = _read_bytes(body, pos)
-            headers.append(((hk or b"").decode("utf-8", "replace"), hv))
-        if pos != end:
-            raise InvalidRecordError("CORRUPT_MESSAGE", "record length does not match its fields")
-        records.append(
-            Record(h.base_offset + off_delta, h.base_timestamp + ts_delta, key, value, tuple(headers))
-        )
-    return records
+    try:
+        for _ in range(h.records_count):
+            b = body[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                b = (b & 0x7F) | (body[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                length, pos = read(body, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise InvalidRecordError("CORRUPT_MESSAGE", f"record length {length} out of bounds")
+            pos += 1  # record attributes, unused
+            b = body[pos]
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                b = (b & 0x7F) | (body[pos + 1] << 7)
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                ts_delta, pos = read(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                b = (b & 0x7F) | (body[pos + 1] << 7)
+                off_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                off_delta, pos = read(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                b = (b & 0x7F) | (body[pos + 1] << 7)
+                n, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                n, pos = read(body, pos)
+            if n < 0:
+                key = None
+            else:
+                key, pos = body[pos : pos + n], pos + n
+            b = body[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                b = (b & 0x7F) | (body[pos + 1] << 7)
+                n, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                n, pos = read(body, pos)
+            if n < 0:
+                value = None
+            else:
+                value, pos = body[pos : pos + n], pos + n
+            if body[pos] == 0:  # no headers
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+                pos += 1
+            else:
+                n, pos = read(body, pos)
+                found = []
+                for _ in range(n):
+                    hk, pos = _read_bytes(body, pos)
+                    hv, pos = _read_bytes(body, pos)
+                    found.append(((hk or b"").decode("utf-8", "replace"), hv))
+                headers = tuple(found)
+            if pos != end:
+                raise InvalidRecordError("CORRUPT_MESSAGE", "record length does not match its fields")
+            append((base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
+    except IndexError:
+        raise InvalidRecordError("CORRUPT_MESSAGE", "record runs past the batch") from None
+    return h, records
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode the records of one complete batch (decompressing it when needed)."""
+    return [Record(*fields) for fields in decode_record_fields(batch)[1]]
 
 
 def _encode_record(

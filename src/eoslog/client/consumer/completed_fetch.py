@@ -37,7 +37,7 @@ from eoslog.records.batch import (
     InvalidRecordError,
     TimestampType,
     compute_crc,
-    decode_records,
+    decode_record_fields,
     read_batch_header,
 )
 
@@ -47,11 +47,12 @@ _CONTROL_KEY = struct.Struct(">hh")
 
 
 def _control_type(batch: Buffer) -> ControlRecordType | None:
-    records = decode_records(batch)
-    if not records or records[0].key is None or len(records[0].key) < _CONTROL_KEY.size:
+    _, records = decode_record_fields(batch)
+    key = records[0][2] if records else None
+    if key is None or len(key) < _CONTROL_KEY.size:
         return None
     try:
-        return ControlRecordType(_CONTROL_KEY.unpack_from(records[0].key)[1])
+        return ControlRecordType(_CONTROL_KEY.unpack_from(key)[1])
     except ValueError:
         return None  # an unknown control type (KIP-890's markers come later): not an abort
 
@@ -184,22 +185,21 @@ class CompletedFetch:
 
     def _decode(self, h: BatchHeader, batch: memoryview) -> list[ConsumerRecord]:
         try:
-            records = decode_records(batch)
+            _, fields = decode_record_fields(batch)
         except InvalidRecordError as e:
             self.drain()
             raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset}: {e}") from e
         topic, partition = self.tp
-        log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
         ts_type = int(h.timestamp_type)
         epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
-        kd, vd = self._key_deserializer, self._value_deserializer
         start = self.next_fetch_offset
-        return [
-            ConsumerRecord(
-                topic, partition, r.offset, h.max_timestamp if log_append else r.timestamp, ts_type,
-                r.key if kd is None else kd(r.key), r.value if vd is None else vd(r.value),
-                r.headers, epoch,
-            )
-            for r in records
-            if r.offset >= start
-        ]
+        kd, vd = self._key_deserializer, self._value_deserializer
+        if kd is not None or vd is not None:
+            fields = [(o, ts, k if kd is None else kd(k), v if vd is None else vd(v), hs) for o, ts, k, v, hs in fields]
+        new = tuple.__new__  # ConsumerRecord without its Python-level __new__: this runs per record
+        if ts_type == TimestampType.LOG_APPEND_TIME:
+            batch_ts = h.max_timestamp
+            return [new(ConsumerRecord, (topic, partition, o, batch_ts, ts_type, k, v, hs, epoch))
+                    for o, _, k, v, hs in fields if o >= start]
+        return [new(ConsumerRecord, (topic, partition, o, ts, ts_type, k, v, hs, epoch))
+                for o, ts, k, v, hs in fields if o >= start]

@@ -123,6 +123,7 @@ class AIOConsumer:
         self._positions_task: asyncio.Task[None] | None = None
         self._positions_retry_at = 0.0
         self._closed = False
+        self._closing = False
         self._api_timeout_s = self.config.default_api_timeout_ms / 1000
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -151,15 +152,16 @@ class AIOConsumer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), revoke, leave the group (dynamic members), disconnect."""
-        if self._closed or self._client is None:
+        if self._closing or self._client is None:
             self._closed = True
             return
-        self._closed = True
+        self._closing = True  # callbacks run by the close may still use the consumer
         timeout_s = self._api_timeout_s if timeout is None else timeout
         try:
             if self._coordinator is not None:
                 await self._coordinator.close(timeout_s)
         finally:
+            self._closed = True
             if self._positions_task is not None:
                 self._positions_task.cancel()
             assert self._fetcher is not None

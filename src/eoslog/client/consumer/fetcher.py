@@ -1,6 +1,6 @@
 """Fetch and ListOffsets for the consumer (Kafka's Fetcher and OffsetFetcher).
 
-What it owns: one Fetch in flight per broker at a time, for the assigned, non-paused
+What it owns: its own connection to each broker and one Fetch in flight on it at a time, for the assigned, non-paused
 partitions with a position and no data still buffered — so while poll()'s caller works
 on one batch of records the next is already on its way (Java's pipelining); the buffered
 ``CompletedFetch``es, handed out by ``collect`` up to ``max.poll.records``; the reaction
@@ -28,12 +28,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from eoslog.client.aio_client import AioClient
+from eoslog.client.aio_connection import AioConnection, open_connection
 from eoslog.client.consumer.completed_fetch import CompletedFetch
 from eoslog.client.consumer.config import ConsumerConfig
 from eoslog.client.consumer.errors import OffsetOutOfRangeNoResetError
 from eoslog.client.consumer.metrics import ConsumerMetrics
 from eoslog.client.consumer.subscription_state import EARLIEST, NO_RESET, SubscriptionState
-from eoslog.client.errors import KafkaError, KafkaTimeoutError, error_for
+from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from eoslog.client.types import ConsumerRecord, TopicPartition
 from eoslog.client.versions import ApiKey, ApiVersionTable
 from eoslog.protocol.errors import ErrorCode
@@ -61,7 +62,8 @@ class Fetcher:
         self.wakeup = wakeup
         self.isolation_level = config.isolation_level_code
         self._completed: deque[CompletedFetch] = deque()
-        self._in_flight: dict[int, asyncio.Future[Any]] = {}
+        self._in_flight: dict[int, tuple[asyncio.Future[Any], dict[TopicPartition, int]]] = {}
+        self._conns = FetchConnections(client, config, wakeup)
         self._errors: deque[KafkaError] = deque()
         self.blocked = False
         self._max_wait = datetime.timedelta(milliseconds=config.fetch_max_wait_ms)
@@ -91,27 +93,45 @@ class Fetcher:
                 self.blocked = True
                 continue
             if leader in self._in_flight:
-                continue
+                if not self._stale(leader):
+                    continue
+                # Its long poll would hold the connection for up to fetch.max.wait.ms:
+                # drop it with its connection and fetch what is wanted now.
+                log.debug("dropping a stale fetch to node %d", leader)
+                del self._in_flight[leader]
+                self._conns.abort(leader)
             position = self.subscriptions.assignment[tp].position
             assert position is not None
             by_node[leader].append((tp, position))
         sent = 0
         for node_id, partitions in by_node.items():
-            conn = self.client.ready(node_id)
+            conn = self._conns.ready(node_id)
             if conn is None:
                 self.blocked = True
-                continue  # connecting (the client's listener wakes poll) or backing off
+                continue  # connecting (which wakes poll) or backing off
             try:
                 future = conn.request(self._fetch_request(conn.versions, partitions),
                                       timeout_s=self.client.request_timeout_s + self.config.fetch_max_wait_ms / 1000)
             except KafkaError as e:
                 log.debug("fetch to node %d not sent: %s", node_id, e)
                 continue
-            self._in_flight[node_id] = future
-            future.add_done_callback(functools.partial(self._on_response, node_id, dict(partitions), time.monotonic()))
+            offsets = dict(partitions)
+            self._in_flight[node_id] = (future, offsets)
+            future.add_done_callback(functools.partial(self._on_response, node_id, offsets, time.monotonic()))
             self.metrics.fetch_total += 1
             sent += 1
         return sent
+
+    def _stale(self, node_id: int) -> bool:
+        """Whether the Fetch in flight to ``node_id`` asks only for partitions no longer
+        fetched from those offsets (reassigned, sought, paused)."""
+        _, offsets = self._in_flight[node_id]
+        assignment = self.subscriptions.assignment
+        for tp, offset in offsets.items():
+            state = assignment.get(tp)
+            if state is not None and state.position == offset and state.reset is None and not state.paused:
+                return False
+        return True
 
     def _fetch_request(self, versions: ApiVersionTable, partitions: list[tuple[TopicPartition, int]]) -> Any:
         version = versions.pick(ApiKey.FETCH, FETCH_MAX_VERSION, FETCH_MIN_VERSION)
@@ -132,7 +152,7 @@ class Fetcher:
 
     def _on_response(self, node_id: int, offsets: dict[TopicPartition, int], sent_at: float,
                      future: asyncio.Future[Any]) -> None:
-        if self._in_flight.get(node_id) is future:
+        if self._in_flight.get(node_id, (None,))[0] is future:
             del self._in_flight[node_id]
         self.wakeup()
         if future.cancelled():
@@ -334,7 +354,69 @@ class Fetcher:
                 subs.seek(tp, offset)
 
     async def close(self) -> None:
-        for future in self._in_flight.values():
+        for future, _ in self._in_flight.values():
             future.cancel()
         self._in_flight.clear()
         self._completed.clear()
+        self._conns.close()
+
+
+class FetchConnections:
+    """One connection per broker for Fetch alone, apart from the client's. A long-poll
+    Fetch holds its connection (a broker answers one request per connection at a time), so
+    ListOffsets and metadata never wait behind it here, and a Fetch made stale by a seek or
+    an assignment is dropped by closing its connection instead of being waited out."""
+
+    def __init__(self, client: AioClient, config: ConsumerConfig, wakeup: Callable[[], None]) -> None:
+        self.client = client
+        self.config = config
+        self.wakeup = wakeup
+        self._conns: dict[int, AioConnection] = {}
+        self._opening: dict[int, asyncio.Task[None]] = {}
+        self._failures: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+
+    def ready(self, node_id: int) -> AioConnection | None:
+        """The node's fetch connection, or None after starting to open it."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        if node_id not in self._opening and time.monotonic() >= self._retry_at.get(node_id, 0.0):
+            task = asyncio.get_running_loop().create_task(self._open(node_id))
+            self._opening[node_id] = task
+        return None
+
+    async def _open(self, node_id: int) -> None:
+        try:
+            address = self.client.cluster.broker(node_id)
+            if address is None:
+                raise KafkaConnectionError(f"no address known for broker {node_id}")
+            conn = await open_connection(
+                address.host, address.port, node_id=node_id, client_id=self.config.client_id,
+                request_timeout_s=self.client.request_timeout_s,
+                connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
+            )
+        except KafkaError as e:
+            failures = self._failures[node_id] = self._failures.get(node_id, 0) + 1
+            backoff = min(self.client.reconnect_backoff_s * 2 ** (failures - 1), self.client.reconnect_backoff_max_s)
+            self._retry_at[node_id] = time.monotonic() + backoff
+            log.info("fetch connection to broker %d: %s (retrying in %.0f ms)", node_id, e, backoff * 1000)
+            self.client.request_update()  # it may have moved
+            return
+        finally:
+            self._opening.pop(node_id, None)
+            self.wakeup()
+        self._failures.pop(node_id, None)
+        self._conns[node_id] = conn
+
+    def abort(self, node_id: int) -> None:
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for task in self._opening.values():
+            task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
