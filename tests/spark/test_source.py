@@ -7,6 +7,7 @@ a record, and an open transaction holds every batch back at the last stable offs
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -200,6 +201,27 @@ def test_starting_and_ending_offsets_json(spark: Any, spark_broker: BrokerProces
     q.awaitTermination()
     got = sorted(r for rows in batches.values() for r in rows)
     assert [(r[0], r[1]) for r in got] == [(0, 7), (0, 8), (0, 9)]
+
+
+def test_subscribe_pattern_and_assign(spark: Any, spark_broker: BrokerProcess, create_topic: Any,
+                                      topic_name: str) -> None:
+    a, b = create_topic(f"{topic_name}-a", 2), create_topic(f"{topic_name}-b", 1)
+    other = create_topic(f"x{topic_name}-c", 1)  # the pattern must match whole names
+    p = Producer({"bootstrap.servers": spark_broker.bootstrap})
+    for t, n in ((a, 2), (b, 1), (other, 1)):
+        for i in range(4):
+            p.produce(t, value=f"{t}:{i}".encode(), partition=i % n)
+    p.flush(30)
+
+    def read(**options: str) -> list[tuple[str, int, int]]:
+        reader = spark.read.format("eoslog").option("bootstrap.servers", spark_broker.bootstrap)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted((r.topic, r.partition, r.offset) for r in reader.load().collect())
+
+    by_pattern = read(subscribePattern=re.escape(topic_name) + "-[ab]")
+    assert by_pattern == sorted([(a, i % 2, i // 2) for i in range(4)] + [(b, 0, i) for i in range(4)])
+    assert read(assign=json.dumps({a: [1], b: [0]})) == [(a, 1, 0), (a, 1, 1)] + [(b, 0, i) for i in range(4)]
 
 
 def test_option_errors_are_clear(spark: Any, spark_broker: BrokerProcess) -> None:
