@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 LIMIT_COLOR = "#9e9e9e"
 EOSLOG_COLOR = "#1f77b4"
@@ -192,6 +193,7 @@ def plot_clients(results: dict[str, Any], path: Path) -> None:
             for yi, v in zip(y, values, strict=True):
                 ax.text(v, yi, f" {v:,.0f}" if v else " (not run / failed)", va="center", fontsize=7)
             ax.set_xlim(0, max([*values, 1.0]) * 1.25)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.set_xlabel("records/s (best round)")
             ratios = [r for r in results["ratios"] if r["role"] == role and r["size"] == size
                       and r["settings"] == "equal"]
