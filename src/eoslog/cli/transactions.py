@@ -41,7 +41,6 @@ from dataclasses import asdict, dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
-from kio.serial import readers
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -55,6 +54,7 @@ from eoslog.cli.main import (
     user_errors,
 )
 from eoslog.cli.topics import fetch_metadata
+from eoslog.client.admin.transactions import DescribedTransactionState, decode_describe_transactions_v0
 from eoslog.client.connection import ApiKey, BrokerConnection, KafkaProtocolError, build, request_types
 from eoslog.protocol.errors import ErrorCode
 
@@ -308,89 +308,15 @@ def find_transaction_coordinator(cluster: Cluster, transactional_id: str) -> int
     return node_id
 
 
-class _FrameReader:
-    """Reads the compact (flexible-version) encoding field by field with kio's primitives."""
-
-    def __init__(self, frame: bytes) -> None:
-        self.buf = memoryview(frame)
-        self.pos = 0
-
-    def _read(self, reader: Callable[[memoryview, int], tuple[Any, int]]) -> Any:
-        value, size = reader(self.buf, self.pos)  # kio's readers return (value, bytes read)
-        self.pos += size
-        return value
-
-    def int16(self) -> int:
-        return int(self._read(readers.read_int16))
-
-    def int32(self) -> int:
-        return int(self._read(readers.read_int32))
-
-    def int64(self) -> int:
-        return int(self._read(readers.read_int64))
-
-    def string(self) -> str:
-        return str(self._read(readers.read_compact_string))
-
-    def array_length(self) -> int:
-        length = self._read(readers.read_compact_array_length)
-        return 0 if length is None else int(length)
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(int(self._read(readers.read_unsigned_varint))):
-            self._read(readers.read_unsigned_varint)  # tag
-            self.pos += int(self._read(readers.read_unsigned_varint))
-
-
-@dataclass(frozen=True, slots=True)
-class _TransactionState:
-    """One entry of a DescribeTransactions v0 response."""
-
-    error_code: int
-    transactional_id: str
-    state: str
-    timeout_ms: int
-    start_time_ms: int
-    producer_id: int
-    producer_epoch: int
-    partitions: tuple[tuple[str, int], ...]
-
-
-def _decode_describe_transactions_v0(frame: bytes) -> list[_TransactionState]:
-    """The response body after its v1 header (correlation id, tagged fields).
-
-    Decoded here rather than by kio: kio 0.6.5 refuses a negative ``datetime_i64``
-    (OutOfBoundValue), and Kafka brokers send -1 as the start time of every transactional
-    id with no transaction in progress (Empty, and whatever a new epoch left behind).
-    """
-    r = _FrameReader(frame)
-    r.int32()  # correlation id, checked by the connection
-    r.skip_tagged_fields()
-    r.int32()  # throttle time
-    states = []
-    for _ in range(r.array_length()):
-        error_code, txn_id, state = r.int16(), r.string(), r.string()
-        timeout_ms, start_ms, producer_id, producer_epoch = r.int32(), r.int64(), r.int64(), r.int16()
-        partitions = []
-        for _ in range(r.array_length()):
-            topic = r.string()
-            partitions += [(topic, r.int32()) for _ in range(r.array_length())]
-            r.skip_tagged_fields()
-        r.skip_tagged_fields()
-        states.append(_TransactionState(error_code, txn_id, state, timeout_ms, start_ms, producer_id,
-                                        producer_epoch, tuple(sorted(partitions))))
-    r.skip_tagged_fields()
-    return states
-
-
-def _send_describe_transactions(conn: BrokerConnection, request: Any) -> list[_TransactionState]:
+def _send_describe_transactions(conn: BrokerConnection, request: Any) -> list[DescribedTransactionState]:
     if not conn.connected:
         conn.connect()
-    frame = conn._exchange(request)  # the raw frame: see _decode_describe_transactions_v0
+    # The raw frame: kio cannot decode the -1 start times (decode_describe_transactions_v0).
+    frame = conn._exchange(request)
     if frame is None:
         raise CommandError(f"broker {conn.host}:{conn.port} sent no DescribeTransactions response")
     try:
-        return _decode_describe_transactions_v0(frame)
+        return decode_describe_transactions_v0(frame)
     except Exception as e:  # kio's readers raise several types on a malformed frame
         conn.close()
         raise CommandError(f"cannot decode the DescribeTransactions response of broker {conn.host}:{conn.port}: "
