@@ -58,7 +58,7 @@ def pass_through(spark: Any, bootstrap: str, source: str, sink: str, checkpoint:
 
 def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """Partitions whose last stable offset is below the high watermark: {p: (LSO, HW)}."""
-    with LogReader(bootstrap, isolation_level=1) as committed, LogReader(bootstrap, isolation_level=0) as raw:
+    with LogReader(bootstrap, read_committed=True) as committed, LogReader(bootstrap, read_committed=False) as raw:
         n = committed.topics([topic])[topic]
         tps = [EoslogTopicPartition(topic, p) for p in range(n)]
         stable, high = committed.end_offsets(tps), raw.end_offsets(tps)
@@ -68,7 +68,7 @@ def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
 def raw_output(bootstrap: str, topic: str) -> list[bytes]:
     """Every value in ``topic``'s log, aborted and open transactions included (read_uncommitted)."""
     out: list[bytes] = []
-    with LogReader(bootstrap, isolation_level=0) as reader:
+    with LogReader(bootstrap, read_committed=False) as reader:
         n = reader.topics([topic])[topic]
         tps = [EoslogTopicPartition(topic, p) for p in range(n)]
         begin, end = reader.beginning_offsets(tps), reader.end_offsets(tps)
@@ -81,7 +81,7 @@ def raw_output(bootstrap: str, topic: str) -> list[bytes]:
 def committed_output(bootstrap: str, topic: str) -> list[bytes]:
     """Every value a read_committed consumer (librdkafka) sees in ``topic``, up to each
     partition's last stable offset, in partition order."""
-    with LogReader(bootstrap, isolation_level=1) as reader:
+    with LogReader(bootstrap, read_committed=True) as reader:
         n = reader.topics([topic])[topic]
         tps = [EoslogTopicPartition(topic, p) for p in range(n)]
         stable = reader.end_offsets(tps)

@@ -39,9 +39,10 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -49,7 +50,13 @@ from eoslog.client.admin import AIOAdmin
 from eoslog.client.errors import KafkaError
 from eoslog.client.producer import AIOProducer, Producer
 from eoslog.client.types import PreparedTxnState
-from eoslog.spark.decisions import Decider, Decision, ensure_decisions_topic, read_latest_decision
+from eoslog.spark.decisions import (
+    Decider,
+    Decision,
+    ensure_decisions_topic,
+    read_latest_decision,
+    read_latest_decision_async,
+)
 from eoslog.spark.sink_options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -134,7 +141,20 @@ class Outcome:
 
 # -- the write task's side -----------------------------------------------------------------------
 
-SendRows = Callable[[Producer], int]
+class Rows(Protocol):
+    """A write task's input, as the task sends it."""
+
+    def is_empty(self) -> bool:
+        """True if there is no row at all (may read ahead; nothing read is lost)."""
+        ...
+
+    def send_all(self, producer: Producer) -> int:
+        """Send every row; how many."""
+        ...
+
+    def drain(self) -> None:
+        """Read the input to its end without sending (a task that writes nothing)."""
+        ...
 
 
 def _task_producer_settings(options: SinkOptions, task: TaskIdentity, tid: str | None) -> dict[str, object]:
@@ -146,18 +166,19 @@ def _task_producer_settings(options: SinkOptions, task: TaskIdentity, tid: str |
     })
 
 
-def prepare_task(options: SinkOptions, task: TaskIdentity, send_rows: SendRows,
-                 skip_rows: Callable[[], None]) -> TaskCommitMessage:
-    """Write the task's rows (``send_rows``) in one transaction and prepare it, or — in a
-    replayed batch that is already decided — write nothing (``skip_rows`` drains the input)."""
+def prepare_task(options: SinkOptions, task: TaskIdentity, rows: Rows) -> TaskCommitMessage:
+    """Write the task's rows in one transaction and prepare it — or, in a replayed batch
+    that is already decided, write nothing. A task without rows starts no transaction."""
     if task.replayable:
         decision = read_latest_decision(options, task.key)
         if decision is not None and decision.batch_id >= task.batch_id:
-            skip_rows()
+            rows.drain()
             log.info("batch %d of %s is already decided (latest decision: batch %d): task %d writes nothing",
                      task.batch_id, task.key, decision.batch_id, task.partition)
             return TaskCommitMessage(task.key, task.run_id, task.batch_id, task.partition, task.attempt, 0,
                                      decided_batch=decision.batch_id)
+    if rows.is_empty():
+        return TaskCommitMessage(task.key, task.run_id, task.batch_id, task.partition, task.attempt, 0)
     tid = transactional_id(options, task)
     producer = Producer(_task_producer_settings(options, task, tid))
     try:
@@ -170,7 +191,7 @@ def prepare_task(options: SinkOptions, task: TaskIdentity, send_rows: SendRows,
                 "another transactional id"
             )
         producer.begin_transaction()
-        records = send_rows(producer)
+        records = rows.send_all(producer)
         state = producer.prepare_transaction()
     finally:
         # A prepared transaction survives close(); one still in progress is aborted by it.
@@ -179,18 +200,20 @@ def prepare_task(options: SinkOptions, task: TaskIdentity, send_rows: SendRows,
                              transactional_id=tid, prepared=state.to_string())
 
 
-def write_task_at_least_once(options: SinkOptions, task: TaskIdentity, send_rows: SendRows) -> TaskCommitMessage:
+def write_task_at_least_once(options: SinkOptions, task: TaskIdentity, rows: Rows) -> TaskCommitMessage:
     """Write the task's rows with an idempotent producer, no transaction: a retried task or
     a replayed batch writes its rows again."""
-    producer = Producer(_task_producer_settings(options, task, None))
-    try:
-        records = send_rows(producer)
-        producer.flush()
-        failed = int(producer.metrics()["record-error-total"])
-        if failed:
-            raise KafkaError(f"{failed} of {records} records of task {task.partition} could not be delivered")
-    finally:
-        producer.close()
+    records = 0
+    if not rows.is_empty():
+        producer = Producer(_task_producer_settings(options, task, None))
+        try:
+            records = rows.send_all(producer)
+            producer.flush()
+            failed = int(producer.metrics()["record-error-total"])
+            if failed:
+                raise KafkaError(f"{failed} of {records} records of task {task.partition} could not be delivered")
+        finally:
+            producer.close()
     return TaskCommitMessage(task.key, task.run_id, task.batch_id, task.partition, task.attempt, records)
 
 
@@ -266,7 +289,7 @@ async def list_open_transactions(options: SinkOptions, key: str | None) -> list[
 
 
 def _fault_pause(path: str) -> None:
-    Path(path).touch()
+    Path(path).write_text(str(os.getpid()))  # the test kills the driver, and this process with it
     while True:  # until the test kills the driver
         time.sleep(1)
 
@@ -342,7 +365,7 @@ async def finish_batch_async(options: SinkOptions, batch_id: int,
     outcome = Outcome()
     partitions = await ensure_decisions_topic(options)
     async with Decider(options, key, partitions) as decider:
-        decision = read_latest_decision(options, key)
+        decision = await read_latest_decision_async(options, key)
         if decision is None or decision.batch_id < batch_id:
             decision, outcome.settled = await _decide(options, decider, key, batch_id, msgs)
             outcome.decided_now = True
@@ -377,7 +400,7 @@ async def _resolve(options: SinkOptions, key: str, batch_id: int | None, extra: 
     decision if that decision is of ``batch_id`` or later (None: any), else abort them all."""
     partitions = await ensure_decisions_topic(options)
     async with Decider(options, key, partitions):
-        decision = read_latest_decision(options, key)
+        decision = await read_latest_decision_async(options, key)
         rolls_forward = decision is not None and (batch_id is None or decision.batch_id >= batch_id)
         tids = set(await list_open_transactions(options, key))
         tids.update(extra)

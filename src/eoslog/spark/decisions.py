@@ -32,19 +32,20 @@ What it must never do: complete or abort the sink's data transactions (``commit`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
-from eoslog.client.admin import AIOAdmin, NewTopic
+from eoslog.client.admin import AIOAdmin, IsolationLevel, NewTopic, OffsetSpec
+from eoslog.client.consumer import AIOConsumer
 from eoslog.client.errors import TopicAlreadyExistsError
 from eoslog.client.partitioner import murmur2
 from eoslog.client.producer import AIOProducer
 from eoslog.client.types import PreparedTxnState, TopicPartition
-from eoslog.spark.log_reader import LogReader
 from eoslog.spark.sink_options import SinkOptions
 
 FORMAT_VERSION = 1
@@ -59,7 +60,7 @@ DECIDER_TRANSACTION_TIMEOUT_MS = 10_000
 READ_WAIT_S = 3 * DECIDER_TRANSACTION_TIMEOUT_MS / 1000
 _FIRST_WINDOW = 64
 
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+READ_COMMITTED = IsolationLevel.READ_COMMITTED
 
 
 class DecisionFormatError(ValueError):
@@ -129,56 +130,88 @@ def partition_for(key: str, partitions: int) -> int:
 _known_partitions: dict[tuple[str, str], int] = {}
 
 
+def _admin(options: SinkOptions) -> AIOAdmin:
+    return AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id})
+
+
+async def _partition_count(admin: AIOAdmin, options: SinkOptions) -> int | None:
+    """The decisions topic's partition count (remembered for the life of this process:
+    Spark reuses its Python workers); None while the topic does not exist."""
+    cache_key = (options.bootstrap_servers, options.decisions_topic)
+    if cache_key not in _known_partitions:
+        if options.decisions_topic not in await admin.list_topics(internal=True):
+            return None
+        described = await admin.describe_topics([options.decisions_topic])
+        _known_partitions[cache_key] = len(described[options.decisions_topic].partitions)
+    return _known_partitions[cache_key]
+
+
 async def ensure_decisions_topic(options: SinkOptions) -> int:
-    """Create the decisions topic if it does not exist; its partition count (remembered
-    for the life of this process: Spark reuses its Python workers)."""
-    topic = options.decisions_topic
-    cache_key = (options.bootstrap_servers, topic)
+    """Create the decisions topic if it does not exist; its partition count."""
+    cache_key = (options.bootstrap_servers, options.decisions_topic)
     if cache_key in _known_partitions:
         return _known_partitions[cache_key]
-    async with AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id}) as admin:
-        if topic not in await admin.list_topics(internal=True):
+    async with _admin(options) as admin:
+        partitions = await _partition_count(admin, options)
+        if partitions is None:
             with contextlib.suppress(TopicAlreadyExistsError):  # another driver created it meanwhile
-                await admin.create_topics([NewTopic(topic, DECISIONS_PARTITIONS, configs=DECISIONS_TOPIC_CONFIGS)])
-        partitions = len((await admin.describe_topics([topic]))[topic].partitions)
-    _known_partitions[cache_key] = partitions
+                await admin.create_topics([NewTopic(options.decisions_topic, DECISIONS_PARTITIONS,
+                                                    configs=DECISIONS_TOPIC_CONFIGS)])
+            partitions = await _partition_count(admin, options)
+            assert partitions is not None
     return partitions
 
 
-def read_latest_decision(options: SinkOptions, key: str, *, wait_s: float = READ_WAIT_S) -> Decision | None:
+async def read_latest_decision_async(options: SinkOptions, key: str, *,
+                                     wait_s: float = READ_WAIT_S) -> Decision | None:
     """The latest committed decision of ``key``, or None if it has none (or the decisions
-    topic does not exist yet). Blocking; used by write tasks and by the driver."""
-    topic = options.decisions_topic
-    settings: dict[str, Any] = {"client_id": options.client_id}
-    with LogReader(options.bootstrap_servers, isolation_level=READ_COMMITTED, **settings) as committed, \
-            LogReader(options.bootstrap_servers, isolation_level=READ_UNCOMMITTED, **settings) as uncommitted:
-        partitions = committed.topics([topic]).get(topic)
+    topic does not exist yet)."""
+    latest, earliest = OffsetSpec.latest(), OffsetSpec.earliest()
+    async with _admin(options) as admin:
+        partitions = await _partition_count(admin, options)
         if partitions is None:
             return None
-        tp = TopicPartition(topic, partition_for(key, partitions))
-        high_watermark = uncommitted.end_offsets([tp])[tp]
+        tp = TopicPartition(options.decisions_topic, partition_for(key, partitions))
+        high_watermark = (await admin.list_offsets({tp: latest}))[tp].offset
         deadline = time.monotonic() + wait_s
-        while (stable := committed.end_offsets([tp])[tp]) < high_watermark:
+        while (stable := (await admin.list_offsets({tp: latest}, isolation_level=READ_COMMITTED))[tp].offset) \
+                < high_watermark:
             if time.monotonic() > deadline:
                 raise DecisionLogUnavailable(
                     f"{tp.topic}-{tp.partition}: an open transaction keeps the last stable offset at {stable} "
                     f"below {high_watermark} for more than {wait_s:.0f} s"
                 )
-            time.sleep(0.02)
-        begin = committed.beginning_offsets([tp])[tp]
-        wanted = key.encode()
+            await asyncio.sleep(0.02)
+        begin = (await admin.list_offsets({tp: earliest}))[tp].offset
+    if stable <= begin:
+        return None
+    wanted = key.encode()
+    consumer = AIOConsumer({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id,
+                            "isolation.level": "read_committed", "enable.auto.commit": False,
+                            "auto.offset.reset": "none"})
+    async with consumer:
+        consumer.assign([tp])
         end, window = stable, _FIRST_WINDOW
         while end > begin:
             start = max(begin, end - window)
+            consumer.seek(tp, start)
             found = None
-            for chunk in committed.read(tp, start, end, poll_timeout_ms=int(wait_s * 1000)):
-                for record in chunk:
-                    if record.key == wanted:
+            deadline = time.monotonic() + wait_s
+            while await consumer.position(tp) < end:
+                if time.monotonic() > deadline:
+                    raise DecisionLogUnavailable(f"cannot read {tp.topic}-{tp.partition} from {start} to {end}")
+                for record in await consumer.poll(0.5):
+                    if record.offset < end and record.key == wanted:
                         found = record
             if found is not None:
                 return Decision.decode(found.key, found.value)
             end, window = start, window * 4
-        return None
+    return None
+
+
+def read_latest_decision(options: SinkOptions, key: str, *, wait_s: float = READ_WAIT_S) -> Decision | None:
+    """``read_latest_decision_async`` for callers without an event loop (write tasks, tests)."""
+    return asyncio.run(read_latest_decision_async(options, key, wait_s=wait_s))
 
 
 class Decider:

@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from eoslog.client.producer import Producer
 from eoslog.spark.commit import (
+    Rows,
     TaskCommitMessage,
     TaskIdentity,
     abort_batch,
@@ -53,7 +54,7 @@ RUN_ID_PROPERTY = "spark.jobGroup.id"
 
 
 class _ArrowRecords:
-    """Sends the rows of Arrow batches as records; counts them."""
+    """A task's Arrow batches, sent as records (``commit.Rows``)."""
 
     def __init__(self, options: SinkOptions, columns: Columns, batches: Iterator[pa.RecordBatch],
                  crash_after_rows: int | None = None) -> None:
@@ -61,10 +62,23 @@ class _ArrowRecords:
         self.columns = columns
         self.batches = batches
         self.crash_after_rows = crash_after_rows
+        self._ahead: list[pa.RecordBatch] = []
+
+    def is_empty(self) -> bool:
+        for batch in self.batches:
+            if batch.num_rows:
+                self._ahead.append(batch)
+                return False
+        return True
+
+    def _all(self) -> Iterator[pa.RecordBatch]:
+        while self._ahead:
+            yield self._ahead.pop(0)
+        yield from self.batches
 
     def send_all(self, producer: Producer) -> int:
         sent = 0
-        for batch in self.batches:
+        for batch in self._all():
             sent += self._send_batch(producer, batch)
             if self.crash_after_rows is not None and sent >= self.crash_after_rows:
                 producer.flush()
@@ -72,7 +86,7 @@ class _ArrowRecords:
         return sent
 
     def drain(self) -> None:
-        for _ in self.batches:
+        for _ in self._all():
             pass
 
     def _send_batch(self, producer: Producer, batch: pa.RecordBatch) -> int:
@@ -105,13 +119,11 @@ class _ArrowRecords:
         return n
 
 
-def _write(options: SinkOptions, columns: Columns, task: TaskIdentity,
-           batches: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
-    crash = options.faults.task_crash_after_rows if task.attempt == 0 else None
-    records = _ArrowRecords(options, columns, batches, crash)
+def write_task(options: SinkOptions, task: TaskIdentity, rows: Rows) -> TaskCommitMessage:
+    """One write task: its rows prepared in a transaction, or written at-least-once."""
     if options.exactly_once:
-        return prepare_task(options, task, records.send_all, records.drain)
-    return write_task_at_least_once(options, task, records.send_all)
+        return prepare_task(options, task, rows)
+    return write_task_at_least_once(options, task, rows)
 
 
 def _task_context() -> TaskContext:
@@ -119,6 +131,22 @@ def _task_context() -> TaskContext:
     if context is None:
         raise RuntimeError("the eoslog sink's write() runs in a Spark task")
     return context
+
+
+def stream_task_identity() -> TaskIdentity:
+    """The running streaming write task: query id, run id, batch id, partition, attempt."""
+    context = _task_context()
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
+    run_id = context.getLocalProperty(RUN_ID_PROPERTY)
+    if not query_id or batch_id is None or not run_id:
+        raise RuntimeError(f"the eoslog stream writer runs in a micro-batch streaming query ({QUERY_ID_PROPERTY}"
+                           f"={query_id!r}, {BATCH_ID_PROPERTY}={batch_id!r}, {RUN_ID_PROPERTY}={run_id!r})")
+    return TaskIdentity(query_id, run_id, int(batch_id), context.partitionId(), context.attemptNumber())
+
+
+def _crash_after(options: SinkOptions, task: TaskIdentity) -> int | None:
+    return options.faults.task_crash_after_rows if task.attempt == 0 else None
 
 
 def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage | None]:
@@ -139,15 +167,9 @@ class EoslogStreamWriter(DataSourceStreamArrowWriter):
         self.columns = check_columns(schema, self.options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        context = _task_context()
-        query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
-        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
-        run_id = context.getLocalProperty(RUN_ID_PROPERTY)
-        if not query_id or batch_id is None or not run_id:
-            raise RuntimeError(f"the eoslog stream writer runs in a micro-batch streaming query ({QUERY_ID_PROPERTY}"
-                               f"={query_id!r}, {BATCH_ID_PROPERTY}={batch_id!r}, {RUN_ID_PROPERTY}={run_id!r})")
-        task = TaskIdentity(query_id, run_id, int(batch_id), context.partitionId(), context.attemptNumber())
-        return _write(self.options, self.columns, task, iterator)
+        task = stream_task_identity()
+        records = _ArrowRecords(self.options, self.columns, iterator, _crash_after(self.options, task))
+        return write_task(self.options, task, records)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.options.exactly_once:
@@ -169,7 +191,7 @@ class EoslogBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool = False) -> None:
         if overwrite:
             raise SinkOptionError("Save mode Overwrite is not allowed for eoslog: it can only append "
-                                  "(use mode append or errorifexists)")
+                                  '(use .mode("append"))')
         self.options = parse_sink_options(options)
         self.columns = check_columns(schema, self.options)
         # Made once on the driver and pickled to every task and to commit/abort.
@@ -178,7 +200,8 @@ class EoslogBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = _task_context()
         task = TaskIdentity(self.job_key, "job", 0, context.partitionId(), context.attemptNumber(), replayable=False)
-        return _write(self.options, self.columns, task, iterator)
+        records = _ArrowRecords(self.options, self.columns, iterator, _crash_after(self.options, task))
+        return write_task(self.options, task, records)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.exactly_once:

@@ -1,0 +1,94 @@
+"""The Spark driver kill -9'ed under a running query (the query runs in a subprocess with
+its own JVM: ``sink_driver.py``), then restarted from its checkpoint: a read_committed
+consumer sees every row exactly once, and never one of an undecided batch.
+
+The first run is killed in the sink's most delicate moment: its commit of batch 1 has
+recorded the decision and completed none of the transactions (the prepared transactions
+hold every reader at the last stable offset). The restarted query — in the test's own
+SparkSession, another driver process on the same checkpoint — replays batch 1: its tasks
+find the decision and write nothing, its commit completes the old run's transactions; then
+it finishes the input."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sink_support import (
+    WAIT_S,
+    assert_exactly_once,
+    committed_output,
+    create_topics,
+    open_transactions,
+    pass_through,
+    produce_input,
+    raw_output,
+    wait_for,
+)
+
+from harness import BrokerProcess
+
+DRIVER = Path(__file__).parent / "sink_driver.py"
+
+
+def start_driver(bootstrap: str, src: str, dst: str, tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    log = open(tmp_path / "driver.log", "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [sys.executable, str(DRIVER), bootstrap, src, dst, str(tmp_path / "ck"), str(tmp_path / "spark"), *args],
+            stdout=log, stderr=log, start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def kill_session(driver: subprocess.Popen[bytes]) -> None:
+    """kill -9 the driver and everything it started (its JVM, the JVM's Python workers):
+    every process of the session the driver leads."""
+    sid = driver.pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+    driver.wait(30)
+
+
+def test_driver_killed_mid_stream_and_restarted(spark: Any, spark_broker: BrokerProcess, topic_name: str,
+                                                tmp_path: Path) -> None:
+    b = spark_broker.bootstrap
+    src, dst = f"{topic_name}-in", f"{topic_name}-out"
+    create_topics(b, (src, 2), (dst, 2))
+    expected = produce_input(b, src, 200, 2)
+    marker = tmp_path / "paused-after-decision"
+
+    first = start_driver(b, src, dst, tmp_path, "--max-per-trigger", "50",
+                         "--fail-at", f"pause-after-decision@1:{marker}")
+    try:
+        wait_for(lambda: marker.exists() or first.poll() is not None, "the commit of batch 1 to pause")
+        assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+    finally:
+        kill_session(first)
+    visible = committed_output(b, dst)
+    assert_exactly_once(visible, set(visible))
+    assert 0 < len(visible) < len(expected)
+    assert open_transactions(b, dst), "batch 1 is decided but none of its transactions was completed"
+
+    # The restart runs in this test's own SparkSession: another driver process, same checkpoint.
+    second = pass_through(spark, b, src, dst, tmp_path / "ck", max_per_trigger=50)
+    second.awaitTermination(WAIT_S)
+    assert second.exception() is None
+    assert_exactly_once(committed_output(b, dst), expected)
+    assert open_transactions(b, dst) == {}
+    # Nothing was written twice, not even aborted: the replayed batch 1 wrote nothing.
+    assert len(raw_output(b, dst)) == len(expected)
