@@ -24,21 +24,22 @@ so a prepared one pins the LSO until its external coordinator commits or aborts 
 stderr for an open one), and ``find-hanging`` reports a prepared one it finds open in a
 partition separately: it is not hanging, and ``abort`` must not be used on it.
 
-What this module must never do: abort anything ``abort`` was not pointed at, or decide a
+Every request goes through the admin client (``eoslog.client.Admin``: routing to leaders
+and coordinators, retries while a coordinator loads); this module adds the search and the
+output. What it must never do: abort anything ``abort`` was not pointed at, or decide a
 transaction hangs without having asked the coordinators.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich import box
@@ -50,24 +51,19 @@ from eoslog.cli.main import (
     BootstrapServer,
     CommandError,
     app,
-    connect,
+    open_admin,
     user_errors,
 )
-from eoslog.cli.topics import fetch_metadata
-from eoslog.client.admin.transactions import DescribedTransactionState, decode_describe_transactions_v0
-from eoslog.client.connection import ApiKey, BrokerConnection, KafkaProtocolError, build, request_types
+from eoslog.client.admin import AbortTransactionSpec, Admin
+from eoslog.client.admin import TransactionDescription as AdminTransactionDescription
+from eoslog.client.errors import KafkaProtocolError, UnknownTopicOrPartitionError
+from eoslog.client.types import TopicPartition
 from eoslog.protocol.errors import ErrorCode
 
-FIND_COORDINATOR, WRITE_TXN_MARKERS = 10, 27
-DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
-TRANSACTION_KEY_TYPE = 1
 MAX_BATCH_SIZE = 500  # partitions per DescribeProducers, as Kafka's tool
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Kafka's mark of a 2PC transactional id (KIP-939)
 _OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
-RETRY_DEADLINE_S = 30.0
-# Errors that mean "ask again shortly" while a coordinator starts or loads its partitions.
-_RETRY = frozenset({int(ErrorCode.coordinator_load_in_progress), int(ErrorCode.coordinator_not_available)})
 
 T = TypeVar("T")
 
@@ -137,74 +133,38 @@ class OpenTransaction:
     producer: ProducerState
 
 
-# -- the cluster --------------------------------------------------------------------------------
-
-
-def _retrying(call: Callable[[], T], error_of: Callable[[T], int]) -> T:
-    """Call until the answer is not a retriable coordinator error (or time runs out)."""
-    deadline = time.monotonic() + RETRY_DEADLINE_S
-    while True:
-        response = call()
-        if error_of(response) not in _RETRY or time.monotonic() > deadline:
-            return response
-        time.sleep(0.2)
+# -- the cluster, through the admin client ----------------------------------------------------------
 
 
 class Cluster:
-    """The bootstrap connection plus one connection per broker a request must reach
-    (a partition's leader, a transactional id's coordinator)."""
+    """The admin client (``eoslog.client.Admin``) plus the look-ups the commands share:
+    the brokers, partition leaders."""
 
-    def __init__(self, bootstrap: BrokerConnection) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, admin: Admin) -> None:
+        self.admin = admin
         self._brokers: dict[int, tuple[str, int]] | None = None
-        self._connections: dict[int, BrokerConnection] = {}
-
-    def close(self) -> None:
-        for conn in self._connections.values():
-            if conn is not self.bootstrap:
-                conn.close()
-        self._connections.clear()
 
     @property
     def brokers(self) -> dict[int, tuple[str, int]]:
-        """node id → (host, port), from a Metadata request for no topics."""
+        """node id → (host, port)."""
         if self._brokers is None:
-            version = self.bootstrap.pick_version(ApiKey.METADATA, 12, wanted_min=1)
-            m = request_types(ApiKey.METADATA, version)
-            response = self.bootstrap.send(build(
-                m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
-                include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
-            ))
-            self._brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+            self._brokers = {n.id: (n.host, n.port) for n in self.admin.describe_cluster().nodes}
         return self._brokers
-
-    def node(self, node_id: int) -> BrokerConnection:
-        conn = self._connections.get(node_id)
-        if conn is not None:
-            return conn
-        address = self.brokers.get(node_id)
-        if address is None:
-            raise CommandError(f"broker {node_id} is not in the cluster (brokers: "
-                               f"{', '.join(str(n) for n in sorted(self.brokers)) or 'none'})")
-        if len(self.brokers) == 1 or address == (self.bootstrap.host, self.bootstrap.port):
-            conn = self.bootstrap
-        else:
-            conn = BrokerConnection(*address, client_id=self.bootstrap.client_id,
-                                    timeout_s=self.bootstrap.timeout_s).connect()
-        self._connections[node_id] = conn
-        return conn
 
     def leaders(self, topics: list[str] | None, broker_id: int | None = None) -> dict[tuple[str, int], int]:
         """(topic, partition) → leader of the given topics (None: every topic but the internal
         ones, as Kafka's tool), limited to partitions with a replica on ``broker_id``."""
-        out: dict[tuple[str, int], int] = {}
-        for t in fetch_metadata(self.bootstrap, topics):
-            if t.internal and topics is None:
-                continue
-            for p in t.partitions:
-                if broker_id is None or broker_id in p.replicas:
-                    out[(t.name, p.partition)] = p.leader
-        return out
+        names = sorted(self.admin.list_topics()) if topics is None else topics
+        described = {}
+        for name in names:
+            try:
+                described.update(self.admin.describe_topics([name]))
+            except UnknownTopicOrPartitionError:
+                raise CommandError(f"Topic '{name}' does not exist") from None
+        return {
+            (t.name, p.partition): p.leader for t in described.values() for p in t.partitions
+            if broker_id is None or broker_id in p.replicas
+        }
 
     def leader(self, topic: str, partition: int) -> int:
         found = self.leaders([topic])
@@ -218,157 +178,82 @@ class Cluster:
 
 @contextmanager
 def open_cluster(bootstrap_server: str) -> Iterator[Cluster]:
-    with connect(bootstrap_server) as conn:
-        cluster = Cluster(conn)
-        try:
-            yield cluster
-        finally:
-            cluster.close()
+    with open_admin(bootstrap_server) as admin:
+        yield Cluster(admin)
 
 
 # -- requests -----------------------------------------------------------------------------------
 
 
-def describe_producers(conn: BrokerConnection, tps: Sequence[tuple[str, int]]
+def describe_producers(cluster: Cluster, tps: Sequence[tuple[str, int]], broker_id: int | None = None
                        ) -> dict[tuple[str, int], list[ProducerState]]:
-    """DescribeProducers for ``tps`` on one broker; a partition error raises CommandError."""
-    version = conn.pick_version(DESCRIBE_PRODUCERS, 0)
-    m = request_types(DESCRIBE_PRODUCERS, version)
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in tps:
-        by_topic.setdefault(topic, []).append(partition)
-    response = conn.send(build(m.DescribeProducersRequest, topics=tuple(
-        build(m.TopicRequest, name=topic, partition_indexes=tuple(parts)) for topic, parts in by_topic.items()
-    )))
-    out: dict[tuple[str, int], list[ProducerState]] = {}
-    for t in response.topics:
-        for p in t.partitions:
-            tp = (str(t.name), int(p.partition_index))
-            if int(p.error_code) != ErrorCode.none:
-                raise CommandError(f"Failed to describe producers for partition {tp[0]}-{tp[1]} on broker "
-                                   f"{conn.host}:{conn.port}: {KafkaProtocolError(int(p.error_code), p.error_message)}")
-            out[tp] = [
-                ProducerState(
-                    int(s.producer_id), int(s.producer_epoch), int(s.coordinator_epoch),
-                    int(s.last_sequence), int(s.last_timestamp),
-                    int(s.current_txn_start_offset) if int(s.current_txn_start_offset) >= 0 else None,
-                )
-                for s in p.active_producers
-            ]
-    return out
+    """DescribeProducers for ``tps`` at their leaders (or at ``broker_id``); a partition
+    error raises CommandError."""
+    if broker_id is not None and broker_id not in cluster.brokers:
+        raise CommandError(f"broker {broker_id} is not in the cluster (brokers: "
+                           f"{', '.join(str(n) for n in sorted(cluster.brokers)) or 'none'})")
+    try:
+        found = cluster.admin.describe_producers([TopicPartition(t, p) for t, p in tps], broker_id=broker_id)
+    except KafkaProtocolError as e:
+        where = "" if broker_id is None else f" on broker {broker_id}"
+        raise CommandError(f"Failed to describe producers{where}: {e}") from None
+    return {
+        (tp.topic, tp.partition): [
+            ProducerState(s.producer_id, s.producer_epoch, -1 if s.coordinator_epoch is None else s.coordinator_epoch,
+                          s.last_sequence, s.last_timestamp, s.current_transaction_start_offset)
+            for s in states
+        ]
+        for tp, states in found.items()
+    }
 
 
 def list_transactions(
     cluster: Cluster, states: Sequence[str] = (), producer_ids: Iterable[int] = (),
     duration_ms: int = -1, pattern: str | None = None,
-) -> tuple[list[TransactionListing], set[str]]:
-    """ListTransactions on every broker (each coordinates its own transactional ids);
-    returns the listings and the state filters some broker did not know."""
-    wanted_min = 2 if pattern else 1 if duration_ms >= 0 else 0
-    listings: list[TransactionListing] = []
-    unknown: set[str] = set()
-    for node_id in sorted(cluster.brokers):
-        conn = cluster.node(node_id)
-        version = conn.pick_version(LIST_TRANSACTIONS, 2, wanted_min=wanted_min)
-        m = request_types(LIST_TRANSACTIONS, version)
-        request = build(m.ListTransactionsRequest, state_filters=tuple(states),
-                        producer_id_filters=tuple(producer_ids), duration_filter=duration_ms,
-                        transactional_id_pattern=pattern)
-        response = _retrying(functools.partial(conn.send, request), lambda r: int(r.error_code))
-        if int(response.error_code) != ErrorCode.none:
-            raise CommandError(f"Failed to list transactions on broker {node_id}: "
-                               f"{KafkaProtocolError(int(response.error_code))}")
-        unknown.update(str(s) for s in response.unknown_state_filters)
-        listings.extend(
-            TransactionListing(str(t.transactional_id), node_id, int(t.producer_id), str(t.transaction_state))
-            for t in response.transaction_states
-        )
-    return sorted(listings, key=lambda x: (x.transactional_id, x.coordinator_id)), unknown
-
-
-def find_transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
-    """The node id coordinating ``transactional_id`` (FindCoordinator, key type TRANSACTION)."""
-    conn = cluster.bootstrap
-    version = conn.pick_version(FIND_COORDINATOR, 4, wanted_min=1)
-    m = request_types(FIND_COORDINATOR, version)
-    if version >= 4:
-        request = build(m.FindCoordinatorRequest, key_type=TRANSACTION_KEY_TYPE,
-                        coordinator_keys=(transactional_id,))
-        response = _retrying(functools.partial(conn.send, request), lambda r: int(r.coordinators[0].error_code))
-        result = response.coordinators[0]
-    else:
-        request = build(m.FindCoordinatorRequest, key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
-        result = _retrying(functools.partial(conn.send, request), lambda r: int(r.error_code))
-    if int(result.error_code) != ErrorCode.none:
-        raise CommandError(f"no coordinator for transactional-id `{transactional_id}`: "
-                           f"{KafkaProtocolError(int(result.error_code), result.error_message)}")
-    node_id = int(result.node_id)
-    if node_id not in cluster.brokers:  # a coordinator the metadata does not know yet
-        cluster.brokers[node_id] = (str(result.host), int(result.port))
-    return node_id
-
-
-def _send_describe_transactions(conn: BrokerConnection, request: Any) -> list[DescribedTransactionState]:
-    if not conn.connected:
-        conn.connect()
-    # The raw frame: kio cannot decode the -1 start times (decode_describe_transactions_v0).
-    frame = conn._exchange(request)
-    if frame is None:
-        raise CommandError(f"broker {conn.host}:{conn.port} sent no DescribeTransactions response")
-    try:
-        return decode_describe_transactions_v0(frame)
-    except Exception as e:  # kio's readers raise several types on a malformed frame
-        conn.close()
-        raise CommandError(f"cannot decode the DescribeTransactions response of broker {conn.host}:{conn.port}: "
-                           f"{type(e).__name__}: {e}") from None
+) -> list[TransactionListing]:
+    """ListTransactions on every broker (each coordinates its own transactional ids); a
+    state filter no broker knows is reported on stderr by the admin client."""
+    listed = cluster.admin.list_transactions(states or None, producer_ids or None,
+                                            min_duration_ms=duration_ms if duration_ms >= 0 else None,
+                                            transactional_id_pattern=pattern)
+    return [TransactionListing(x.transactional_id, x.coordinator_id, x.producer_id, x.state) for x in listed]
 
 
 def describe_transactions(cluster: Cluster, transactional_ids: Sequence[str]
                           ) -> dict[str, TransactionDescription | KafkaProtocolError]:
     """DescribeTransactions, each id asked of its coordinator; per-id errors are values."""
-    by_node: dict[int, list[str]] = {}
-    for txn_id in dict.fromkeys(transactional_ids):
-        by_node.setdefault(find_transaction_coordinator(cluster, txn_id), []).append(txn_id)
-    out: dict[str, TransactionDescription | KafkaProtocolError] = {}
-    for node_id, ids in by_node.items():
-        conn = cluster.node(node_id)
-        conn.pick_version(DESCRIBE_TRANSACTIONS, 0)  # the one version there is; raises if unsupported
-        request = build(request_types(DESCRIBE_TRANSACTIONS, 0).DescribeTransactionsRequest,
-                        transactional_ids=tuple(ids))
-        states = _retrying(
-            functools.partial(_send_describe_transactions, conn, request),
-            lambda found: next((s.error_code for s in found if s.error_code in _RETRY), 0),
+    ids = list(dict.fromkeys(transactional_ids))
+    try:
+        found: dict[str, AdminTransactionDescription | KafkaProtocolError] = {
+            **cluster.admin.describe_transactions(ids)}
+    except KafkaProtocolError:  # one id failed: ask again one by one to tell which
+        found = {}
+        for txn_id in ids:
+            try:
+                found.update(cluster.admin.describe_transactions([txn_id]))
+            except KafkaProtocolError as e:
+                found[txn_id] = e
+    return {
+        txn_id: d if isinstance(d, KafkaProtocolError) else TransactionDescription(
+            d.coordinator_id, d.transactional_id, d.producer_id, d.producer_epoch, d.state,
+            d.transaction_timeout_ms, d.transaction_start_time_ms, d.topic_partitions,
         )
-        for s in states:
-            if s.error_code != ErrorCode.none:
-                out[s.transactional_id] = KafkaProtocolError(s.error_code)
-                continue
-            out[s.transactional_id] = TransactionDescription(
-                node_id, s.transactional_id, s.producer_id, s.producer_epoch, s.state, s.timeout_ms,
-                s.start_time_ms if s.start_time_ms >= 0 else None, s.partitions,
-            )
-    return out
+        for txn_id, d in found.items()
+    }
 
 
-def write_abort_marker(conn: BrokerConnection, topic: str, partition: int, producer_id: int,
+def write_abort_marker(cluster: Cluster, topic: str, partition: int, producer_id: int,
                        producer_epoch: int, coordinator_epoch: int) -> None:
-    """WriteTxnMarkers with one ABORT marker for one partition; an error raises CommandError."""
-    version = conn.pick_version(WRITE_TXN_MARKERS, 1)
-    m = request_types(WRITE_TXN_MARKERS, version)
-    request = build(m.WriteTxnMarkersRequest, markers=(build(
-        m.WritableTxnMarker, producer_id=producer_id, producer_epoch=producer_epoch,
-        transaction_result=False, coordinator_epoch=coordinator_epoch,
-        topics=(build(m.WritableTxnMarkerTopic, name=topic, partition_indexes=(partition,)),),
-    ),))
-    response = conn.send(request)
-    codes = [int(p.error_code) for mk in response.markers for t in mk.topics for p in t.partitions]
-    if not codes:
-        raise CommandError(f"broker {conn.host}:{conn.port} answered WriteTxnMarkers without a result")
-    if codes[0] != ErrorCode.none:
+    """WriteTxnMarkers with one ABORT marker at the partition's leader (the admin client's
+    abort_transaction); an error raises CommandError."""
+    try:
+        cluster.admin.abort_transaction(AbortTransactionSpec(TopicPartition(topic, partition), producer_id,
+                                                             producer_epoch, coordinator_epoch))
+    except KafkaProtocolError as e:
         raise CommandError(
             f"Failed to abort transaction of producer {producer_id} (epoch {producer_epoch}, coordinator "
-            f"epoch {coordinator_epoch}) on {topic}-{partition}: {KafkaProtocolError(codes[0])}"
-        )
+            f"epoch {coordinator_epoch}) on {topic}-{partition}: {e}"
+        ) from None
 
 
 # -- find-hanging -----------------------------------------------------------------------------------
@@ -391,9 +276,8 @@ def candidate_open_transactions(cluster: Cluster, partitions: dict[tuple[str, in
         by_node.setdefault(node, []).append(tp)
     out: list[OpenTransaction] = []
     for node, tps in sorted(by_node.items()):
-        conn = cluster.node(node)
         for batch in _batches(tps, MAX_BATCH_SIZE):
-            for (topic, partition), producers in describe_producers(conn, batch).items():
+            for (topic, partition), producers in describe_producers(cluster, batch, node).items():
                 out.extend(
                     OpenTransaction(topic, partition, p) for p in producers
                     if p.current_txn_start_offset is not None and now_ms - p.last_timestamp > max_timeout_ms
@@ -410,7 +294,7 @@ def hanging_transactions(cluster: Cluster, candidates: list[OpenTransaction]
     if not candidates:
         return [], []
     producer_ids = sorted({c.producer.producer_id for c in candidates})
-    listings, _ = list_transactions(cluster, producer_ids=producer_ids)
+    listings = list_transactions(cluster, producer_ids=producer_ids)
     txn_ids = {x.producer_id: x.transactional_id for x in listings if x.producer_id in producer_ids}
     descriptions = describe_transactions(cluster, sorted(set(txn_ids.values()))) if txn_ids else {}
     for described_id, result in descriptions.items():
@@ -481,14 +365,11 @@ def list_command(
 ) -> None:
     """List the transactions every coordinator knows (ListTransactions)."""
     with user_errors("transactions list"), open_cluster(bootstrap_server) as cluster:
-        listings, unknown = list_transactions(cluster, state or [], producer_id or [], duration_filter,
-                                              transactional_id_pattern)
+        listings = list_transactions(cluster, state or [], producer_id or [], duration_filter,
+                                     transactional_id_pattern)
         # ListTransactions does not carry the timeout that marks a 2PC transactional id.
         described = describe_transactions(cluster, [x.transactional_id for x in listings]) if listings else {}
     two_pc = {t for t, d in described.items() if isinstance(d, TransactionDescription) and d.two_phase_commit}
-    if unknown:
-        typer.echo(f"eoslog transactions list: warning: unknown state filter(s) ignored: "
-                   f"{', '.join(sorted(unknown))}", err=True)
     note_two_phase_commit(d for x in listings if isinstance(d := described.get(x.transactional_id),
                                                             TransactionDescription) and d.state == x.state)
     if output is OutputFormat.json:
@@ -558,7 +439,7 @@ def describe_producers_command(
     """
     with user_errors("transactions describe-producers"), open_cluster(bootstrap_server) as cluster:
         node = broker_id if broker_id is not None else cluster.leader(topic, partition)
-        producers = describe_producers(cluster.node(node), [(topic, partition)]).get((topic, partition), [])
+        producers = describe_producers(cluster, [(topic, partition)], node).get((topic, partition), [])
     producers.sort(key=lambda p: p.producer_id)
     if output is OutputFormat.json:
         _print_json([asdict(p) for p in producers])
@@ -590,9 +471,9 @@ def abort_command(
         if start_offset is None and producer_id is None:
             raise CommandError("The transaction to abort must be identified either with --start-offset or "
                                "with --producer-id, --producer-epoch and --coordinator-epoch", 2)
-        leader = cluster.node(cluster.leader(topic, partition))
+        leader = cluster.leader(topic, partition)
         if start_offset is not None:
-            producers = describe_producers(leader, [(topic, partition)]).get((topic, partition), [])
+            producers = describe_producers(cluster, [(topic, partition)], leader).get((topic, partition), [])
             found = next((p for p in producers if p.current_txn_start_offset == start_offset), None)
             if found is None:
                 raise CommandError(f"Could not find any open transactions starting at offset {start_offset} "
@@ -607,7 +488,7 @@ def abort_command(
         # A producer that hung in its first transaction has no coordinator epoch yet (-1):
         # 0 is no greater than any epoch a coordinator could have had, as in Kafka's tool.
         coordinator_epoch = max(coordinator_epoch, 0)
-        write_abort_marker(leader, topic, partition, producer_id, producer_epoch, coordinator_epoch)
+        write_abort_marker(cluster, topic, partition, producer_id, producer_epoch, coordinator_epoch)
     result = {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": producer_epoch,
               "coordinator_epoch": coordinator_epoch, "start_offset": start_offset}
     if output is OutputFormat.json:
