@@ -315,6 +315,9 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
     for i in range(2):
         healthy.produce(topic, value=f"committed-{i}".encode(), partition=0)
     healthy.commit_transaction(WAIT_S)
+    # The coordinator writes the COMMIT markers after answering EndTxn: wait for them.
+    until(lambda: admin.describe_transactions(["adm-healthy-app"])["adm-healthy-app"].state == "CompleteCommit",
+          "the healthy transaction's markers")
 
     listed = {t.transactional_id: t for t in admin.list_transactions()}
     assert listed[txn_id].state == "Ongoing" and listed[txn_id].coordinator_id == 0
