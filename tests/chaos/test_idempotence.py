@@ -4,6 +4,10 @@ Each client sends numbered records to a 3-partition topic (record i to partition
 through the fault proxy; halfway the broker is killed with SIGKILL and restarted. The
 test then reads every partition from offset 0 and requires exactly the expected
 sequence: a duplicate, a loss or a reordering anywhere fails it.
+
+The clients: confluent-kafka (librdkafka), kafka-python, aiokafka and eoslog.client. The
+eoslog run is read back twice, by eoslog's own Consumer and by librdkafka, and both must
+see exactly the expected sequence (the offsets too, with eoslog's reader).
 """
 
 from __future__ import annotations
@@ -13,17 +17,28 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from eoslog.client.consumer import Consumer as EoslogConsumer
+from eoslog.client.consumer import TopicPartition as EoslogTopicPartition
+from eoslog.client.producer import Producer as EoslogProducer
 from faults import FaultPolicy, FaultRig
 
 N_RECORDS = 200_000
 PARTITIONS = 3
 KILL_AT = N_RECORDS // 2
+# librdkafka's and eoslog's producers take Kafka's names (kafka-python and aiokafka get the same values)
+PRODUCER_SETTINGS = {
+    "enable.idempotence": True, "acks": "all", "max.in.flight.requests.per.connection": 5, "linger.ms": 5,
+    "batch.size": 32768, "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
+}
 
 pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
 
 
 class Rig(FaultRig):
@@ -63,8 +78,34 @@ def read_partitions(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return out
 
 
-def check_exactly_once(rig: Rig, topic: str, client: str) -> None:
-    got = read_partitions(rig.broker.bootstrap, topic)
+def read_partitions_eoslog(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+    """The same with eoslog.client's Consumer (no group, assign from offset 0), up to the
+    high watermarks. Each record must come at the offset after the previous one: the log
+    holds only data batches, so a gap or a repeat is the reader's fault and fails here."""
+    tps = [EoslogTopicPartition(topic, p) for p in range(PARTITIONS)]
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    with EoslogConsumer({"bootstrap.servers": bootstrap, "fetch.max.bytes": 8 << 20,
+                         "max.poll.records": 10000}) as c:
+        ends = {tp.partition: end for tp, end in c.end_offsets(tps, timeout=30).items()}
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 0)
+        next_offset = {p: 0 for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 300  # a hang guard
+        while any(next_offset[p] < ends[p] for p in out) and time.monotonic() < deadline:
+            for r in c.poll(1.0):
+                assert r.offset == next_offset[r.partition], \
+                    f"eoslog consumer: partition {r.partition} offset {r.offset} after {next_offset[r.partition] - 1}"
+                out[r.partition].append(r.value)
+                next_offset[r.partition] = r.offset + 1
+    return out
+
+
+Reader = Callable[[str, str], dict[int, list[bytes]]]
+
+
+def check_exactly_once(rig: Rig, topic: str, client: str, reader: Reader = read_partitions) -> None:
+    got = reader(rig.broker.bootstrap, topic)
     for p in range(PARTITIONS):
         expected = [value(client, i) for i in range(p, N_RECORDS, PARTITIONS)]
         records = got[p]
@@ -72,6 +113,15 @@ def check_exactly_once(rig: Rig, topic: str, client: str) -> None:
         missing = set(expected) - set(records)
         assert not missing, f"partition {p}: {len(missing)} records lost, e.g. {sorted(missing)[:3]}"
         assert records == expected, f"partition {p}: order differs from send order"
+
+
+def send_numbered(topic: str, send: Callable[..., T], progress: Callable[[int], None]) -> list[T]:
+    """Record i to partition i % PARTITIONS through a blocking client's ``send``; its futures."""
+    futures = []
+    for i in range(N_RECORDS):
+        futures.append(send(topic, value(topic, i), partition=i % PARTITIONS))
+        progress(i)
+    return futures
 
 
 def run_with_faults(rig: Rig, produce: Callable[[Callable[[int], None]], None]) -> None:
@@ -94,12 +144,8 @@ def test_librdkafka_idempotent_producer(rig: Rig) -> None:
     errors: list[str] = []
 
     def produce(progress: Callable[[int], None]) -> None:
-        p = Producer({
-            "bootstrap.servers": rig.bootstrap, "enable.idempotence": True, "acks": "all",
-            "max.in.flight.requests.per.connection": 5, "linger.ms": 5, "batch.size": 32768,
-            "message.timeout.ms": 300000, "socket.timeout.ms": 10000,
-            "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
-        })
+        p = Producer({**PRODUCER_SETTINGS, "bootstrap.servers": rig.bootstrap,
+                      "message.timeout.ms": 300000, "socket.timeout.ms": 10000})
 
         def on_delivery(err: object, msg: object) -> None:
             if err is not None:
@@ -133,10 +179,7 @@ def test_kafka_python_idempotent_producer(rig: Rig) -> None:
             max_in_flight_requests_per_connection=5, linger_ms=5, batch_size=32768,
             delivery_timeout_ms=300000, request_timeout_ms=10000, retry_backoff_ms=100,
         )
-        futures = []
-        for i in range(N_RECORDS):
-            futures.append(p.send(topic, value(topic, i), partition=i % PARTITIONS))
-            progress(i)
+        futures = send_numbered(topic, p.send, progress)
         p.flush(300)
         for f in futures:
             f.get(timeout=60)  # raises if any record failed
@@ -173,3 +216,23 @@ def test_aiokafka_idempotent_producer(rig: Rig) -> None:
 
     run_with_faults(rig, produce)
     check_exactly_once(rig, topic, topic)
+
+
+def test_eoslog_idempotent_producer(rig: Rig) -> None:
+    topic = "idem-eoslog"
+
+    def produce(progress: Callable[[int], None]) -> None:
+        p = EoslogProducer({**PRODUCER_SETTINGS, "bootstrap.servers": rig.bootstrap,
+                            "delivery.timeout.ms": 300000, "request.timeout.ms": 10000})
+        try:
+            futures = send_numbered(topic, p.send, progress)
+            p.flush(300)
+            for f in futures:
+                f.result(0)  # raises if any record failed
+            assert p.metrics()["record-retry-total"] > 0, "nothing was retried: the faults missed the producer"
+        finally:
+            p.close(30)
+
+    run_with_faults(rig, produce)
+    check_exactly_once(rig, topic, topic, reader=read_partitions_eoslog)
+    check_exactly_once(rig, topic, topic)  # librdkafka reads the same
