@@ -280,7 +280,7 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     members = [one, two]
     try:
         wait_until(lambda: covered(members, all_tps) and one.generation == two.generation, "a stable group")
-        generation, held = two.generation, two.assignment
+        generation, held, mark = two.generation, two.assignment, len(two.events)
         one.stop()  # a static member sends no LeaveGroup: its partitions wait for it
         assert one.events[-1] == ("revoke", sorted(one.final_assignment))
         again = eoslog_member(group_broker, group, [topic], "static-1-again", group_instance_id="i-1")
@@ -288,7 +288,7 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         wait_until(lambda: covered(members, all_tps), "the static member back")
         assert again.assignment == one.final_assignment
         assert again.generation == two.generation == generation  # no rebalance happened
-        assert two.assignment == held and [e for e, _ in two.events] == ["assign"]
+        assert two.assignment == held and two.events[mark:] == []  # nothing revoked or assigned
     finally:
         for m in members:
             m.stop()
@@ -384,9 +384,12 @@ def test_cooperative_sticky_revokes_only_what_moves(group_broker: BrokerProcess)
             assert revoked_after(m, marks[m.name]) == before[m.name] - m.assignment
             assert m.assignment < before[m.name]
         assert revoked_after(a, marks["coop-a"]) | revoked_after(b, marks["coop-b"]) == c.assignment
-        # C got nothing in the first round (its partitions were still owned) and all of
-        # them in the second.
-        assert c.events == [("assign", []), ("assign", sorted(c.assignment))]
+        # C got nothing in its first round (every partition was still owned), then what the
+        # others had revoked (in one more round, or two when a member's sync was overtaken
+        # by the next rebalance), and never had to give anything back.
+        assert c.events[0] == ("assign", [])
+        assert all(event == "assign" for event, _ in c.events)
+        assert {tp for _, parts in c.events for tp in parts} == c.assignment
         # B leaves: its partitions go to A and C, which revoke nothing.
         marks = {m.name: len(m.events) for m in members}
         held = {m.name: m.assignment for m in members}
