@@ -152,6 +152,8 @@ def test_commit_is_idempotent_and_abort_never_undoes_a_decided_batch(sink: tuple
     msgs = [prepare(options, key, 0, p, values(f"b0p{p}")) for p in range(2)]
     first = finish_batch(options, 0, msgs)
     assert first.decided_now and first.count(COMMITTED) == 2
+    # When commit returns the markers are written: the whole batch is visible.
+    assert open_transactions(spark_broker.bootstrap, topic) == {}
     again = finish_batch(options, 0, msgs)
     assert not again.decided_now and set(again.settled.values()) == {NOTHING_OPEN}
     undone = abort_batch(options, 0, msgs)

@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 # Producers the driver opens at once to complete or abort transactions.
 DRIVER_CONCURRENCY = 16
 COMMITTED, ABORTED, NOTHING_OPEN = "committed", "aborted", "nothing open"
+MARKER_WAIT_S = 30.0
 
 
 class LingeringTransactionError(RuntimeError):
@@ -166,11 +167,25 @@ def _task_producer_settings(options: SinkOptions, task: TaskIdentity, tid: str |
     })
 
 
+# The first batch each run (query key, run id) was seen to write in this process. Only the
+# first batch a run executes can be one an earlier run decided (Spark replays at most the
+# last batch of the previous run, and starts a batch only once the one before is committed),
+# so a Python worker that has seen an earlier batch of the run skips the decision lookup.
+_first_batch_of_run: dict[tuple[str, str], int] = {}
+
+
+def _may_be_replayed(task: TaskIdentity) -> bool:
+    first = _first_batch_of_run.get((task.key, task.run_id))
+    return first is None or task.batch_id <= first
+
+
 def prepare_task(options: SinkOptions, task: TaskIdentity, rows: Rows) -> TaskCommitMessage:
     """Write the task's rows in one transaction and prepare it — or, in a replayed batch
     that is already decided, write nothing. A task without rows starts no transaction."""
-    if task.replayable:
+    if task.replayable and _may_be_replayed(task):
         decision = read_latest_decision(options, task.key)
+        run = (task.key, task.run_id)
+        _first_batch_of_run[run] = min(_first_batch_of_run.get(run, task.batch_id), task.batch_id)
         if decision is not None and decision.batch_id >= task.batch_id:
             rows.drain()
             log.info("batch %d of %s is already decided (latest decision: batch %d): task %d writes nothing",
@@ -280,9 +295,35 @@ async def _settle_all(options: SinkOptions, tids: Collection[str],
     return dict(zip(ordered, (str(r) for r in results), strict=True))
 
 
+def _admin(options: SinkOptions) -> AIOAdmin:
+    return AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id})
+
+
+async def await_markers(options: SinkOptions, tids: Collection[str], timeout_s: float = MARKER_WAIT_S) -> bool:
+    """Wait until the coordinator has written the markers of every transaction just ended
+    under ``tids`` (no longer PrepareCommit/PrepareAbort): EndTxn is answered as soon as the
+    decision to commit is in the transaction log, the markers follow. So when ``commit``
+    returns, the whole batch is visible — before Spark starts the next one. False (and a
+    warning) if that takes longer than ``timeout_s``; exactly-once does not depend on it."""
+    if not tids:
+        return True
+    deadline = time.monotonic() + timeout_s
+    async with _admin(options) as admin:
+        while True:
+            described = await admin.describe_transactions(sorted(tids))
+            pending = sorted(t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort"))
+            if not pending:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("markers of %d transactions still not written after %.0f s, e.g. %s", len(pending),
+                            timeout_s, pending[0])
+                return False
+            await asyncio.sleep(0.005)
+
+
 async def list_open_transactions(options: SinkOptions, key: str | None) -> list[str]:
     """Transactional ids of the sink (of ``key``, or all) with a transaction open."""
-    async with AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id}) as admin:
+    async with _admin(options) as admin:
         listed = await admin.list_transactions(
             states=["Ongoing"], transactional_id_pattern=transactional_id_pattern(options, key))
     return sorted({t.transactional_id for t in listed})
@@ -380,6 +421,7 @@ async def finish_batch_async(options: SinkOptions, batch_id: int,
         rest.update(m.transactional_id for m in msgs if m.transactional_id is not None)
         rest.difference_update(outcome.settled)
         outcome.settled.update(await _settle_all(options, rest, decision.states()))
+    await await_markers(options, [t for t, what in outcome.settled.items() if what != NOTHING_OPEN])
     return outcome
 
 
@@ -409,6 +451,7 @@ async def _resolve(options: SinkOptions, key: str, batch_id: int | None, extra: 
             tids.update(t for t, _ in decision.transactions)
             decided = decision.states()
         settled = await _settle_all(options, tids, decided)
+    await await_markers(options, [t for t, what in settled.items() if what != NOTHING_OPEN])
     return Outcome(decision=decision if rolls_forward else None, settled=settled)
 
 
