@@ -52,8 +52,7 @@ FORMAT_VERSION = 1
 DECISIONS_PARTITIONS = 1
 # Compacted, and rolled often enough that compaction can keep the topic small: only the
 # latest decision per query is ever read.
-DECISIONS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(1024 * 1024),
-                           "min.insync.replicas": "1"}
+DECISIONS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(1024 * 1024)}
 # A decider transaction lives for milliseconds; a driver that dies inside one leaves it to
 # this timeout (or to the next driver's fence), and readers wait for it.
 DECIDER_TRANSACTION_TIMEOUT_MS = 10_000

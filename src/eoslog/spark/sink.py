@@ -205,6 +205,8 @@ class EoslogBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.exactly_once:
+            log.info("committing batch write %s (recover(options, %r) settles it if this driver dies)",
+                     self.job_key, self.job_key)
             finish_batch(self.options, 0, _messages(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
