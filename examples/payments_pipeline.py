@@ -70,8 +70,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--invalid-share", type=float, default=0.05, help="share of invalid events (default 0.05)")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=1500,
                     help="the Spark source's maxOffsetsPerTrigger (default 1500)")
-    ap.add_argument("--sink", choices=("foreach-batch", "eoslog"), default="foreach-batch",
-                    help="how the job writes: foreach-batch (interim, default) or eoslog (format(\"eoslog\"))")
     ap.add_argument("--no-restart", action="store_true", help="do not stop and restart the Spark job half-way")
     ap.add_argument("--seed", type=int, default=7, help="seed of the event generator (default 7)")
     ap.add_argument("--data-dir", type=Path, default=None, help="broker data directory (default ./eoslog-data)")
@@ -150,7 +148,7 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
     def start_job() -> dict[str, Any]:
         return job.start(spark, bootstrap, source=SOURCE, balances_topic=BALANCES, dlq_topic=DLQ,
                          checkpoints=checkpoints, max_offsets_per_trigger=args.max_offsets_per_trigger,
-                         trigger_s=1.0, sink=args.sink)
+                         trigger_s=1.0)
 
     upstream = Upstream(bootstrap, SOURCE, events, txn_size=args.txn_size, abort_share=args.abort_share,
                         seconds=args.seconds, seed=args.seed)
@@ -184,8 +182,10 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
                         progress.update(q_tasks[name], completed=sum(state.end.values()), total=total, note=note)
                 if not restarted and stats.sent >= len(events) // 2:
                     restarted = True
-                    progress.console.print("[bold yellow]restart[/]  stopping the Spark job half-way and starting "
-                                           "it again from its checkpoints")
+                    progress.console.print(
+                        "[bold yellow]restart[/]  stopping the Spark job half-way, in the middle of its batches, and "
+                        "starting it again from its checkpoints (Spark logs the interrupted batches' aborted "
+                        "writes; the restarted job replays them over the same offsets)")
                     for query in queries.values():
                         query.stop()
                     queries = start_job()

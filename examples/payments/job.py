@@ -22,7 +22,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from payments import events as ev
-from payments.interim_sink import exactly_once_writer
 
 QUERIES = ("balances", "dead-letters")
 _FIELDS = ("type", *ev.REQUIRED)
@@ -103,19 +102,19 @@ def dead_letters(events: DataFrame) -> DataFrame:
 
 
 def start(spark: SparkSession, bootstrap: str, *, source: str, balances_topic: str, dlq_topic: str,
-          checkpoints: Path, max_offsets_per_trigger: int, trigger_s: float, sink: str) -> dict[str, Any]:
-    """Start both queries (resuming from their checkpoints when these exist); ``sink`` is
-    ``eoslog`` (format("eoslog"), the exactly-once sink) or ``foreach-batch`` (interim)."""
+          checkpoints: Path, max_offsets_per_trigger: int, trigger_s: float) -> dict[str, Any]:
+    """Start both queries (resuming from their checkpoints when these exist)."""
     events = parsed_events(spark, bootstrap, source, max_offsets_per_trigger)
     outputs = {"balances": (balances(events), balances_topic, "append"),
                "dead-letters": (dead_letters(events), dlq_topic, "append")}
     queries: dict[str, Any] = {}
     for name, (df, topic, mode) in outputs.items():
-        writer = df.writeStream.queryName(name).outputMode(mode) \
-            .option("checkpointLocation", str(checkpoints / name)).trigger(processingTime=f"{trigger_s} seconds")
-        if sink == "eoslog":
-            writer = writer.format("eoslog").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-        else:
-            writer = writer.foreachBatch(exactly_once_writer(bootstrap, topic, name))
-        queries[name] = writer.start()
+        queries[name] = (df.writeStream.format("eoslog")
+                         .queryName(name)
+                         .outputMode(mode)
+                         .option("kafka.bootstrap.servers", bootstrap)
+                         .option("topic", topic)
+                         .option("checkpointLocation", str(checkpoints / name))
+                         .trigger(processingTime=f"{trigger_s} seconds")
+                         .start())
     return queries

@@ -159,8 +159,25 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_dropped_accumulator_connections(spark)
     register(spark)
     return spark
+
+
+def _quiet_dropped_accumulator_connections(spark: SparkSession) -> None:
+    """When a streaming query stops, the JVM side of pyspark's accumulator connection is
+    interrupted and closed; the driver's accumulator server then prints an EOFError
+    traceback that looks like a failure and is not one. Ignore just that error."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is None:
+        return
+    print_traceback = server.handle_error
+
+    def handle_error(request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], EOFError):
+            print_traceback(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def register(spark: SparkSession) -> None:
