@@ -175,6 +175,19 @@ def test_abort_without_a_decision_aborts_everything(sink: tuple[SinkOptions, str
     assert open_transactions(spark_broker.bootstrap, topic) == {}
 
 
+def test_abort_of_a_batch_write_without_messages_still_cleans_up(sink: tuple[SinkOptions, str],
+                                                                 spark_broker: BrokerProcess) -> None:
+    """Every task of a batch write failed (all messages None): the writer knows its key."""
+    options, topic = sink
+    key = f"batch-{next(_ids)}"
+    leftovers = [prepare(options, key, 0, p, values(f"x{p}"), run="job", replayable=False) for p in range(2)]
+    assert abort_batch(options, 0, [None, None]).settled == {}  # a stream's abort cannot know the query
+    outcome = abort_batch(options, 0, [None, None], key)
+    assert outcome.settled == {m.transactional_id: ABORTED for m in leftovers}
+    assert committed_output(spark_broker.bootstrap, topic) == []
+    assert open_transactions(spark_broker.bootstrap, topic) == {}
+
+
 def test_replay_of_a_decided_batch_writes_nothing_and_finishes_the_decision(
         sink: tuple[SinkOptions, str], spark_broker: BrokerProcess) -> None:
     options, topic = sink

@@ -308,17 +308,21 @@ async def await_markers(options: SinkOptions, tids: Collection[str], timeout_s: 
     if not tids:
         return True
     deadline = time.monotonic() + timeout_s
-    async with _admin(options) as admin:
-        while True:
-            described = await admin.describe_transactions(sorted(tids))
-            pending = sorted(t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort"))
-            if not pending:
-                return True
-            if time.monotonic() > deadline:
-                log.warning("markers of %d transactions still not written after %.0f s, e.g. %s", len(pending),
-                            timeout_s, pending[0])
-                return False
-            await asyncio.sleep(0.005)
+    try:
+        async with _admin(options) as admin:
+            while True:
+                described = await admin.describe_transactions(sorted(tids), timeout_ms=int(timeout_s * 1000))
+                pending = sorted(t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort"))
+                if not pending:
+                    return True
+                if time.monotonic() > deadline:
+                    log.warning("markers of %d transactions still not written after %.0f s, e.g. %s",
+                                len(pending), timeout_s, pending[0])
+                    return False
+                await asyncio.sleep(0.005)
+    except KafkaError as e:
+        log.warning("cannot tell whether the markers of %d transactions are written: %s", len(tids), e)
+        return False
 
 
 async def list_open_transactions(options: SinkOptions, key: str | None) -> list[str]:
@@ -425,15 +429,16 @@ async def finish_batch_async(options: SinkOptions, batch_id: int,
     return outcome
 
 
-async def abort_batch_async(options: SinkOptions, batch_id: int,
-                            messages: Sequence[TaskCommitMessage | None]) -> Outcome:
+async def abort_batch_async(options: SinkOptions, batch_id: int, messages: Sequence[TaskCommitMessage | None],
+                            key: str | None = None) -> Outcome:
     """Spark's ``abort``: never undoes a decided batch — it finishes it — and otherwise
-    aborts every open transaction of the query (the batch will be written again)."""
+    aborts every open transaction of the query (the batch will be written again). ``key``
+    when the caller knows it (a batch write); else it comes from the messages."""
     msgs = [m for m in messages if m is not None]
-    if not msgs:
+    if key is None and not msgs:
         # Which query is unknown; its next commit or a replay cleans up.
         return Outcome()
-    return await _resolve(options, _key_of(msgs), batch_id,
+    return await _resolve(options, key if key is not None else _key_of(msgs), batch_id,
                           [m.transactional_id for m in msgs if m.transactional_id is not None])
 
 
@@ -469,8 +474,9 @@ def finish_batch(options: SinkOptions, batch_id: int, messages: Sequence[TaskCom
     return asyncio.run(finish_batch_async(options, batch_id, messages))
 
 
-def abort_batch(options: SinkOptions, batch_id: int, messages: Sequence[TaskCommitMessage | None]) -> Outcome:
-    return asyncio.run(abort_batch_async(options, batch_id, messages))
+def abort_batch(options: SinkOptions, batch_id: int, messages: Sequence[TaskCommitMessage | None],
+                key: str | None = None) -> Outcome:
+    return asyncio.run(abort_batch_async(options, batch_id, messages, key))
 
 
 def recover(options: SinkOptions, key: str | None = None) -> dict[str, Outcome]:

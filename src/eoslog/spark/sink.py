@@ -211,4 +211,4 @@ class EoslogBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.options.exactly_once:
-            abort_batch(self.options, 0, _messages(messages))
+            abort_batch(self.options, 0, _messages(messages), self.job_key)
