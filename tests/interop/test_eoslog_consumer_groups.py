@@ -384,10 +384,8 @@ def test_cooperative_sticky_revokes_only_what_moves(group_broker: BrokerProcess)
             assert revoked_after(m, marks[m.name]) == before[m.name] - m.assignment
             assert m.assignment < before[m.name]
         assert revoked_after(a, marks["coop-a"]) | revoked_after(b, marks["coop-b"]) == c.assignment
-        # C got nothing in its first round (every partition was still owned), then what the
-        # others had revoked (in one more round, or two when a member's sync was overtaken
-        # by the next rebalance), and never had to give anything back.
-        assert c.events[0] == ("assign", [])
+        # C got what the others had revoked, once they had (its first round may be overtaken
+        # by the revokers' rejoin before its SyncGroup is answered), never giving anything back.
         assert all(event == "assign" for event, _ in c.events)
         assert {tp for _, parts in c.events for tp in parts} == c.assignment
         # B leaves: its partitions go to A and C, which revoke nothing.
