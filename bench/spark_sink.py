@@ -22,7 +22,9 @@ A warm-up query (same cases, a small topic) runs first, outside the clock: Spark
 Python workers start once. Per case: records/s = records / the sum of the micro-batches'
 ``triggerExecution`` durations (Spark's own timing of each batch, planning to commit),
 and, for reference, records / the wall time from ``start()`` to the query's end. The
-cases run ``--rounds`` times, interleaved; the best round of each counts.
+cases run ``--rounds`` times, interleaved. Two summaries per case: its best round, and
+``--per-batch`` / the median duration of all its batches over every round — the steadier
+figure when other processes share the machine; the ratio is reported both ways.
 
 After each case, outside the clock: no transaction may be left open in the output (last
 stable offsets equal the high watermarks) and a read_committed consumer (librdkafka) must
@@ -43,6 +45,7 @@ import argparse
 import datetime
 import json
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -247,28 +250,35 @@ def main() -> int:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
+    # Two summaries of each case: its best round (records / the sum of its batches), and
+    # records per batch / the median of all its batches over every round. Other processes
+    # only ever slow a batch down; the median is the steadier figure on a shared machine.
     best = {name: max(runs, key=lambda x: x["records_s"]) for name, runs in results.items()}
-    print(f"\n{'case':28} {'records/s':>11} {'wall rec/s':>11} {'batches':>8} {'addBatch s':>10}  verified")
+    median = {name: round(args.per_batch / statistics.median([ms for r in runs for ms in r["batch_ms"]]) * 1000, 1)
+              for name, runs in results.items()}
+    print(f"\n{'case':28} {'median rec/s':>12} {'best rec/s':>11} {'wall rec/s':>11} {'batches':>8}  verified")
     for name, b in best.items():
-        print(f"{name:28} {b['records_s']:>11,.0f} {b['wall_records_s']:>11,.0f} {b['batches']:>8} "
-              f"{b['add_batch_seconds']:>10.2f}  {'FAILED: ' + failures[name] if name in failures else 'yes'}")
-    ratios = {}
+        print(f"{name:28} {median[name]:>12,.0f} {b['records_s']:>11,.0f} {b['wall_records_s']:>11,.0f} "
+              f"{b['batches']:>8}  {'FAILED: ' + failures[name] if name in failures else 'yes'}")
+    ratios: dict[str, dict[str, float]] = {}
     for w in writers:
-        eos, alo = best.get(f"{w}/exactly-once"), best.get(f"{w}/at-least-once")
-        if eos and alo and f"{w}/exactly-once" not in failures and f"{w}/at-least-once" not in failures:
-            ratios[w] = round(eos["records_s"] / alo["records_s"], 3)
-            print(f"{w}: exactly-once / at-least-once = {ratios[w]:.3f} (goal >= 0.9)")
+        eos, alo = f"{w}/exactly-once", f"{w}/at-least-once"
+        if eos in best and alo in best and eos not in failures and alo not in failures:
+            ratios[w] = {"median": round(median[eos] / median[alo], 3),
+                         "best": round(best[eos]["records_s"] / best[alo]["records_s"], 3)}
+            print(f"{w}: exactly-once / at-least-once = {ratios[w]['median']:.3f} by median batch, "
+                  f"{ratios[w]['best']:.3f} by best round (goal >= 0.9)")
     if "arrow" in writers and "rows" in writers:
         for m in CASES:
-            a, r = best.get(f"arrow/{m}"), best.get(f"rows/{m}")
-            if a and r:
-                print(f"{m}: arrow / rows writer = {a['records_s'] / r['records_s']:.2f}")
+            if f"arrow/{m}" in median and f"rows/{m}" in median:
+                print(f"{m}: arrow / rows writer = {median[f'arrow/{m}'] / median[f'rows/{m}']:.2f} by median batch")
 
     if not args.no_save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         doc = {"benchmark": "spark_sink", "when": stamp, "args": {k: str(v) for k, v in vars(args).items()},
-               "machine": facts, "cases": results, "best": best, "ratios": ratios, "failures": failures}
+               "machine": facts, "cases": results, "best": best, "median_records_s": median, "ratios": ratios,
+               "failures": failures}
         for path in (RESULTS_DIR / f"spark-sink-{stamp}.json", RESULTS_DIR / "spark-sink-latest.json"):
             path.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"saved bench/results/spark-sink-{stamp}.json")

@@ -37,6 +37,7 @@ from eoslog.spark.decisions import (
     Decider,
     Decision,
     DecisionFormatError,
+    admin_client,
     ensure_decisions_topic,
     read_latest_decision,
 )
@@ -287,7 +288,8 @@ def test_a_fenced_decider_cannot_record(sink: tuple[SinkOptions, str]) -> None:
     key = f"q{next(_ids)}"
 
     async def run() -> None:
-        partitions = await ensure_decisions_topic(options)
+        async with admin_client(options) as admin:
+            partitions = await ensure_decisions_topic(options, admin)
         async with Decider(options, key, partitions) as old, Decider(options, key, partitions) as new:
             with pytest.raises(KafkaError):
                 await old.record(Decision(key, 0, "old", ()))

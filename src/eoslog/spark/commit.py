@@ -53,6 +53,7 @@ from eoslog.client.types import PreparedTxnState
 from eoslog.spark.decisions import (
     Decider,
     Decision,
+    admin_client,
     ensure_decisions_topic,
     read_latest_decision,
     read_latest_decision_async,
@@ -295,11 +296,7 @@ async def _settle_all(options: SinkOptions, tids: Collection[str],
     return dict(zip(ordered, (str(r) for r in results), strict=True))
 
 
-def _admin(options: SinkOptions) -> AIOAdmin:
-    return AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id})
-
-
-async def await_markers(options: SinkOptions, tids: Collection[str], timeout_s: float = MARKER_WAIT_S) -> bool:
+async def await_markers(admin: AIOAdmin, tids: Collection[str], timeout_s: float = MARKER_WAIT_S) -> bool:
     """Wait until the coordinator has written the markers of every transaction just ended
     under ``tids`` (no longer PrepareCommit/PrepareAbort): EndTxn is answered as soon as the
     decision to commit is in the transaction log, the markers follow. So when ``commit``
@@ -309,27 +306,25 @@ async def await_markers(options: SinkOptions, tids: Collection[str], timeout_s: 
         return True
     deadline = time.monotonic() + timeout_s
     try:
-        async with _admin(options) as admin:
-            while True:
-                described = await admin.describe_transactions(sorted(tids), timeout_ms=int(timeout_s * 1000))
-                pending = sorted(t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort"))
-                if not pending:
-                    return True
-                if time.monotonic() > deadline:
-                    log.warning("markers of %d transactions still not written after %.0f s, e.g. %s",
-                                len(pending), timeout_s, pending[0])
-                    return False
-                await asyncio.sleep(0.005)
+        while True:
+            described = await admin.describe_transactions(sorted(tids), timeout_ms=int(timeout_s * 1000))
+            pending = sorted(t for t, d in described.items() if d.state in ("PrepareCommit", "PrepareAbort"))
+            if not pending:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("markers of %d transactions still not written after %.0f s, e.g. %s",
+                            len(pending), timeout_s, pending[0])
+                return False
+            await asyncio.sleep(0.005)
     except KafkaError as e:
         log.warning("cannot tell whether the markers of %d transactions are written: %s", len(tids), e)
         return False
 
 
-async def list_open_transactions(options: SinkOptions, key: str | None) -> list[str]:
+async def list_open_transactions(options: SinkOptions, key: str | None, admin: AIOAdmin) -> list[str]:
     """Transactional ids of the sink (of ``key``, or all) with a transaction open."""
-    async with _admin(options) as admin:
-        listed = await admin.list_transactions(
-            states=["Ongoing"], transactional_id_pattern=transactional_id_pattern(options, key))
+    listed = await admin.list_transactions(
+        states=["Ongoing"], transactional_id_pattern=transactional_id_pattern(options, key))
     return sorted({t.transactional_id for t in listed})
 
 
@@ -408,24 +403,25 @@ async def finish_batch_async(options: SinkOptions, batch_id: int,
         return Outcome()
     key = _key_of(msgs)
     outcome = Outcome()
-    partitions = await ensure_decisions_topic(options)
-    async with Decider(options, key, partitions) as decider:
-        decision = await read_latest_decision_async(options, key)
-        if decision is None or decision.batch_id < batch_id:
-            decision, outcome.settled = await _decide(options, decider, key, batch_id, msgs)
-            outcome.decided_now = True
-        elif decision.batch_id > batch_id:
-            log.warning("commit of batch %d of %s: the sink has already decided batch %d (is the checkpoint older "
-                        "than the output?); nothing of batch %d is written", batch_id, key, decision.batch_id,
-                        batch_id)
-        outcome.decision = decision
-        # Roll the decision forward (a replay or a second commit) and abort everything else.
-        rest = set(await list_open_transactions(options, key))
-        rest.update(t for t, _ in decision.transactions)
-        rest.update(m.transactional_id for m in msgs if m.transactional_id is not None)
-        rest.difference_update(outcome.settled)
-        outcome.settled.update(await _settle_all(options, rest, decision.states()))
-    await await_markers(options, [t for t, what in outcome.settled.items() if what != NOTHING_OPEN])
+    async with admin_client(options) as admin:
+        partitions = await ensure_decisions_topic(options, admin)
+        async with Decider(options, key, partitions) as decider:
+            decision = await read_latest_decision_async(options, key, admin)
+            if decision is None or decision.batch_id < batch_id:
+                decision, outcome.settled = await _decide(options, decider, key, batch_id, msgs)
+                outcome.decided_now = True
+            elif decision.batch_id > batch_id:
+                log.warning("commit of batch %d of %s: the sink has already decided batch %d (is the checkpoint "
+                            "older than the output?); nothing of batch %d is written", batch_id, key,
+                            decision.batch_id, batch_id)
+            outcome.decision = decision
+            # Roll the decision forward (a replay or a second commit) and abort everything else.
+            rest = set(await list_open_transactions(options, key, admin))
+            rest.update(t for t, _ in decision.transactions)
+            rest.update(m.transactional_id for m in msgs if m.transactional_id is not None)
+            rest.difference_update(outcome.settled)
+            outcome.settled.update(await _settle_all(options, rest, decision.states()))
+        await await_markers(admin, [t for t, what in outcome.settled.items() if what != NOTHING_OPEN])
     return outcome
 
 
@@ -445,18 +441,19 @@ async def abort_batch_async(options: SinkOptions, batch_id: int, messages: Seque
 async def _resolve(options: SinkOptions, key: str, batch_id: int | None, extra: Iterable[str]) -> Outcome:
     """Fence the decider, then settle every open transaction of ``key`` against its latest
     decision if that decision is of ``batch_id`` or later (None: any), else abort them all."""
-    partitions = await ensure_decisions_topic(options)
-    async with Decider(options, key, partitions):
-        decision = await read_latest_decision_async(options, key)
-        rolls_forward = decision is not None and (batch_id is None or decision.batch_id >= batch_id)
-        tids = set(await list_open_transactions(options, key))
-        tids.update(extra)
-        decided: dict[str, PreparedTxnState] = {}
-        if decision is not None and rolls_forward:
-            tids.update(t for t, _ in decision.transactions)
-            decided = decision.states()
-        settled = await _settle_all(options, tids, decided)
-    await await_markers(options, [t for t, what in settled.items() if what != NOTHING_OPEN])
+    async with admin_client(options) as admin:
+        partitions = await ensure_decisions_topic(options, admin)
+        async with Decider(options, key, partitions):
+            decision = await read_latest_decision_async(options, key, admin)
+            rolls_forward = decision is not None and (batch_id is None or decision.batch_id >= batch_id)
+            tids = set(await list_open_transactions(options, key, admin))
+            tids.update(extra)
+            decided: dict[str, PreparedTxnState] = {}
+            if decision is not None and rolls_forward:
+                tids.update(t for t, _ in decision.transactions)
+                decided = decision.states()
+            settled = await _settle_all(options, tids, decided)
+        await await_markers(admin, [t for t, what in settled.items() if what != NOTHING_OPEN])
     return Outcome(decision=decision if rolls_forward else None, settled=settled)
 
 
@@ -465,8 +462,11 @@ async def recover_async(options: SinkOptions, key: str | None = None) -> dict[st
     whose driver died): each key's latest decision is finished, everything else aborted.
     Without ``key``, every key with open sink transactions. Never run it for a query that
     is running: it would abort the batch in flight (whose commit then fails)."""
-    keys = {key} if key is not None else {key_of_transactional_id(options, t)
-                                          for t in await list_open_transactions(options, None)}
+    if key is not None:
+        keys = {key}
+    else:
+        async with admin_client(options) as admin:
+            keys = {key_of_transactional_id(options, t) for t in await list_open_transactions(options, None, admin)}
     return {k: await _resolve(options, k, None, ()) for k in sorted(keys)}
 
 

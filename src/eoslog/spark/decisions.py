@@ -129,7 +129,8 @@ def partition_for(key: str, partitions: int) -> int:
 _known_partitions: dict[tuple[str, str], int] = {}
 
 
-def _admin(options: SinkOptions) -> AIOAdmin:
+def admin_client(options: SinkOptions) -> AIOAdmin:
+    """The admin client the sink's driver calls share (``async with``)."""
     return AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id})
 
 
@@ -145,43 +146,38 @@ async def _partition_count(admin: AIOAdmin, options: SinkOptions) -> int | None:
     return _known_partitions[cache_key]
 
 
-async def ensure_decisions_topic(options: SinkOptions) -> int:
+async def ensure_decisions_topic(options: SinkOptions, admin: AIOAdmin) -> int:
     """Create the decisions topic if it does not exist; its partition count."""
-    cache_key = (options.bootstrap_servers, options.decisions_topic)
-    if cache_key in _known_partitions:
-        return _known_partitions[cache_key]
-    async with _admin(options) as admin:
+    partitions = await _partition_count(admin, options)
+    if partitions is None:
+        with contextlib.suppress(TopicAlreadyExistsError):  # another driver created it meanwhile
+            await admin.create_topics([NewTopic(options.decisions_topic, DECISIONS_PARTITIONS,
+                                                configs=DECISIONS_TOPIC_CONFIGS)])
         partitions = await _partition_count(admin, options)
-        if partitions is None:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another driver created it meanwhile
-                await admin.create_topics([NewTopic(options.decisions_topic, DECISIONS_PARTITIONS,
-                                                    configs=DECISIONS_TOPIC_CONFIGS)])
-            partitions = await _partition_count(admin, options)
-            assert partitions is not None
+        assert partitions is not None
     return partitions
 
 
-async def read_latest_decision_async(options: SinkOptions, key: str, *,
+async def read_latest_decision_async(options: SinkOptions, key: str, admin: AIOAdmin, *,
                                      wait_s: float = READ_WAIT_S) -> Decision | None:
     """The latest committed decision of ``key``, or None if it has none (or the decisions
     topic does not exist yet)."""
     latest, earliest = OffsetSpec.latest(), OffsetSpec.earliest()
-    async with _admin(options) as admin:
-        partitions = await _partition_count(admin, options)
-        if partitions is None:
-            return None
-        tp = TopicPartition(options.decisions_topic, partition_for(key, partitions))
-        high_watermark = (await admin.list_offsets({tp: latest}))[tp].offset
-        deadline = time.monotonic() + wait_s
-        while (stable := (await admin.list_offsets({tp: latest}, isolation_level=READ_COMMITTED))[tp].offset) \
-                < high_watermark:
-            if time.monotonic() > deadline:
-                raise DecisionLogUnavailable(
-                    f"{tp.topic}-{tp.partition}: an open transaction keeps the last stable offset at {stable} "
-                    f"below {high_watermark} for more than {wait_s:.0f} s"
-                )
-            await asyncio.sleep(0.02)
-        begin = (await admin.list_offsets({tp: earliest}))[tp].offset
+    partitions = await _partition_count(admin, options)
+    if partitions is None:
+        return None
+    tp = TopicPartition(options.decisions_topic, partition_for(key, partitions))
+    high_watermark = (await admin.list_offsets({tp: latest}))[tp].offset
+    deadline = time.monotonic() + wait_s
+    while (stable := (await admin.list_offsets({tp: latest}, isolation_level=READ_COMMITTED))[tp].offset) \
+            < high_watermark:
+        if time.monotonic() > deadline:
+            raise DecisionLogUnavailable(
+                f"{tp.topic}-{tp.partition}: an open transaction keeps the last stable offset at {stable} "
+                f"below {high_watermark} for more than {wait_s:.0f} s"
+            )
+        await asyncio.sleep(0.02)
+    begin = (await admin.list_offsets({tp: earliest}))[tp].offset
     if stable <= begin:
         return None
     wanted = key.encode()
@@ -210,7 +206,12 @@ async def read_latest_decision_async(options: SinkOptions, key: str, *,
 
 def read_latest_decision(options: SinkOptions, key: str, *, wait_s: float = READ_WAIT_S) -> Decision | None:
     """``read_latest_decision_async`` for callers without an event loop (write tasks, tests)."""
-    return asyncio.run(read_latest_decision_async(options, key, wait_s=wait_s))
+
+    async def read() -> Decision | None:
+        async with admin_client(options) as admin:
+            return await read_latest_decision_async(options, key, admin, wait_s=wait_s)
+
+    return asyncio.run(read())
 
 
 class Decider:
