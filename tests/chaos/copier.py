@@ -16,8 +16,12 @@ It handles errors the way a correct application does:
   whose init_transactions fences this one and aborts its open transaction;
 - anything else: exit with ``EXIT_UNEXPECTED`` - the test reports it.
 
-The same loop drives three clients (``--client``): confluent-kafka, kafka-python and
-aiokafka, each behind a small adapter. Progress goes to stdout as one JSON object per line
+The same loop drives four clients (``--client``): confluent-kafka, kafka-python, aiokafka
+and eoslog.client, each behind a small adapter. The first three assign the input partition
+(with a group.id for the offsets), as Kafka's copier does; eoslog's copiers are members of
+one consumer group (subscribe, static membership, range assignment), commit with the
+member's group_metadata (KIP-447), and abort the transaction when a rebalance takes the
+partition away. Progress goes to stdout as one JSON object per line
 (``ev``: started, txn, error, note, done) for the harness to follow; nothing else is
 printed there. Run ``python copier.py --help`` for the options.
 """
@@ -41,7 +45,8 @@ from typing import Any, NoReturn, Protocol, TypeVar
 CONFLUENT = "confluent"
 KAFKA_PYTHON = "kafka-python"
 AIOKAFKA = "aiokafka"
-CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA)
+EOSLOG = "eoslog"
+CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG)
 
 EXIT_DONE = 0
 EXIT_FATAL = 3
@@ -224,7 +229,39 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
 # -- confluent-kafka (librdkafka) --------------------------------------------------------
 
 
-class ConfluentCopier:
+def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The transactional producer's settings, by Kafka's names (librdkafka's and eoslog's)."""
+    return {
+        "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
+        "transaction.timeout.ms": args.transaction_timeout_ms, "acks": "all",
+        # small batches and several in flight: a transaction spans many Produce requests
+        "batch.size": args.batch_size, "linger.ms": 5, "max.in.flight.requests.per.connection": 5,
+        "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
+    }
+
+
+def consumer_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The read_committed consumer's settings, by Kafka's names."""
+    return {
+        "bootstrap.servers": args.bootstrap, "group.id": args.group_id,
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 1000,
+    }
+
+
+class TimedTransactionCalls:
+    """commit/abort with CALL_TIMEOUT_S, for producers whose calls take a timeout in seconds."""
+
+    producer: Any
+
+    def commit_transaction(self) -> None:
+        self.producer.commit_transaction(CALL_TIMEOUT_S)
+
+    def abort_transaction(self) -> None:
+        self.producer.abort_transaction(CALL_TIMEOUT_S)
+
+
+class ConfluentCopier(TimedTransactionCalls):
     def __init__(self, args: argparse.Namespace) -> None:
         from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -235,22 +272,9 @@ class ConfluentCopier:
         # send_offsets_to_transaction then hangs past its timeout (librdkafka issue #5511).
         # A fixed single-broker address gains nothing from re-bootstrapping.
         no_rebootstrap = {"metadata.recovery.strategy": "none"}
-        self.producer = Producer({
-            **no_rebootstrap,
-            "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
-            "transaction.timeout.ms": args.transaction_timeout_ms, "acks": "all",
-            # small batches and several in flight: a transaction spans many Produce requests
-            "batch.size": args.batch_size, "linger.ms": 5, "max.in.flight.requests.per.connection": 5,
-            "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
-            **({"debug": args.debug} if args.debug else {}),
-        })
-        self.consumer = Consumer({
-            **no_rebootstrap,
-            "bootstrap.servers": args.bootstrap, "group.id": args.group_id,
-            "isolation.level": "read_committed", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 1000,
-            **({"debug": args.debug} if args.debug else {}),
-        })
+        debug = {"debug": args.debug} if args.debug else {}
+        self.producer = Producer({**no_rebootstrap, **producer_settings(args), **debug})
+        self.consumer = Consumer({**no_rebootstrap, **consumer_settings(args), **debug})
         self.delivery_errors = 0
 
     def classify(self, exc: BaseException) -> str:
@@ -326,12 +350,6 @@ class ConfluentCopier:
             raise RuntimeError(f"consumer position {positions[0].offset} != copied up to {position}")
         self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
                                                   CALL_TIMEOUT_S)
-
-    def commit_transaction(self) -> None:
-        self.producer.commit_transaction(CALL_TIMEOUT_S)
-
-    def abort_transaction(self) -> None:
-        self.producer.abort_transaction(CALL_TIMEOUT_S)
 
     def close(self) -> None:
         self.consumer.close()
@@ -528,8 +546,125 @@ class AioKafkaCopier:
         self.run(self.producer.stop())
 
 
+# -- eoslog.client: a consumer group member ---------------------------------------------------
+
+
+class PartitionRevoked(Exception):
+    """A rebalance took the input partition away during the transaction: its records may be
+    copied by the next owner, so this transaction must abort."""
+
+
+class EoslogCopier(TimedTransactionCalls):
+    """The copiers share one group: each subscribes to the input topic as a static member
+    (group.instance.id = its transactional id), so range assignment gives copier-<p>
+    partition p once all have joined (static members are ordered by instance id). A member
+    given someone else's partition while the group fills up pauses it and never commits it.
+    The input partition's position comes from the group's committed offset (require_stable)
+    when it is assigned; a revocation or loss breaks the transaction in progress."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from eoslog.client.consumer import Consumer, TopicPartition
+        from eoslog.client.producer import Producer
+
+        self.tp = TopicPartition(args.input_topic, args.input_partition)
+        self.output_topic = args.output_topic
+        self.producer = Producer(producer_settings(args))
+        self.consumer = Consumer({
+            **consumer_settings(args),
+            "group.instance.id": args.transactional_id, "partition.assignment.strategy": "range",
+            # a SIGKILLed static member is replaced by its restart; a long session keeps the
+            # group from rebalancing meanwhile
+            "session.timeout.ms": 20000, "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 120000,  # a transaction spanning a broker restart polls late
+            "fetch.max.wait.ms": 100, "max.poll.records": 500,
+        })
+        self.input_topic = args.input_topic
+        self.subscribed = False
+        self.owned = False
+        self.broken = False  # the partition was revoked or lost since the last seek
+        self.buffer: list[InputRecord] = []  # polled, not yet handed to the copy loop
+
+    def classify(self, exc: BaseException) -> str:
+        from eoslog.client.errors import KafkaError
+
+        if isinstance(exc, PartitionRevoked):
+            return ABORTABLE
+        if isinstance(exc, KafkaError):
+            if exc.fatal:
+                return FATAL
+            if exc.txn_requires_abort:
+                return ABORTABLE
+            if exc.retriable:
+                return RETRIABLE
+        return OTHER
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        others = [tp for tp in partitions if tp != self.tp]
+        consumer.pause(others)
+        if self.tp in partitions:
+            self.owned = True
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        if self.tp in partitions:
+            self.owned = False
+            self.broken = True
+            self.buffer.clear()
+
+    def init_transactions(self) -> None:
+        self.producer.init_transactions(CALL_TIMEOUT_S)
+        if not self.subscribed:
+            self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            self.subscribed = True
+
+    def committed(self) -> int | None:
+        found = self.consumer.committed([self.tp], timeout=CALL_TIMEOUT_S)[self.tp]
+        return None if found is None else found.offset
+
+    def stable_committed_reads(self) -> bool:
+        return True  # OffsetFetch with require_stable under read_committed
+
+    def end_offset(self) -> int:
+        return self.consumer.end_offsets([self.tp], timeout=CALL_TIMEOUT_S)[self.tp]
+
+    def seek(self, offset: int) -> None:
+        # Unassigned: the position comes from the committed offset when the partition is
+        # assigned, which is ``offset`` (the copy loop seeks only to the committed offset).
+        self.buffer.clear()
+        self.broken = False
+        if self.owned:
+            self.consumer.seek(self.tp, offset)
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+
+    def poll(self, max_records: int) -> list[InputRecord]:
+        if not self.buffer:
+            records = self.consumer.poll(0.5)  # also where rebalances happen
+            self.buffer = [InputRecord(r.offset, r.key, r.value) for r in records if r.partition == self.tp.partition]
+        if self.broken:
+            raise PartitionRevoked(f"{self.tp.topic}-{self.tp.partition} was revoked during the transaction")
+        out, self.buffer = self.buffer[:max_records], self.buffer[max_records:]
+        return out
+
+    def send(self, record: InputRecord, headers: list[tuple[str, bytes]]) -> None:
+        self.producer.send(self.output_topic, record.value, key=record.key, headers=headers)
+
+    def send_offsets_to_transaction(self, position: int) -> None:
+        if self.broken:
+            raise PartitionRevoked(f"{self.tp.topic}-{self.tp.partition} was revoked during the transaction")
+        consumed = self.buffer[0].offset if self.buffer else self.consumer.position(self.tp, timeout=CALL_TIMEOUT_S)
+        if consumed != position:  # the copy loop and the consumer must agree
+            raise RuntimeError(f"consumer position {consumed} != copied up to {position}")
+        self.producer.send_offsets_to_transaction({self.tp: position}, self.consumer.group_metadata(),
+                                                  CALL_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.close(CALL_TIMEOUT_S)
+
+
 ADAPTERS: dict[str, Callable[[argparse.Namespace], CopierClient]] = {
-    CONFLUENT: ConfluentCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier,
+    CONFLUENT: ConfluentCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier, EOSLOG: EoslogCopier,
 }
 
 
@@ -558,9 +693,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
-    if args.debug and args.client != CONFLUENT:
-        # kafka-python's and aiokafka's own debug log, to stderr (the copier log)
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+    if args.client != CONFLUENT and (args.debug or args.client == EOSLOG):
+        # the client's own log, to stderr (the copier log): kafka-python's and aiokafka's
+        # with --debug; eoslog's group membership at INFO always (it is quiet otherwise)
+        logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
     rep = Reporter(args.transactional_id, args.instance, args.stuck_after_s)
     try:

@@ -54,23 +54,27 @@ def _header(headers: Iterable[tuple[str, str | bytes | None]] | dict[str, str | 
 
 
 class CommittedReader:
-    """read_committed consumer over ``partitions`` of ``topic`` from offset 0, on a thread."""
+    """read_committed consumer over ``partitions`` of ``topic`` from offset 0, on a thread
+    (librdkafka's; ``EoslogCommittedReader`` is the same with eoslog.client's)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, name: str) -> None:
-        self.topic, self.partitions, self.name = topic, partitions, name
+        self.bootstrap, self.topic, self.partitions, self.name = bootstrap, topic, partitions, name
         self.records: list[OutputRecord] = []
         self.positions: dict[int, int] = {p: 0 for p in range(partitions)}
         self.errors: list[str] = []
         self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"reader-{name}", daemon=True)
+        self._open()
+
+    def _open(self) -> None:
         self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": f"verify-{name}", "enable.auto.commit": False,
+            "bootstrap.servers": self.bootstrap, "group.id": f"verify-{self.name}", "enable.auto.commit": False,
             "isolation.level": "read_committed", "auto.offset.reset": "earliest",
             "reconnect.backoff.max.ms": 1000, "fetch.max.bytes": 8 << 20,
         })
-        self._thread = threading.Thread(target=self._run, name=f"reader-{name}", daemon=True)
+        self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
 
     def start(self) -> CommittedReader:
-        self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         self._thread.start()
         return self
 
@@ -105,6 +109,41 @@ class CommittedReader:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
+
+
+class EoslogCommittedReader(CommittedReader):
+    """The read_committed reader on eoslog.client's Consumer: assign, seek to 0, poll; its
+    position is where its aborted-transaction filter and the markers left it."""
+
+    def _open(self) -> None:
+        from eoslog.client.consumer import Consumer as EoslogConsumer
+        from eoslog.client.consumer import TopicPartition as EoslogTopicPartition
+
+        self._tps = [EoslogTopicPartition(self.topic, p) for p in range(self.partitions)]
+        self._eoslog = EoslogConsumer({
+            "bootstrap.servers": self.bootstrap, "isolation.level": "read_committed",
+            "reconnect.backoff.max.ms": 1000, "fetch.max.bytes": 8 << 20, "max.poll.records": 2000,
+        })
+        self._eoslog.assign(self._tps)
+        for tp in self._tps:
+            self._eoslog.seek(tp, 0)
+
+    def _run(self) -> None:
+        from eoslog.client.errors import KafkaError
+
+        c = self._eoslog
+        while not self._stop.is_set():
+            try:
+                records = c.poll(0.2)
+            except KafkaError as e:  # raised once from poll(); the consumer carries on
+                self.errors.append(repr(e))
+                continue
+            for r in records:
+                self.records.append(OutputRecord(r.partition, r.offset, r.value or b"", _header(r.headers, H_INTENT),
+                                                 _header(r.headers, H_TXN), _header(r.headers, H_SRC)))
+            for tp in self._tps:
+                self.positions[tp.partition] = c.position(tp)
+        c.close()
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> tuple[dict[int, int], dict[int, int]]:

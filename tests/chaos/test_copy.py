@@ -5,16 +5,19 @@ process per input partition (``copier.py``: a transactional producer and a read_
 consumer; 200-750 records per transaction, about one in three aborted on purpose) copies
 them into the output topic. Meanwhile the broker is ``kill -9``ed and restarted three
 times, and each copier is SIGKILLed and restarted three times, each time after its
-instance made at least 20% progress. A read_committed reader runs throughout and a fresh
-one reads at the end; both must see every input number exactly once, no record of a
-transaction meant to abort, and the input order (per input partition; the whole order
-with one partition in and out).
+instance made at least 20% progress (10% for the fast eoslog copiers). A read_committed
+reader runs throughout and a fresh one reads at the end; both must see every input number
+exactly once, no record of a transaction meant to abort, and the input order (per input
+partition; the whole order with one partition in and out).
 
 Variants (sizes keep the module well under ten minutes on two shared cores):
 
 - ``confluent``: 50,000 records, 2 input -> 3 output partitions;
 - ``confluent-order``: 15,000 records, 1 -> 1 partition, total order checked;
 - ``kafka-python`` and ``aiokafka``: 10,000 records, 2 -> 3 partitions (slower clients).
+- ``eoslog`` and ``eoslog-order``: 100,000 records 2 -> 3 and 33,333 records 1 -> 1 with
+  eoslog.client's copiers (members of one consumer group, see ``copier.EoslogCopier``)
+  and eoslog.client's read_committed readers; a final librdkafka reader must see the same.
 
 Waits are hang guards (no progress for ``STALL_S``, a whole-run deadline); assertions are
 about what the readers saw. A failure names the numbers duplicated or missing with their
@@ -42,8 +45,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from copier import AIOKAFKA, CONFLUENT, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
-from eos_verify import CommittedReader, OutputRecord, check_copy, end_offsets, explain
+from copier import AIOKAFKA, CONFLUENT, EOSLOG, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
+from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, check_copy, end_offsets, explain
 
 from harness import BrokerProcess
 
@@ -82,6 +85,8 @@ class Scenario:
     broker_kills: int = 3
     copier_kills: int = 3
     deadline_s: float = 180.0  # the copy takes ~15 s on an idle 2-core machine
+    reader: str = CONFLUENT  # whose read_committed consumer verifies (concurrent and final)
+    kill_after_progress: float = KILL_AFTER_PROGRESS
 
 
 SCENARIOS = {
@@ -90,7 +95,12 @@ SCENARIOS = {
     "confluent-order": Scenario(CONFLUENT, 50_000 // 3, 1, 1),
     "kafka-python": Scenario(KAFKA_PYTHON, 50_000, 2, 3),
     "aiokafka": Scenario(AIOKAFKA, 50_000, 2, 3),
+    # eoslog's copiers copy 10-30k records/s once running: twice the records and kills after
+    # 10% of an instance's share, or a restarted copier may finish before its third kill.
+    "eoslog": Scenario(EOSLOG, 100_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1),
+    "eoslog-order": Scenario(EOSLOG, 100_000 // 3, 1, 1, reader=EOSLOG, kill_after_progress=0.1),
 }
+READERS: dict[str, type[CommittedReader]] = {CONFLUENT: CommittedReader, EOSLOG: EoslogCommittedReader}
 
 
 @dataclass
@@ -306,7 +316,7 @@ class CopyRun:
                 c.check_exit()
                 if c.done or c.kills >= self.s.copier_kills:
                     continue
-                if i not in kill_due and c.instance_progress() >= KILL_AFTER_PROGRESS:
+                if i not in kill_due and c.instance_progress() >= self.s.kill_after_progress:
                     kill_due[i] = now + self.rng.uniform(0.0, 0.5)  # land inside a transaction
                 elif i in kill_due and now >= kill_due[i]:
                     del kill_due[i]
@@ -402,7 +412,8 @@ def at(r: OutputRecord) -> tuple[int, int]:
 def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
     run, s = copy_run, copy_run.s
     run.seed()
-    concurrent = CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "concurrent").start()
+    reader = READERS[s.reader]
+    concurrent = reader(run.broker.bootstrap, OUTPUT, s.output_partitions, "concurrent").start()
     try:
         run.copy()
         ends = run.output_ends()
@@ -410,22 +421,29 @@ def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
             f"concurrent reader stuck at {concurrent.positions} of {ends}\n{run.diagnosis()}"
     finally:
         concurrent.stop()
-    final = CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final").start()
-    assert final.wait_caught_up(ends, DRAIN_S), f"final reader stuck at {final.positions} of {ends}\n{run.diagnosis()}"
-    final.stop()
+    finals = [reader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final")]
+    if s.reader != CONFLUENT:  # and librdkafka must see what eoslog's reader saw
+        finals.append(CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final-librdkafka"))
+    for final in finals:
+        final.start()
+        assert final.wait_caught_up(ends, DRAIN_S), \
+            f"{final.name} reader stuck at {final.positions} of {ends}\n{run.diagnosis()}"
+        final.stop()
     run.note(f"verified: output end offsets {ends}")
 
+    readers = [concurrent, *finals]
     total_order = s.input_partitions == 1 and s.output_partitions == 1
-    findings = [check_copy(r.name, r.records, run.inputs, check_total_order=total_order)
-                for r in (concurrent, final)]
-    if not any(findings) and sorted(concurrent.records, key=at) != sorted(final.records, key=at):
-        findings[0].problems.append("the concurrent and the final reader saw different partitions' sequences")
+    findings = [check_copy(r.name, r.records, run.inputs, check_total_order=total_order) for r in readers]
+    if not any(findings):
+        for r in readers[1:]:
+            if sorted(r.records, key=at) != sorted(concurrent.records, key=at):
+                findings[0].problems.append(f"the concurrent and the {r.name} reader saw different sequences")
     print(run.summary())
     print("\n".join(run.timeline))
     failed = [f for f in findings if f]
     assert not failed, "\n\n".join(
         f"{f.reader} reader ({len(r.records)} records):\n" + "\n".join(f.problems)
-        for f, r in zip(findings, (concurrent, final), strict=True) if f
+        for f, r in zip(findings, readers, strict=True) if f
     ) + "\n\n" + run.diagnosis([o for f in failed for o in f.offending])
 
     # The run proved what it should: every planned crash happened, the planned aborts
