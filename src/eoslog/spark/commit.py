@@ -35,6 +35,7 @@ names; assume that driver and executors share anything but the brokers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -334,15 +335,9 @@ def _fault_pause(path: str) -> None:
         time.sleep(1)
 
 
-async def _decide(options: SinkOptions, decider: Decider, key: str, batch_id: int,
-                  messages: Sequence[TaskCommitMessage]) -> tuple[Decision, dict[str, str]]:
-    """Check that every prepared transaction is still open as its message says, record the
-    decision, then commit them; (the decision, what was settled)."""
-    if any(m.decided_batch is not None for m in messages):
-        raise InconsistentCommitError(
-            f"batch {batch_id} of {key}: tasks found a decision of batch "
-            f"{max(m.decided_batch or 0 for m in messages)} that the driver no longer finds")
-    chosen = [(m.transactional_id, m.prepared_state) for m in messages if m.transactional_id is not None]
+async def _open_all(options: SinkOptions, tids: Sequence[str]) -> dict[str, AIOProducer]:
+    """A keeping producer per id (at most DRIVER_CONCURRENCY opening at once); if one cannot
+    be opened, the others are closed and the first error is raised."""
     held: dict[str, AIOProducer] = {}
     gate = asyncio.Semaphore(DRIVER_CONCURRENCY)
 
@@ -350,48 +345,64 @@ async def _decide(options: SinkOptions, decider: Decider, key: str, batch_id: in
         async with gate:
             held[tid] = await _open_two_phase(options, tid)
 
-    try:
-        results = await asyncio.gather(*(hold(tid) for tid, _ in chosen), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        for tid, state in chosen:
-            found = held[tid].prepared_transaction_state()
-            if found != state:
-                raise PreparedTransactionLostError(
-                    f"batch {batch_id} of {key}: the transaction of {tid} is "
-                    f"{'gone' if found is None else found.to_string()}, not {state.to_string()} as its task "
-                    "prepared it; nothing of the batch is committed")
-        run_id = messages[0].run_id if messages else ""
-        decision = Decision(key, batch_id, run_id, tuple(chosen), int(time.time() * 1000))
-        faults = options.faults
-        if batch_id in faults.raise_before_decision:
-            raise RuntimeError(f"test fault: commit of batch {batch_id} fails before its decision")
-        await decider.record(decision)
-        log.info("batch %d of %s decided: %d transactions", batch_id, key, len(chosen))
-        for pause_batch, path in faults.pause_after_decision:
-            if pause_batch == batch_id:
-                _fault_pause(path)
-        if batch_id in faults.raise_after_decision:
-            raise RuntimeError(f"test fault: commit of batch {batch_id} fails after its decision")
-        settled: dict[str, str] = {}
+    results = await asyncio.gather(*(hold(tid) for tid in tids), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            await asyncio.gather(*(p.close() for p in held.values()), return_exceptions=True)
+            raise r
+    return held
 
-        async def complete(tid: str, state: PreparedTxnState) -> None:
-            async with gate:
-                try:
-                    settled[tid] = await _settle_open(held[tid], state)
-                except KafkaError as e:
-                    # e.g. fenced by a zombie task's init: settle again with a fresh producer.
-                    log.warning("completing %s failed (%s); settling it again", tid, e)
-                    settled[tid] = await _settle(options, tid, state)
 
-        results = await asyncio.gather(*(complete(tid, s) for tid, s in chosen), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        return decision, settled
-    finally:
+async def _close_opened(opening: asyncio.Future[dict[str, AIOProducer]]) -> None:
+    """Close what ``_open_all`` opened (nothing if it failed: it closed its own)."""
+    with contextlib.suppress(Exception):
+        held = await opening
         await asyncio.gather(*(p.close() for p in held.values()), return_exceptions=True)
+
+
+async def _decide(options: SinkOptions, decider: Decider, key: str, batch_id: int,
+                  messages: Sequence[TaskCommitMessage], held: Mapping[str, AIOProducer]
+                  ) -> tuple[Decision, dict[str, str]]:
+    """Check that every prepared transaction is still open as its message says (``held``:
+    the producers opened on them), record the decision, then commit them; (the decision,
+    what was settled)."""
+    chosen = [(m.transactional_id, m.prepared_state) for m in messages if m.transactional_id is not None]
+    for tid, state in chosen:
+        found = held[tid].prepared_transaction_state()
+        if found != state:
+            raise PreparedTransactionLostError(
+                f"batch {batch_id} of {key}: the transaction of {tid} is "
+                f"{'gone' if found is None else found.to_string()}, not {state.to_string()} as its task "
+                "prepared it; nothing of the batch is committed")
+    run_id = messages[0].run_id if messages else ""
+    decision = Decision(key, batch_id, run_id, tuple(chosen), int(time.time() * 1000))
+    faults = options.faults
+    if batch_id in faults.raise_before_decision:
+        raise RuntimeError(f"test fault: commit of batch {batch_id} fails before its decision")
+    await decider.record(decision)
+    log.info("batch %d of %s decided: %d transactions", batch_id, key, len(chosen))
+    for pause_batch, path in faults.pause_after_decision:
+        if pause_batch == batch_id:
+            _fault_pause(path)
+    if batch_id in faults.raise_after_decision:
+        raise RuntimeError(f"test fault: commit of batch {batch_id} fails after its decision")
+    settled: dict[str, str] = {}
+    gate = asyncio.Semaphore(DRIVER_CONCURRENCY)
+
+    async def complete(tid: str, state: PreparedTxnState) -> None:
+        async with gate:
+            try:
+                settled[tid] = await _settle_open(held[tid], state)
+            except KafkaError as e:
+                # e.g. fenced by a zombie task's init: settle again with a fresh producer.
+                log.warning("completing %s failed (%s); settling it again", tid, e)
+                settled[tid] = await _settle(options, tid, state)
+
+    results = await asyncio.gather(*(complete(tid, s) for tid, s in chosen), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return decision, settled
 
 
 async def finish_batch_async(options: SinkOptions, batch_id: int,
@@ -402,25 +413,42 @@ async def finish_batch_async(options: SinkOptions, batch_id: int,
     if not msgs:
         return Outcome()
     key = _key_of(msgs)
+    fresh = [m.transactional_id for m in msgs if m.transactional_id is not None]
     outcome = Outcome()
     async with admin_client(options) as admin:
         partitions = await ensure_decisions_topic(options, admin)
-        async with Decider(options, key, partitions) as decider:
-            decision = await read_latest_decision_async(options, key, admin)
-            if decision is None or decision.batch_id < batch_id:
-                decision, outcome.settled = await _decide(options, decider, key, batch_id, msgs)
-                outcome.decided_now = True
-            elif decision.batch_id > batch_id:
-                log.warning("commit of batch %d of %s: the sink has already decided batch %d (is the checkpoint "
-                            "older than the output?); nothing of batch %d is written", batch_id, key,
-                            decision.batch_id, batch_id)
-            outcome.decision = decision
-            # Roll the decision forward (a replay or a second commit) and abort everything else.
-            rest = set(await list_open_transactions(options, key, admin))
-            rest.update(t for t, _ in decision.transactions)
-            rest.update(m.transactional_id for m in msgs if m.transactional_id is not None)
-            rest.difference_update(outcome.settled)
-            outcome.settled.update(await _settle_all(options, rest, decision.states()))
+        # Opening the prepared transactions and listing the query's open ones need neither
+        # the fence nor the decision: they run meanwhile.
+        opening = asyncio.ensure_future(_open_all(options, fresh))
+        listing = asyncio.ensure_future(list_open_transactions(options, key, admin))
+        try:
+            async with Decider(options, key, partitions) as decider:
+                decision = await read_latest_decision_async(options, key, admin)
+                if decision is None or decision.batch_id < batch_id:
+                    if any(m.decided_batch is not None for m in msgs):
+                        raise InconsistentCommitError(
+                            f"batch {batch_id} of {key}: tasks found a decision of batch "
+                            f"{max(m.decided_batch or 0 for m in msgs)} that the driver no longer finds")
+                    decision, outcome.settled = await _decide(options, decider, key, batch_id, msgs,
+                                                              await opening)
+                    outcome.decided_now = True
+                elif decision.batch_id > batch_id:
+                    log.warning("commit of batch %d of %s: the sink has already decided batch %d (is the "
+                                "checkpoint older than the output?); nothing of batch %d is written", batch_id, key,
+                                decision.batch_id, batch_id)
+                outcome.decision = decision
+                # Roll the decision forward (a replay or a second commit) and abort everything else.
+                rest = set(await listing)
+                rest.update(t for t, _ in decision.transactions)
+                rest.update(fresh)
+                rest.difference_update(outcome.settled)
+                await _close_opened(opening)  # before other producers open the same ids
+                outcome.settled.update(await _settle_all(options, rest, decision.states()))
+        finally:
+            listing.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await listing
+            await _close_opened(opening)
         await await_markers(admin, [t for t, what in outcome.settled.items() if what != NOTHING_OPEN])
     return outcome
 
