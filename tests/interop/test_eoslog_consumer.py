@@ -110,6 +110,23 @@ def test_records_read_back_exactly(shared_broker: BrokerProcess, make_consumer: 
     assert c.metrics()["records-consumed-total"] == 400
 
 
+def test_large_fetch_responses_read_back_exactly(shared_broker: BrokerProcess, make_consumer: Any) -> None:
+    """Fetch responses of megabytes reach the client in many socket reads, which the
+    connection gathers before decoding; every value must come back whole and in order."""
+    topic = "large-responses"
+    ensure_topic(shared_broker.bootstrap, topic, 3)
+    values = [b"%06d" % i + bytes([i % 251]) * 3000 for i in range(2400)]
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 20, "batch.size": 1_000_000}) as p:
+        for i, v in enumerate(values):
+            p.send(topic, v, partition=i % 3)
+    c = make_consumer(max_poll_records=1000)
+    c.assign([TopicPartition(topic, p) for p in range(3)])
+    got = read(c, len(values), linger_s=0.1)
+    for partition in range(3):
+        assert [r.value for r in got if r.partition == partition] == values[partition::3]
+    assert len(got) == len(values)
+
+
 def test_max_poll_records_bounds_each_poll(shared_broker: BrokerProcess, make_consumer: Any) -> None:
     topic = "max-poll"
     fill(shared_broker, topic, 100)

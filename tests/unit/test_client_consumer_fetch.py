@@ -197,9 +197,13 @@ def test_decoded_fields_are_what_was_encoded(records: list[Any], base_offset: in
     timestamps = [TS + delta for *_, delta in records]
     batch = build_batch([(k, v, tuple(hs)) for k, v, hs, _ in records], timestamp=timestamps[0],
                         timestamps=timestamps, base_offset=base_offset, compression=codec)
+    expected = [(base_offset + i, timestamps[i], k, v, tuple(hs)) for i, (k, v, hs, _) in enumerate(records)]
     header, fields = decode_record_fields(batch)
     assert header.records_count == len(records)
-    assert fields == [(base_offset + i, timestamps[i], k, v, tuple(hs)) for i, (k, v, hs, _) in enumerate(records)]
+    assert fields == expected
+    # Inside a larger buffer (a Fetch response), between other batches: read in place.
+    other = build_batch([(None, b"other", ())], timestamp=TS)
+    assert decode_record_fields(other + batch + other, len(other)) == (header, expected)
 
 
 def test_a_truncated_record_is_corrupt() -> None:
@@ -210,3 +214,6 @@ def test_a_truncated_record_is_corrupt() -> None:
         damaged[8:12] = (cut - 12).to_bytes(4, "big")  # the batch claims what is left
         with pytest.raises(InvalidRecordError):
             decode_record_fields(bytes(damaged))
+        # The same with a whole batch after it: the record must not run into that one.
+        with pytest.raises(InvalidRecordError):
+            decode_record_fields(bytes(damaged) + bytes(batch))

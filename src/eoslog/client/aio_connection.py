@@ -33,6 +33,7 @@ from eoslog.protocol.codec import decode_response, encode_request
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_GATHER_BYTES = 256 * 1024  # a response at least this large is gathered in pieces (data_received)
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 
 Buffer = bytes | bytearray | memoryview
@@ -79,6 +80,10 @@ class AioConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._buf = bytearray()
         self._pos = 0
+        # A large response (a Fetch's records) arriving in pieces: the pieces, joined once
+        # when the last arrives, instead of appended to _buf and copied out again.
+        self._pieces: list[bytes | memoryview] | None = None
+        self._missing = 0
 
     def __repr__(self) -> str:
         return f"AioConnection(node {self.node_id} at {self.host}:{self.port})"
@@ -217,8 +222,22 @@ class AioConnection(asyncio.Protocol):
         self._connected = True
 
     def data_received(self, data: bytes) -> None:
+        received: bytes | memoryview = data
+        pieces = self._pieces
+        if pieces is not None:
+            missing = self._missing
+            if len(data) < missing:
+                pieces.append(data)
+                self._missing = missing - len(data)
+                return
+            view = memoryview(data)
+            pieces.append(view[:missing])
+            self._pieces = None
+            if not self._deliver(b"".join(pieces)):
+                return
+            received = view[missing:]
         buf = self._buf
-        buf += data
+        buf += received
         pos = self._pos
         end = len(buf)
         while end - pos >= 4:
@@ -227,22 +246,15 @@ class AioConnection(asyncio.Protocol):
                 self.close(KafkaConnectionError(f"invalid response size {size} from {self.host}:{self.port}"))
                 return
             if end - pos - 4 < size:
+                if size >= _GATHER_BYTES:
+                    self._pieces = [bytes(memoryview(buf)[pos + 4 : end])]
+                    self._missing = size - (end - pos - 4)
+                    pos = end
                 break
             frame = bytes(memoryview(buf)[pos + 4 : pos + 4 + size])
             pos += 4 + size
-            (correlation_id,) = _SIZE.unpack_from(frame, 0)
-            entry = self._in_flight.pop(correlation_id, None)
-            if entry is None:
+            if not self._deliver(frame):
                 self._pos = pos
-                self.close(KafkaConnectionError(
-                    f"response with unknown correlation id {correlation_id} from {self.host}:{self.port}"
-                ))
-                return
-            try:
-                entry.handler(frame, None)
-            except Exception:
-                log.exception("error handling a %s response from %s", api_name(entry.api_key), self)
-            if self._closed:
                 return
         if pos == end:
             buf.clear()
@@ -252,6 +264,21 @@ class AioConnection(asyncio.Protocol):
             self._pos = 0
         else:
             self._pos = pos
+
+    def _deliver(self, frame: bytes) -> bool:
+        """Hand one response frame to its request; False once the connection is closed."""
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        entry = self._in_flight.pop(correlation_id, None)
+        if entry is None:
+            self.close(KafkaConnectionError(
+                f"response with unknown correlation id {correlation_id} from {self.host}:{self.port}"
+            ))
+            return False
+        try:
+            entry.handler(frame, None)
+        except Exception:
+            log.exception("error handling a %s response from %s", api_name(entry.api_key), self)
+        return not self._closed
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connected = False

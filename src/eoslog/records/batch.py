@@ -360,30 +360,36 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 RecordFields = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
-def decode_record_fields(batch: bytes | bytearray | memoryview) -> tuple[BatchHeader, list[RecordFields]]:
-    """The header and the records of one complete batch (decompressed when needed) as
-    (offset, timestamp, key, value, headers) tuples. The consumer's hot path: varints of one
-    or two bytes, which most fields are, are decoded inline rather than by a call."""
-    h = read_batch_header(batch)
-    if len(batch) < h.size:
+def decode_record_fields(
+    batch: bytes | bytearray | memoryview, start: int = 0
+) -> tuple[BatchHeader, list[RecordFields]]:
+    """The header and the records of the complete batch at ``start`` of ``batch``
+    (decompressed when needed) as (offset, timestamp, key, value, headers) tuples. The
+    consumer's hot path: varints of one or two bytes, which most fields are, are decoded
+    inline rather than by a call, and an uncompressed batch inside ``bytes`` (a whole Fetch
+    response's records) is read in place: each key and value is its one copy."""
+    h = read_batch_header(batch, start)
+    if len(batch) - start < h.size:
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE", f"batch claims {h.size} bytes, {len(batch)} available"
+            "CORRUPT_MESSAGE", f"batch claims {h.size} bytes, {len(batch) - start} available"
         )
     codec = h.attributes & COMPRESSION_MASK
     if codec > CompressionType.ZSTD:
         raise InvalidRecordError("CORRUPT_MESSAGE", f"unknown compression codec {codec}")
-    try:
-        body = decompress(CompressionType(codec), bytes(batch[BATCH_HEADER_SIZE : h.size]))
-    except Exception as e:  # each codec library raises its own error type
-        raise InvalidRecordError(
-            "CORRUPT_MESSAGE", f"cannot decompress {CompressionType(codec).name} batch: {e}"
-        ) from e
+    if codec == CompressionType.NONE and isinstance(batch, bytes):
+        body, pos, size = batch, start + BATCH_HEADER_SIZE, start + h.size
+    else:
+        try:
+            body = decompress(CompressionType(codec), bytes(batch[start + BATCH_HEADER_SIZE : start + h.size]))
+        except Exception as e:  # each codec library raises its own error type
+            raise InvalidRecordError(
+                "CORRUPT_MESSAGE", f"cannot decompress {CompressionType(codec).name} batch: {e}"
+            ) from e
+        pos, size = 0, len(body)
     records: list[RecordFields] = []
     append = records.append
     base_offset, base_timestamp = h.base_offset, h.base_timestamp
-    size = len(body)
     read = _read_varint
-    pos = 0
     try:
         for _ in range(h.records_count):
             b = body[pos]

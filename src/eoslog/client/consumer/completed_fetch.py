@@ -46,8 +46,8 @@ Deserializer = Callable[[bytes | None], Any]
 _CONTROL_KEY = struct.Struct(">hh")
 
 
-def _control_type(batch: Buffer) -> ControlRecordType | None:
-    _, records = decode_record_fields(batch)
+def _control_type(data: bytes, pos: int) -> ControlRecordType | None:
+    _, records = decode_record_fields(data, pos)
     key = records[0][2] if records else None
     if key is None or len(key) < _CONTROL_KEY.size:
         return None
@@ -84,7 +84,8 @@ class CompletedFetch:
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
         self.log_start_offset = log_start_offset
-        self._buffer = memoryview(records) if records else memoryview(b"")
+        # bytes, so that uncompressed batches are decoded in place (records.decode_record_fields).
+        self._buffer = records if isinstance(records, bytes) else bytes(records or b"")
         self.bytes = len(self._buffer)
         self._read_committed = read_committed
         self._check_crcs = check_crcs
@@ -113,7 +114,7 @@ class CompletedFetch:
                                           "only magic 2 is supported")
             if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
                 raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset} is too short")
-            yield h, buf[pos : pos + h.size]
+            yield h, pos
             pos += h.size
 
     @property
@@ -139,7 +140,7 @@ class CompletedFetch:
             if self._batches is None:
                 break
             try:
-                h, batch = next(self._batches)
+                h, pos = next(self._batches)
             except StopIteration:
                 self._batches = None
                 # Compaction may have removed a batch's last records; its last offset still
@@ -151,7 +152,7 @@ class CompletedFetch:
                 self.drain()
                 raise CorruptMessageError(f"{self.tp}: {e}") from e
             self._last_next_offset = h.next_offset
-            self._pending = self._batch_records(h, batch)
+            self._pending = self._batch_records(h, pos)
             self._pending_pos = 0
             if not self._pending and h.next_offset > self.next_fetch_offset:
                 # Nothing to hand out (a marker, an aborted batch): the position still moves
@@ -160,9 +161,9 @@ class CompletedFetch:
         self.records_read += len(out)
         return out
 
-    def _batch_records(self, h: BatchHeader, batch: memoryview) -> list[ConsumerRecord]:
+    def _batch_records(self, h: BatchHeader, pos: int) -> list[ConsumerRecord]:
         if self._check_crcs:
-            actual = compute_crc(batch, 0, h.size)
+            actual = compute_crc(self._buffer, pos, h.size)
             if actual != h.crc:
                 self.drain()
                 raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset} has CRC "
@@ -170,22 +171,22 @@ class CompletedFetch:
         if self._read_committed and h.producer_id >= 0:
             self._consume_aborted_up_to(h.last_offset)
             if h.is_control:
-                if _control_type(batch) == ControlRecordType.ABORT:
+                if _control_type(self._buffer, pos) == ControlRecordType.ABORT:
                     self._aborted_pids.discard(h.producer_id)
             elif h.is_transactional and h.producer_id in self._aborted_pids:
                 return []
         if h.is_control or h.next_offset <= self.next_fetch_offset:
             return []  # a marker, or wholly before the position
-        return self._decode(h, batch)
+        return self._decode(h, pos)
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         heap = self._aborted
         while heap and heap[0][0] <= offset:
             self._aborted_pids.add(heapq.heappop(heap)[1])
 
-    def _decode(self, h: BatchHeader, batch: memoryview) -> list[ConsumerRecord]:
+    def _decode(self, h: BatchHeader, pos: int) -> list[ConsumerRecord]:
         try:
-            _, fields = decode_record_fields(batch)
+            _, fields = decode_record_fields(self._buffer, pos)
         except InvalidRecordError as e:
             self.drain()
             raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset}: {e}") from e
