@@ -42,6 +42,7 @@ _MANAGED_PRODUCER = {
     "transaction.two.phase.commit.enable": "the sink turns two-phase commit on in exactly-once mode",
     "enable.idempotence": "the sink always writes with an idempotent producer",
     "interceptor.classes": "interceptors are not supported",
+    "transaction.timeout.ms": "two-phase transactions never time out; the driver ends them",
 }
 
 # Test-only fault points (``eoslog.sink.test.failAt``), see ``FaultPoints``.
@@ -138,6 +139,9 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
     mode_name = options.get("eoslog.sink.mode", EXACTLY_ONCE).strip().lower()
     if mode_name not in (EXACTLY_ONCE, AT_LEAST_ONCE):
         raise SinkOptionError(f"eoslog.sink.mode must be {EXACTLY_ONCE} or {AT_LEAST_ONCE}, not {mode_name!r}")
+    if mode_name == EXACTLY_ONCE and producer.get("acks", "all").strip().lower() not in ("all", "-1"):
+        raise SinkOptionError(f"kafka.acks={producer['acks']} is not allowed in exactly-once mode: transactions "
+                              "need acks=all")
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise SinkOptionError("option 'topic' must not be empty")
@@ -192,7 +196,8 @@ def check_columns(schema: StructType, options: SinkOptions) -> Columns:
     value = index("value", (StringType, BinaryType), "a String or BinaryType")
     if value is None:
         raise SinkOptionError("Required attribute 'value' not found")
-    topic = index("topic", (StringType,), "a StringType")
+    # The topic option, when given, overrides a topic column (as Spark's Kafka sink).
+    topic = index("topic", (StringType,), "a StringType") if options.topic is None else None
     if topic is None and options.topic is None:
         raise SinkOptionError("topic option required when no 'topic' attribute is present. Use the topic option "
                               "for setting a topic.")
@@ -205,8 +210,7 @@ def check_columns(schema: StructType, options: SinkOptions) -> Columns:
     return Columns(
         value=value,
         key=index("key", (StringType, BinaryType), "a String or BinaryType"),
-        # The topic option, when given, overrides a topic column (as Spark's Kafka sink).
-        topic=topic if options.topic is None else None,
+        topic=topic,
         partition=index("partition", (IntegerType,), "an IntegerType"),
         headers=headers,
     )
