@@ -379,6 +379,9 @@ async def _decide(options: SinkOptions, decider: Decider, key: str, batch_id: in
     faults = options.faults
     if batch_id in faults.raise_before_decision:
         raise RuntimeError(f"test fault: commit of batch {batch_id} fails before its decision")
+    for pause_batch, path in faults.pause_before_decision:
+        if pause_batch == batch_id:
+            _fault_pause(path)
     await decider.record(decision)
     log.info("batch %d of %s decided: %d transactions", batch_id, key, len(chosen))
     for pause_batch, path in faults.pause_after_decision:

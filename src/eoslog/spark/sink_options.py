@@ -48,9 +48,11 @@ _MANAGED_PRODUCER = {
 # Test-only fault points (``eoslog.sink.test.failAt``), see ``FaultPoints``.
 COMMIT_BEFORE_DECISION = "commit-before-decision"
 COMMIT_AFTER_DECISION = "commit-after-decision"
+PAUSE_BEFORE_DECISION = "pause-before-decision"
 PAUSE_AFTER_DECISION = "pause-after-decision"
 TASK_CRASH = "task-crash"
-_FAULT_NAMES = {COMMIT_BEFORE_DECISION, COMMIT_AFTER_DECISION, PAUSE_AFTER_DECISION, TASK_CRASH}
+_FAULT_NAMES = {COMMIT_BEFORE_DECISION, COMMIT_AFTER_DECISION, PAUSE_BEFORE_DECISION, PAUSE_AFTER_DECISION,
+                TASK_CRASH}
 
 
 class SinkOptionError(ValueError):
@@ -61,8 +63,9 @@ class SinkOptionError(ValueError):
 class FaultPoints:
     """Where a test asks the sink to fail, from ``eoslog.sink.test.failAt`` — a comma list of
     ``commit-before-decision@B`` and ``commit-after-decision@B`` (the driver's commit of batch
-    B raises just before / just after recording its decision), ``pause-after-decision@B:PATH``
-    (the commit touches PATH after recording the decision and then sleeps until killed) and
+    B raises just before / just after recording its decision), ``pause-before-decision@B:PATH``
+    and ``pause-after-decision@B:PATH`` (the commit writes its process id to PATH just before /
+    just after recording the decision and then sleeps until killed) and
     ``task-crash:N`` (the first attempt of every write task exits its Python worker, as a
     crash, once N rows are sent and flushed)."""
 
@@ -70,6 +73,7 @@ class FaultPoints:
     raise_after_decision: frozenset[int] = frozenset()
     pause_after_decision: tuple[tuple[int, str], ...] = ()
     task_crash_after_rows: int | None = None
+    pause_before_decision: tuple[tuple[int, str], ...] = ()
 
     @classmethod
     def parse(cls, raw: str | None) -> FaultPoints:
@@ -77,7 +81,7 @@ class FaultPoints:
             return cls()
         before: set[int] = set()
         after: set[int] = set()
-        pause: list[tuple[int, str]] = []
+        pause: dict[str, list[tuple[int, str]]] = {PAUSE_BEFORE_DECISION: [], PAUSE_AFTER_DECISION: []}
         crash: int | None = None
         for item in (i.strip() for i in raw.split(",")):
             if not item:
@@ -88,16 +92,17 @@ class FaultPoints:
             try:
                 if name == TASK_CRASH:
                     crash = int(arg)
-                elif name == PAUSE_AFTER_DECISION:
+                elif name in pause:
                     batch, _, path = arg.partition(":")
                     if not path:
                         raise ValueError
-                    pause.append((int(batch), path))
+                    pause[name].append((int(batch), path))
                 else:
                     (before if name == COMMIT_BEFORE_DECISION else after).add(int(arg))
             except ValueError:
                 raise SinkOptionError(f"malformed fault point {item!r} in eoslog.sink.test.failAt") from None
-        return cls(frozenset(before), frozenset(after), tuple(pause), crash)
+        return cls(frozenset(before), frozenset(after), tuple(pause[PAUSE_AFTER_DECISION]), crash,
+                   tuple(pause[PAUSE_BEFORE_DECISION]))
 
 
 @dataclass(frozen=True)
