@@ -450,6 +450,26 @@ def test_consume_transform_produce(shared_broker: BrokerProcess, make_consumer: 
 # -- flow control, metrics -------------------------------------------------------------------------
 
 
+def test_a_caught_up_partition_does_not_hold_back_the_others(shared_broker: BrokerProcess,
+                                                              make_consumer: Any) -> None:
+    """p0 is read to its end after the first fetch while p1 still has many fetches to go,
+    all on one broker. A fetch of p0 alone would be held by the broker for
+    fetch.max.wait.ms (longer than the test waits) and, one fetch in flight per broker,
+    p1's next fetch with it: the caught-up partition is asked for with p1 instead."""
+    topic = "caught-up"
+    ensure_topic(shared_broker.bootstrap, topic, 2)
+    values = [b"%04d" % i + b"x" * 1000 for i in range(200)]
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        p.send(topic, b"only", partition=0)
+        for v in values:
+            p.send(topic, v, partition=1)
+    c = make_consumer(max_poll_records=5, max_partition_fetch_bytes=16384, fetch_max_wait_ms=int(WAIT_S * 2000))
+    c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    got = read(c, 201, linger_s=0)
+    assert [r.value for r in got if r.partition == 0] == [b"only"]
+    assert [r.value for r in got if r.partition == 1] == values
+
+
 def test_pause_and_resume(shared_broker: BrokerProcess, make_consumer: Any) -> None:
     topic = "pause"
     fill(shared_broker, topic, 40, partitions=2)

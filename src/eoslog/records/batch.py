@@ -358,6 +358,9 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
 
 
 RecordFields = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+# The value of every one- and two-byte zigzag varint (14 bits), looked up by
+# decode_record_fields instead of computed: ~15% of its time per record (~0.5 MB, once).
+_ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 
 
 def decode_record_fields(
@@ -390,14 +393,15 @@ def decode_record_fields(
     append = records.append
     base_offset, base_timestamp = h.base_offset, h.base_timestamp
     read = _read_varint
+    zigzag = _ZIGZAG
     try:
         for _ in range(h.records_count):
             b = body[pos]
             if b < 0x80:
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                length, pos = zigzag[b], pos + 1
             elif body[pos + 1] < 0x80:
                 b = (b & 0x7F) | (body[pos + 1] << 7)
-                length, pos = (b >> 1) ^ -(b & 1), pos + 2
+                length, pos = zigzag[b], pos + 2
             else:
                 length, pos = read(body, pos)
             end = pos + length
@@ -406,26 +410,26 @@ def decode_record_fields(
             pos += 1  # record attributes, unused
             b = body[pos]
             if b < 0x80:
-                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                ts_delta, pos = zigzag[b], pos + 1
             elif body[pos + 1] < 0x80:
                 b = (b & 0x7F) | (body[pos + 1] << 7)
-                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+                ts_delta, pos = zigzag[b], pos + 2
             else:
                 ts_delta, pos = read(body, pos)
             b = body[pos]
             if b < 0x80:
-                off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                off_delta, pos = zigzag[b], pos + 1
             elif body[pos + 1] < 0x80:
                 b = (b & 0x7F) | (body[pos + 1] << 7)
-                off_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+                off_delta, pos = zigzag[b], pos + 2
             else:
                 off_delta, pos = read(body, pos)
             b = body[pos]
             if b < 0x80:
-                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                n, pos = zigzag[b], pos + 1
             elif body[pos + 1] < 0x80:
                 b = (b & 0x7F) | (body[pos + 1] << 7)
-                n, pos = (b >> 1) ^ -(b & 1), pos + 2
+                n, pos = zigzag[b], pos + 2
             else:
                 n, pos = read(body, pos)
             if n < 0:
@@ -434,10 +438,10 @@ def decode_record_fields(
                 key, pos = body[pos : pos + n], pos + n
             b = body[pos]
             if b < 0x80:
-                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                n, pos = zigzag[b], pos + 1
             elif body[pos + 1] < 0x80:
                 b = (b & 0x7F) | (body[pos + 1] << 7)
-                n, pos = (b >> 1) ^ -(b & 1), pos + 2
+                n, pos = zigzag[b], pos + 2
             else:
                 n, pos = read(body, pos)
             if n < 0:

@@ -2,7 +2,10 @@
 
 What it owns: its own connection to each broker and one Fetch in flight on it at a time, for the assigned, non-paused
 partitions with a position and no data still buffered — so while poll()'s caller works
-on one batch of records the next is already on its way (Java's pipelining); the buffered
+on one batch of records the next is already on its way (Java's pipelining), except that
+partitions already read to their end are not fetched alone while another partition of
+the same broker is being drained (the broker would hold that fetch for fetch.max.wait.ms,
+and the drained partition's next fetch behind it: they go together); the buffered
 ``CompletedFetch``es, handed out by ``collect`` up to ``max.poll.records``; the reaction
 to a partition's error (OFFSET_OUT_OF_RANGE → ``auto.offset.reset``, or an error for poll
 to raise when it is ``none``; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the
@@ -84,8 +87,10 @@ class Fetcher:
         buffered = self.buffered_partitions()
         cluster = self.client.cluster
         by_node: dict[int, list[tuple[TopicPartition, int]]] = defaultdict(list)
+        draining: set[int] = set()  # nodes with a fetchable partition's data still buffered
         for tp in self.subscriptions.fetchable():
             if tp in buffered:
+                draining.add(cluster.leader(tp))
                 continue
             leader = cluster.leader(tp)
             if leader < 0:
@@ -105,6 +110,10 @@ class Fetcher:
             by_node[leader].append((tp, position))
         sent = 0
         for node_id, partitions in by_node.items():
+            if node_id in draining and all(self._caught_up(tp) for tp, _ in partitions):
+                # The broker would hold this fetch for fetch.max.wait.ms, and with it the
+                # node's next fetch of the partitions being drained: ask for these with them.
+                continue
             conn = self._conns.ready(node_id)
             if conn is None:
                 self.blocked = True
@@ -121,6 +130,12 @@ class Fetcher:
             self.metrics.fetch_total += 1
             sent += 1
         return sent
+
+    def _caught_up(self, tp: TopicPartition) -> bool:
+        """Whether the last fetch of ``tp`` found nothing after its position."""
+        state = self.subscriptions.assignment[tp]
+        end = state.last_stable_offset if self.config.read_committed else state.high_watermark
+        return state.position is not None and end >= 0 and state.position >= end
 
     def _stale(self, node_id: int) -> bool:
         """Whether the Fetch in flight to ``node_id`` asks only for partitions no longer
