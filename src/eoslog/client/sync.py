@@ -1,5 +1,5 @@
-"""The event loop behind the client's blocking facades (``Admin``; the producer's and
-consumer's may share it).
+"""The event loop behind the client's blocking facades (``Admin``, ``Producer``,
+``Consumer``: one loop thread each).
 
 What it owns: one asyncio event loop (uvloop when installed) running in a daemon thread
 of its own — Java's ``kafka-producer-network-thread`` / ``kafka-admin-client-thread`` —
@@ -89,6 +89,4 @@ class LoopThread:
             self.loop.close()
 
 
-new_loop = new_event_loop  # the name the producer's facade used
-
-__all__ = ["LoopThread", "new_event_loop", "new_loop"]
+__all__ = ["LoopThread", "new_event_loop"]

@@ -28,7 +28,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
@@ -50,6 +49,7 @@ from eoslog.client.producer.futures import DeliveryCallback, RecordFuture, Recor
 from eoslog.client.producer.metrics import ProducerMetrics
 from eoslog.client.producer.sender import Sender
 from eoslog.client.producer.transaction_manager import TransactionManager, TxnResult
+from eoslog.client.sync import LoopThread
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 
 T = TypeVar("T")
@@ -384,40 +384,24 @@ class Producer:
     """The synchronous facade: an AIOProducer on an event loop in a background thread."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self._loop = _new_loop()
         self._aio = AIOProducer(settings, **kwargs)
         self.config = self._aio.config
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name=f"eoslog-producer-network-thread | {self.config.client_id}",
-            daemon=True,
+        self._loop_thread = LoopThread(
+            f"eoslog-producer-network-thread | {self.config.client_id}",
+            own_thread_error="a blocking producer call from the producer's own thread (a delivery callback) "
+                             "would deadlock",
         )
-        self._thread.start()
         try:
             self._call(self._aio.start())
         except BaseException:
-            self._stop_loop()
+            self._loop_thread.stop()
             raise
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if threading.get_ident() == self._thread.ident:
-            coro.close()
-            raise IllegalStateError("a blocking producer call from the producer's own thread (a delivery "
-                                    "callback) would deadlock")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._loop_thread.call(coro, timeout)
 
     def _run(self, fn: Callable[[], T]) -> T:
-        async def call() -> T:
-            return fn()
-
-        return self._call(call())
-
-    def _stop_loop(self) -> None:
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread.is_alive() and threading.get_ident() != self._thread.ident:
-            self._thread.join(10)
-        if not self._loop.is_running():
-            self._loop.close()
+        return self._loop_thread.run(fn)
 
     def __enter__(self) -> Self:
         return self
@@ -456,7 +440,7 @@ class Producer:
 
     def flush(self, timeout: float | None = None) -> None:
         """Make every queued record sendable now and wait until all have completed."""
-        if threading.get_ident() == self._thread.ident:
+        if self._loop_thread.in_loop_thread():
             raise IllegalStateError("flush() from a delivery callback would deadlock")
         acc = self._aio._accumulator
         acc.begin_flush()
@@ -475,12 +459,12 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Send what is queued and stop; ``timeout=0`` fails what is left at once."""
-        if self._loop.is_closed():
+        if self._loop_thread.closed:
             return
         try:
             self._call(self._aio.close(timeout))
         finally:
-            self._stop_loop()
+            self._loop_thread.stop()
 
     def partitions_for(self, topic: str) -> list[int]:
         if not self._aio.partitions_for(topic):
@@ -524,14 +508,6 @@ def _check_timeout(timeout: float | None) -> None:
     if isinstance(timeout, bool):
         raise TypeError("init_transactions(timeout) takes seconds; use keep_prepared_txn=True to keep a "
                         "prepared transaction")
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency where it exists
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 __all__ = ["AIOProducer", "Producer", "RecordFuture", "RecordMetadata"]
