@@ -41,6 +41,7 @@ from typing import NamedTuple
 import crc32c
 
 from eoslog.records.compression import CompressionType, compress, decompress
+from eoslog.records.varint import encode_varint
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
@@ -340,12 +341,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _write_varint(out: bytearray, value: int) -> None:
-    raw = (value << 1) ^ (value >> 63)
-    raw &= (1 << 64) - 1
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+    out += encode_varint(value)
 
 
 def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:

@@ -51,6 +51,7 @@ from eoslog.records.batch import (
     iter_batch_headers,
 )
 from eoslog.records.compression import CompressionType, compress
+from eoslog.records.varint import encode_varint
 from eoslog.storage.segment import LogSegment, parse_segment_base, segment_file_name
 
 if TYPE_CHECKING:
@@ -130,11 +131,7 @@ def complete_interrupted_swaps(directory: Path) -> None:
 
 
 def _varint(out: bytearray, value: int) -> None:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+    out += encode_varint(value)
 
 
 def _blob(out: bytearray, data: bytes | None) -> None:

@@ -34,6 +34,7 @@ from eoslog.records.batch import (
     decode_records,
 )
 from eoslog.records.compression import CompressionType, compress
+from eoslog.records.varint import encode_varint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43
@@ -44,26 +45,16 @@ MAX_SEQUENCE = 2**31 - 1
 Header = tuple[str, bytes | None]
 
 
-def _zigzag_varint(value: int) -> bytes:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 # Varints of -1 .. 16383 (at most two bytes), looked up as _VARINT[n + 1]: every length,
-# offset delta and timestamp delta of a typical batch; larger values take _zigzag_varint.
+# offset delta and timestamp delta of a typical batch; larger values take encode_varint.
 _VARINT_LIMIT = 1 << 14
-_VARINT = [_zigzag_varint(n) for n in range(-1, _VARINT_LIMIT)]
+_VARINT = [encode_varint(n) for n in range(-1, _VARINT_LIMIT)]
 _NO_HEADERS = _VARINT[1]
 _ATTRIBUTES = b"\x00"
 
 
 def varint(value: int) -> bytes:
-    return _VARINT[value + 1] if -1 <= value < _VARINT_LIMIT else _zigzag_varint(value)
+    return _VARINT[value + 1] if -1 <= value < _VARINT_LIMIT else encode_varint(value)
 
 
 def encode_headers(headers: Sequence[Header]) -> bytes:
@@ -135,8 +126,8 @@ class ProducerBatch:
         count = self.count
         if count:
             delta = timestamp - self.base_ts
-            ts_v = _VARINT[delta + 1] if -1 <= delta < _VARINT_LIMIT else _zigzag_varint(delta)
-            od_v = _VARINT[count + 1] if count < _VARINT_LIMIT else _zigzag_varint(count)
+            ts_v = _VARINT[delta + 1] if -1 <= delta < _VARINT_LIMIT else encode_varint(delta)
+            od_v = _VARINT[count + 1] if count < _VARINT_LIMIT else encode_varint(count)
         else:
             ts_v = od_v = _VARINT[1]
         if key is None:
@@ -144,15 +135,15 @@ class ProducerBatch:
             key_len = 0
         else:
             key_len = len(key)
-            key_v = _VARINT[key_len + 1] if key_len < _VARINT_LIMIT else _zigzag_varint(key_len)
+            key_v = _VARINT[key_len + 1] if key_len < _VARINT_LIMIT else encode_varint(key_len)
         if value is None:
             value_v = _VARINT[0]
             value_len = 0
         else:
             value_len = len(value)
-            value_v = _VARINT[value_len + 1] if value_len < _VARINT_LIMIT else _zigzag_varint(value_len)
+            value_v = _VARINT[value_len + 1] if value_len < _VARINT_LIMIT else encode_varint(value_len)
         body = 1 + len(ts_v) + len(od_v) + len(key_v) + key_len + len(value_v) + value_len + len(headers)
-        length_v = _VARINT[body + 1] if body < _VARINT_LIMIT else _zigzag_varint(body)
+        length_v = _VARINT[body + 1] if body < _VARINT_LIMIT else encode_varint(body)
         buf = self.buf
         if count and len(buf) + len(length_v) + body > self.limit:
             self.full = True

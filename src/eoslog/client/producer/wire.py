@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from eoslog.client.producer.batch import ProducerBatch
+from eoslog.records.varint import decode_uvarint, encode_uvarint
 
 PRODUCE = 0
 MIN_VERSION = 3
@@ -36,20 +37,11 @@ _I64 = struct.Struct(">q")
 Buffer = bytes | bytearray | memoryview
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
     data = s.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def encode_produce(
@@ -74,17 +66,17 @@ def encode_produce(
         head += b"\x00"
     head += _string(transactional_id, flexible)
     head += _ACKS_TIMEOUT.pack(acks, timeout_ms)
-    head += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+    head += encode_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
     chunks: list[Buffer] = []
     small = head  # fixed-size fields collect here until the next batch's bytes
     for topic, topic_batches in by_topic.items():
         small += _string(topic, flexible)
-        small += _uvarint(len(topic_batches) + 1) if flexible else _I32.pack(len(topic_batches))
+        small += encode_uvarint(len(topic_batches) + 1) if flexible else _I32.pack(len(topic_batches))
         for batch in topic_batches:
             wire = batch.wire
             assert wire is not None, "batches are closed before they are sent"
             small += _I32.pack(batch.partition)
-            small += _uvarint(len(wire) + 1) if flexible else _I32.pack(len(wire))
+            small += encode_uvarint(len(wire) + 1) if flexible else _I32.pack(len(wire))
             chunks.append(small)
             chunks.append(wire)
             small = bytearray()
@@ -117,17 +109,8 @@ class _Reader:
         self.pos = pos
 
     def uvarint(self) -> int:
-        buf, pos = self.buf, self.pos
-        shift = result = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-        self.pos = pos
-        return result
+        value, self.pos = decode_uvarint(self.buf, self.pos)
+        return value
 
     def int32(self) -> int:
         (v,) = _I32.unpack_from(self.buf, self.pos)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.partitioning import coordinator_partition_for
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.records.varint import VarintError, decode_uvarint, encode_uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 TRANSACTION_LOG_KEY_TYPE = 0
@@ -84,18 +85,9 @@ def _string(v: str) -> bytes:
     return struct.pack(">h", len(data)) + data
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(v: str) -> bytes:
     data = v.encode()
-    return _uvarint(len(data) + 1) + data
+    return encode_uvarint(len(data) + 1) + data
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -124,15 +116,15 @@ def encode_value(value: TransactionLogValue) -> bytes:
             out += _string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids)
         out += struct.pack(">qq", value.last_update_ms, value.start_ms)
         return bytes(out)
-    out += _uvarint(0 if by_topic is None else len(by_topic) + 1)
+    out += encode_uvarint(0 if by_topic is None else len(by_topic) + 1)
     for topic, ids in (by_topic or {}).items():
-        out += _compact_string(topic) + _uvarint(len(ids) + 1) + struct.pack(f">{len(ids)}i", *ids) + b"\x00"
+        out += _compact_string(topic) + encode_uvarint(len(ids) + 1) + struct.pack(f">{len(ids)}i", *ids) + b"\x00"
     out += struct.pack(">qq", value.last_update_ms, value.start_ms)
     tagged = [(NEXT_PRODUCER_ID_TAG, struct.pack(">q", value.next_producer_id)),
               (NEXT_PRODUCER_EPOCH_TAG, struct.pack(">h", value.next_producer_epoch))]
-    out += _uvarint(len(tagged))
+    out += encode_uvarint(len(tagged))
     for tag, data in tagged:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
+        out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
     return bytes(out)
 
 
@@ -161,15 +153,11 @@ class _Reader:
         return tuple(int(x) for x in s.unpack(self._take(s.size)))
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            (b,) = self._take(1)
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise TransactionLogFormatError("unsigned varint longer than 5 bytes")
+        try:
+            value, self.pos = decode_uvarint(self.data, self.pos)
+        except VarintError as e:
+            raise TransactionLogFormatError(str(e)) from None
+        return value
 
     def length(self, int_fmt: str) -> int:
         """A string or array length; -1 for null."""
