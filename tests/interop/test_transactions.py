@@ -300,8 +300,10 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
         commit()
     assert outcome[-1] is None, outcome
 
-    state = describe_transaction(broker.bootstrap, txn_id)
-    assert state.transaction_state == "CompleteCommit"
+    # A commit retried while the restarted coordinator rolls PrepareCommit forward can be
+    # answered before its CompleteCommit record is written: wait for it.
+    until(lambda: describe_transaction(broker.bootstrap, txn_id).transaction_state == "CompleteCommit",
+          "the transaction to complete")
     assert read_values(broker.bootstrap, topic, "read_committed", n) == [f"r{i}" for i in range(n)]
     controls = [h for h in stored_batches(broker.data_dir, topic, 0) if h.is_control]
     assert len(controls) == markers  # re-sent markers after a crash between them and COMPLETE
