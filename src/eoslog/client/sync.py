@@ -23,7 +23,8 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 from eoslog.client.errors import IllegalStateError
 
@@ -89,4 +90,45 @@ class LoopThread:
             self.loop.close()
 
 
-__all__ = ["LoopThread", "new_event_loop"]
+class BlockingFacade:
+    """What ``Admin``, ``Producer`` and ``Consumer`` share: their loop thread, started
+    together with the asyncio client (and stopped again if that start fails), the hop
+    onto it, a close that runs once, and the ``with`` protocol."""
+
+    _loop_thread: LoopThread
+
+    def _start_loop(self, name: str, own_thread_error: str, start: Coroutine[Any, Any, None]) -> None:
+        self._loop_thread = LoopThread(name, own_thread_error=own_thread_error)
+        try:
+            self._loop_thread.call(start)
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self._loop_thread.call(coro, timeout)
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        return self._loop_thread.run(fn)
+
+    def _close_once(self, close: Callable[[], object]) -> None:
+        """Run ``close`` (which closes the asyncio client) unless already closed, then stop the loop."""
+        if self._loop_thread.closed:
+            return
+        try:
+            close()
+        finally:
+            self._loop_thread.stop()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+__all__ = ["BlockingFacade", "LoopThread", "new_event_loop"]

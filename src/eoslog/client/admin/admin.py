@@ -18,13 +18,12 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from eoslog.client.admin.groups import GroupAdmin
 from eoslog.client.admin.topics import TopicAdmin
 from eoslog.client.admin.transactions import TransactionAdmin
-from eoslog.client.sync import LoopThread
+from eoslog.client.sync import BlockingFacade
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -43,42 +42,25 @@ def _blocking(method: Callable[Concatenate[AIOAdmin, P], Coroutine[Any, Any, T]]
     """The blocking twin of an AIOAdmin method: run it on the admin's loop and wait."""
 
     def call(admin: Admin, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return admin._loop.call(method(admin._aio, *args, **kwargs))
+        return admin._call(method(admin._aio, *args, **kwargs))
 
     call.__name__, call.__qualname__ = method.__name__, f"Admin.{method.__name__}"
     call.__doc__ = method.__doc__
     return call
 
 
-class Admin:
+class Admin(BlockingFacade):
     """The blocking admin client: an AIOAdmin on an event loop in a background thread."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._aio = AIOAdmin(settings, **kwargs)
         self.config = self._aio.config
-        self._loop = LoopThread(f"eoslog-admin-client-thread | {self.config.client_id}",
-                                own_thread_error="a blocking admin call from the admin client's own thread "
-                                                 "would deadlock")
-        try:
-            self._loop.call(self._aio.start())
-        except BaseException:
-            self._loop.stop()
-            raise
+        self._start_loop(f"eoslog-admin-client-thread | {self.config.client_id}",
+                         "a blocking admin call from the admin client's own thread would deadlock",
+                         self._aio.start())
 
     def close(self) -> None:
-        if self._loop.closed:
-            return
-        try:
-            self._loop.call(self._aio.close())
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+        self._close_once(lambda: self._call(self._aio.close()))
 
     create_topics = _blocking(AIOAdmin.create_topics)
     delete_topics = _blocking(AIOAdmin.delete_topics)

@@ -50,7 +50,7 @@ from eoslog.client.consumer.subscription_state import (
     SubscriptionType,
 )
 from eoslog.client.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
-from eoslog.client.sync import LoopThread
+from eoslog.client.sync import BlockingFacade
 from eoslog.client.types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
@@ -471,7 +471,7 @@ def _complete(done: asyncio.Future[None], error: BaseException | None) -> None:
         done.set_exception(error)
 
 
-class Consumer:
+class Consumer(BlockingFacade):
     """The synchronous facade: an AIOConsumer on an event loop in a background thread.
 
     Not for use by several threads at once (as Kafka's consumer); callbacks run in the
@@ -481,22 +481,10 @@ class Consumer:
         self._aio = AIOConsumer(settings, **kwargs)
         self.config = self._aio.config
         self._aio._listener.target = self
-        self._loop_thread = LoopThread(
-            f"eoslog-consumer-heartbeat-thread | {self.config.client_id}",
-            own_thread_error="a blocking consumer call from the consumer's own thread would deadlock",
-        )
         self._callbacks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        try:
-            self._call(self._aio.start())
-        except BaseException:
-            self._loop_thread.stop()
-            raise
-
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self._loop_thread.call(coro, timeout)
-
-    def _run(self, fn: Callable[[], T]) -> T:
-        return self._loop_thread.run(fn)
+        self._start_loop(f"eoslog-consumer-heartbeat-thread | {self.config.client_id}",
+                         "a blocking consumer call from the consumer's own thread would deadlock",
+                         self._aio.start())
 
     def _serving_callbacks(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop while running the rebalance callbacks it asks for here,
@@ -530,20 +518,8 @@ class Consumer:
 
         return hop
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
     def close(self, timeout: float | None = None) -> None:
-        if self._loop_thread.closed:
-            return
-        try:
-            self._serving_callbacks(self._aio.close(timeout))
-        finally:
-            self._loop_thread.stop()
+        self._close_once(lambda: self._serving_callbacks(self._aio.close(timeout)))
 
     def assign(self, partitions: Iterable[Any]) -> None:
         tps = list(partitions)

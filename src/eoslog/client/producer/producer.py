@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -49,7 +49,7 @@ from eoslog.client.producer.futures import DeliveryCallback, RecordFuture, Recor
 from eoslog.client.producer.metrics import ProducerMetrics
 from eoslog.client.producer.sender import Sender
 from eoslog.client.producer.transaction_manager import TransactionManager, TxnResult
-from eoslog.client.sync import LoopThread
+from eoslog.client.sync import BlockingFacade
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 
 T = TypeVar("T")
@@ -380,35 +380,16 @@ class AIOProducer:
         await self._await(self._txn().complete_prepared(state), timeout)
 
 
-class Producer:
+class Producer(BlockingFacade):
     """The synchronous facade: an AIOProducer on an event loop in a background thread."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._aio = AIOProducer(settings, **kwargs)
         self.config = self._aio.config
-        self._loop_thread = LoopThread(
-            f"eoslog-producer-network-thread | {self.config.client_id}",
-            own_thread_error="a blocking producer call from the producer's own thread (a delivery callback) "
-                             "would deadlock",
-        )
-        try:
-            self._call(self._aio.start())
-        except BaseException:
-            self._loop_thread.stop()
-            raise
-
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self._loop_thread.call(coro, timeout)
-
-    def _run(self, fn: Callable[[], T]) -> T:
-        return self._loop_thread.run(fn)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+        self._start_loop(f"eoslog-producer-network-thread | {self.config.client_id}",
+                         "a blocking producer call from the producer's own thread (a delivery callback) "
+                         "would deadlock",
+                         self._aio.start())
 
     def send(
         self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
@@ -459,12 +440,7 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Send what is queued and stop; ``timeout=0`` fails what is left at once."""
-        if self._loop_thread.closed:
-            return
-        try:
-            self._call(self._aio.close(timeout))
-        finally:
-            self._loop_thread.stop()
+        self._close_once(lambda: self._call(self._aio.close(timeout)))
 
     def partitions_for(self, topic: str) -> list[int]:
         if not self._aio.partitions_for(topic):
