@@ -3,6 +3,7 @@ admin client that reads it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -19,3 +20,26 @@ class ConfigType(IntEnum):
     LIST = 7
     CLASS = 8
     PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """Where a config's value comes from (DescribeConfigsResponse.ConfigSource)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """One place a config's value could come from, in precedence order on the wire."""
+
+    name: str
+    value: str | None
+    source: ConfigSource

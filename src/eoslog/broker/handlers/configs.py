@@ -3,7 +3,7 @@
 Also owns the config view CreateTopics returns (v5+), so both APIs describe a topic
 alike. What Kafka answers, and eoslog with it:
 
-- TOPIC (2): every topic config, its effective value and its source: TOPIC_CONFIG for
+- TOPIC (2): every topic config, its effective value and its source: DYNAMIC_TOPIC_CONFIG for
   an override, STATIC_BROKER_CONFIG when the broker's ``log.*`` synonym was set in the
   properties file or by a flag, DEFAULT_CONFIG otherwise. With ``include_synonyms`` the
   chain is listed in that order (override, static broker synonyms, broker default).
@@ -22,30 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, TopicConfig
-from eoslog.protocol.configs import ConfigType
+from eoslog.protocol.configs import ConfigSource, ConfigSynonym, ConfigType
 from eoslog.protocol.errors import ErrorCode
 from eoslog.storage import TopicError
 from eoslog.storage.log_manager import validate_topic_name
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-
-
-class ConfigSource(IntEnum):
-    """DescribeConfigsResponse.ConfigSource."""
-
-    UNKNOWN = 0
-    TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
 
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
@@ -88,13 +76,6 @@ _DYNAMIC_BROKER_CONFIGS = frozenset(
      for n in _SYNONYM_CHAIN.get(d.broker_default, (d.broker_default,))}
     | {"listeners", "advertised.listeners"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +137,7 @@ def topic_config_entries(broker: BrokerConfig, config: TopicConfig) -> list[Conf
         value = config_string(config[name])
         synonyms: list[ConfigSynonym] = []
         if name in config.overrides:
-            synonyms.append(ConfigSynonym(name, value, ConfigSource.TOPIC_CONFIG))
+            synonyms.append(ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if defn.broker_default:
             synonyms += _broker_synonyms(broker, defn.broker_default)
         entries.append(ConfigEntry(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eoslog.client.types import TopicPartition
-from eoslog.protocol.configs import ConfigType
+from eoslog.protocol.configs import ConfigSource, ConfigSynonym, ConfigType
 
 # -- topics ----------------------------------------------------------------------------------
 
@@ -92,20 +92,6 @@ class ConfigResourceType(enum.IntEnum):
     CLIENT_METRICS = 16
 
 
-class ConfigSource(enum.IntEnum):
-    """Where a config's value comes from (DescribeConfigsResponse.ConfigSource)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
     """A topic (by name) or a broker (by node id, as a string; "" for the cluster-wide
@@ -113,13 +99,6 @@ class ConfigResource:
 
     type: ConfigResourceType
     name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
 
 
 @dataclass(frozen=True, slots=True)
