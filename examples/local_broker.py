@@ -18,10 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
 
 DEFAULT_DATA_DIR = Path("eoslog-data")
 DEFAULT_LISTEN = "127.0.0.1:9092"
@@ -177,3 +179,25 @@ def plan_broker(console: Console, listen: str | None, data_dir: Path | None, tem
     broker = LocalBroker(directory, host, port, log_path, overrides)
     broker.temp_dir = temp_dir
     return broker
+
+
+def print_verdict(console: Console, problems: Sequence[str], *, failed_title: str, ok_title: str,
+                  ok_text: str) -> int:
+    """The example's closing panel: the first 20 problems in red, or ``ok_text`` in green;
+    the exit status."""
+    if problems:
+        body = "\n".join(problems[:20])
+        if len(problems) > 20:
+            body += f"\n... and {len(problems) - 20} more"
+        console.print(Panel(escape(body), title=f"[bold red]{failed_title}", border_style="red"))
+        return 1
+    console.print(Panel(ok_text, title=f"[bold green]{ok_title}", border_style="green"))
+    return 0
+
+
+def exit_status(run: Callable[[], int]) -> int:
+    """``run()``'s status; 130 (as a shell reports SIGINT) when interrupted with Ctrl-C."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130

@@ -36,13 +36,12 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from local_broker import JobError, LocalBroker, plan_broker
+from local_broker import JobError, LocalBroker, exit_status, plan_broker, print_verdict
 from payments import events as ev
 from payments.upstream import Upstream
 from payments.verify import Verdict, report, verify
 from rich.console import Console
 from rich.markup import escape
-from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(highlight=False)
@@ -254,24 +253,16 @@ def run(args: argparse.Namespace) -> int:
     v = verdict[0]
     report(console, v)
     elapsed = time.monotonic() - started
-    if not v.ok:
-        body = "\n".join(v.problems[:20]) + (f"\n... and {len(v.problems) - 20} more" if len(v.problems) > 20 else "")
-        console.print(Panel(escape(body), title="[bold red]pipeline FAILED: written differs from expected",
-                            border_style="red"))
-        return 1
-    console.print(Panel(
-        f"{v.input_records:,} committed input events ({v.payments:,} valid payments): all {len(v.expected)} "
-        f"balances written exactly once and equal to the recomputed ones; all {len(v.expected_dlq)} invalid "
-        f"events dead-lettered exactly once with the right reason.\nTotal time {elapsed:.1f} s.",
-        title="[bold green]pipeline OK", border_style="green",
-    ))
-    return 0
+    return print_verdict(
+        console, v.problems, failed_title="pipeline FAILED: written differs from expected", ok_title="pipeline OK",
+        ok_text=f"{v.input_records:,} committed input events ({v.payments:,} valid payments): all {len(v.expected)} "
+                f"balances written exactly once and equal to the recomputed ones; all {len(v.expected_dlq)} invalid "
+                f"events dead-lettered exactly once with the right reason.\nTotal time {elapsed:.1f} s.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    with contextlib.suppress(KeyboardInterrupt):
-        return run(parse_args(sys.argv[1:] if argv is None else argv))
-    return 130
+    return exit_status(lambda: run(parse_args(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ that is already running.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import sys
@@ -38,10 +37,17 @@ from confluent_kafka import (
 )
 from confluent_kafka import libversion as librdkafka_version
 from confluent_kafka.admin import AdminClient, NewTopic
-from local_broker import DEFAULT_DATA_DIR, DEFAULT_LISTEN, JobError, LocalBroker, plan_broker
+from local_broker import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    JobError,
+    LocalBroker,
+    exit_status,
+    plan_broker,
+    print_verdict,
+)
 from rich.console import Console
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
 
 SAMPLE_ROWS = 5
@@ -308,26 +314,16 @@ def run(args: argparse.Namespace) -> int:
 
     problems = job.produce_errors + job.mismatches
     elapsed = time.monotonic() - started
-    if problems:
-        body = "\n".join(problems[:20])
-        if len(problems) > 20:
-            body += f"\n... and {len(problems) - 20} more"
-        console.print(Panel(escape(body), title="[bold red]round trip FAILED", border_style="red"))
-        return 1
-    console.print(Panel(
-        f"{len(job.received):,} of {len(job.sent):,} records came back byte-identical "
-        f"(key, value, headers), in order within "
-        f"{'each of its ' + str(job.partitions) + ' partitions' if job.partitions > 1 else 'its partition'}.\n"
-        f"Total time {elapsed:.2f} s.",
-        title="[bold green]round trip OK", border_style="green",
-    ))
-    return 0
+    partitions = f"each of its {job.partitions} partitions" if job.partitions > 1 else "its partition"
+    return print_verdict(
+        console, problems, failed_title="round trip FAILED", ok_title="round trip OK",
+        ok_text=f"{len(job.received):,} of {len(job.sent):,} records came back byte-identical "
+                f"(key, value, headers), in order within {partitions}.\nTotal time {elapsed:.2f} s.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    with contextlib.suppress(KeyboardInterrupt):
-        return run(parse_args(sys.argv[1:] if argv is None else argv))
-    return 130
+    return exit_status(lambda: run(parse_args(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":
