@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 READY_TIMEOUT_S = 60.0
@@ -23,6 +24,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s`` (generous:
+    it bounds a hang, it does not assert a speed)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
 
 
 class BrokerProcess:

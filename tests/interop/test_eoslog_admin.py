@@ -61,7 +61,7 @@ from eoslog.client.errors import (
     UnknownTopicOrPartitionError,
 )
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 
@@ -70,14 +70,6 @@ WAIT_S = 60.0
 def admin(shared_broker: BrokerProcess) -> Iterator[Admin]:
     with Admin({"bootstrap.servers": shared_broker.bootstrap}, default_api_timeout_ms=30000) as a:
         yield a
-
-
-def until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def rd_partition_counts(bootstrap: str) -> dict[str, int]:
@@ -160,7 +152,7 @@ def test_topics_are_created_listed_described_grown_and_deleted(admin: Admin, sha
 
     admin.create_partitions({"adm-orders": 5, "adm-defaults": NewPartitions(2)})
     assert len(admin.describe_topics(["adm-orders"])["adm-orders"].partitions) == 5
-    until(lambda: rd_partition_counts(bootstrap)["adm-defaults"] == 2, "librdkafka to see 2 partitions")
+    wait_until(lambda: rd_partition_counts(bootstrap)["adm-defaults"] == 2, "librdkafka to see 2 partitions")
     with pytest.raises(InvalidPartitionsError):
         admin.create_partitions({"adm-orders": 5})
     with pytest.raises(InvalidPartitionsError):
@@ -267,7 +259,7 @@ def test_consumer_group_is_listed_described_and_its_offsets_managed(admin: Admin
     finally:
         consumer.close()
 
-    until(lambda: admin.describe_groups([group])[group].state == "Empty", "the group to be empty")
+    wait_until(lambda: admin.describe_groups([group])[group].state == "Empty", "the group to be empty")
     admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 1,
                                               TopicPartition(topic, 1): OffsetAndMetadata(2, "by admin")})
     after = admin.list_consumer_group_offsets(group)
@@ -316,7 +308,7 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
         healthy.produce(topic, value=f"committed-{i}".encode(), partition=0)
     healthy.commit_transaction(WAIT_S)
     # The coordinator writes the COMMIT markers after answering EndTxn: wait for them.
-    until(lambda: admin.describe_transactions(["adm-healthy-app"])["adm-healthy-app"].state == "CompleteCommit",
+    wait_until(lambda: admin.describe_transactions(["adm-healthy-app"])["adm-healthy-app"].state == "CompleteCommit",
           "the healthy transaction's markers")
 
     listed = {t.transactional_id: t for t in admin.list_transactions()}

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer as RdConsumer
 from eoslog.client.consumer import AIOConsumer, Consumer
 from eoslog.client.producer import Producer
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
@@ -46,14 +46,6 @@ def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     yield b
     if b.alive():
         b.stop()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Member:

@@ -43,7 +43,7 @@ from test_eoslog_producer import consume
 from eoslog.client.consumer import Consumer, TopicPartition
 from eoslog.client.errors import KafkaError
 from eoslog.client.producer import Producer
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 PARTITIONS = 3
@@ -372,13 +372,6 @@ def members() -> Iterator[list[GroupMember]]:
         m._stop.set()
     for m in started:
         m._thread.join(WAIT_S)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

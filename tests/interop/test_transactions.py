@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import pytest
 from clients import RawConnection, ensure_topic, request_module, stored_batches
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 ABORT_INTERVAL_MS = 500
@@ -62,14 +62,6 @@ def send(p: Producer, topic: str, value: str) -> None:
     """Produce one record and wait until the broker has it."""
     p.produce(topic, value=value.encode())
     assert p.flush(WAIT_S) == 0
-
-
-def until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def read_values(bootstrap: str, topic: str, isolation: str, count: int, partition: int = 0) -> list[str]:
@@ -197,7 +189,7 @@ def test_hung_transaction_is_aborted_and_its_producer_fenced(txn_broker: BrokerP
     send(hung, topic, "never committed")
     assert partition_offsets(txn_broker.bootstrap, topic) == (0, 1)  # the open transaction pins the LSO
     # ... and the producer hangs. The coordinator aborts it with a bumped epoch.
-    until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the timed-out transaction's abort")
+    wait_until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the timed-out transaction's abort")
     data, marker = stored_batches(txn_broker.data_dir, topic, 0)
     assert marker.is_control and marker.producer_id == data.producer_id
     assert marker.producer_epoch == data.producer_epoch + 1
@@ -287,7 +279,7 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
 
     committer = threading.Thread(target=commit, daemon=True)
     committer.start()
-    until(lambda: not broker.alive(), "the broker to kill itself")
+    wait_until(lambda: not broker.alive(), "the broker to kill itself")
     assert broker.proc is not None and broker.proc.returncode == -9
     broker.start()
     committer.join(4 * WAIT_S)
@@ -302,7 +294,7 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
 
     # A commit retried while the restarted coordinator rolls PrepareCommit forward can be
     # answered before its CompleteCommit record is written: wait for it.
-    until(lambda: describe_transaction(broker.bootstrap, txn_id).transaction_state == "CompleteCommit",
+    wait_until(lambda: describe_transaction(broker.bootstrap, txn_id).transaction_state == "CompleteCommit",
           "the transaction to complete")
     assert read_values(broker.bootstrap, topic, "read_committed", n) == [f"r{i}" for i in range(n)]
     controls = [h for h in stored_batches(broker.data_dir, topic, 0) if h.is_control]
@@ -418,7 +410,7 @@ def test_a_write_outside_the_transaction_never_opens_one(txn_broker: BrokerProce
                                                   producer_epoch=txn.epoch, group_id="raw-890-group")).error_code == 0
         assert txn.commit_offsets("raw-890-group", topic, 0, 1) == 0
         assert txn.end(commit=True) == 0
-        until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the commit marker")
+        wait_until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the commit marker")
         assert txn.produce(topic, 0, "late")[0] == INVALID_TXN_STATE
     # Nothing but the one committed record and its marker reached the partitions.
     assert partition_offsets(txn_broker.bootstrap, topic, 1) == (0, 0)

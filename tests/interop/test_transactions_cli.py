@@ -29,7 +29,7 @@ import pytest
 from clients import ensure_topic
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 TXN_STATE_TOPIC = "__transaction_state"
@@ -83,14 +83,6 @@ def table_rows(output: str) -> list[list[str]]:
     lines = output.splitlines()
     rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
     return [line.split() for line in lines[rule + 1:] if line.strip()]
-
-
-def until(condition: Any, what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def end_offset(bootstrap: str, topic: str, partition: int, isolation: str) -> int:
@@ -177,7 +169,7 @@ def test_open_transaction_is_listed_described_and_not_hanging(txn_broker: Broker
     assert producer["producer_id"] == producer_id and producer["current_txn_start_offset"] == 0, producer
     # Open and idle for longer than a 0-minute timeout: a candidate, but the coordinator
     # still counts both partitions in the transaction, so it is not hanging.
-    until(lambda: int(time.time() * 1000) > producer["last_timestamp"], "a millisecond to pass")
+    wait_until(lambda: int(time.time() * 1000) > producer["last_timestamp"], "a millisecond to pass")
     assert ok_json(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0") == []
     assert table_rows(ok(cli(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"))) == []
 
