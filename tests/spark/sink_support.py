@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +124,3 @@ def assert_exactly_once(output: Iterable[bytes], expected: Iterable[bytes]) -> N
     assert not unexpected, f"{len(unexpected)} values nobody wrote, e.g. {sorted(unexpected)[:5]}"
     missing = expected_set - set(counts)
     assert not missing, f"{len(missing)} values missing, e.g. {sorted(missing)[:5]}"
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)

@@ -20,10 +20,9 @@ from sink_support import (
     open_transactions,
     pass_through,
     produce_input,
-    wait_for,
 )
 
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 
 @pytest.fixture
@@ -51,13 +50,13 @@ def test_broker_killed_and_restarted_under_a_running_query(spark: Any, own_broke
 
     query = pass_through(spark, b, src, dst, checkpoint, max_per_trigger=15, available_now=False)
     try:
-        wait_for(lambda: _last_batch(query) >= 2 or not query.isActive, "the query to commit a few batches")
+        wait_until(lambda: _last_batch(query) >= 2 or not query.isActive, "the query to commit a few batches", WAIT_S)
         before_kill = _last_batch(query)
         own_broker.kill()
         time.sleep(1.0)  # the query meets a dead broker
         own_broker.start()
-        wait_for(lambda: _last_batch(query) >= before_kill + 3 or not query.isActive,
-                 "the query to go on after the broker restart, or to fail")
+        wait_until(lambda: _last_batch(query) >= before_kill + 3 or not query.isActive,
+                   "the query to go on after the broker restart, or to fail", WAIT_S)
     finally:
         query.stop()
 

@@ -30,10 +30,9 @@ from sink_support import (
     pass_through,
     produce_input,
     raw_output,
-    wait_for,
 )
 
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 DRIVER = Path(__file__).parent / "sink_driver.py"
 
@@ -77,7 +76,7 @@ def test_driver_killed_mid_stream_and_restarted(spark: Any, spark_broker: Broker
 
     first = start_driver(b, src, dst, tmp_path, "--max-per-trigger", "50", "--fail-at", f"{moment}@1:{marker}")
     try:
-        wait_for(lambda: marker.exists() or first.poll() is not None, "the commit of batch 1 to pause")
+        wait_until(lambda: marker.exists() or first.poll() is not None, "the commit of batch 1 to pause", WAIT_S)
         assert first.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
     finally:
         kill_session(first)

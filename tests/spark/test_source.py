@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 Row3 = tuple[int, int, bytes]  # partition, offset, value
 
@@ -104,14 +103,6 @@ def offsets_moved(progress: Any) -> int:
     start = json.loads(source["startOffset"] or "null") or {}
     end = json.loads(source["endOffset"])
     return sum(o - start.get(t, {}).get(p, 0) for t, ps in end.items() for p, o in ps.items())
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.2)
 
 
 # -- batch reads ---------------------------------------------------------------------------
@@ -269,7 +260,7 @@ def test_restarted_query_reads_every_record_once(spark: Any, spark_broker: Broke
 
     first: dict[int, list[Row3]] = {}
     q = start(first, processingTime="0 seconds")
-    wait_for(lambda: len(first) >= 2, "two micro-batches")
+    wait_until(lambda: len(first) >= 2, "two micro-batches", WAIT_S)
     q.stop()
     for i in range(5):  # more data while the query is down
         writer.transaction(topic, [(j % 2, f"later:{i}:{j}".encode()) for j in range(6)], commit=i != 2)
