@@ -1,4 +1,5 @@
-"""client"""
+"""eoslog.client: a pure-Python Kafka client — producer, consumer and admin, each an asyncio
+core (``AIO*``) with a blocking facade. The names users need are exported here."""
 
 from eoslog.client.admin import (
     AbortTransactionSpec,
@@ -25,9 +26,17 @@ from eoslog.client.admin import (
     TransactionListing,
 )
 from eoslog.client.consumer import AIOConsumer, Consumer
-from eoslog.client.types import ConsumerRecord, PreparedTxnState
+from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
+from eoslog.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    PreparedTxnState,
+    TopicPartition,
+)
 
-__all__ = ["PreparedTxnState"]
+__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "PreparedTxnState", "TopicPartition"]
+__all__ += ["AIOProducer", "Producer", "RecordMetadata"]  # the producer
 __all__ += [  # the admin client
     "AIOAdmin", "AbortTransactionSpec", "Admin", "ClusterDescription", "ConfigEntry", "ConfigResource",
     "ConfigResourceType", "ConfigSource", "CreatedTopic", "GroupDescription", "GroupListing", "IsolationLevel",
