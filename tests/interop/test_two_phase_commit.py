@@ -27,14 +27,14 @@ from pathlib import Path
 
 import pytest
 from clients import RawConnection, ensure_topic, request_module
-from test_transactions import WAIT_S, describe_transaction, partition_offsets, read_values, until
+from test_transactions import WAIT_S, describe_transaction, partition_offsets, read_values
 
 from eoslog.client import PreparedTxnState
 from eoslog.client.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
 from eoslog.client.producer import Producer
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records import build_batch
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 ABORT_INTERVAL_MS = 200
 TWO_PC_TIMEOUT_MS = 2**31 - 1
@@ -124,7 +124,7 @@ def time_out_a_plain_transaction(bootstrap: str, txn_id: str, topic: str) -> Non
         p.init_transactions(WAIT_S)
         p.begin_transaction()
         p.send(topic, b"left open", partition=0).result(WAIT_S)
-        until(lambda: describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort",
+        wait_until(lambda: describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort",
               f"the coordinator to abort {txn_id} on its timeout")
         with pytest.raises(ProducerFencedError):
             p.commit_transaction(WAIT_S)
@@ -185,7 +185,7 @@ def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_pro
                            capture_output=True, text=True, timeout=WAIT_S * 2)
         assert b.returncode == 0, b.stderr[-3000:]
         assert b.stdout.strip() == state.to_string()  # B found exactly what A prepared
-        until(lambda: all_stable(bootstrap, topic), "the commit markers")
+        wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
         assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
         assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteCommit"
 
@@ -200,7 +200,7 @@ def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: Brok
         # The external coordinator recorded another transaction (say, the one before).
         b.complete_transaction(PreparedTxnState(state.producer_id, state.epoch + 1), WAIT_S)
         assert b.prepared_transaction_state() is None
-        until(lambda: all_stable(bootstrap, topic), "the abort markers")
+        wait_until(lambda: all_stable(bootstrap, topic), "the abort markers")
         assert read_committed(bootstrap, topic, 0) == []
         assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort"
         b.begin_transaction()  # and B goes on with transactions of its own
@@ -216,7 +216,7 @@ def test_init_without_keep_prepared_aborts_it(two_pc_broker: BrokerProcess) -> N
     with Producer(two_pc_config(bootstrap, txn_id)) as b:
         b.init_transactions(WAIT_S)
         assert b.prepared_transaction_state() is None
-    until(lambda: all_stable(bootstrap, topic), "the abort markers")
+    wait_until(lambda: all_stable(bootstrap, topic), "the abort markers")
     assert read_committed(bootstrap, topic, 0) == []
     assert describe_transaction(bootstrap, txn_id).transaction_state == "Empty"  # aborted, then B's epoch
 
@@ -253,7 +253,7 @@ def test_a_live_prepared_producer_is_fenced_by_the_new_instance(two_pc_broker: B
     finally:
         a.close(0)
         b.close()
-    until(lambda: all_stable(bootstrap, topic), "the commit markers")
+    wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
     assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
 
 
@@ -288,7 +288,7 @@ def test_close_leaves_a_prepared_transaction_prepared(two_pc_broker: BrokerProce
         b.init_transactions(WAIT_S, keep_prepared_txn=True)
         assert b.prepared_transaction_state() == state
         b.complete_transaction(state, WAIT_S)
-    until(lambda: all_stable(bootstrap, topic), "the commit markers")
+    wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
     assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
 
 
@@ -304,5 +304,5 @@ def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_co
             broker.restart(kill=True)
             assert_still_prepared(bootstrap, txn_id, topic, state)
             b.complete_transaction(state, WAIT_S)
-        until(lambda: all_stable(bootstrap, topic), "the commit markers")
+        wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
         assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
