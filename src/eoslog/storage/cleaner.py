@@ -23,8 +23,17 @@ rename to ``<base>.log.swap`` (the commit point), delete the old segments, renam
 swap to ``<base>.log``. ``complete_interrupted_swaps`` (run when a partition loads)
 finishes a replacement cut short by a crash, or discards one that never committed.
 
-The active segment is never touched. TODO(issue 5): transactional and control batches are
-kept as they are; aborted data and markers need transaction-aware cleaning.
+The active segment is never touched. Transactions (KIP-98, Kafka's CleanedTransactionMetadata):
+the cleanable range ends at the LSO, so every transaction in it is decided. Records of aborted
+transactions (known from the ``.txnindex`` entries) stay out of the offset map and are removed;
+committed ones are compacted by key like any record. A COMMIT/ABORT marker stays while a batch
+of its transaction was seen in the pass; once none is, it gets a delete horizon (now +
+``delete.retention.ms``, KIP-534) and a later pass after the horizon removes it. A batch
+emptied by cleaning keeps its header when it holds its producer's last sequence, so a replay
+of the log keeps the producer's epoch and sequence. The cleaned segment gets a ``.txnindex``
+of the aborted transactions whose marker it still holds; after cleaning, producer-state
+snapshots below the cleaned offset are dropped (one at the log end is taken), so a reload
+never replays a cleaned range on top of a snapshot that predates it.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from eoslog.records.batch import (
 from eoslog.records.compression import CompressionType, compress
 from eoslog.records.varint import encode_varint
 from eoslog.storage.segment import LogSegment, parse_segment_base, segment_file_name
+from eoslog.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from eoslog.storage.log import PartitionLog
@@ -67,7 +77,9 @@ MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte hash and an 8-byte of
 MAP_LOAD_FACTOR = 0.9
 INT32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header (see records.batch)
-_INDEX_SUFFIXES = (".index", ".timeindex")
+# A committed swap leaves the old segments' txn indexes stale: they are deleted, and the
+# partition log rebuilds transaction state from the log when one is missing.
+_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +161,12 @@ def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | N
     they are deltas from the base).
     """
     log_append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-    base_ts = delete_horizon if delete_horizon is not None else records[0].timestamp
-    max_ts = h.max_timestamp if log_append_time else max(r.timestamp for r in records)
+    if not records:  # an empty batch kept for its producer id, epoch and sequences
+        base_ts = delete_horizon if delete_horizon is not None else h.max_timestamp
+        max_ts = h.max_timestamp
+    else:
+        base_ts = delete_horizon if delete_horizon is not None else records[0].timestamp
+        max_ts = h.max_timestamp if log_append_time else max(r.timestamp for r in records)
     body = bytearray()
     for r in records:
         rec = bytearray(b"\x00")
@@ -260,7 +276,9 @@ class LogCleaner:
 
     # -- cleaning --------------------------------------------------------------------------------
 
-    def _build_offset_map(self, segments: list[LogSegment], first_dirty: int) -> tuple[dict[bytes, int], int]:
+    def _build_offset_map(
+        self, segments: list[LogSegment], first_dirty: int, aborted: _AbortedRanges
+    ) -> tuple[dict[bytes, int], int]:
         """key → last offset over the dirty segments; stops at a segment boundary when the
         map is full. Returns the map and the offset up to which it is complete."""
         offsets: dict[bytes, int] = {}
@@ -271,8 +289,10 @@ class LogCleaner:
             if offsets and len(offsets) >= self.map_capacity:
                 break
             for pos, h in seg.iter_headers():
-                if h.is_control or h.is_transactional or h.last_offset < first_dirty:
-                    continue  # TODO(issue 5): transactional records stay out of the map
+                if h.is_control or h.last_offset < first_dirty:
+                    continue
+                if h.is_transactional and aborted.contains(h):
+                    continue  # aborted records never shadow a committed or plain one
                 for rec in decode_records(seg.pread(pos, h.size)):
                     if rec.key is not None and rec.offset >= first_dirty:
                         offsets[rec.key] = rec.offset
@@ -282,19 +302,24 @@ class LogCleaner:
     def clean(self, plog: PartitionLog) -> CleanerStats:
         tp = (plog.topic, plog.partition)
         first_dirty = self.first_dirty_offset(plog)
-        segments = self._cleanable_segments(plog, self.first_uncleanable_offset(plog))
-        offset_map, covered = self._build_offset_map(segments, first_dirty)
+        end = self.first_uncleanable_offset(plog)
+        segments = self._cleanable_segments(plog, end)
+        start = segments[0].base_offset if segments else plog.log_start_offset
+        aborted = _AbortedRanges(plog.aborted_transactions(start, end))
+        offset_map, covered = self._build_offset_map(segments, first_dirty, aborted)
         # Only the segments the map covers can be cleaned with it.
         cleaned_up_to = max(covered, first_dirty)
         segments = [s for s in segments if s.next_offset <= cleaned_up_to]
-        work = _Pass(offset_map, self._clock_ms(), int(plog.config["delete.retention.ms"]))
+        last_offsets = {pid: e.last_offset for pid, e in plog.producer_state.producers.items()}
+        work = _Pass(offset_map, self._clock_ms(), int(plog.config["delete.retention.ms"]),
+                     aborted, last_offsets)
         before_count, before_bytes = len(plog.segments), plog.size_bytes
         # Consecutive segments share one output segment while their *cleaned* bytes fit
         # segment.bytes and their offsets fit its int32 relative offsets, so segments
         # emptied by earlier passes merge.
         out: _Output | None = None
         for seg in segments:
-            data = work.clean_segment(seg)
+            data, kept_markers = work.clean_segment(seg)
             if out is not None and (
                 out.size + len(data) > plog.config.segment_bytes
                 or seg.next_offset - out.base_offset > INT32_MAX
@@ -303,9 +328,11 @@ class LogCleaner:
                 out = None
             if out is None:
                 out = _Output(plog.dir, seg.base_offset)
-            out.write(seg, data)
+            out.write(seg, data, kept_markers)
         if out is not None:
             self._swap_in(plog, out)
+        if segments:
+            self._drop_stale_snapshots(plog, cleaned_up_to)
         self._first_dirty[tp] = cleaned_up_to
         if work.next_horizon is None:
             self._horizons.pop(tp, None)
@@ -323,6 +350,18 @@ class LogCleaner:
         )
         return stats
 
+    @staticmethod
+    def _drop_stale_snapshots(plog: PartitionLog, cleaned_up_to: int) -> None:
+        """A snapshot below ``cleaned_up_to`` may hold a transaction open whose data and
+        marker cleaning removed; replaying the cleaned log on top of it would keep it open
+        forever. Take one at the log end first, then drop those."""
+        state = plog.producer_state
+        if not any(off >= cleaned_up_to for off, _ in state._snapshots()):
+            plog.snapshot_producer_state()
+        for off, path in state._snapshots():
+            if off < cleaned_up_to:
+                path.unlink(missing_ok=True)
+
     def _swap_in(self, plog: PartitionLog, out: _Output) -> None:
         """Replace ``out.segments`` by the cleaned file, atomically on disk."""
         directory = plog.dir
@@ -334,6 +373,10 @@ class LogCleaner:
         _fsync_dir(directory)
         new = LogSegment(directory, base, plog.config.index_interval_bytes, self._clock_ms())
         new.load(verify=False)
+        new.txn_index.entries = []
+        new.txn_index.create_empty()
+        for txn in out.aborted:
+            new.txn_index.append(txn)
         new.flush(fsync=True)
         start = plog.segments.index(out.segments[0])
         plog.segments[start : start + len(out.segments)] = [new]
@@ -349,11 +392,13 @@ class _Output:
         self._fh = open(self.path, "wb")  # noqa: SIM115 - closed by commit()
         self.size = 0
         self.segments: list[LogSegment] = []
+        self.aborted: list[AbortedTxn] = []  # txn-index entries whose ABORT marker is kept
 
-    def write(self, seg: LogSegment, data: bytes) -> None:
+    def write(self, seg: LogSegment, data: bytes, kept_markers: set[int]) -> None:
         self._fh.write(data)
         self.size += len(data)
         self.segments.append(seg)
+        self.aborted += [e for e in seg.txn_index.entries if e.last_offset in kept_markers]
 
     def commit(self) -> Path:
         """fsync and rename to ``.swap``: the replacement is decided."""
@@ -366,26 +411,83 @@ class _Output:
         return swap
 
 
-class _Pass:
-    """What one cleaning pass decides per record, and what it counted."""
+class _AbortedRanges:
+    """The aborted transactions of the cleanable range, by producer id. A producer has one
+    transaction open at a time, so a transactional batch is aborted iff it lies in one of
+    its producer's [first offset, ABORT marker] ranges."""
 
-    def __init__(self, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int) -> None:
+    def __init__(self, txns: list[AbortedTxn]) -> None:
+        self.by_pid: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            self.by_pid.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def contains(self, h: BatchHeader) -> bool:
+        return any(first <= h.base_offset <= last for first, last in self.by_pid.get(h.producer_id, ()))
+
+
+class _Pass:
+    """What one cleaning pass decides per batch and record, and what it counted."""
+
+    def __init__(self, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int,
+                 aborted: _AbortedRanges, producer_last_offsets: dict[int, int]) -> None:
         self.offset_map = offset_map
         self.now = now_ms
         self.delete_retention_ms = delete_retention_ms
+        self.aborted = aborted
+        self.producer_last_offsets = producer_last_offsets
+        # Producers with a transactional batch read since their last marker: their next
+        # marker still has data in the log and must stay.
+        self.txn_data_seen: set[int] = set()
         self.removed = 0
         self.tombstones = 0
-        self.next_horizon: int | None = None  # earliest horizon of a tombstone kept
+        self.markers_removed = 0
+        self.next_horizon: int | None = None  # earliest horizon of a tombstone or marker kept
 
-    def clean_segment(self, seg: LogSegment) -> bytes:
+    def _note_horizon(self, horizon: int) -> None:
+        self.next_horizon = horizon if self.next_horizon is None else min(self.next_horizon, horizon)
+
+    def clean_segment(self, seg: LogSegment) -> tuple[bytes, set[int]]:
+        """The cleaned bytes of ``seg`` and the offsets of the markers kept in them."""
         out = bytearray()
+        kept_markers: set[int] = set()
         for pos, h in seg.iter_headers():
             raw = seg.pread(pos, h.size)
-            if h.is_control or h.is_transactional:
-                out += raw  # TODO(issue 5): clean aborted data and obsolete markers
+            if h.is_control:
+                kept = self._clean_marker(h, raw)
+                if kept:
+                    kept_markers.add(h.base_offset)
+                out += kept
                 continue
+            if h.is_transactional:
+                self.txn_data_seen.add(h.producer_id)
+                if self.aborted.contains(h):
+                    self.removed += h.records_count
+                    out += self._empty_or_nothing(h)
+                    continue
             out += self._clean_batch(h, raw)
-        return bytes(out)
+        return bytes(out), kept_markers
+
+    def _holds_last_sequence(self, h: BatchHeader) -> bool:
+        return h.producer_id >= 0 and self.producer_last_offsets.get(h.producer_id) == h.last_offset
+
+    def _empty_or_nothing(self, h: BatchHeader) -> bytes:
+        """A batch that keeps no record: its header stays when it holds its producer's last
+        sequence (Kafka's RETAIN_EMPTY), so a replay still knows the producer's sequence."""
+        return rebuild_batch(h, [], None) if self._holds_last_sequence(h) else b""
+
+    def _clean_marker(self, h: BatchHeader, raw: bytes) -> bytes:
+        if h.producer_id in self.txn_data_seen:
+            self.txn_data_seen.discard(h.producer_id)
+            return raw  # its transaction still has batches in the log
+        if h.attributes & DELETE_HORIZON_MASK:
+            if self.now >= h.base_timestamp:
+                self.markers_removed += 1
+                return b""
+            self._note_horizon(h.base_timestamp)
+            return raw
+        horizon = self.now + self.delete_retention_ms
+        self._note_horizon(horizon)
+        return rebuild_batch(h, decode_records(raw), horizon)
 
     def _clean_batch(self, h: BatchHeader, raw: bytes) -> bytes:
         records = decode_records(raw)
@@ -406,9 +508,9 @@ class _Pass:
         if has_tombstone:
             if horizon is None:
                 horizon = self.now + self.delete_retention_ms
-            self.next_horizon = horizon if self.next_horizon is None else min(self.next_horizon, horizon)
+            self._note_horizon(horizon)
             if not h.attributes & DELETE_HORIZON_MASK or len(kept) != len(records):
                 return rebuild_batch(h, kept, horizon)
         if len(kept) == len(records):
             return raw
-        return rebuild_batch(h, kept, None) if kept else b""
+        return rebuild_batch(h, kept, None) if kept else self._empty_or_nothing(h)
