@@ -173,18 +173,31 @@ def parse_offset_spec(raw: str | None, option: str, default: Literal["earliest",
     return offsets
 
 
-def parse_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOptions:
-    """Check and parse the options of one ``spark.read``/``spark.readStream`` on format eoslog."""
+def kafka_client_options(
+    raw_options: Mapping[str, str], role: str, refused: Mapping[str, str],
+    error: type[ValueError] = ValueError, *, own: tuple[str, ...] = (),
+) -> tuple[dict[str, str], str, dict[str, str]]:
+    """What the eoslog source and sink share: (the options lower-cased, ``kafka.bootstrap.servers`` or
+    ``bootstrap.servers``, the ``kafka.*`` client settings without their prefix). ``refused`` maps a
+    client setting the connector manages itself to why it is refused; ``own`` are ``kafka.*``
+    options the connector reads itself rather than passing on."""
     options = {str(k).lower(): str(v) for k, v in raw_options.items()}
     bootstrap = options.get("kafka.bootstrap.servers") or options.get("bootstrap.servers")
     if not bootstrap or not bootstrap.strip():
-        raise OptionError("option 'kafka.bootstrap.servers' (or 'bootstrap.servers') must be specified "
-                          "for the eoslog source, e.g. 127.0.0.1:9092")
-    kafka = {k.removeprefix("kafka."): v for k, v in options.items()
-             if k.startswith("kafka.") and k not in ("kafka.bootstrap.servers", "kafka.isolation.level")}
-    for name, why in _UNSUPPORTED_KAFKA.items():
-        if name in kafka:
-            raise OptionError(f"Kafka option 'kafka.{name}' is not supported: {why}")
+        raise error("option 'kafka.bootstrap.servers' (or 'bootstrap.servers') must be specified "
+                    f"for the eoslog {role}, e.g. 127.0.0.1:9092")
+    client = {k.removeprefix("kafka."): v for k, v in options.items()
+              if k.startswith("kafka.") and k != "kafka.bootstrap.servers" and k not in own}
+    for name, why in refused.items():
+        if name in client:
+            raise error(f"Kafka option 'kafka.{name}' is not supported: {why}")
+    return options, bootstrap.strip(), client
+
+
+def parse_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOptions:
+    """Check and parse the options of one ``spark.read``/``spark.readStream`` on format eoslog."""
+    options, bootstrap, kafka = kafka_client_options(raw_options, "source", _UNSUPPORTED_KAFKA, OptionError,
+                                                     own=("kafka.isolation.level",))
 
     starting = parse_offset_spec(options.get("startingoffsets"), "startingOffsets",
                                  default="earliest" if mode == "batch" else "latest")
@@ -202,7 +215,7 @@ def parse_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOptions:
             raise OptionError(f"option {name} is not supported by the eoslog source")
 
     return SourceOptions(
-        bootstrap_servers=bootstrap.strip(),
+        bootstrap_servers=bootstrap,
         subscription=_subscription(options),
         starting=starting,
         ending=ending,

@@ -27,6 +27,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from eoslog.spark.options import kafka_client_options
+
 Mode = Literal["exactly-once", "at-least-once"]
 EXACTLY_ONCE: Mode = "exactly-once"
 AT_LEAST_ONCE: Mode = "at-least-once"
@@ -131,16 +133,7 @@ class SinkOptions:
 
 def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
     """Check and parse the options of one ``df.write[Stream].format("eoslog")``."""
-    options = {str(k).lower(): str(v) for k, v in raw_options.items()}
-    bootstrap = options.get("kafka.bootstrap.servers") or options.get("bootstrap.servers")
-    if not bootstrap or not bootstrap.strip():
-        raise SinkOptionError("option 'kafka.bootstrap.servers' (or 'bootstrap.servers') must be specified "
-                              "for the eoslog sink, e.g. 127.0.0.1:9092")
-    producer = {k.removeprefix("kafka."): v for k, v in options.items()
-                if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
-    for name, why in _MANAGED_PRODUCER.items():
-        if name in producer:
-            raise SinkOptionError(f"Kafka option 'kafka.{name}' is not supported: {why}")
+    options, bootstrap, producer = kafka_client_options(raw_options, "sink", _MANAGED_PRODUCER, SinkOptionError)
     mode_name = options.get("eoslog.sink.mode", EXACTLY_ONCE).strip().lower()
     if mode_name not in (EXACTLY_ONCE, AT_LEAST_ONCE):
         raise SinkOptionError(f"eoslog.sink.mode must be {EXACTLY_ONCE} or {AT_LEAST_ONCE}, not {mode_name!r}")
@@ -152,7 +145,7 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
         raise SinkOptionError("option 'topic' must not be empty")
     prefix = options.get("eoslog.sink.transactional.id.prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX)
     return SinkOptions(
-        bootstrap_servers=bootstrap.strip(),
+        bootstrap_servers=bootstrap,
         topic=topic.strip() if topic is not None else None,
         mode=EXACTLY_ONCE if mode_name == EXACTLY_ONCE else AT_LEAST_ONCE,
         producer=producer,
