@@ -468,7 +468,7 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     return [Record(*fields) for fields in decode_record_fields(batch)[1]]
 
 
-def _encode_record(
+def encode_record(
     out: bytearray,
     offset_delta: int,
     timestamp_delta: int,
@@ -476,6 +476,8 @@ def _encode_record(
     value: bytes | None,
     headers: tuple[tuple[str, bytes | None], ...],
 ) -> None:
+    """Append one record (length-prefixed, Kafka's record v2 layout) to ``out``; shared by
+    batch building and the log cleaner's rebuilt batches."""
     body = bytearray(b"\x00")
     _write_varint(body, timestamp_delta)
     _write_varint(body, offset_delta)
@@ -520,7 +522,7 @@ def build_batch(
     base_ts = ts[0]
     body = bytearray()
     for i, (key, value, headers) in enumerate(records):
-        _encode_record(body, i, ts[i] - base_ts, key, value, headers)
+        encode_record(body, i, ts[i] - base_ts, key, value, headers)
     payload = compress(compression, bytes(body))
     attributes = int(compression)
     if transactional:

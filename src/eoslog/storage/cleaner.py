@@ -57,10 +57,10 @@ from eoslog.records.batch import (
     Record,
     compute_crc,
     decode_records,
+    encode_record,
     iter_batch_headers,
 )
 from eoslog.records.compression import CompressionType, compress
-from eoslog.records.varint import encode_varint
 from eoslog.storage.segment import LogSegment, parse_segment_base, segment_file_name
 from eoslog.storage.txn_index import AbortedTxn
 
@@ -142,18 +142,6 @@ def complete_interrupted_swaps(directory: Path) -> None:
 # -- rebuilding batches -----------------------------------------------------------------------
 
 
-def _varint(out: bytearray, value: int) -> None:
-    out += encode_varint(value)
-
-
-def _blob(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        _varint(out, -1)
-    else:
-        _varint(out, len(data))
-        out += data
-
-
 def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | None) -> bytes:
     """The batch ``h`` holding only ``records``, at their original offsets.
 
@@ -169,17 +157,7 @@ def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | N
         max_ts = h.max_timestamp if log_append_time else max(r.timestamp for r in records)
     body = bytearray()
     for r in records:
-        rec = bytearray(b"\x00")
-        _varint(rec, r.timestamp - base_ts)
-        _varint(rec, r.offset - h.base_offset)
-        _blob(rec, r.key)
-        _blob(rec, r.value)
-        _varint(rec, len(r.headers))
-        for hk, hv in r.headers:
-            _blob(rec, hk.encode())
-            _blob(rec, hv)
-        _varint(body, len(rec))
-        body += rec
+        encode_record(body, r.offset - h.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
     payload = compress(CompressionType(h.attributes & COMPRESSION_MASK), bytes(body))
     attributes = (
         h.attributes | DELETE_HORIZON_MASK if delete_horizon is not None
