@@ -6,8 +6,14 @@
 #      pyproject.toml has not changed since the last successful install);
 #   3. kcat (used by the interop tests), installed with apt-get when missing and root;
 #   4. Java 17 or newer (Spark runs on it): checked; when missing and root, installed with
-#      apt-get (openjdk-17-jre-headless); otherwise a warning — the Spark tests then skip —
-#      or, with EOSLOG_REQUIRE_JAVA=1 (scripts/main.sh sets it), an error.
+#      apt-get (openjdk-17-jre-headless).
+#
+# A system dependency that is still missing after that is an ERROR saying what to install
+# when the run is strict: under CI (CI=true), from scripts/test.sh (EOSLOG_STRICT_DEPS=1,
+# unless the developer allowed skips with EOSLOG_ALLOW_SKIPS=1 or --allow-skips), and for
+# Java with EOSLOG_REQUIRE_JAVA=1 (scripts/main.sh). Otherwise it is a warning. The tests
+# themselves fail on a missing dependency too (tests/deps.py). Sections added for further
+# dependencies report a missing one with `missing_dep` so they follow the same rule.
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
 # skips steps 3 and 4; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
@@ -29,6 +35,25 @@ warn() { printf '    %swarning:%s %s\n' "$_yellow" "$_off" "$*" >&2; }
 die() { printf '%serror:%s %s\n' "$_red" "$_off" "$*" >&2; exit 1; }
 
 is_root() { [[ "$(id -u)" -eq 0 ]]; }
+
+truthy() { [[ "${1,,}" =~ ^(1|true|yes|on)$ ]]; }
+under_ci() { truthy "${CI:-}"; }
+strict_deps() { under_ci || truthy "${EOSLOG_STRICT_DEPS:-}"; }
+if under_ci && truthy "${EOSLOG_ALLOW_SKIPS:-}"; then
+    die "EOSLOG_ALLOW_SKIPS=1 is refused under CI=true: a CI run must run every test or fail"
+fi
+# missing_dep WHAT HOW [STRICT]: a system dependency is missing; an error when the run is
+# strict (or STRICT is 1), else a warning. HOW says what to install.
+missing_dep() {
+    local what="$1" how="$2" force="${3:-0}"
+    if strict_deps || [[ "$force" == "1" ]]; then
+        die "missing dependency: $what
+    $how"
+    fi
+    warn "missing dependency: $what
+    $how
+    The tests that need it will fail (or skip, with EOSLOG_ALLOW_SKIPS=1 / pytest --allow-skips)."
+}
 
 apt_updated=0
 apt_install() {
@@ -122,13 +147,12 @@ elif is_root && command -v apt-get >/dev/null 2>&1; then
     if apt_install kcat && command -v kcat >/dev/null 2>&1; then
         ok "installed $(command -v kcat)"
     else
-        warn "apt-get could not install kcat; tests that call kcat will fail. Install it by hand:
-    apt-get update && apt-get install -y kcat"
+        missing_dep "kcat (apt-get could not install it)" \
+            "Install it by hand: apt-get update && apt-get install -y kcat"
     fi
 else
-    warn "kcat is not installed and this is not a root shell, so it was not installed.
-    Install it with: sudo apt-get update && sudo apt-get install -y kcat
-    (macOS: brew install kcat). Tests that call kcat fail without it."
+    missing_dep "kcat (not on PATH; not installed here: no root shell or no apt-get)" \
+        "Install it with: sudo apt-get update && sudo apt-get install -y kcat (macOS: brew install kcat)"
 fi
 
 # -- 4. Java 17 ---------------------------------------------------------------------------
@@ -172,9 +196,6 @@ else
     or point JAVA_HOME at a Java 17"
 fi
 if [[ -n "$java_problem" ]]; then
-    if [[ "${EOSLOG_REQUIRE_JAVA:-0}" == "1" ]]; then
-        die "$java_problem"
-    fi
-    warn "$java_problem
-    Without it the Spark tests are skipped and the main job cannot run."
+    missing_dep "Java 17 or newer: $java_problem" \
+        "Without it the Spark tests fail and the main job cannot run." "${EOSLOG_REQUIRE_JAVA:-0}"
 fi

@@ -8,7 +8,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import deps
 from harness import BrokerProcess
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(deps.ALLOW_SKIPS_OPTION, action="store_true", dest="allow_skips",
+                     help="skip (instead of fail) tests whose system dependency (Java, kcat, ...) "
+                          f"is missing; same as {deps.ALLOW_SKIPS_ENV}=1; refused under CI=true")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    deps.configure(config)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 from clients import CLIENTS, CONFLUENT, Record, produce
 
+from deps import require_kcat
 from harness import BrokerProcess
 
 PARTITIONS = 6
@@ -254,14 +254,14 @@ def test_committed_offsets_survive_a_broker_kill(tmp_path: Path, members: list[M
         broker.stop()
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_consumes_as_a_group(group_broker: BrokerProcess) -> None:
+    kcat = require_kcat()
     bootstrap = group_broker.bootstrap
     topic = group = "kcat-group"
     create_topic(bootstrap, topic)
     produce_evenly(bootstrap, topic, 10)
     out = subprocess.run(
-        ["kcat", "-b", bootstrap, "-G", group, "-o", "beginning", "-c", str(10 * PARTITIONS),
+        [kcat, "-b", bootstrap, "-G", group, "-o", "beginning", "-c", str(10 * PARTITIONS),
          "-f", "%p %o\n", "-X", "auto.commit.interval.ms=100", topic],
         capture_output=True, text=True, timeout=120, env={**os.environ},
     )

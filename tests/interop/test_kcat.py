@@ -1,26 +1,29 @@
 """kcat (its own, older librdkafka) against the broker: metadata listing, a produce and
 consume round trip under each codec, and offsets by timestamp.
 
-kcat is a system tool: the project's set-up script installs it; here the tests skip
-with a clear reason when it is missing.
+kcat is a system tool: the project's set-up script installs it; here a missing kcat fails
+the tests saying how to install it (tests/deps.py).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Sequence
 
 import pytest
 
+from deps import require_kcat
 from harness import BrokerProcess
 from interop import clients as C
 
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-pytestmark = pytest.mark.skipif(
-    KCAT is None, reason="kcat is not installed (apt-get install kcat; scripts/setup.sh does it)")
+
+@pytest.fixture(scope="module", autouse=True)
+def _kcat_present() -> None:
+    """Checked before the module's broker starts."""
+    require_kcat()
+
 
 NUM_PARTITIONS = 3
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -28,8 +31,7 @@ TIMEOUT_S = 120
 
 
 def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
-    assert KCAT is not None
-    proc = subprocess.run([KCAT, "-b", broker.bootstrap, *args], input=stdin,
+    proc = subprocess.run([require_kcat(), "-b", broker.bootstrap, *args], input=stdin,
                           capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     assert proc.returncode == 0, f"kcat {' '.join(args)} failed:\n{proc.stderr}"
     return proc.stdout

@@ -6,7 +6,8 @@ retried up to 3 attempts, which the sink's task-retry test relies on) and the
 session-scoped ``spark_broker`` (``shared_broker`` is the same broker here). Tests use
 distinct topic names (``topic_name``) and their own checkpoint directories (``tmp_path``).
 
-Without Java 17 every test that asks for ``spark`` is skipped, saying why.
+Without Java 17 every test that asks for ``spark`` fails saying what to install (skips only
+when the developer allows them: tests/deps.py).
 """
 
 from __future__ import annotations
@@ -19,17 +20,14 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoslog.spark.session import SparkSetupError, require_java
+from deps import require_java
 from harness import BrokerProcess
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The run's local SparkSession, with format "eoslog" registered."""
-    try:
-        require_java()
-    except SparkSetupError as e:
-        pytest.skip(f"Spark tests need Java 17: {e}")
+    require_java()
     from eoslog.spark.session import spark_session
 
     session = spark_session("eoslog-tests", master="local[2,3]", work_dir=tmp_path_factory.mktemp("spark"),
