@@ -10,6 +10,7 @@ twice was unacknowledged when a kill hit, and every stored batch passes its CRC.
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 import time
@@ -50,17 +51,20 @@ def stored_records(partition_dir: Path) -> list[tuple[int, bytes]]:
     return out
 
 
-def dump_log_check(partition_dir: Path) -> None:
-    """Run ``eoslog dump-log`` on every segment when that command exists."""
-    probe = subprocess.run([sys.executable, "-m", "eoslog", "dump-log", "--help"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return
-    for path in sorted(partition_dir.glob("*.log")):
-        done = subprocess.run([sys.executable, "-m", "eoslog", "dump-log", str(path)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        assert "isvalid: false" not in done.stdout.lower()
+def dump_log_check(partition_dir: Path, stored: list[tuple[int, bytes]]) -> None:
+    """``eoslog dump-log`` over the partition's segments and indexes must succeed, find every
+    batch whole and valid, cover exactly the stored offsets and report no index mismatch."""
+    files = [p for suffix in (".log", ".index", ".timeindex") for p in sorted(partition_dir.glob(f"*{suffix}"))]
+    assert any(p.suffix == ".log" for p in files), f"no segment in {partition_dir}"
+    done = subprocess.run([sys.executable, "-m", "eoslog", "dump-log", *map(str, files)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"eoslog dump-log failed (exit {done.returncode}):\n{done.stderr}"
+    assert done.stderr == "", f"eoslog dump-log reported problems:\n{done.stderr}"
+    assert "invalid bytes" not in done.stdout
+    batches = re.findall(r"baseOffset: (\d+) lastOffset: (\d+) .* isvalid: (\w+)", done.stdout)
+    assert [valid for *_, valid in batches] == ["true"] * len(batches)
+    dumped = [o for base, last, _ in batches for o in range(int(base), int(last) + 1)]
+    assert dumped == [o for o, _ in stored]
 
 
 def consume_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
@@ -156,7 +160,7 @@ def test_kill_9_during_acks_all_produce(broker: BrokerProcess) -> None:
     assert broker.stop() == 0
     partition_dir = broker.data_dir / f"{TOPIC}-0"
     stored = stored_records(partition_dir)
-    dump_log_check(partition_dir)
+    dump_log_check(partition_dir, stored)
     assert consumed == stored
     assert [o for o, _ in stored] == list(range(len(stored)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,21 +47,22 @@ def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("records", "error"), [
-    (lambda: batch(5), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
-    (lambda: batch(0, epoch=1, pid=PID + 1), None),
+    (lambda: batch(5, epoch=1), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    (lambda: batch(1, epoch=0), "INVALID_PRODUCER_EPOCH"),
     (lambda: batch(7, pid=PID + 2), "UNKNOWN_PRODUCER_ID"),
 ])
-def test_rejected_batches_leave_the_log_unchanged(tmp_path: Path, records: object, error: str | None) -> None:
+def test_rejected_batches_leave_the_log_unchanged(
+    tmp_path: Path, records: Callable[[], bytes], error: str
+) -> None:
     lg = open_log(tmp_path, Clock())
-    lg.append_as_leader(batch(0))
+    lg.append_as_leader(batch(0, epoch=1))
     end, size = lg.log_end_offset, lg.size_bytes
-    if error is None:
-        lg.append_as_leader(records())  # type: ignore[operator]
-        return
     with pytest.raises(ProducerStateError) as e:
-        lg.append_as_leader(records())  # type: ignore[operator]
+        lg.append_as_leader(records())
     assert e.value.error_name == error
     assert (lg.log_end_offset, lg.size_bytes) == (end, size)
+    # Nor did the producer's state move: its next batch in sequence follows directly.
+    assert lg.append_as_leader(batch(1, epoch=1)).first_offset == end
 
 
 def test_unclean_restart_in_the_middle_of_a_run_replays_the_log(tmp_path: Path) -> None:

@@ -627,18 +627,36 @@ def test_leftover_temporary_and_orphan_index_files_are_removed(tmp_path: Path) -
 @settings(max_examples=60, deadline=None)
 @given(cut=st.integers(0, 10_000), garbage=st.binary(max_size=200), clean=st.booleans())
 def test_any_cut_plus_garbage_recovers_a_prefix(cut: int, garbage: bytes, clean: bool) -> None:
-    """Whatever is done to the tail, the log comes back as a prefix of what was written."""
+    """Whatever is done to the tail, the log comes back as the LONGEST valid prefix of what
+    was written — every batch still whole on disk, nothing after it — and the file is cut
+    there, so a later append follows that prefix directly."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        built, sent = build_log(root, n=12)
+        built, _ = build_log(root, n=12)
         active = built.segments[-1].log_path
         data = active.read_bytes()
-        active.write_bytes(data[: cut % (len(data) + 1)] + garbage)
+        written = batch_positions(active)
+        damaged = data[: cut % (len(data) + 1)] + garbage
+        active.write_bytes(damaged)
+        # The batches still whole: byte for byte as written, from the start (garbage may
+        # complete a cut batch with the very bytes it lost; that batch is whole again).
+        whole = 0
+        for pos, size, _ in written:
+            if damaged[pos : pos + size] != data[pos : pos + size]:
+                break
+            whole += 1
+        expected_leo = built.segments[-1].base_offset + whole
+        expected_size = sum(size for _, size, _ in written[:whole])
+
         lg = reopen(root, clean=clean)
-        leo = lg.log_end_offset
-        assert built.segments[-1].base_offset <= leo <= len(sent)
-        assert values_read(lg) == expected_values(list(range(leo)), value_size=40)
-        assert lg.append_as_leader(batch(50)).first_offset == leo
+        assert lg.log_end_offset == expected_leo
+        assert active.stat().st_size == expected_size, "the damaged tail was not cut off"
+        assert values_read(lg) == expected_values(list(range(expected_leo)), value_size=40)
+        assert lg.append_as_leader(batch(50)).first_offset == expected_leo
+        lg.close()
+        lg = reopen(root, clean=False)
+        assert values_read(lg) == (expected_values(list(range(expected_leo)), value_size=40)
+                                   + expected_values([50]))
         lg.close()
 
 
