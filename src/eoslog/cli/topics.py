@@ -1,5 +1,6 @@
-"""``eoslog topics create|list|describe|delete``, like kafka-topics.sh, on the admin
-client (``eoslog.client.Admin``).
+"""``eoslog topics create|list|describe|delete``, like kafka-topics.sh, and
+``eoslog topics delete-records``, like kafka-delete-records.sh, on the admin client
+(``eoslog.client.Admin``).
 
 Also holds the small metadata and offset look-ups that ``produce`` and ``consume`` make
 on their own blocking connection (``topic_metadata``, ``list_offsets``).
@@ -31,6 +32,7 @@ from eoslog.client.admin import (
     ConfigSource,
     NewTopic,
     OffsetSpec,
+    RecordsToDelete,
     TopicDescription,
 )
 from eoslog.client.connection import (
@@ -284,6 +286,52 @@ def _print_topic(
             str(end.get(p.partition, "-")),
         )
     console.print(table)
+
+
+@topics_app.command("delete-records")
+def delete_records(
+    name: Annotated[str, typer.Argument(help="Topic name")],
+    offset: Annotated[list[str], typer.Option(
+        "--offset", metavar="[PARTITION:]OFFSET",
+        help="Delete the records before OFFSET (-1: all of them) in PARTITION, or in every partition "
+             "when no partition is given (repeatable)")],
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Delete the records before an offset (DeleteRecords), like kafka-delete-records.sh: each
+    partition's log start offset moves there and the segments below it are deleted."""
+    console = Console(soft_wrap=True)
+    with user_errors("topics delete-records"), open_admin(bootstrap_server) as admin:
+        try:
+            partitions = [p.partition for p in admin.describe_topics([name])[name].partitions]
+        except UnknownTopicOrPartitionError:
+            raise CommandError(f"Topic '{name}' does not exist") from None
+        wanted = _records_to_delete(name, offset, partitions)
+        try:
+            done = admin.delete_records(wanted)
+        except KafkaProtocolError as e:
+            raise CommandError(f"cannot delete records of '{name}': {e}") from None
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in ("Topic", "Partition", "LowWatermark"):
+        table.add_column(column, justify="left" if column == "Topic" else "right")
+    for tp in sorted(done, key=lambda tp: tp.partition):
+        table.add_row(tp.topic, str(tp.partition), str(done[tp].low_watermark))
+    console.print(table)
+
+
+def _records_to_delete(topic: str, specs: list[str], partitions: list[int]) -> dict[TopicPartition, RecordsToDelete]:
+    out: dict[TopicPartition, RecordsToDelete] = {}
+    for spec in specs:
+        part, sep, value = spec.rpartition(":")
+        try:
+            targets = [int(part)] if sep else partitions
+            before = int(value)
+        except ValueError:
+            raise CommandError(f"--offset expects [PARTITION:]OFFSET, got {spec!r}") from None
+        for p in targets:
+            if p not in partitions:
+                raise CommandError(f"Topic '{topic}' has no partition {p}")
+            out[TopicPartition(topic, p)] = RecordsToDelete(before)
+    return out
 
 
 @topics_app.command("delete")

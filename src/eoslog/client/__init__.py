@@ -11,6 +11,7 @@ from eoslog.client.admin import (
     ConfigResourceType,
     ConfigSource,
     CreatedTopic,
+    DeletedRecords,
     GroupDescription,
     GroupListing,
     IsolationLevel,
@@ -20,6 +21,7 @@ from eoslog.client.admin import (
     NewTopic,
     OffsetSpec,
     ProducerState,
+    RecordsToDelete,
     TopicDescription,
     TopicListing,
     TransactionDescription,
@@ -39,8 +41,9 @@ __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "PreparedTxnState", "To
 __all__ += ["AIOProducer", "Producer", "RecordMetadata"]  # the producer
 __all__ += [  # the admin client
     "AIOAdmin", "AbortTransactionSpec", "Admin", "ClusterDescription", "ConfigEntry", "ConfigResource",
-    "ConfigResourceType", "ConfigSource", "CreatedTopic", "GroupDescription", "GroupListing", "IsolationLevel",
-    "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "OffsetSpec", "ProducerState",
-    "TopicDescription", "TopicListing", "TransactionDescription", "TransactionListing",
+    "ConfigResourceType", "ConfigSource", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing",
+    "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "OffsetSpec",
+    "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TransactionDescription",
+    "TransactionListing",
 ]
 __all__ += ["AIOConsumer", "Consumer", "ConsumerRecord"]  # the consumer

@@ -218,11 +218,15 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """Offsets below it are decided: no open transaction has records there."""
+        """Offsets below it are decided: no open transaction has records there.
+
+        An open transaction that began below the log start offset (DeleteRecords may cut
+        into it, as in Kafka) holds the LSO at the log start offset, as Kafka's
+        maybeIncrementFirstUnstableOffset does."""
         first_unstable = self.producer_state.first_unstable_offset
         if first_unstable is None:
             return self.high_watermark
-        return min(first_unstable, self.high_watermark)
+        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
 
     @property
     def size_bytes(self) -> int:
@@ -469,6 +473,43 @@ class PartitionLog:
                 best = (seg.max_timestamp, seg.offset_of_max_timestamp)
         return best
 
+    # -- log start offset (DeleteRecords) ------------------------------------------
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Kafka's UnifiedLog.maybeIncrementLogStartOffset: records below ``offset`` are no
+        longer readable. Refused above the high watermark; a lower offset changes nothing.
+
+        Kafka does not stop at the last stable offset: an open transaction may be cut into,
+        and the LSO then stays at the new log start offset until the transaction ends.
+        Whole segments below the offset go with ``delete_segments_below_log_start``, which
+        the caller runs once the new offset is checkpointed (a crash in between must not
+        bring the deleted records back)."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRange(
+                f"Cannot increment the log start offset to {offset} of partition "
+                f"{self.topic}-{self.partition} since it is larger than the high watermark "
+                f"{self.high_watermark}"
+            )
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.producer_state.on_log_start_offset(offset)
+        log.info("log start offset of %s-%d advanced to %d", self.topic, self.partition, offset)
+        return True
+
+    def delete_segments_below_log_start(self) -> int:
+        """Delete the segments wholly below the log start offset (Kafka's
+        deleteLogStartOffsetBreachedSegments: a segment goes once the next one starts at or
+        below it, so the active segment always stays)."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            seg = self.segments.pop(0)
+            seg.delete()
+            deleted += 1
+            log.info("deleted segment %s of %s-%d: below the log start offset %d",
+                     seg.log_path.name, self.topic, self.partition, self.log_start_offset)
+        return deleted
+
     # -- retention ---------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
@@ -479,10 +520,10 @@ class PartitionLog:
         hold at least retention.bytes without it. The active segment qualifies too (an
         empty one never does); it is rolled first so that a partition always has one.
         """
+        deleted = self.delete_segments_below_log_start()  # whatever the cleanup.policy
         if not self.config.delete:
-            return 0
+            return deleted
         now = self._clock_ms()
-        deleted = 0
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
         total = self.size_bytes

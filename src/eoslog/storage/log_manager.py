@@ -29,7 +29,7 @@ from typing import Any
 
 from eoslog.config import TopicConfig
 from eoslog.storage.fileio import atomic_write
-from eoslog.storage.log import PartitionLog, parse_partition_dir, partition_dir_name
+from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,9 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 TOPICS_FILE = "topics.json"
 META_FILE = "meta.properties"
+
+# DeleteRecords' offset meaning "up to the high watermark" (DeleteRecordsRequest.HIGH_WATERMARK).
+HIGH_WATERMARK = -1
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -294,6 +297,34 @@ class LogManager:
         info.num_partitions = total
         self._save_topics()
         self.checkpoint()
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords on one partition (Kafka's Partition.deleteRecordsOnLeader): move
+        its log start offset to ``offset`` (-1: the high watermark) and return the new low
+        watermark. The checkpoint is written before any segment goes, so a crash cannot
+        make deleted records readable again. Refusals raise TopicError with Kafka's error
+        name and message."""
+        info = self.topics.get(topic)
+        plog = self.logs.get((topic, partition))
+        if info is None or plog is None:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if info.internal:
+            raise TopicError("INVALID_TOPIC_EXCEPTION", f"Cannot delete records of internal topic {topic}")
+        tp = f"{topic}-{partition}"
+        if not info.config.delete:
+            raise TopicError("POLICY_VIOLATION",
+                             f"Records of partition {tp} can not be deleted due to the configured policy")
+        target = plog.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise TopicError("OFFSET_OUT_OF_RANGE", f"The offset {target} for partition {tp} is not valid")
+        try:
+            advanced = plog.advance_log_start_offset(target)
+        except OffsetOutOfRange as e:
+            raise TopicError("OFFSET_OUT_OF_RANGE", str(e)) from None
+        if advanced:
+            self.checkpoint()
+            plog.delete_segments_below_log_start()
+        return plog.log_start_offset
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))

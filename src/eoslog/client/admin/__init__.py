@@ -20,6 +20,7 @@ from eoslog.client.admin.types import (
     ConfigSynonym,
     ConfigType,
     CreatedTopic,
+    DeletedRecords,
     GroupDescription,
     GroupListing,
     IsolationLevel,
@@ -30,6 +31,7 @@ from eoslog.client.admin.types import (
     Node,
     OffsetSpec,
     ProducerState,
+    RecordsToDelete,
     TopicDescription,
     TopicListing,
     TopicPartitionInfo,
@@ -39,8 +41,9 @@ from eoslog.client.admin.types import (
 
 __all__ = [
     "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "ClusterDescription", "ConfigEntry", "ConfigResource",
-    "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "GroupDescription",
+    "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "DeletedRecords",
+    "GroupDescription",
     "GroupListing", "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic",
-    "Node", "OffsetSpec", "ProducerState", "TopicDescription", "TopicListing", "TopicPartitionInfo",
+    "Node", "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing",
 ]

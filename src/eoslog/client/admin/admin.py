@@ -70,6 +70,7 @@ class Admin(BlockingFacade):
     describe_configs = _blocking(AIOAdmin.describe_configs)
     describe_cluster = _blocking(AIOAdmin.describe_cluster)
     list_offsets = _blocking(AIOAdmin.list_offsets)
+    delete_records = _blocking(AIOAdmin.delete_records)
     list_groups = _blocking(AIOAdmin.list_groups)
     describe_groups = _blocking(AIOAdmin.describe_groups)
     list_consumer_group_offsets = _blocking(AIOAdmin.list_consumer_group_offsets)

@@ -1,5 +1,5 @@
 """Topics, configs, the cluster and offsets: CreateTopics, DeleteTopics, Metadata,
-CreatePartitions, DescribeConfigs, DescribeCluster and ListOffsets.
+CreatePartitions, DescribeConfigs, DescribeCluster, ListOffsets and DeleteRecords.
 
 Topic changes go to the controller (on KRaft any broker forwards them), DescribeConfigs
 for a broker to that broker, ListOffsets to each partition's leader. A request about
@@ -28,12 +28,14 @@ from eoslog.client.admin.types import (
     ConfigSynonym,
     ConfigType,
     CreatedTopic,
+    DeletedRecords,
     IsolationLevel,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
     Node,
     OffsetSpec,
+    RecordsToDelete,
     TopicDescription,
     TopicListing,
     TopicPartitionInfo,
@@ -43,7 +45,7 @@ from eoslog.client.types import TopicPartition
 from eoslog.client.versions import ApiKey, ApiVersionTable
 from eoslog.protocol.messages import build, request_types
 
-CREATE_PARTITIONS, DESCRIBE_CLUSTER = 37, 60
+DELETE_RECORDS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 21, 37, 60
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -294,6 +296,47 @@ class TopicAdmin(AdminCore):
             return out
 
         return await self._per_leader("list_offsets", wanted, make, handle, timeout_ms)
+
+    async def delete_records(self, records_to_delete: Mapping[TopicPartition, RecordsToDelete | int], *,
+                             timeout_ms: int | None = None) -> dict[TopicPartition, DeletedRecords]:
+        """Delete every record before an offset (DeleteRecords at each partition's leader):
+        the partition's log start offset moves there, and its whole segments below it are
+        deleted. Returns each partition's new low watermark. An offset above the high
+        watermark raises OffsetOutOfRangeError, a compact-only topic PolicyViolationError."""
+        wanted = {TopicPartition(str(tp[0]), int(tp[1])):
+                  r if isinstance(r, RecordsToDelete) else RecordsToDelete(int(r))
+                  for tp, r in records_to_delete.items()}
+        server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
+
+        def make(batch: list[TopicPartition]) -> Any:
+            by_topic: dict[str, list[TopicPartition]] = {}
+            for tp in batch:
+                by_topic.setdefault(tp.topic, []).append(tp)
+
+            def build_request(versions: ApiVersionTable) -> Any:
+                m = request_types(DELETE_RECORDS, versions.pick(DELETE_RECORDS, 2))
+                return build(m.DeleteRecordsRequest, timeout=server_timeout, topics=tuple(
+                    build(m.DeleteRecordsTopic, name=topic, partitions=tuple(
+                        build(m.DeleteRecordsPartition, partition_index=tp.partition,
+                              offset=wanted[tp].before_offset) for tp in tps))
+                    for topic, tps in by_topic.items()
+                ))
+            return build_request
+
+        def handle(_: int, response: Any) -> dict[TopicPartition, DeletedRecords]:
+            out: dict[TopicPartition, DeletedRecords] = {}
+            errors: dict[TopicPartition, tuple[int, str | None]] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(str(t.name), int(p.partition_index))
+                    if int(p.error_code) != 0:
+                        errors[tp] = (int(p.error_code), f"partition {tp.topic}-{tp.partition}")
+                    else:
+                        out[tp] = DeletedRecords(int(p.low_watermark))
+            _raise_first(errors, wanted)
+            return out
+
+        return await self._per_leader("delete_records", wanted, make, handle, timeout_ms)
 
 
 def _config_entry(c: Any) -> ConfigEntry:

@@ -264,10 +264,30 @@ class ListOffsetsResultInfo:
     leader_epoch: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class RecordsToDelete:
+    """What ``delete_records`` removes from a partition: every record before
+    ``before_offset`` (-1: before the high watermark, i.e. all of them)."""
+
+    before_offset: int
+
+    @classmethod
+    def before(cls, offset: int) -> RecordsToDelete:
+        """Java's RecordsToDelete.beforeOffset."""
+        return cls(offset)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedRecords:
+    """A partition's low watermark (its log start offset) after ``delete_records``."""
+
+    low_watermark: int
+
+
 __all__ = [
     "AbortTransactionSpec", "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
-    "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "GroupDescription", "GroupListing",
+    "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing",
     "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node",
-    "OffsetSpec", "ProducerState", "TopicDescription", "TopicListing", "TopicPartitionInfo",
+    "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing",
 ]

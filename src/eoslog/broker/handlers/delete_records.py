@@ -1,0 +1,45 @@
+"""DeleteRecords (key 21), v0-v2: move partitions' log start offsets forward (KIP-107).
+
+Each partition is answered on its own, as Kafka's ReplicaManager.deleteRecords does:
+the new low watermark (the log start offset) or an error with low watermark -1 —
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION for an internal topic,
+POLICY_VIOLATION when cleanup.policy lacks ``delete``, OFFSET_OUT_OF_RANGE for an offset
+below -1 or above the high watermark (-1 means the high watermark). On one node the low
+watermark is reached at once, so the request's timeout never applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.storage import TopicError
+
+NO_LOW_WATERMARK = -1
+
+
+def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+    try:
+        return ErrorCode.none, ctx.state.logs.delete_records(topic, partition, offset)
+    except TopicError as e:
+        return error_code(e.error_name), NO_LOW_WATERMARK
+    except OSError:
+        return ErrorCode.kafka_storage_error, NO_LOW_WATERMARK
+
+
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            code, low = _delete(ctx, t.name, int(p.partition_index), int(p.offset))
+            partitions.append(build(module.DeleteRecordsPartitionResult, partition_index=p.partition_index,
+                                    low_watermark=low, error_code=code))
+        topics.append(build(module.DeleteRecordsTopicResult, name=t.name, partitions=tuple(partitions)))
+    return build(module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+APIS = [ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records)]
