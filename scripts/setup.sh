@@ -6,7 +6,9 @@
 #      pyproject.toml has not changed since the last successful install);
 #   3. kcat (used by the interop tests), installed with apt-get when missing and root;
 #   4. Java 17 or newer (Spark runs on it): checked; when missing and root, installed with
-#      apt-get (openjdk-17-jre-headless).
+#      apt-get (openjdk-17-jre-headless);
+#   5. ZooKeeper (cluster mode, tests/cluster): Debian's zookeeper package, installed with
+#      apt-get when missing and root.
 #
 # A system dependency that is still missing after that is an ERROR saying what to install
 # when the run is strict: under CI (CI=true), from scripts/test.sh (EOSLOG_STRICT_DEPS=1,
@@ -16,7 +18,7 @@
 # dependencies report a missing one with `missing_dep` so they follow the same rule.
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
-# skips steps 3 and 4; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
+# skips steps 3 to 5; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -198,4 +200,26 @@ fi
 if [[ -n "$java_problem" ]]; then
     missing_dep "Java 17 or newer: $java_problem" \
         "Without it the Spark tests fail and the main job cannot run." "${EOSLOG_REQUIRE_JAVA:-0}"
+fi
+
+# -- ZooKeeper (cluster mode: `eoslog cluster up` and tests/cluster) -------------------------
+
+step "ZooKeeper (Debian's zookeeper package, for cluster mode and the cluster tests)"
+zk_jar=/usr/share/java/zookeeper.jar
+if [[ -n "${EOSLOG_ZOOKEEPER_CLASSPATH:-}" ]]; then
+    ok "using EOSLOG_ZOOKEEPER_CLASSPATH=$EOSLOG_ZOOKEEPER_CLASSPATH"
+elif [[ -f "$zk_jar" ]]; then
+    ok "$zk_jar ($(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo 'version unknown'))"
+elif is_root && command -v apt-get >/dev/null 2>&1; then
+    echo "    ZooKeeper is missing; installing it: apt-get update && apt-get install -y zookeeper"
+    if apt_install zookeeper && [[ -f "$zk_jar" ]]; then
+        ok "installed $zk_jar"
+    else
+        missing_dep "ZooKeeper (apt-get could not install the zookeeper package)" \
+            "Install it by hand: apt-get update && apt-get install -y zookeeper"
+    fi
+else
+    missing_dep "ZooKeeper ($zk_jar not found; not installed here: no root shell or no apt-get)" \
+        "Install it with: sudo apt-get update && sudo apt-get install -y zookeeper,
+    or set EOSLOG_ZOOKEEPER_CLASSPATH to the classpath of a ZooKeeper 3.5+ server."
 fi

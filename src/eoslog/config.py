@@ -130,6 +130,40 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.backoff.ms", int, 15000, "pause between cleaner passes with nothing to clean"),
     ConfigDef("log.cleaner.dedupe.buffer.size", int, 134217728,
               "memory for the key→offset map of one cleaning pass (24 bytes per key, as Kafka)"),
+    # Cluster mode (docs/cluster.md): set zookeeper.connect to join a cluster; without it the
+    # broker is the single node it always was and the settings below are not used.
+    ConfigDef("broker.id", int, -1, "this broker's id in a ZooKeeper cluster (-1: node.id)"),
+    ConfigDef("broker.rack", str, "", "rack of this broker (reported in Metadata)"),
+    ConfigDef("zookeeper.connect", str, "", "HOST:PORT[,HOST:PORT][/chroot] of ZooKeeper: cluster mode"),
+    ConfigDef("zookeeper.session.timeout.ms", int, 18000,
+              "ZooKeeper session timeout: how long a silent broker stays registered"),
+    ConfigDef("zookeeper.connection.timeout.ms", int, -1,
+              "how long to wait for a connection at start-up (-1: zookeeper.session.timeout.ms)"),
+    ConfigDef("offsets.topic.replication.factor", int, 3,
+              "replication factor of __consumer_offsets (capped at the live brokers)"),
+    ConfigDef("transaction.state.log.replication.factor", int, 3,
+              "replication factor of __transaction_state (capped at the live brokers)"),
+    ConfigDef("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state"),
+    ConfigDef("replica.lag.time.max.ms", int, 30000,
+              "a follower that has not caught up for this long leaves the ISR"),
+    ConfigDef("replica.fetch.max.bytes", int, 1048576, "bytes a follower asks per partition"),
+    ConfigDef("replica.fetch.response.max.bytes", int, 10485760, "bytes a follower asks per fetch"),
+    ConfigDef("replica.fetch.wait.max.ms", int, 500, "how long a follower's fetch may wait for data"),
+    ConfigDef("replica.fetch.min.bytes", int, 1, "bytes a follower's fetch waits for"),
+    ConfigDef("replica.fetch.backoff.ms", int, 1000, "pause after a failed follower fetch"),
+    ConfigDef("replica.socket.timeout.ms", int, 30000, "timeout of a follower's requests"),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", int, 5000,
+              "how often high watermarks are written to replication-offset-checkpoint"),
+    ConfigDef("num.replica.fetchers", int, 1, "fetcher tasks per leader broker"),
+    ConfigDef("unclean.leader.election.enable", bool, False,
+              "let a replica outside the ISR become leader (may lose acknowledged records)"),
+    ConfigDef("controlled.shutdown.enable", bool, True, "move leadership away before shutting down"),
+    ConfigDef("controlled.shutdown.max.retries", int, 3, "attempts of a controlled shutdown"),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", int, 5000, "pause between those attempts"),
+    ConfigDef("auto.leader.rebalance.enable", bool, True, "move leadership back to preferred replicas"),
+    ConfigDef("leader.imbalance.check.interval.seconds", int, 300, "how often the controller checks"),
+    ConfigDef("leader.imbalance.per.broker.percentage", int, 10,
+              "non-preferred leaders a broker may have before a rebalance"),
 )
 
 
@@ -196,6 +230,14 @@ class BrokerConfig:
                 values[key] = val
                 continue
             values[key] = _coerce(defn, val)
+        # broker.id (ZooKeeper mode's name) and node.id (KRaft's) name the same thing.
+        if int(values["broker.id"]) == -1:
+            values["broker.id"] = values["node.id"]
+        elif "node.id" not in raw:
+            values["node.id"] = values["broker.id"]
+        elif values["node.id"] != values["broker.id"]:
+            raise ConfigError(f"node.id={values['node.id']} and broker.id={values['broker.id']} "
+                              "differ; set one of them")
         # Kafka's hour/minute variants of the time settings.
         for base in ("log.retention", "log.roll"):
             for unit, factor in (("hours", 3600000), ("minutes", 60000)):
@@ -209,6 +251,16 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """Empty in single-node mode."""
+        return str(self.values["zookeeper.connect"]).strip()
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        timeout = int(self.values["zookeeper.connection.timeout.ms"])
+        return timeout if timeout > 0 else int(self.values["zookeeper.session.timeout.ms"])
 
     @property
     def log_dir(self) -> Path:

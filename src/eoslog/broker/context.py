@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eoslog.broker.purgatory import FetchPurgatory
 from eoslog.broker.security import Principal
 from eoslog.config import BrokerConfig
-from eoslog.coordinator.producer_id_manager import ProducerIdManager
+from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.storage import LogManager
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def wall_clock_ms() -> int:
 class BrokerState:
     config: BrokerConfig
     logs: LogManager
-    producer_ids: ProducerIdManager
+    producer_ids: ProducerIdGenerator
     purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
     clock_ms: Callable[[], int] = wall_clock_ms
     advertised_host: str = "127.0.0.1"

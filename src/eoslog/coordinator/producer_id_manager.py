@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Protocol
 
 from eoslog.storage.fileio import atomic_write
 
@@ -25,6 +26,19 @@ LONG_MAX = 2**63 - 1
 
 class ProducerIdsExhausted(Exception):
     pass
+
+
+class ProducerIdsUnavailable(Exception):
+    """No block is at hand yet (cluster mode: the next one is being fetched from ZooKeeper).
+    Retriable: InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's
+    RPCProducerIdManager does."""
+
+
+class ProducerIdGenerator(Protocol):
+    def generate_producer_id(self) -> int:
+        """A producer id never issued before; raises ProducerIdsExhausted or
+        ProducerIdsUnavailable."""
+        ...
 
 
 class ProducerIdManager:

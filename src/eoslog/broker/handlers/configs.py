@@ -53,6 +53,10 @@ _INT_CONFIGS = frozenset({
     "transaction.state.log.segment.bytes",
     "transaction.state.log.min.isr", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "broker.id", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
+    "num.replica.fetchers", "controlled.shutdown.max.retries", "leader.imbalance.per.broker.percentage",
 })
 _SHORT_CONFIGS = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
 _LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})

@@ -36,7 +36,7 @@ from eoslog.broker.handlers.offsets import committed_offset, requested_partition
 from eoslog.broker.security import Principal
 from eoslog.coordinator.group import NONE, TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
-from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
+from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction, TransactionCoordinator, TxnMarker
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
@@ -90,6 +90,8 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
             producer_id, epoch = ctx.state.producer_ids.generate_producer_id(), 0
         except ProducerIdsExhausted:
             error = "UNKNOWN_SERVER_ERROR"
+        except ProducerIdsUnavailable:
+            error = "COORDINATOR_LOAD_IN_PROGRESS"  # retriable: the next block is on its way
     elif (expected_pid == -1) != (expected_epoch == -1):
         error = "INVALID_REQUEST"  # KIP-360: both or neither
     else:

@@ -43,7 +43,7 @@ from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.internal_topic import drive_loader, finish_loader
-from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted
+from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction.loader import load_partition
 from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC, TWO_PHASE_COMMIT_TIMEOUT_MS
 from eoslog.coordinator.transaction.marker_channel import (
@@ -269,6 +269,8 @@ class TransactionCoordinator:
         except ProducerIdsExhausted as e:
             log.error("%s: %s", transactional_id, e)
             return InitProducerIdResult("UNKNOWN_SERVER_ERROR")
+        except ProducerIdsUnavailable:
+            return InitProducerIdResult("COORDINATOR_LOAD_IN_PROGRESS")
         if isinstance(prepared, str):
             return InitProducerIdResult(prepared)
         if prepared.state is TxnState.PREPARE_EPOCH_FENCE:
