@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from eoslog.config import BrokerConfig
+from eoslog.errors import Errors
 from eoslog.records import build_batch, decode_records, iter_batch_headers
 from eoslog.storage import LogManager, OffsetOutOfRange, PartitionLog, TopicError
 from eoslog.storage.log_manager import LOG_START_FILE, read_checkpoint
@@ -124,20 +125,20 @@ def test_refusals_carry_kafkas_error_names(started: Started) -> None:
     lm.create_topic("compacted", 1, {"cleanup.policy": "compact"})
     lm.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"}, internal=True)
 
-    def refused(topic: str, partition: int, offset: int) -> tuple[str, str]:
+    def refused(topic: str, partition: int, offset: int) -> tuple[Errors, str]:
         with pytest.raises(TopicError) as e:
             lm.delete_records(topic, partition, offset)
-        return e.value.error_name, str(e.value)
+        return e.value.error, str(e.value)
 
     assert refused("t", 0, 5) == (
-        "OFFSET_OUT_OF_RANGE",
+        Errors.OFFSET_OUT_OF_RANGE,
         "Cannot increment the log start offset to 5 of partition t-0 since it is larger than the high watermark 4")
-    assert refused("t", 0, -2) == ("OFFSET_OUT_OF_RANGE", "The offset -2 for partition t-0 is not valid")
+    assert refused("t", 0, -2) == (Errors.OFFSET_OUT_OF_RANGE, "The offset -2 for partition t-0 is not valid")
     assert refused("compacted", 0, 0) == (
-        "POLICY_VIOLATION", "Records of partition compacted-0 can not be deleted due to the configured policy")
-    assert refused("__consumer_offsets", 0, 0)[0] == "INVALID_TOPIC_EXCEPTION"
-    assert refused("t", 1, 0)[0] == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert refused("missing", 0, 0)[0] == "UNKNOWN_TOPIC_OR_PARTITION"
+        Errors.POLICY_VIOLATION, "Records of partition compacted-0 can not be deleted due to the configured policy")
+    assert refused("__consumer_offsets", 0, 0)[0] == Errors.INVALID_TOPIC_EXCEPTION
+    assert refused("t", 1, 0)[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert refused("missing", 0, 0)[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert plog.log_start_offset == 0 and len(plog.segments) == 2
     # An offset at or below the current start changes nothing and answers the current start.
     assert lm.delete_records("t", 0, 3) == 3

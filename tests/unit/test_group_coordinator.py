@@ -15,7 +15,6 @@ import pytest
 
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import (
-    NONE,
     GroupConfig,
     GroupCoordinator,
     GroupState,
@@ -29,6 +28,7 @@ from eoslog.coordinator.group import (
     TopicPartition,
 )
 from eoslog.coordinator.group.timers import ManualScheduler
+from eoslog.errors import Errors
 from eoslog.records import CompressionType, ControlRecordType, build_control_batch
 from eoslog.storage import LogManager
 
@@ -87,7 +87,7 @@ class Harness:
     def join_new(self, group: str, **kw: Any) -> tuple[str, list[JoinResult]]:
         """The two-round join of a JoinGroup v4+ dynamic member: returns (member id, pending)."""
         first = self.join(group, **kw)
-        assert first and first[0].error == "MEMBER_ID_REQUIRED"
+        assert first and first[0].error == Errors.MEMBER_ID_REQUIRED
         member_id = first[0].member_id
         return member_id, self.join(group, member_id, **kw)
 
@@ -113,13 +113,13 @@ class Harness:
         joins = [self.join_new(group, client=f"c{i}") for i in range(n)]
         self.until_joined(*(j[1] for j in joins))
         results = [j[1][0] for j in joins]
-        assert all(r.error == NONE for r in results)
+        assert all(r.error == Errors.NONE for r in results)
         generation = results[0].generation_id
         leader = results[0].leader_id
         ids = [r.member_id for r in results]
         syncs = {mid: self.sync(group, mid, generation, {m: m.encode() for m in ids} if mid == leader else None)
                  for mid in ids}
-        assert all(s and s[0].error == NONE for s in syncs.values())
+        assert all(s and s[0].error == Errors.NONE for s in syncs.values())
         return ids, generation
 
     def keep_alive(self, group: str, generation: int, members: list[str], ms: int) -> None:
@@ -128,7 +128,7 @@ class Harness:
         for _ in range(ms // step):
             self.sched.advance(step)
             for m in members:
-                assert self.coord.heartbeat(group, m, None, generation) == NONE
+                assert self.coord.heartbeat(group, m, None, generation) == Errors.NONE
 
     def state(self, group: str) -> GroupState:
         return self.coord.groups[group].state
@@ -143,7 +143,7 @@ class Harness:
 
     def fetched(self, group: str, require_stable: bool = False) -> dict[TopicPartition, Any]:
         error, fetched = self.coord.fetch_offsets(group, None, require_stable)
-        assert error == NONE
+        assert error == Errors.NONE
         return {f.tp: (f.offset.offset if f.offset else f.error) for f in fetched}
 
 
@@ -167,7 +167,7 @@ def test_member_id_required_then_initial_delay(h: Harness) -> None:
     h.sched.advance(1)
     [result] = pending
     assert (result.error, result.generation_id, result.leader_id, result.protocol_name) == (
-        NONE, 1, member_id, "range")
+        Errors.NONE, 1, member_id, "range")
     assert [m.member_id for m in result.members] == [member_id]
     assert h.state("g") is GroupState.COMPLETING_REBALANCE
 
@@ -177,7 +177,7 @@ def test_pending_member_expires_without_second_join(h: Harness) -> None:
     pending_id = first[0].member_id
     h.sched.advance(SESSION_MS)
     late = h.join("g", pending_id)
-    assert late[0].error == "UNKNOWN_MEMBER_ID"
+    assert late[0].error == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_two_members_sync_and_persist(h: Harness) -> None:
@@ -196,7 +196,7 @@ def test_two_members_sync_and_persist(h: Harness) -> None:
     assert group.state is GroupState.STABLE and group.generation_id == 1
     assert {m: group.get(m).assignment for m in group.members} == {a: b"for-a", b: b"for-b"}
     # The members carry on after the coordinator reloaded, without a rebalance.
-    assert coord.heartbeat("g", a, None, 1) == NONE
+    assert coord.heartbeat("g", a, None, 1) == Errors.NONE
 
 
 def test_rejoin_during_delay_extends_it_and_later_members_all_join(h: Harness) -> None:
@@ -213,15 +213,15 @@ def test_rejoin_during_delay_extends_it_and_later_members_all_join(h: Harness) -
 def test_session_timeout_removes_silent_member(h: Harness) -> None:
     (a, b), gen = h.stable_group("g", 2)
     h.sched.advance(SESSION_MS // 2)
-    assert h.coord.heartbeat("g", b, None, gen) == NONE
+    assert h.coord.heartbeat("g", b, None, gen) == Errors.NONE
     h.sched.advance(SESSION_MS // 2)
     # a never heartbeat: it was removed and the group rebalances.
     assert a not in h.coord.groups["g"].members
-    assert h.coord.heartbeat("g", b, None, gen) == "REBALANCE_IN_PROGRESS"
+    assert h.coord.heartbeat("g", b, None, gen) == Errors.REBALANCE_IN_PROGRESS
     rejoin = h.join("g", b)
-    assert rejoin[0].error == NONE and rejoin[0].generation_id == gen + 1
+    assert rejoin[0].error == Errors.NONE and rejoin[0].generation_id == gen + 1
     assert [m.member_id for m in rejoin[0].members] == [b]
-    assert h.coord.heartbeat("g", a, None, gen) == "UNKNOWN_MEMBER_ID"
+    assert h.coord.heartbeat("g", a, None, gen) == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) -> None:
@@ -234,7 +234,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) -> None:
         h.coord.heartbeat("g", b, None, gen)  # alive, but never rejoins
     assert leader_rejoin and leader_rejoin[0].generation_id == gen + 1
     assert [m.member_id for m in leader_rejoin[0].members] == [a]
-    assert h.coord.heartbeat("g", b, None, gen) == "UNKNOWN_MEMBER_ID"
+    assert h.coord.heartbeat("g", b, None, gen) == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_follower_that_never_syncs_is_removed(h: Harness) -> None:
@@ -252,10 +252,10 @@ def test_follower_that_never_syncs_is_removed(h: Harness) -> None:
 def test_leave_group_triggers_rebalance(h: Harness) -> None:
     (_a, b), _gen = h.stable_group("g", 2)
     error, per_member = h.coord.leave_group("g", [(b, None, "closing")])
-    assert (error, per_member) == (NONE, [NONE])
+    assert (error, per_member) == (Errors.NONE, [Errors.NONE])
     assert h.state("g") is GroupState.PREPARING_REBALANCE
-    assert h.coord.leave_group("g", [(b, None, None)]) == (NONE, ["UNKNOWN_MEMBER_ID"])
-    assert h.coord.leave_group("nope", [("x", None, None)]) == (NONE, ["UNKNOWN_MEMBER_ID"])
+    assert h.coord.leave_group("g", [(b, None, None)]) == (Errors.NONE, [Errors.UNKNOWN_MEMBER_ID])
+    assert h.coord.leave_group("nope", [("x", None, None)]) == (Errors.NONE, [Errors.UNKNOWN_MEMBER_ID])
 
 
 def test_protocol_selection_by_votes(h: Harness) -> None:
@@ -270,13 +270,13 @@ def test_protocol_selection_by_votes(h: Harness) -> None:
 def test_inconsistent_protocol_and_bad_session_timeout(h: Harness) -> None:
     h.join_new("g")
     other = h.join("g", protocols=(("other", b""),))
-    assert other[0].error == "INCONSISTENT_GROUP_PROTOCOL"
+    assert other[0].error == Errors.INCONSISTENT_GROUP_PROTOCOL
     wrong_type = h.join("g", protocol_type="connect")
-    assert wrong_type[0].error == "INCONSISTENT_GROUP_PROTOCOL"
+    assert wrong_type[0].error == Errors.INCONSISTENT_GROUP_PROTOCOL
     too_short = h.join("g2", session_ms=1000)
-    assert too_short[0].error == "INVALID_SESSION_TIMEOUT"
+    assert too_short[0].error == Errors.INVALID_SESSION_TIMEOUT
     assert "g2" not in h.coord.groups  # a refused join creates no group
-    assert h.join("", client="x")[0].error == "INVALID_GROUP_ID"
+    assert h.join("", client="x")[0].error == Errors.INVALID_GROUP_ID
 
 
 def test_static_member_restart_keeps_generation_and_fences_old_id(h: Harness) -> None:
@@ -290,8 +290,8 @@ def test_static_member_restart_keeps_generation_and_fences_old_id(h: Harness) ->
     assert new_id != old_id and restarted[0].generation_id == 1  # no rebalance
     assert restarted[0].skip_assignment and restarted[0].leader_id == new_id
     assert h.state("g") is GroupState.STABLE
-    assert h.coord.heartbeat("g", old_id, "inst-a", 1) == "FENCED_INSTANCE_ID"
-    assert h.coord.heartbeat("g", new_id, "inst-a", 1) == NONE
+    assert h.coord.heartbeat("g", old_id, "inst-a", 1) == Errors.FENCED_INSTANCE_ID
+    assert h.coord.heartbeat("g", new_id, "inst-a", 1) == Errors.NONE
     assert h.sync("g", new_id, 1, instance="inst-a")[0].assignment == b"asg"
     # The new member id is what a reloaded coordinator knows.
     assert new_id in h.reload().groups["g"].members
@@ -302,20 +302,20 @@ def test_loading_partition_answers_load_in_progress(h: Harness) -> None:
     h.coord.shutdown()
     h.coord = h._coordinator()
     h.coord.begin_loading()
-    assert h.join("g")[0].error == "COORDINATOR_LOAD_IN_PROGRESS"
-    assert h.sync("g", a, gen)[0].error == "REBALANCE_IN_PROGRESS"
-    assert h.coord.heartbeat("g", a, None, gen) == NONE
-    assert h.coord.fetch_offsets("g", [TP0], False)[0] == "COORDINATOR_LOAD_IN_PROGRESS"
+    assert h.join("g")[0].error == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.sync("g", a, gen)[0].error == Errors.REBALANCE_IN_PROGRESS
+    assert h.coord.heartbeat("g", a, None, gen) == Errors.NONE
+    assert h.coord.fetch_offsets("g", [TP0], False)[0] == Errors.COORDINATOR_LOAD_IN_PROGRESS
     partition = h.coord.partition_for("g")
     h.coord.load_partition_now(partition)
-    assert h.coord.heartbeat("g", a, None, gen) == NONE
+    assert h.coord.heartbeat("g", a, None, gen) == Errors.NONE
     assert h.state("g") is GroupState.STABLE
 
 
 def test_shutdown_answers_waiting_joins(h: Harness) -> None:
     _, pending = h.join_new("g")
     h.coord.shutdown()
-    assert pending[0].error == "NOT_COORDINATOR"
+    assert pending[0].error == Errors.NOT_COORDINATOR
 
 
 # -- offsets --------------------------------------------------------------------------------
@@ -323,12 +323,12 @@ def test_shutdown_answers_waiting_joins(h: Harness) -> None:
 
 def test_commit_fetch_and_reload(h: Harness) -> None:
     (a, b), gen = h.stable_group("g", 2)
-    assert h.commit("g", {TP0: 5, TP1: 7}, a, gen, metadata="m") == {TP0: NONE, TP1: NONE}
-    assert h.commit("g", {TP0: 6}, b, gen) == {TP0: NONE}
+    assert h.commit("g", {TP0: 5, TP1: 7}, a, gen, metadata="m") == {TP0: Errors.NONE, TP1: Errors.NONE}
+    assert h.commit("g", {TP0: 6}, b, gen) == {TP0: Errors.NONE}
     assert h.fetched("g") == {TP0: 6, TP1: 7}
     coord = h.reload()
     error, fetched = coord.fetch_offsets("g", [TP0, TP1, TopicPartition("t", 3)], False)
-    assert error == NONE
+    assert error == Errors.NONE
     assert [(f.tp, f.offset.offset if f.offset else None) for f in fetched] == [
         (TP0, 6), (TP1, 7), (TopicPartition("t", 3), None)]
     assert fetched[1].offset is not None and fetched[1].offset.metadata == "m"
@@ -336,19 +336,19 @@ def test_commit_fetch_and_reload(h: Harness) -> None:
 
 def test_commit_validation(h: Harness) -> None:
     (a, b), gen = h.stable_group("g", 2)
-    assert h.commit("g", {TP0: 1}, a, gen + 1) == {TP0: "ILLEGAL_GENERATION"}
-    assert h.commit("g", {TP0: 1}, "stranger", gen) == {TP0: "UNKNOWN_MEMBER_ID"}
-    assert h.commit("g", {TP0: 1}) == {TP0: "UNKNOWN_MEMBER_ID"}  # admin commit, group not empty
-    assert h.commit("g", {TP0: 1}, a, gen, metadata="x" * 5000) == {TP0: "OFFSET_METADATA_TOO_LARGE"}
+    assert h.commit("g", {TP0: 1}, a, gen + 1) == {TP0: Errors.ILLEGAL_GENERATION}
+    assert h.commit("g", {TP0: 1}, "stranger", gen) == {TP0: Errors.UNKNOWN_MEMBER_ID}
+    assert h.commit("g", {TP0: 1}) == {TP0: Errors.UNKNOWN_MEMBER_ID}  # admin commit, group not empty
+    assert h.commit("g", {TP0: 1}, a, gen, metadata="x" * 5000) == {TP0: Errors.OFFSET_METADATA_TOO_LARGE}
     h.join("g", a)  # leader rejoins: PreparingRebalance still accepts the old generation
-    assert h.commit("g", {TP0: 2}, b, gen) == {TP0: NONE}
+    assert h.commit("g", {TP0: 2}, b, gen) == {TP0: Errors.NONE}
     h.join("g", b)  # all rejoined: CompletingRebalance
     assert h.state("g") is GroupState.COMPLETING_REBALANCE
-    assert h.commit("g", {TP0: 3}, b, gen + 1) == {TP0: "REBALANCE_IN_PROGRESS"}
+    assert h.commit("g", {TP0: 3}, b, gen + 1) == {TP0: Errors.REBALANCE_IN_PROGRESS}
     # A standalone consumer commits to a group nobody joined.
-    assert h.commit("solo", {TP0: 9}) == {TP0: NONE}
+    assert h.commit("solo", {TP0: 9}) == {TP0: Errors.NONE}
     assert h.coord.commit_offsets("nobody", "m", None, 3, {TP0: OffsetAndMetadata(1, -1, "", 0)}) == {
-        TP0: "ILLEGAL_GENERATION"}
+        TP0: Errors.ILLEGAL_GENERATION}
 
 
 def test_transactional_offsets_wait_for_the_marker(h: Harness) -> None:
@@ -356,9 +356,9 @@ def test_transactional_offsets_wait_for_the_marker(h: Harness) -> None:
     now = h.sched.now_ms()
     errors = h.coord.commit_transactional_offsets(
         "g", 1000, 0, "", None, -1, {TP0: OffsetAndMetadata(50, -1, "", now), TP1: OffsetAndMetadata(60, -1, "", now)})
-    assert errors == {TP0: NONE, TP1: NONE}
+    assert errors == {TP0: Errors.NONE, TP1: Errors.NONE}
     assert h.fetched("g") == {TP0: 1}
-    assert h.fetched("g", require_stable=True) == {TP0: "UNSTABLE_OFFSET_COMMIT"}
+    assert h.fetched("g", require_stable=True) == {TP0: Errors.UNSTABLE_OFFSET_COMMIT}
     # A second producer's transaction is aborted.
     h.coord.commit_transactional_offsets("g", 2000, 0, "", None, -1, {TP1: OffsetAndMetadata(99, -1, "", now)})
     partition = h.coord.partition_for("g")
@@ -388,7 +388,7 @@ def test_loader_replays_transaction_markers(h: Harness) -> None:
     # Producer 9 has no marker yet: its offset is still pending after the reload.
     assert h.fetched("g", require_stable=True)[TP0] == 70
     _, fetched = h.coord.fetch_offsets("g", [TopicPartition("t", 2)], True)
-    assert fetched[0].error == "UNSTABLE_OFFSET_COMMIT"
+    assert fetched[0].error == Errors.UNSTABLE_OFFSET_COMMIT
     h.coord.complete_transaction(h.coord.partition_for("g"), 9, committed=True)
     assert h.fetched("g")[TopicPartition("t", 2)] == 90
 
@@ -432,7 +432,7 @@ def test_delete_groups(h: Harness) -> None:
     h.stable_group("busy", 1)
     h.commit("idle", {TP0: 3})
     results = h.coord.delete_groups(["busy", "idle", "missing"])
-    assert results == {"busy": "NON_EMPTY_GROUP", "idle": NONE, "missing": "GROUP_ID_NOT_FOUND"}
+    assert results == {"busy": Errors.NON_EMPTY_GROUP, "idle": Errors.NONE, "missing": Errors.GROUP_ID_NOT_FOUND}
     assert h.fetched("idle") == {}
     assert "idle" not in h.reload().groups
     assert "busy" in h.coord.groups
@@ -444,10 +444,10 @@ def test_delete_offsets(h: Harness) -> None:
     other = TopicPartition("other", 0)
     h.commit("g", {TP0: 5, other: 3}, a, gen)
     error, results = h.coord.delete_offsets("g", [TP0, other])
-    assert error == NONE
-    assert results == {TP0: "GROUP_SUBSCRIBED_TO_TOPIC", other: NONE}
+    assert error == Errors.NONE
+    assert results == {TP0: Errors.GROUP_SUBSCRIBED_TO_TOPIC, other: Errors.NONE}
     assert h.fetched("g") == {TP0: 5}
-    assert h.coord.delete_offsets("missing", [TP0]) == ("GROUP_ID_NOT_FOUND", {})
+    assert h.coord.delete_offsets("missing", [TP0]) == (Errors.GROUP_ID_NOT_FOUND, {})
     assert h.reload() and h.fetched("g") == {TP0: 5}
 
 
@@ -455,12 +455,12 @@ def test_describe_and_list(h: Harness) -> None:
     (a, b), _gen = h.stable_group("g", 2)
     h.commit("solo", {TP0: 1})
     error, summary = h.coord.describe_group("g")
-    assert error == NONE and summary.state is GroupState.STABLE and summary.protocol == "range"
+    assert error == Errors.NONE and summary.state is GroupState.STABLE and summary.protocol == "range"
     assert {m.member_id: m.assignment for m in summary.members} == {a: a.encode(), b: b.encode()}
     assert summary.members[0].metadata == subscription("t")
     assert h.coord.describe_group("missing")[1].state is GroupState.DEAD
     error, listed = h.coord.list_groups()
-    assert error == NONE
+    assert error == Errors.NONE
     assert {(g.group_id, g.state, g.protocol_type) for g in listed} == {
         ("g", GroupState.STABLE, "consumer"), ("solo", GroupState.EMPTY, "")}
     assert [g.group_id for g in h.coord.list_groups({GroupState.EMPTY})[1]] == ["solo"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.errors import Errors
 from eoslog.records import InvalidRecordError, build_batch
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
@@ -47,19 +48,19 @@ def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("records", "error"), [
-    (lambda: batch(5, epoch=1), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
-    (lambda: batch(1, epoch=0), "INVALID_PRODUCER_EPOCH"),
-    (lambda: batch(7, pid=PID + 2), "UNKNOWN_PRODUCER_ID"),
+    (lambda: batch(5, epoch=1), Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (lambda: batch(1, epoch=0), Errors.INVALID_PRODUCER_EPOCH),
+    (lambda: batch(7, pid=PID + 2), Errors.UNKNOWN_PRODUCER_ID),
 ])
 def test_rejected_batches_leave_the_log_unchanged(
-    tmp_path: Path, records: Callable[[], bytes], error: str
+    tmp_path: Path, records: Callable[[], bytes], error: Errors
 ) -> None:
     lg = open_log(tmp_path, Clock())
     lg.append_as_leader(batch(0, epoch=1))
     end, size = lg.log_end_offset, lg.size_bytes
     with pytest.raises(ProducerStateError) as e:
         lg.append_as_leader(records())
-    assert e.value.error_name == error
+    assert e.value.error == error
     assert (lg.log_end_offset, lg.size_bytes) == (end, size)
     # Nor did the producer's state move: its next batch in sequence follows directly.
     assert lg.append_as_leader(batch(1, epoch=1)).first_offset == end
@@ -137,7 +138,7 @@ def test_retention_deleting_a_producers_last_batch_forgets_it(tmp_path: Path) ->
     assert PID not in lg.producer_state.producers
     with pytest.raises(ProducerStateError) as e:
         lg.append_as_leader(batch(10, ts=clock.now))
-    assert e.value.error_name == "UNKNOWN_PRODUCER_ID"
+    assert e.value.error == Errors.UNKNOWN_PRODUCER_ID
 
 
 def test_compacted_topic_refuses_keyless_records(tmp_path: Path) -> None:
@@ -148,5 +149,5 @@ def test_compacted_topic_refuses_keyless_records(tmp_path: Path) -> None:
     keyless = build_batch([(b"k", b"v", ()), (None, b"v", ())], timestamp=1)
     with pytest.raises(InvalidRecordError) as e:
         lg.append_as_leader(keyless)
-    assert e.value.error_name == "INVALID_RECORD"
+    assert e.value.error == Errors.INVALID_RECORD
     assert lg.log_end_offset == end

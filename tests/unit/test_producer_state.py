@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from eoslog.errors import Errors
 from eoslog.records.batch import BatchHeader
 from eoslog.storage.producer_state import (
     INT32_MAX,
@@ -57,7 +58,7 @@ def log(tmp_path: Path) -> Log:
 def error_of(fn: object, *args: int) -> str:
     with pytest.raises(ProducerStateError) as e:
         fn(*args)  # type: ignore[operator]
-    return e.value.error_name
+    return e.value.error
 
 
 def test_in_order_batches_are_accepted(log: Log) -> None:
@@ -73,42 +74,42 @@ def test_duplicate_of_any_of_last_five_returns_original_offsets_and_appends_noth
     for seq in range(1, 6):
         assert log.append(PID, 0, seq, 1) == seq
     assert log.next_offset == 6
-    assert error_of(log.append, PID, 0, 0, 1) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert error_of(log.append, PID, 0, 0, 1) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_duplicate_needs_same_sequence_range(log: Log) -> None:
     log.append(PID, 0, 0, 5)
     # Same first sequence but a different length is not a duplicate: it is out of order.
-    assert error_of(log.append, PID, 0, 0, 3) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert error_of(log.append, PID, 0, 0, 3) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_gap_is_out_of_order(log: Log) -> None:
     log.append(PID, 0, 0, 1)
-    assert error_of(log.append, PID, 0, 2, 1) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert error_of(log.append, PID, 0, 2, 1) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert log.next_offset == 1
 
 
 def test_unknown_producer_must_start_at_zero(log: Log) -> None:
-    assert error_of(log.append, PID, 0, 7, 1) == "UNKNOWN_PRODUCER_ID"
+    assert error_of(log.append, PID, 0, 7, 1) == Errors.UNKNOWN_PRODUCER_ID
     assert log.append(PID, 0, 0, 1) == 0
 
 
 def test_new_epoch_must_start_at_zero(log: Log) -> None:
     log.append(PID, 0, 0, 3)
-    assert error_of(log.append, PID, 1, 3, 1) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert error_of(log.append, PID, 1, 3, 1) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert log.append(PID, 1, 0, 1) == 3
     assert log.psm.producers[PID].producer_epoch == 1
 
 
 def test_stale_epoch_is_fenced(log: Log) -> None:
     log.append(PID, 3, 0, 1)
-    assert error_of(log.append, PID, 2, 1, 1) == "INVALID_PRODUCER_EPOCH"
+    assert error_of(log.append, PID, 2, 1, 1) == Errors.INVALID_PRODUCER_EPOCH
 
 
 def test_duplicate_from_older_epoch_is_not_a_duplicate(log: Log) -> None:
     log.append(PID, 0, 0, 1)
     log.append(PID, 1, 0, 1)
-    assert error_of(log.append, PID, 0, 0, 1) == "INVALID_PRODUCER_EPOCH"
+    assert error_of(log.append, PID, 0, 0, 1) == Errors.INVALID_PRODUCER_EPOCH
 
 
 def test_sequence_wraps_at_int_max(log: Log) -> None:
@@ -121,7 +122,7 @@ def test_sequence_wraps_at_int_max(log: Log) -> None:
     assert log.psm.producers[PID].last_seq == INT32_MAX
     assert log.append(PID, 0, 0, 2) == 4  # wraps to 0
     assert log.psm.producers[PID].last_seq == 1
-    assert error_of(log.append, PID, 0, 5, 1) == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert error_of(log.append, PID, 0, 5, 1) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
     # A batch straddling the wrap has its last sequence computed modulo 2^31.
     assert header(PID, 0, INT32_MAX, 3, 10).last_sequence == 1
 
@@ -205,7 +206,7 @@ def test_expiration_removes_idle_producers_only(log: Log) -> None:
     assert expired == [PID]
     assert PID + 1 in log.psm.producers
     # The expired producer is unknown now: a non-zero sequence is refused.
-    assert error_of(log.append, PID, 0, 1, 1) == "UNKNOWN_PRODUCER_ID"
+    assert error_of(log.append, PID, 0, 1, 1) == Errors.UNKNOWN_PRODUCER_ID
 
 
 def test_log_start_offset_past_last_batch_forgets_producer(log: Log) -> None:

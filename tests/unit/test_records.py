@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eoslog.errors import Errors
 from eoslog.records import (
     BATCH_HEADER_SIZE,
     CompressionType,
@@ -65,7 +66,7 @@ def simple_batch(n: int = 3, **kw: object) -> bytes:
 def rejected(records: bytes, max_message_bytes: int = MAX_MESSAGE_BYTES) -> str:
     with pytest.raises(InvalidRecordError) as info:
         validate_produce_batches(records, max_message_bytes)
-    return info.value.error_name
+    return info.value.error
 
 
 # -- CRC and layout ----------------------------------------------------------------
@@ -178,7 +179,7 @@ def test_decode_of_a_damaged_batch_fails_cleanly(
     try:
         decode_records(bytes(batch))
     except InvalidRecordError as e:
-        assert e.error_name == "CORRUPT_MESSAGE"
+        assert e.error == Errors.CORRUPT_MESSAGE
 
 
 # -- control batches ---------------------------------------------------------------------
@@ -207,9 +208,9 @@ def test_valid_batch_passes() -> None:
 def test_bad_crc_is_corrupt_message() -> None:
     batch = bytearray(simple_batch())
     batch[-1] ^= 0x01
-    assert rejected(bytes(batch)) == "CORRUPT_MESSAGE"
+    assert rejected(bytes(batch)) == Errors.CORRUPT_MESSAGE
     assert rejected(patch(simple_batch(), 17, ">I", stored_crc(simple_batch()) ^ 1)) == (
-        "CORRUPT_MESSAGE"
+        Errors.CORRUPT_MESSAGE
     )
 
 
@@ -218,7 +219,7 @@ def test_magic_other_than_2_is_invalid_record(magic: int) -> None:
     """ProduceRequest.validateRecords: produce v3+ carries magic 2 only."""
     batch = bytearray(simple_batch())
     batch[16] = magic
-    assert rejected(bytes(batch)) == "INVALID_RECORD"
+    assert rejected(bytes(batch)) == Errors.INVALID_RECORD
 
 
 def test_legacy_message_set_is_invalid_record() -> None:
@@ -226,45 +227,45 @@ def test_legacy_message_set_is_invalid_record() -> None:
     body = struct.pack(">bbqi", 1, 0, 1000, -1) + struct.pack(">i", 3) + b"abc"
     message = struct.pack(">I", 0) + body
     legacy = struct.pack(">qi", 0, len(message)) + message
-    assert rejected(legacy) == "INVALID_RECORD"
+    assert rejected(legacy) == Errors.INVALID_RECORD
 
 
 def test_oversized_batch_is_message_too_large() -> None:
     batch = simple_batch(50)
-    assert rejected(batch, max_message_bytes=len(batch) - 1) == "MESSAGE_TOO_LARGE"
+    assert rejected(batch, max_message_bytes=len(batch) - 1) == Errors.MESSAGE_TOO_LARGE
     validate_produce_batches(batch, len(batch))
     # Kafka checks the size before the CRC.
     damaged = patch(batch, 17, ">I", stored_crc(batch) ^ 1)
-    assert rejected(damaged, max_message_bytes=len(batch) - 1) == "MESSAGE_TOO_LARGE"
+    assert rejected(damaged, max_message_bytes=len(batch) - 1) == Errors.MESSAGE_TOO_LARGE
 
 
 @pytest.mark.parametrize("cut", [1, 10, 60])
 def test_truncated_batch_is_corrupt_message(cut: int) -> None:
-    assert rejected(simple_batch()[:-cut]) == "CORRUPT_MESSAGE"
+    assert rejected(simple_batch()[:-cut]) == Errors.CORRUPT_MESSAGE
 
 
 @pytest.mark.parametrize("length", [-1, -(2**31), 0, 48])
 def test_impossible_batch_length_is_corrupt_message(length: int) -> None:
-    assert rejected(patch(simple_batch(), 8, ">i", length)) == "CORRUPT_MESSAGE"
+    assert rejected(patch(simple_batch(), 8, ">i", length)) == Errors.CORRUPT_MESSAGE
 
 
 def test_empty_and_headerless_record_sets() -> None:
-    assert rejected(b"") == "INVALID_RECORD"
-    assert rejected(simple_batch()[:30]) == "CORRUPT_MESSAGE"
+    assert rejected(b"") == Errors.INVALID_RECORD
+    assert rejected(simple_batch()[:30]) == Errors.CORRUPT_MESSAGE
 
 
 def test_two_batches_in_one_partition_are_invalid_record() -> None:
-    assert rejected(simple_batch(2) + simple_batch(3)) == "INVALID_RECORD"
+    assert rejected(simple_batch(2) + simple_batch(3)) == Errors.INVALID_RECORD
 
 
 def test_record_count_must_match_last_offset_delta() -> None:
-    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 2))) == "INVALID_RECORD"
-    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 0))) == "INVALID_RECORD"
-    assert rejected(with_fixed_crc(patch(simple_batch(3), 23, ">i", 5))) == "INVALID_RECORD"
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 2))) == Errors.INVALID_RECORD
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 57, ">i", 0))) == Errors.INVALID_RECORD
+    assert rejected(with_fixed_crc(patch(simple_batch(3), 23, ">i", 5))) == Errors.INVALID_RECORD
 
 
 def test_client_base_offset_must_be_zero() -> None:
-    assert rejected(simple_batch(base_offset=5)) == "INVALID_RECORD"
+    assert rejected(simple_batch(base_offset=5)) == Errors.INVALID_RECORD
 
 
 def test_clients_may_not_send_control_batches() -> None:
@@ -272,15 +273,15 @@ def test_clients_may_not_send_control_batches() -> None:
         ControlRecordType.COMMIT, producer_id=1, producer_epoch=0, coordinator_epoch=0,
         timestamp=1,
     )
-    assert rejected(batch) == "INVALID_RECORD"
+    assert rejected(batch) == Errors.INVALID_RECORD
 
 
 def test_producer_id_without_sequence_is_invalid_record() -> None:
-    assert rejected(simple_batch(producer_id=5, producer_epoch=0)) == "INVALID_RECORD"
+    assert rejected(simple_batch(producer_id=5, producer_epoch=0)) == Errors.INVALID_RECORD
 
 
 def test_unknown_codec_is_corrupt_message() -> None:
-    assert rejected(with_fixed_crc(patch(simple_batch(), 21, ">h", 5))) == "CORRUPT_MESSAGE"
+    assert rejected(with_fixed_crc(patch(simple_batch(), 21, ">h", 5))) == Errors.CORRUPT_MESSAGE
 
 
 @settings(max_examples=200, deadline=None)
@@ -288,7 +289,7 @@ def test_unknown_codec_is_corrupt_message() -> None:
 def test_random_bytes_never_pass_or_crash(data: bytes) -> None:
     with pytest.raises(InvalidRecordError) as info:
         validate_produce_batches(data, MAX_MESSAGE_BYTES)
-    assert info.value.error_name in ("CORRUPT_MESSAGE", "INVALID_RECORD")
+    assert info.value.error in (Errors.CORRUPT_MESSAGE, Errors.INVALID_RECORD)
 
 
 # -- offset assignment ---------------------------------------------------------------------

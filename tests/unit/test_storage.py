@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.errors import Errors
 from eoslog.records import (
     CompressionType,
     InvalidRecordError,
@@ -154,13 +155,13 @@ def _magic(m: int) -> Any:
 @pytest.mark.parametrize(
     ("mutate", "overrides", "error"),
     [
-        (_bad_crc, {}, "CORRUPT_MESSAGE"),
-        (lambda b: b[:-3], {}, "CORRUPT_MESSAGE"),
-        (_magic(1), {}, "INVALID_RECORD"),
-        (_magic(0), {}, "INVALID_RECORD"),
-        (lambda b: b, {"max_message_bytes": 200}, "MESSAGE_TOO_LARGE"),
+        (_bad_crc, {}, Errors.CORRUPT_MESSAGE),
+        (lambda b: b[:-3], {}, Errors.CORRUPT_MESSAGE),
+        (_magic(1), {}, Errors.INVALID_RECORD),
+        (_magic(0), {}, Errors.INVALID_RECORD),
+        (lambda b: b, {"max_message_bytes": 200}, Errors.MESSAGE_TOO_LARGE),
         # The batch fits max.message.bytes but not a whole segment.
-        (lambda b: b, {"segment_bytes": 300, "max_message_bytes": 10_000}, "RECORD_LIST_TOO_LARGE"),
+        (lambda b: b, {"segment_bytes": 300, "max_message_bytes": 10_000}, Errors.RECORD_LIST_TOO_LARGE),
     ],
 )
 def test_rejected_append_writes_nothing(
@@ -173,7 +174,7 @@ def test_rejected_append_writes_nothing(
     assert len(big) > 300
     with pytest.raises(InvalidRecordError) as info:
         lg.append_as_leader(mutate(big))
-    assert info.value.error_name == error
+    assert info.value.error == error
     assert (lg.log_end_offset, log_bytes(lg)) == before
     lg.close()
 

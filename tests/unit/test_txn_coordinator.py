@@ -20,7 +20,6 @@ from eoslog.broker.context import BrokerState
 from eoslog.broker.handlers.transactions import LocalMarkerSender
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import (
-    NONE,
     GroupConfig,
     GroupCoordinator,
     OffsetAndMetadata,
@@ -46,6 +45,7 @@ from eoslog.coordinator.transaction.log import (
 )
 from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
+from eoslog.errors import Errors
 from eoslog.records import CompressionType, build_batch, decode_records, iter_batch_headers, parse_control_record
 from eoslog.storage import LogManager
 from eoslog.storage.producer_state import ProducerStateError
@@ -109,7 +109,7 @@ class Harness:
     def init(self, txn_id: str = "tx", timeout_ms: int = TIMEOUT_MS,
              expected: tuple[int, int] | None = None) -> tuple[int, int]:
         r = self.coord.init_producer_id(txn_id, timeout_ms, expected)
-        assert r.error == NONE, r
+        assert r.error == Errors.NONE, r
         return r.producer_id, r.producer_epoch
 
     def produce(self, pid: int, epoch: int, seq: int, tp: TopicPartition = T0, n: int = 1) -> None:
@@ -122,7 +122,7 @@ class Harness:
 
     def begin(self, txn_id: str = "tx", tps: tuple[TopicPartition, ...] = (T0,)) -> tuple[int, int]:
         pid, epoch = self.init(txn_id)
-        assert self.coord.add_partitions(txn_id, pid, epoch, list(tps)) == NONE
+        assert self.coord.add_partitions(txn_id, pid, epoch, list(tps)) == Errors.NONE
         for tp in tps:
             self.produce(pid, epoch, 0, tp, n=2)
         return pid, epoch
@@ -166,13 +166,13 @@ def test_init_gives_the_same_producer_id_and_a_new_epoch_each_time(h: Harness) -
 
 
 @pytest.mark.parametrize(("txn_id", "timeout", "error"), [
-    ("", TIMEOUT_MS, "INVALID_REQUEST"),
-    ("tx", 0, "INVALID_TRANSACTION_TIMEOUT"),
-    ("tx", 900_001, "INVALID_TRANSACTION_TIMEOUT"),
+    ("", TIMEOUT_MS, Errors.INVALID_REQUEST),
+    ("tx", 0, Errors.INVALID_TRANSACTION_TIMEOUT),
+    ("tx", 900_001, Errors.INVALID_TRANSACTION_TIMEOUT),
 ])
 def test_init_refusals(h: Harness, txn_id: str, timeout: int, error: str) -> None:
     assert h.coord.init_producer_id(txn_id, timeout).error == error
-    assert h.coord.init_producer_id("tx", 900_000).error == NONE  # the maximum itself is allowed
+    assert h.coord.init_producer_id("tx", 900_000).error == Errors.NONE  # the maximum itself is allowed
 
 
 def test_loading_and_not_coordinator(tmp_path: Path) -> None:
@@ -180,13 +180,13 @@ def test_loading_and_not_coordinator(tmp_path: Path) -> None:
     h.init()
     h.coord.shutdown()
     h.coord = h._coordinator()
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == "NOT_COORDINATOR"  # nothing owned yet
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.NOT_COORDINATOR  # nothing owned yet
     h.coord.begin_loading()
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == "COORDINATOR_LOAD_IN_PROGRESS"
-    assert h.coord.list_transactions()[0] == "COORDINATOR_LOAD_IN_PROGRESS"
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.coord.list_transactions()[0] == Errors.COORDINATOR_LOAD_IN_PROGRESS
     for p in range(TXN_PARTITIONS):
         h.coord.load_partition_now(p)
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == NONE
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.NONE
 
 
 def test_kip360_resumption(h: Harness) -> None:
@@ -194,8 +194,8 @@ def test_kip360_resumption(h: Harness) -> None:
     pid, epoch = h.init()  # epoch 1, previous 0
     assert h.init(expected=(pid, epoch)) == (pid, 2)  # bump from the current epoch
     assert h.init(expected=(pid, 1)) == (pid, 2)  # a retry with the previous: same answer
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS, (pid, 0)).error == "PRODUCER_FENCED"
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS, (pid + 50, 2)).error == "PRODUCER_FENCED"
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS, (pid, 0)).error == Errors.PRODUCER_FENCED
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS, (pid + 50, 2)).error == Errors.PRODUCER_FENCED
 
 
 def test_exhausted_epochs_rotate_the_producer_id(h: Harness) -> None:
@@ -216,46 +216,46 @@ def test_exhausted_epochs_rotate_the_producer_id(h: Harness) -> None:
 def test_commit_writes_prepare_markers_complete(h: Harness) -> None:
     pid, epoch = h.begin(tps=(T0, T1))
     assert h.state_of() is TxnState.ONGOING
-    assert h.coord.add_partitions("tx", pid + 1, epoch, [T2]) == "INVALID_PRODUCER_ID_MAPPING"
-    assert h.coord.add_partitions("tx", pid, epoch + 1, [T2]) == "PRODUCER_FENCED"
+    assert h.coord.add_partitions("tx", pid + 1, epoch, [T2]) == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert h.coord.add_partitions("tx", pid, epoch + 1, [T2]) == Errors.PRODUCER_FENCED
     assert h.lso(T0) == (0, 2)
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     assert h.state_of() is TxnState.PREPARE_COMMIT
     # Until the markers are written, retries and new work wait.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "CONCURRENT_TRANSACTIONS"
-    assert h.coord.add_partitions("tx", pid, epoch, [T2]) == "CONCURRENT_TRANSACTIONS"
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == "CONCURRENT_TRANSACTIONS"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS
+    assert h.coord.add_partitions("tx", pid, epoch, [T2]) == Errors.CONCURRENT_TRANSACTIONS
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)] and h.markers(T1) == [(2, epoch, "COMMIT", 0)]
     assert h.markers(T2) == []
     assert h.lso(T0) == (3, 3)
     # A retry after completion succeeds; the other result is a protocol violation.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == "INVALID_TXN_STATE"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.INVALID_TXN_STATE
     assert h.reload() and h.state_of() is TxnState.COMPLETE_COMMIT
 
 
 def test_abort_and_next_transaction(h: Harness) -> None:
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "CONCURRENT_TRANSACTIONS"  # pending
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS  # pending
     h.drain()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "INVALID_TXN_STATE"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.INVALID_TXN_STATE
     assert h.state_of() is TxnState.COMPLETE_ABORT and h.markers(T0) == [(2, epoch, "ABORT", 0)]
     plog = h.logs.get_log("t", 0)
     assert plog is not None
     assert [(a.producer_id, a.first_offset) for a in plog.aborted_transactions(0, 3)] == [(pid, 0)]
     # The same producer starts its next transaction from CompleteAbort.
-    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == NONE
+    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.NONE
     assert h.state_of() is TxnState.ONGOING
 
 
 def test_end_without_a_transaction_and_an_empty_one(h: Harness) -> None:
     pid, epoch = h.init()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "INVALID_TXN_STATE"
-    assert h.coord.add_partitions("tx", pid, epoch, []) == NONE  # Ongoing, nothing to mark
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.INVALID_TXN_STATE
+    assert h.coord.add_partitions("tx", pid, epoch, []) == Errors.NONE  # Ongoing, nothing to mark
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
     assert all(h.markers(tp) == [] for tp in (T0, T1, T2))
@@ -265,7 +265,7 @@ def test_a_deleted_partition_takes_no_marker(h: Harness) -> None:
     h.logs.create_topic("gone", 1)
     pid, epoch = h.begin(tps=(T0, TopicPartition("gone", 0)))
     h.logs.delete_topic("gone")
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT and len(h.markers(T0)) == 1
 
@@ -276,16 +276,16 @@ def test_a_deleted_partition_takes_no_marker(h: Harness) -> None:
 def test_new_instance_aborts_and_fences_the_old_one(h: Harness) -> None:
     pid, epoch = h.begin()
     result = h.coord.init_producer_id("tx", TIMEOUT_MS)
-    assert result.error == "CONCURRENT_TRANSACTIONS"
+    assert result.error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     # The seed's example: data at epoch e, the ABORT marker at e + 1, the new instance at e + 2.
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)]
     assert h.init() == (pid, epoch + 2)
-    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == "PRODUCER_FENCED"
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "PRODUCER_FENCED"
+    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
     with pytest.raises(ProducerStateError, match="epoch"):
         h.produce(pid, epoch, 2)
-    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == "PRODUCER_FENCED"
+    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.PRODUCER_FENCED
 
 
 def test_timed_out_transaction_is_aborted_with_a_bumped_epoch(h: Harness) -> None:
@@ -297,7 +297,7 @@ def test_timed_out_transaction_is_aborted_with_a_bumped_epoch(h: Harness) -> Non
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_ABORT
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)] and h.lso(T0) == (3, 3)
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "PRODUCER_FENCED"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
     assert h.init() == (pid, epoch + 2)
 
 
@@ -306,15 +306,15 @@ def test_ongoing_transaction_is_never_expired(tmp_path: Path) -> None:
                              "transaction.remove.expired.transaction.cleanup.interval.ms": "10000"})
     h.init("idle")
     pid, epoch = h.init("busy")
-    assert h.coord.add_partitions("busy", pid, epoch, [T0]) == NONE
+    assert h.coord.add_partitions("busy", pid, epoch, [T0]) == Errors.NONE
     h.sched.advance(30_000)
     h.coord.init_producer_id("busy", 900_000)  # CONCURRENT_TRANSACTIONS: aborts, then it is Empty
     h.drain()
     pid, epoch = h.init("busy", timeout_ms=900_000)
-    assert h.coord.add_partitions("busy", pid, epoch, [T0]) == NONE
+    assert h.coord.add_partitions("busy", pid, epoch, [T0]) == Errors.NONE
     h.sched.advance(120_000)
     assert "idle" not in h.coord.state.transactions
-    assert h.coord.describe("idle").error == "TRANSACTIONAL_ID_NOT_FOUND"
+    assert h.coord.describe("idle").error == Errors.TRANSACTIONAL_ID_NOT_FOUND
     assert h.state_of("busy") is TxnState.ONGOING
     h.reload()
     assert "idle" not in h.coord.state.transactions  # the tombstone is in the log
@@ -326,19 +326,19 @@ def test_ongoing_transaction_is_never_expired(tmp_path: Path) -> None:
 
 def test_prepared_transaction_rolls_forward_after_reload(h: Harness) -> None:
     pid, epoch = h.begin(tps=(T0, T1))
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.reload()  # as if the broker died before any marker
     assert h.state_of() is TxnState.PREPARE_COMMIT
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "CONCURRENT_TRANSACTIONS"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)] and h.markers(T1) == [(2, epoch, "COMMIT", 0)]
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
 
 
 def test_markers_written_twice_are_harmless(h: Harness) -> None:
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
     h.drain()
     # A coordinator that died after the markers but before COMPLETE_ABORT reached the log:
     # replay the PREPARE_ABORT record alone and reload.
@@ -359,7 +359,7 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
     """The sender fails as only a cluster can (connection lost, a moved leader, a newer
     coordinator epoch): a double of the inter-broker channel, over the real local one."""
     real = LocalMarkerSender(h.state)
-    answers = ["raise", "NOT_LEADER_OR_FOLLOWER", "real"]
+    answers = ["raise", Errors.NOT_LEADER_OR_FOLLOWER, "real"]
 
     async def flaky(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
         answer = answers.pop(0) if answers else "real"
@@ -371,17 +371,17 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
 
     h.reload(flaky)
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.drain()
     assert answers == [] and h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)]
 
     async def fenced(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
-        return [dict.fromkeys(m.partitions, "TRANSACTION_COORDINATOR_FENCED") for m in markers]
+        return [dict.fromkeys(m.partitions, Errors.TRANSACTION_COORDINATOR_FENCED) for m in markers]
 
     h.reload(fenced)
-    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == NONE
+    assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
     h.drain()  # gives up: a newer coordinator owns the outcome
     assert h.state_of() is TxnState.PREPARE_ABORT and h.markers(T1) == []
     h.reload()
@@ -401,28 +401,28 @@ def _txn_commit(h: Harness, pid: int, epoch: int, offset: int) -> dict[TopicPart
 @pytest.mark.parametrize("commit", [True, False])
 def test_offsets_become_visible_with_the_commit_marker(h: Harness, commit: bool) -> None:
     pid, epoch = h.init()
-    assert h.coord.add_offsets("tx", pid, epoch, "g") == NONE
+    assert h.coord.add_offsets("tx", pid, epoch, "g") == Errors.NONE
     offsets_tp = TopicPartition("__consumer_offsets", h.groups.partition_for("g"))
-    assert h.coord.verify_partition("tx", pid, epoch, *offsets_tp) == NONE
-    assert _txn_commit(h, pid, epoch, 42) == {T0: NONE}
-    assert h.groups.fetch_offsets("g", [T0], require_stable=True)[1][0].error == "UNSTABLE_OFFSET_COMMIT"
-    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == NONE
+    assert h.coord.verify_partition("tx", pid, epoch, *offsets_tp) == Errors.NONE
+    assert _txn_commit(h, pid, epoch, 42) == {T0: Errors.NONE}
+    assert h.groups.fetch_offsets("g", [T0], require_stable=True)[1][0].error == Errors.UNSTABLE_OFFSET_COMMIT
+    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == Errors.NONE
     h.drain()
     fetched = h.groups.fetch_offsets("g", [T0], require_stable=True)[1][0]
-    assert fetched.error == NONE
+    assert fetched.error == Errors.NONE
     assert (fetched.offset.offset if fetched.offset else None) == (42 if commit else None)
     assert [m[2] for m in h.markers(offsets_tp)] == ["COMMIT" if commit else "ABORT"]
 
 
 def test_verify_partitions(h: Harness) -> None:
     pid, epoch = h.begin()
-    assert h.coord.verify_partitions("tx", pid, epoch, [T0, T1]) == {T0: NONE, T1: "TRANSACTION_ABORTABLE"}
-    assert h.coord.verify_partition("tx", pid + 9, epoch, "t", 0) == "INVALID_PRODUCER_ID_MAPPING"
-    assert h.coord.verify_partition("nobody", pid, epoch, "t", 0) == "INVALID_PRODUCER_ID_MAPPING"
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
-    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == "CONCURRENT_TRANSACTIONS"
+    assert h.coord.verify_partitions("tx", pid, epoch, [T0, T1]) == {T0: Errors.NONE, T1: Errors.TRANSACTION_ABORTABLE}
+    assert h.coord.verify_partition("tx", pid + 9, epoch, "t", 0) == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert h.coord.verify_partition("nobody", pid, epoch, "t", 0) == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
-    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == "TRANSACTION_ABORTABLE"  # a late write
+    assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.TRANSACTION_ABORTABLE  # a late write
 
 
 def test_describe_and_list(h: Harness) -> None:
@@ -430,14 +430,14 @@ def test_describe_and_list(h: Harness) -> None:
     h.init("b")
     h.sched.advance(5_000)
     d = h.coord.describe("a")
-    assert (d.error, d.state, d.producer_id, d.producer_epoch) == (NONE, "Ongoing", pid, epoch)
+    assert (d.error, d.state, d.producer_id, d.producer_epoch) == (Errors.NONE, "Ongoing", pid, epoch)
     assert d.timeout_ms == TIMEOUT_MS
     assert d.partitions == {T0, T1} and d.start_ms == h.sched.now_ms() - 5_000
-    assert h.coord.describe("zzz").error == "TRANSACTIONAL_ID_NOT_FOUND"
+    assert h.coord.describe("zzz").error == Errors.TRANSACTIONAL_ID_NOT_FOUND
 
     def ids(*args: object, **kw: object) -> list[str]:
         error, _, listed = h.coord.list_transactions(*args, **kw)  # type: ignore[arg-type]
-        assert error == NONE
+        assert error == Errors.NONE
         return sorted(t.transactional_id for t in listed)
 
     assert ids() == ["a", "b"]
@@ -447,7 +447,7 @@ def test_describe_and_list(h: Harness) -> None:
     assert ids(min_duration_ms=6_000, states=["Ongoing"]) == []
     assert ids(pattern="b.*") == ["b"]
     assert h.coord.list_transactions(states=["Nope"])[1] == ["Nope"]
-    assert h.coord.list_transactions(pattern="(")[0] == "INVALID_REGULAR_EXPRESSION"
+    assert h.coord.list_transactions(pattern="(")[0] == Errors.INVALID_REGULAR_EXPRESSION
 
 
 def test_state_records_in_the_log_are_kafkas(h: Harness) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.errors import Errors
 from eoslog.records import build_batch
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
@@ -78,7 +79,7 @@ def test_non_transactional_write_inside_an_open_transaction_is_refused(tmp_path:
     lg.append_as_leader(data(P1, 0))
     with pytest.raises(ProducerStateError) as e:
         lg.append_as_leader(data(P1, 1, transactional=False))
-    assert e.value.error_name == "INVALID_TXN_STATE"
+    assert e.value.error == Errors.INVALID_TXN_STATE
 
 
 def test_markers_check_producer_and_coordinator_epochs(tmp_path: Path) -> None:
@@ -86,12 +87,12 @@ def test_markers_check_producer_and_coordinator_epochs(tmp_path: Path) -> None:
     lg.append_as_leader(data(P1, 0, epoch=3))
     with pytest.raises(ProducerStateError) as e:
         lg.append_marker(P1, 2, 0, commit=True)
-    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
     lg.append_marker(P1, 3, coordinator_epoch=5, commit=True)
     lg.append_as_leader(data(P1, 1, epoch=3))
     with pytest.raises(ProducerStateError) as e:
         lg.append_marker(P1, 3, coordinator_epoch=4, commit=True)
-    assert e.value.error_name == "TRANSACTION_COORDINATOR_FENCED"
+    assert e.value.error == Errors.TRANSACTION_COORDINATOR_FENCED
 
 
 def test_coordinator_abort_with_bumped_epoch_fences_the_zombie(tmp_path: Path) -> None:
@@ -101,7 +102,7 @@ def test_coordinator_abort_with_bumped_epoch_fences_the_zombie(tmp_path: Path) -
     assert aborted(lg) == [(P1, 0, 1)]
     with pytest.raises(ProducerStateError) as e:
         lg.append_as_leader(data(P1, 1, epoch=0))  # the old instance writes on
-    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
     lg.append_as_leader(data(P1, 0, epoch=1))  # the new instance starts at sequence 0
 
 
@@ -191,5 +192,5 @@ def test_coordinator_appends_are_epoch_checked(tmp_path: Path) -> None:
     end = lg.log_end_offset
     with pytest.raises(ProducerStateError) as e:
         lg.append_from_coordinator(data(P1, 1, epoch=2))
-    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
     assert lg.log_end_offset == end and lg.last_stable_offset == end

@@ -16,6 +16,7 @@ from eoslog.coordinator.transaction.state import (
     TxnState,
     validate_transition,
 )
+from eoslog.errors import Errors
 
 S = TxnState
 # Kafka 3.x (transaction version 1), one line per legal transition: from → to.
@@ -112,14 +113,14 @@ def test_fence_then_abort_bumps_the_epoch_once() -> None:
 
 @pytest.mark.parametrize(
     ("expected", "result"),
-    [(None, (4, -1)), (3, (4, 3)), (2, (3, 2)), (1, "PRODUCER_FENCED")],
+    [(None, (4, -1)), (3, (4, 3)), (2, (3, 2)), (1, Errors.PRODUCER_FENCED)],
 )
 def test_increment_epoch_kip360(expected: int | None, result: tuple[int, int] | str) -> None:
     m = meta(epoch=3)
     m.last_producer_epoch = 2
     transit = m.prepare_increment_producer_epoch(2000, expected, now=5)
-    if isinstance(result, str):
+    if isinstance(result, Errors):
         assert transit == result and m.pending_state is None
     else:
-        assert not isinstance(transit, str)
+        assert not isinstance(transit, Errors)
         assert (transit.producer_epoch, transit.last_producer_epoch) == result

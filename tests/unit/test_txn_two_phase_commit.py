@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from test_txn_coordinator import ABORT_INTERVAL_MS, T0, T1, TIMEOUT_MS, Harness
 
-from eoslog.coordinator.group import NONE
 from eoslog.coordinator.transaction import InitProducerIdResult, TxnState
 from eoslog.coordinator.transaction.log import (
     TWO_PHASE_COMMIT_TIMEOUT_MS,
@@ -20,6 +19,7 @@ from eoslog.coordinator.transaction.log import (
     decode_value,
     encode_value,
 )
+from eoslog.errors import Errors
 
 TWO_PC = {"transaction.two.phase.commit.enable": "true"}
 
@@ -31,14 +31,14 @@ def h(tmp_path: Path) -> Harness:
 
 def init_2pc(h: Harness, txn_id: str = "tx", keep: bool = False) -> InitProducerIdResult:
     r = h.coord.init_producer_id(txn_id, TIMEOUT_MS, enable_2pc=True, keep_prepared_txn=keep)
-    assert r.error == NONE, r
+    assert r.error == Errors.NONE, r
     return r
 
 
 def begin_2pc(h: Harness, txn_id: str = "tx", tps: tuple = (T0, T1)) -> tuple[int, int]:
     """A 2PC producer writes two records to each partition and stops (it prepared)."""
     r = init_2pc(h, txn_id)
-    assert h.coord.add_partitions(txn_id, r.producer_id, r.producer_epoch, list(tps)) == NONE
+    assert h.coord.add_partitions(txn_id, r.producer_id, r.producer_epoch, list(tps)) == Errors.NONE
     for tp in tps:
         h.produce(r.producer_id, r.producer_epoch, 0, tp, n=2)
     return r.producer_id, r.producer_epoch
@@ -47,21 +47,21 @@ def begin_2pc(h: Harness, txn_id: str = "tx", tps: tuple = (T0, T1)) -> tuple[in
 def test_refused_unless_the_broker_allows_it(tmp_path: Path) -> None:
     h = Harness(tmp_path)  # transaction.two.phase.commit.enable defaults to false, as Kafka's
     r = h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True)
-    assert r.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" and r.producer_id == -1
+    assert r.error == Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r.producer_id == -1
     assert "tx" not in h.coord.state.transactions
     r = h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True, keep_prepared_txn=True)
-    assert r.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == NONE  # plain transactions still work
+    assert r.error == Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.NONE  # plain transactions still work
 
 
 def test_keep_without_2pc_is_an_invalid_request(h: Harness) -> None:
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS, keep_prepared_txn=True).error == "INVALID_REQUEST"
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS, keep_prepared_txn=True).error == Errors.INVALID_REQUEST
 
 
 def test_a_2pc_id_has_no_timeout_and_keeps_that_across_restarts(h: Harness) -> None:
     # The requested timeout is not checked: the id's transactions never time out.
     r = h.coord.init_producer_id("tx", 10 * 900_000, enable_2pc=True)
-    assert r.error == NONE
+    assert r.error == Errors.NONE
     assert h.coord.describe("tx").timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
     assert h.coord.describe("tx").two_phase_commit
     h.reload()
@@ -94,13 +94,13 @@ def test_keep_prepared_hands_a_newer_epoch_and_reports_the_kept_transaction(h: H
     assert h.coord.describe("tx").partitions == {T0, T1}
     assert h.markers(T0) == [] and h.lso(T0) == (0, 2)  # nothing aborted
     # The old instance is fenced at the coordinator, and in the partitions it wrote to.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == "PRODUCER_FENCED"
-    assert h.coord.add_partitions("tx", pid, epoch, [T0]) == "PRODUCER_FENCED"
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
+    assert h.coord.add_partitions("tx", pid, epoch, [T0]) == Errors.PRODUCER_FENCED
     assert h.coord.is_fenced_by_kept_transaction("tx", pid, epoch)
     assert not h.coord.is_fenced_by_kept_transaction("tx", pid, epoch + 1)
     # The new instance may only end the kept transaction.
-    assert h.coord.add_partitions("tx", pid, epoch + 1, [T0]) == "INVALID_TXN_STATE"
-    assert h.coord.verify_partition("tx", pid, epoch + 1, "t", 0) == "INVALID_TXN_STATE"
+    assert h.coord.add_partitions("tx", pid, epoch + 1, [T0]) == Errors.INVALID_TXN_STATE
+    assert h.coord.verify_partition("tx", pid, epoch + 1, "t", 0) == Errors.INVALID_TXN_STATE
     # A crash loop: every keep bumps the client's epoch, the kept transaction stays.
     r = init_2pc(h, keep=True)
     assert (r.producer_id, r.producer_epoch, r.ongoing_txn_producer_epoch) == (pid, epoch + 2, epoch)
@@ -115,7 +115,7 @@ def test_the_new_instance_ends_the_kept_transaction(h: Harness, commit: bool) ->
     pid, epoch = begin_2pc(h)
     r = init_2pc(h, keep=True)
     client = (r.producer_id, r.producer_epoch)
-    assert h.coord.end_transaction("tx", *client, commit=commit) == NONE
+    assert h.coord.end_transaction("tx", *client, commit=commit) == Errors.NONE
     h.drain()
     state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
     assert h.state_of() is state
@@ -124,14 +124,14 @@ def test_the_new_instance_ends_the_kept_transaction(h: Harness, commit: bool) ->
     # then on refuse the old instance.
     assert h.markers(T0) == [(2, epoch + 1, kind, 0)] and h.markers(T1) == [(2, epoch + 1, kind, 0)]
     assert h.lso(T0) == (3, 3)
-    assert h.coord.end_transaction("tx", *client, commit=commit) == NONE  # a retry
-    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == "PRODUCER_FENCED"
+    assert h.coord.end_transaction("tx", *client, commit=commit) == Errors.NONE  # a retry
+    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == Errors.PRODUCER_FENCED
     assert not h.coord.is_fenced_by_kept_transaction("tx", pid, epoch)
     # The client goes on with its pair.
-    assert h.coord.add_partitions("tx", *client, [T0]) == NONE
+    assert h.coord.add_partitions("tx", *client, [T0]) == Errors.NONE
     h.produce(*client, 0, T0)
     h.reload()
-    assert h.coord.end_transaction("tx", *client, commit=True) == NONE
+    assert h.coord.end_transaction("tx", *client, commit=True) == Errors.NONE
     h.drain()
     assert init_2pc(h, keep=True).ongoing_txn_producer_id == -1
     assert h.coord.describe("tx").producer_epoch == epoch + 2
@@ -142,11 +142,11 @@ def test_keep_prepared_false_aborts_a_kept_transaction_above_every_epoch_handed_
     init_2pc(h, keep=True)
     init_2pc(h, keep=True)  # the client now has epoch + 2
     r = h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True)
-    assert r.error == "CONCURRENT_TRANSACTIONS"
+    assert r.error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_ABORT
     assert h.markers(T0) == [(2, epoch + 3, "ABORT", 0)]
-    assert h.coord.end_transaction("tx", pid, epoch + 2, commit=True) == "PRODUCER_FENCED"
+    assert h.coord.end_transaction("tx", pid, epoch + 2, commit=True) == Errors.PRODUCER_FENCED
     r = init_2pc(h)
     assert (r.producer_id, r.producer_epoch, r.ongoing_txn_producer_id) == (pid, epoch + 4, -1)
 
@@ -154,7 +154,7 @@ def test_keep_prepared_false_aborts_a_kept_transaction_above_every_epoch_handed_
 def test_keep_prepared_aborts_a_transaction_that_is_not_2pc(h: Harness) -> None:
     pid, epoch = h.begin("tx", tps=(T0,))
     r = h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True, keep_prepared_txn=True)
-    assert r.error == "CONCURRENT_TRANSACTIONS"  # never safe from its timeout: aborted
+    assert r.error == Errors.CONCURRENT_TRANSACTIONS  # never safe from its timeout: aborted
     h.drain()
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)]
     r = init_2pc(h, keep=True)
@@ -165,8 +165,8 @@ def test_keep_prepared_with_nothing_open(h: Harness) -> None:
     r = init_2pc(h, keep=True)
     assert r.ongoing_txn_producer_id == -1 and r.ongoing_txn_producer_epoch == -1
     pid, epoch = r.producer_id, r.producer_epoch
-    assert h.coord.add_partitions("tx", pid, epoch, [T0]) == NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == NONE
+    assert h.coord.add_partitions("tx", pid, epoch, [T0]) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.drain()
     r = init_2pc(h, keep=True)  # the outcome was reached before: nothing to keep
     assert (r.producer_epoch, r.ongoing_txn_producer_id) == (epoch + 1, -1)
@@ -175,7 +175,7 @@ def test_keep_prepared_with_nothing_open(h: Harness) -> None:
 def test_a_kept_transaction_in_prepare_commit_rolls_forward_after_a_restart(h: Harness) -> None:
     _, epoch = begin_2pc(h)
     r = init_2pc(h, keep=True)
-    assert h.coord.end_transaction("tx", r.producer_id, r.producer_epoch, commit=True) == NONE
+    assert h.coord.end_transaction("tx", r.producer_id, r.producer_epoch, commit=True) == Errors.NONE
     h.reload()  # the broker died before any marker
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
@@ -187,7 +187,7 @@ def test_exhausted_client_epochs_move_the_client_to_a_new_producer_id(h: Harness
     pid, _ = begin_2pc(h)
     m = h.coord.state.transactions["tx"]
     m.producer_epoch = 32764  # as if 32764 instances had come and gone (the partitions only see higher epochs)
-    assert h.coord.add_partitions("tx", pid, 32764, [T0]) == NONE
+    assert h.coord.add_partitions("tx", pid, 32764, [T0]) == Errors.NONE
     r = init_2pc(h, keep=True)
     assert (r.producer_id, r.producer_epoch, r.ongoing_txn_producer_epoch) == (pid, 32765, 32764)
     r = init_2pc(h, keep=True)
@@ -197,13 +197,13 @@ def test_exhausted_client_epochs_move_the_client_to_a_new_producer_id(h: Harness
     assert new_pid != pid and r.producer_epoch == 0
     assert (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch) == (pid, 32764)
     h.reload()
-    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == NONE
+    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == Errors.NONE
     h.drain()
     # The markers end the old producer id's transaction under its last epoch, above every
     # epoch handed out to an instance of that id.
     assert h.markers(T0) == [(2, 32767, "COMMIT", 0)]
     assert h.coord.describe("tx").producer_id == new_pid
-    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == NONE  # a retry
+    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == Errors.NONE  # a retry
 
 
 def test_aborting_a_kept_transaction_whose_client_moved_to_a_new_producer_id(h: Harness) -> None:
@@ -212,7 +212,7 @@ def test_aborting_a_kept_transaction_whose_client_moved_to_a_new_producer_id(h: 
     for _ in range(3):
         r = init_2pc(h, keep=True)  # 32765, 32766, then epoch 0 of a new producer id
     assert r.producer_id != pid
-    assert h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True).error == "CONCURRENT_TRANSACTIONS"
+    assert h.coord.init_producer_id("tx", TIMEOUT_MS, enable_2pc=True).error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.markers(T0) == [(2, 32767, "ABORT", 0)]  # above every epoch of pid handed out
     r = init_2pc(h)

@@ -4,7 +4,7 @@ log, append a batch of (key, value) records.
 The only place coordinators touch storage. Appends come from a coordinator, not from a
 client, so they take ``PartitionLog.append_from_coordinator`` (offsets assigned, producer
 epoch checked, no sequences). Storage failures come back as ``CoordinatorAppendError``
-carrying the storage's Kafka error name; each coordinator maps it onto what its clients
+carrying the storage's Kafka error; each coordinator maps it onto what its clients
 should see.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from eoslog.errors import Errors, KafkaError
 from eoslog.records import CompressionType, InvalidRecordError, build_batch
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from eoslog.storage import LogManager, PartitionLog, TopicError
@@ -26,10 +27,8 @@ KeyValue = tuple[bytes, bytes | None]
 T = TypeVar("T")
 
 
-class CoordinatorAppendError(Exception):
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
+class CoordinatorAppendError(KafkaError):
+    """A coordinator's append refused by storage; ``error`` is storage's Kafka error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +72,7 @@ class InternalTopic:
                 internal=True,
             )
         except TopicError as e:
-            if e.error_name != "TOPIC_ALREADY_EXISTS":
+            if e.error != Errors.TOPIC_ALREADY_EXISTS:
                 raise
             return False
         return True
@@ -82,7 +81,7 @@ class InternalTopic:
         plog = self.logs.get_log(self.name, partition)
         if plog is None:
             raise CoordinatorAppendError(
-                "UNKNOWN_TOPIC_OR_PARTITION", f"{self.name}-{partition} does not exist"
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name}-{partition} does not exist"
             )
         return plog
 
@@ -100,9 +99,9 @@ class InternalTopic:
         try:
             info = plog.append_from_coordinator(batch)
         except InvalidRecordError as e:
-            raise CoordinatorAppendError(e.error_name, str(e)) from e
+            raise CoordinatorAppendError(e.error, str(e)) from e
         except OSError as e:
-            raise CoordinatorAppendError("KAFKA_STORAGE_ERROR", f"{self.name}-{partition}: {e}") from e
+            raise CoordinatorAppendError(Errors.KAFKA_STORAGE_ERROR, f"{self.name}-{partition}: {e}") from e
         if self._on_append is not None:
             self._on_append((self.name, partition))
         return info.first_offset

@@ -1,20 +1,27 @@
-"""Kafka error codes, from kio's ``ErrorCode`` (an IntEnum that knows ``retriable``).
+"""Kafka error codes at the protocol edge: kio's ``ErrorCode`` (an IntEnum that knows
+``retriable``) and the translation from the domain's ``eoslog.errors.Errors``.
 
-Storage and coordinators raise domain exceptions carrying the Kafka error *name*
-(``"CORRUPT_MESSAGE"``); only handlers turn names into codes, so nothing below the
-broker imports kio.
+Records, storage and coordinators answer with ``Errors`` members; only handlers (and the
+client) turn them into codes, so nothing below the broker imports kio.
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "error_code"]
+from eoslog.errors import Errors
+
+__all__ = ["ErrorCode", "error_code", "from_code"]
 
 
-def error_code(name: str) -> ErrorCode:
-    """``"MESSAGE_TOO_LARGE"`` → ``ErrorCode.message_too_large``."""
+def error_code(error: Errors) -> ErrorCode:
+    """``Errors.MESSAGE_TOO_LARGE`` → ``ErrorCode.message_too_large``."""
+    return ErrorCode(error.code)
+
+
+def from_code(code: int) -> Errors:
+    """A code from a response → its domain error (UNKNOWN_SERVER_ERROR if unknown)."""
     try:
-        return ErrorCode[name.lower()]
-    except KeyError:
-        return ErrorCode.unknown_server_error
+        return Errors(code)
+    except ValueError:
+        return Errors.UNKNOWN_SERVER_ERROR

@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from eoslog.errors import Errors, KafkaError
 from eoslog.records.compression import CompressionType, compress, decompress
 from eoslog.records.varint import encode_varint
 
@@ -76,12 +77,8 @@ class ControlRecordType(IntEnum):
     COMMIT = 1
 
 
-class InvalidRecordError(ValueError):
-    """A batch that must be refused; ``error_name`` is the Kafka error to answer with."""
-
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
+class InvalidRecordError(KafkaError, ValueError):
+    """A batch that must be refused; ``error`` is the Kafka error to answer with."""
 
 
 class BatchHeader(NamedTuple):
@@ -158,27 +155,27 @@ def iter_batch_headers(
     while pos < end:
         if end - pos < BATCH_HEADER_SIZE:
             raise InvalidRecordError(
-                "CORRUPT_MESSAGE", f"truncated batch header at position {pos}"
+                Errors.CORRUPT_MESSAGE, f"truncated batch header at position {pos}"
             )
         header = read_batch_header(buf, pos)
         if header.magic != MAGIC_V2:
             raise InvalidRecordError(
-                "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+                Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
                 if header.magic in (0, 1)
-                else "CORRUPT_MESSAGE",
+                else Errors.CORRUPT_MESSAGE,
                 f"record batch magic {header.magic} at position {pos}; only magic 2 is supported",
             )
         size = header.size
         if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             raise InvalidRecordError(
-                "CORRUPT_MESSAGE",
+                Errors.CORRUPT_MESSAGE,
                 f"batch at position {pos} claims {size} bytes, {end - pos} available",
             )
         if verify_crc:
             actual = compute_crc(buf, pos, size)
             if actual != header.crc:
                 raise InvalidRecordError(
-                    "CORRUPT_MESSAGE",
+                    Errors.CORRUPT_MESSAGE,
                     f"batch at position {pos} (baseOffset {header.base_offset}) has CRC "
                     f"{header.crc:#010x}, computed {actual:#010x}",
                 )
@@ -206,56 +203,56 @@ def validate_produce_batches(
     if end < BATCH_HEADER_SIZE:
         if end >= 17 and records[16] != MAGIC_V2:
             raise InvalidRecordError(
-                "INVALID_RECORD", f"record batch magic {records[16]}; produce v3+ needs magic 2"
+                Errors.INVALID_RECORD, f"record batch magic {records[16]}; produce v3+ needs magic 2"
             )
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE" if end else "INVALID_RECORD",
+            Errors.CORRUPT_MESSAGE if end else Errors.INVALID_RECORD,
             f"record set of {end} bytes holds no complete record batch",
         )
     h = read_batch_header(records)
     if h.magic != MAGIC_V2:
         raise InvalidRecordError(
-            "INVALID_RECORD", f"record batch magic {h.magic}; produce v3+ needs magic 2"
+            Errors.INVALID_RECORD, f"record batch magic {h.magic}; produce v3+ needs magic 2"
         )
     if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or h.size > end:
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE",
+            Errors.CORRUPT_MESSAGE,
             f"record batch claims {h.batch_length + LOG_OVERHEAD} bytes, {end} were sent",
         )
     if h.size != end:
         raise InvalidRecordError(
-            "INVALID_RECORD",
+            Errors.INVALID_RECORD,
             f"{end - h.size} bytes after the first record batch; a produce request "
             "carries exactly one batch per partition",
         )
     if h.base_offset != 0:
         raise InvalidRecordError(
-            "INVALID_RECORD", f"record batch baseOffset is {h.base_offset}; clients send 0"
+            Errors.INVALID_RECORD, f"record batch baseOffset is {h.base_offset}; clients send 0"
         )
     if h.size > max_message_bytes:
         raise InvalidRecordError(
-            "MESSAGE_TOO_LARGE",
+            Errors.MESSAGE_TOO_LARGE,
             f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}",
         )
     actual = compute_crc(records, 0, h.size)
     if actual != h.crc:
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE", f"record batch CRC is {h.crc:#010x}, computed {actual:#010x}"
+            Errors.CORRUPT_MESSAGE, f"record batch CRC is {h.crc:#010x}, computed {actual:#010x}"
         )
     if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
         raise InvalidRecordError(
-            "INVALID_RECORD",
+            Errors.INVALID_RECORD,
             f"batch has {h.records_count} records but lastOffsetDelta {h.last_offset_delta}",
         )
     if h.is_control:
-        raise InvalidRecordError("INVALID_RECORD", "clients may not produce control batches")
+        raise InvalidRecordError(Errors.INVALID_RECORD, "clients may not produce control batches")
     if h.producer_id >= 0 and h.base_sequence < 0:
         raise InvalidRecordError(
-            "INVALID_RECORD", f"producer id {h.producer_id} sent a batch without a base sequence"
+            Errors.INVALID_RECORD, f"producer id {h.producer_id} sent a batch without a base sequence"
         )
     if (h.attributes & COMPRESSION_MASK) > CompressionType.ZSTD:
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE", f"unknown compression codec {h.attributes & COMPRESSION_MASK}"
+            Errors.CORRUPT_MESSAGE, f"unknown compression codec {h.attributes & COMPRESSION_MASK}"
         )
     return [(0, h)]
 
@@ -328,7 +325,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     raw = 0
     while True:
         if pos >= len(buf):
-            raise InvalidRecordError("CORRUPT_MESSAGE", "truncated varint")
+            raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "truncated varint")
         b = buf[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
@@ -336,7 +333,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             break
         shift += 7
         if shift > 63:
-            raise InvalidRecordError("CORRUPT_MESSAGE", "varint too long")
+            raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "varint too long")
     return (raw >> 1) ^ -(raw & 1), pos
 
 
@@ -349,7 +346,7 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     if length < 0:
         return None, pos
     if pos + length > len(buf):
-        raise InvalidRecordError("CORRUPT_MESSAGE", "record field runs past the batch")
+        raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "record field runs past the batch")
     return bytes(buf[pos : pos + length]), pos + length
 
 
@@ -370,11 +367,11 @@ def decode_record_fields(
     h = read_batch_header(batch, start)
     if len(batch) - start < h.size:
         raise InvalidRecordError(
-            "CORRUPT_MESSAGE", f"batch claims {h.size} bytes, {len(batch) - start} available"
+            Errors.CORRUPT_MESSAGE, f"batch claims {h.size} bytes, {len(batch) - start} available"
         )
     codec = h.attributes & COMPRESSION_MASK
     if codec > CompressionType.ZSTD:
-        raise InvalidRecordError("CORRUPT_MESSAGE", f"unknown compression codec {codec}")
+        raise InvalidRecordError(Errors.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
     if codec == CompressionType.NONE and isinstance(batch, bytes):
         body, pos, size = batch, start + BATCH_HEADER_SIZE, start + h.size
     else:
@@ -382,7 +379,7 @@ def decode_record_fields(
             body = decompress(CompressionType(codec), bytes(batch[start + BATCH_HEADER_SIZE : start + h.size]))
         except Exception as e:  # each codec library raises its own error type
             raise InvalidRecordError(
-                "CORRUPT_MESSAGE", f"cannot decompress {CompressionType(codec).name} batch: {e}"
+                Errors.CORRUPT_MESSAGE, f"cannot decompress {CompressionType(codec).name} batch: {e}"
             ) from e
         pos, size = 0, len(body)
     records: list[RecordFields] = []
@@ -402,7 +399,7 @@ def decode_record_fields(
                 length, pos = read(body, pos)
             end = pos + length
             if length < 0 or end > size:
-                raise InvalidRecordError("CORRUPT_MESSAGE", f"record length {length} out of bounds")
+                raise InvalidRecordError(Errors.CORRUPT_MESSAGE, f"record length {length} out of bounds")
             pos += 1  # record attributes, unused
             b = body[pos]
             if b < 0x80:
@@ -456,10 +453,10 @@ def decode_record_fields(
                     found.append(((hk or b"").decode("utf-8", "replace"), hv))
                 headers = tuple(found)
             if pos != end:
-                raise InvalidRecordError("CORRUPT_MESSAGE", "record length does not match its fields")
+                raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "record length does not match its fields")
             append((base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
     except IndexError:
-        raise InvalidRecordError("CORRUPT_MESSAGE", "record runs past the batch") from None
+        raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "record runs past the batch") from None
     return h, records
 
 
@@ -567,7 +564,7 @@ def build_control_batch(
 def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
     """Return (marker type, coordinator epoch) of a control record."""
     if record.key is None or len(record.key) < 4:
-        raise InvalidRecordError("CORRUPT_MESSAGE", "control record without a valid key")
+        raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "control record without a valid key")
     _, kind = struct.unpack_from(">hh", record.key)
     epoch = -1
     if record.value is not None and len(record.value) >= 6:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eoslog.config import TopicConfig
+from eoslog.errors import Errors
 from eoslog.records.batch import (
     BatchHeader,
     ControlRecordType,
@@ -237,7 +238,7 @@ class PartitionLog:
     def append_as_leader(self, records: bytes) -> AppendInfo:
         """Validate a producer's record set, assign offsets and append it.
 
-        Raises InvalidRecordError (with the Kafka error name) without writing anything
+        Raises InvalidRecordError (carrying the Kafka error) without writing anything
         if any batch is invalid.
         """
         batches = validate_produce_batches(records, self.config.max_message_bytes)
@@ -247,13 +248,13 @@ class PartitionLog:
             for pos, h in batches:
                 if any(r.key is None for r in decode_records(memoryview(records)[pos : pos + h.size])):
                     raise InvalidRecordError(
-                        "INVALID_RECORD",
+                        Errors.INVALID_RECORD,
                         f"compacted topic {self.topic} requires a key on every record",
                     )
         if len(records) > self.config.segment_bytes:
             # Checked after the batch itself, as in Kafka's UnifiedLog.append.
             raise InvalidRecordError(
-                "RECORD_LIST_TOO_LARGE",
+                Errors.RECORD_LIST_TOO_LARGE,
                 f"record set of {len(records)} bytes exceeds segment.bytes="
                 f"{self.config.segment_bytes} of {self.topic}-{self.partition}",
             )
@@ -275,16 +276,16 @@ class PartitionLog:
         no sequence validation applies (Kafka's AppendOrigin.COORDINATOR)."""
         batches = list(iter_batch_headers(records))
         if not batches:
-            raise InvalidRecordError("INVALID_RECORD", "coordinator append without a batch")
+            raise InvalidRecordError(Errors.INVALID_RECORD, "coordinator append without a batch")
         for _, h in batches:
             if h.size > self.config.max_message_bytes:
                 raise InvalidRecordError(
-                    "MESSAGE_TOO_LARGE",
+                    Errors.MESSAGE_TOO_LARGE,
                     f"batch of {h.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
                 )
         if len(records) > self.config.segment_bytes:
             raise InvalidRecordError(
-                "RECORD_LIST_TOO_LARGE",
+                Errors.RECORD_LIST_TOO_LARGE,
                 f"record set of {len(records)} bytes exceeds segment.bytes={self.config.segment_bytes}",
             )
         producers = self.producer_state.prepare()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from eoslog.config import TopicConfig
+from eoslog.errors import Errors, KafkaError
 from eoslog.storage.fileio import atomic_write
 from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
 
@@ -51,24 +52,20 @@ class LogDirLockedError(OSError):
     """The log directory is held by another broker."""
 
 
-class TopicError(Exception):
-    """A topic operation refused; ``error_name`` is the Kafka error code name."""
-
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
+class TopicError(KafkaError):
+    """A topic operation refused; ``error`` is the Kafka error."""
 
 
 def validate_topic_name(name: str) -> None:
     if not name:
-        raise TopicError("INVALID_TOPIC_EXCEPTION", "topic name is empty")
+        raise TopicError(Errors.INVALID_TOPIC_EXCEPTION, "topic name is empty")
     if name in (".", ".."):
-        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name cannot be {name!r}")
+        raise TopicError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
     if len(name) > MAX_TOPIC_NAME:
-        raise TopicError("INVALID_TOPIC_EXCEPTION", f"topic name longer than {MAX_TOPIC_NAME} characters")
+        raise TopicError(Errors.INVALID_TOPIC_EXCEPTION, f"topic name longer than {MAX_TOPIC_NAME} characters")
     if not _LEGAL_TOPIC.match(name):
         raise TopicError(
-            "INVALID_TOPIC_EXCEPTION",
+            Errors.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'",
         )
 
@@ -241,13 +238,13 @@ class LogManager:
     ) -> TopicInfo:
         validate_topic_name(name)
         if name in self.topics:
-            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+            raise TopicError(Errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if num_partitions < 1:
-            raise TopicError("INVALID_PARTITIONS", f"number of partitions must be >= 1, got {num_partitions}")
+            raise TopicError(Errors.INVALID_PARTITIONS, f"number of partitions must be >= 1, got {num_partitions}")
         try:
             config = TopicConfig(self.topic_defaults, overrides or {})
         except ValueError as e:
-            raise TopicError("INVALID_CONFIG", str(e)) from None
+            raise TopicError(Errors.INVALID_CONFIG, str(e)) from None
         info = TopicInfo(name, uuid.uuid4(), num_partitions, config, internal)
         if validate_only:
             return info
@@ -269,7 +266,7 @@ class LogManager:
     def delete_topic(self, name: str) -> None:
         info = self.topics.pop(name, None)
         if info is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+            raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._save_topics()  # the delete is decided once the metadata no longer names it
         for p in range(info.num_partitions):
             lg = self.logs.pop((name, p))
@@ -283,10 +280,10 @@ class LogManager:
     def create_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         info = self.topics.get(name)
         if info is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+            raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         if total <= info.num_partitions:
             raise TopicError(
-                "INVALID_PARTITIONS",
+                Errors.INVALID_PARTITIONS,
                 f"topic {name!r} has {info.num_partitions} partitions; the new count "
                 f"{total} must be larger",
             )
@@ -307,20 +304,20 @@ class LogManager:
         info = self.topics.get(topic)
         plog = self.logs.get((topic, partition))
         if info is None or plog is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+            raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         if info.internal:
-            raise TopicError("INVALID_TOPIC_EXCEPTION", f"Cannot delete records of internal topic {topic}")
+            raise TopicError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}")
         tp = f"{topic}-{partition}"
         if not info.config.delete:
-            raise TopicError("POLICY_VIOLATION",
+            raise TopicError(Errors.POLICY_VIOLATION,
                              f"Records of partition {tp} can not be deleted due to the configured policy")
         target = plog.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0:
-            raise TopicError("OFFSET_OUT_OF_RANGE", f"The offset {target} for partition {tp} is not valid")
+            raise TopicError(Errors.OFFSET_OUT_OF_RANGE, f"The offset {target} for partition {tp} is not valid")
         try:
             advanced = plog.advance_log_start_offset(target)
         except OffsetOutOfRange as e:
-            raise TopicError("OFFSET_OUT_OF_RANGE", str(e)) from None
+            raise TopicError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if advanced:
             self.checkpoint()
             plog.delete_segments_below_log_start()

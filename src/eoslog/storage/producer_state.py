@@ -33,6 +33,7 @@ from pathlib import Path
 
 import crc32c
 
+from eoslog.errors import Errors, KafkaError
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from eoslog.storage.fileio import atomic_write
 
@@ -48,12 +49,8 @@ _SNAP_ENTRY = struct.Struct(">qhiqqb")  # pid, epoch, coordinator epoch, txn fir
 _SNAP_BATCH = struct.Struct(">iiqiq")  # first seq, last seq, last offset, offset delta, timestamp
 
 
-class ProducerStateError(Exception):
-    """A batch refused by the sequence/epoch rules; ``error_name`` is the Kafka error."""
-
-    def __init__(self, error_name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = error_name
+class ProducerStateError(KafkaError):
+    """A batch refused by the sequence/epoch rules; ``error`` is the Kafka error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +141,7 @@ class ProducerAppendInfo:
         _, entry = self._entry(h.producer_id)
         if h.producer_epoch < entry.producer_epoch:
             raise ProducerStateError(
-                "INVALID_PRODUCER_EPOCH",
+                Errors.INVALID_PRODUCER_EPOCH,
                 f"epoch of producer {h.producer_id} at offset {offset} in {self._manager.partition_name} "
                 f"is {h.producer_epoch}, smaller than the last seen epoch {entry.producer_epoch}",
             )
@@ -157,7 +154,7 @@ class ProducerAppendInfo:
         where = f"producer {pid} at offset {offset} in {self._manager.partition_name}"
         if not h.is_transactional and entry.current_txn_first_offset >= 0:
             raise ProducerStateError(
-                "INVALID_TXN_STATE",
+                Errors.INVALID_TXN_STATE,
                 f"expected a transactional write from {where}: its transaction that began at "
                 f"offset {entry.current_txn_first_offset} is still open",
             )
@@ -167,25 +164,25 @@ class ProducerAppendInfo:
             if first_seq != 0:
                 if entry.producer_epoch != NO_PRODUCER_EPOCH:
                     raise ProducerStateError(
-                        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
                         f"invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
                         f"{first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)",
                     )
                 raise ProducerStateError(
-                    "UNKNOWN_PRODUCER_ID",
+                    Errors.UNKNOWN_PRODUCER_ID,
                     f"found no record of {where} with sequence {first_seq}; its last batch may "
                     "have been removed by retention or its state expired",
                 )
         elif entry.last_seq == NO_SEQUENCE:
             if first_seq != 0:
                 raise ProducerStateError(
-                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"out of order sequence number for {where}: found {first_seq} (incoming seq. "
                     "number), but expected 0",
                 )
         elif not in_sequence(entry.last_seq, first_seq):
             raise ProducerStateError(
-                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"out of order sequence number for {where}: {first_seq} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)",
             )
@@ -215,13 +212,13 @@ class ProducerAppendInfo:
         where = f"producer {producer_id} at offset {offset} in {self._manager.partition_name}"
         if producer_epoch < entry.producer_epoch:
             raise ProducerStateError(
-                "INVALID_PRODUCER_EPOCH",
+                Errors.INVALID_PRODUCER_EPOCH,
                 f"transaction marker for {where} has epoch {producer_epoch}, smaller than the "
                 f"last seen epoch {entry.producer_epoch}",
             )
         if coordinator_epoch < entry.coordinator_epoch:
             raise ProducerStateError(
-                "TRANSACTION_COORDINATOR_FENCED",
+                Errors.TRANSACTION_COORDINATOR_FENCED,
                 f"transaction marker for {where} comes from coordinator epoch {coordinator_epoch}, "
                 f"older than the last seen {entry.coordinator_epoch}",
             )

@@ -24,7 +24,7 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tup
     try:
         return ErrorCode.none, ctx.state.logs.delete_records(topic, partition, offset)
     except TopicError as e:
-        return error_code(e.error_name), NO_LOW_WATERMARK
+        return error_code(e.error), NO_LOW_WATERMARK
     except OSError:
         return ErrorCode.kafka_storage_error, NO_LOW_WATERMARK
 

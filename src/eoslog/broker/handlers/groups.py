@@ -1,7 +1,7 @@
 """Group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
 SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
 
-Requests become ``GroupCoordinator`` calls; results (Kafka error names) become responses.
+Requests become ``GroupCoordinator`` calls; results (``Errors`` members) become responses.
 JoinGroup and SyncGroup wait on a future that the coordinator resolves when the
 rebalance gets there, which holds this connection's later requests back, as a Kafka
 broker does. Versions are those kio has and clients send: JoinGroup v0-v9 (v4+ with the
@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.coordinator.group import (
-    NONE,
     GroupCoordinator,
     GroupState,
     JoinRequest,
@@ -29,6 +28,7 @@ from eoslog.coordinator.group import (
     SyncRequest,
     SyncResult,
 )
+from eoslog.errors import Errors
 from eoslog.protocol.errors import ErrorCode, error_code
 
 T = TypeVar("T")
@@ -40,9 +40,9 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_GROUP_TYPE = "classic"
 
-# key type → lookup(ctx, key) returning NONE when this node coordinates the key, or the
-# error name to answer with.
-CoordinatorLookup = Callable[[RequestContext, str], str]
+# key type → lookup(ctx, key) returning Errors.NONE when this node coordinates the key, or the
+# error to answer with.
+CoordinatorLookup = Callable[[RequestContext, str], Errors]
 COORDINATOR_KEY_TYPES: dict[int, CoordinatorLookup] = {}
 
 
@@ -81,9 +81,9 @@ async def wait_for(register: Callable[[Callable[[T], None]], None]) -> T:
 # -- FindCoordinator ------------------------------------------------------------------------
 
 
-def _group_lookup(ctx: RequestContext, key: str) -> str:
+def _group_lookup(ctx: RequestContext, key: str) -> Errors:
     group_coordinator(ctx).ensure_offsets_topic()
-    return NONE
+    return Errors.NONE
 
 
 register_coordinator_key_type(GROUP_KEY_TYPE, _group_lookup)
@@ -97,7 +97,7 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str 
     if lookup is None:
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
     error = lookup(ctx, key)
-    return error_code(error), None if error == NONE else error
+    return error_code(error), None if error == Errors.NONE else error.name
 
 
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
@@ -166,7 +166,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     protocol_name = getattr(request, "protocol_name", None)
     result: SyncResult
     if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
-        result = SyncResult("INCONSISTENT_GROUP_PROTOCOL")  # mandatory from v5
+        result = SyncResult(Errors.INCONSISTENT_GROUP_PROTOCOL)  # mandatory from v5
     else:
         sync = SyncRequest(
             group_id=request.group_id, member_id=request.member_id,
@@ -204,7 +204,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     error, member_errors = group_coordinator(ctx).leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         # One member, one error code: the group's, else the member's.
-        if error == NONE and member_errors:
+        if error == Errors.NONE and member_errors:
             error = member_errors[0]
         return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
     members = tuple(
@@ -234,7 +234,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
         )
         groups.append(build(
             module.DescribedGroup, error_code=error_code(error), group_id=group_id,
-            group_state=summary.state.value if error == NONE else "",
+            group_state=summary.state.value if error == Errors.NONE else "",
             protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
             authorized_operations=ALL_GROUP_OPERATIONS if include_ops else NO_AUTHORIZED_OPERATIONS,
         ))

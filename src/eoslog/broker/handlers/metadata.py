@@ -79,7 +79,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 try:
                     info = logs.create_topic(name, int(config["num.partitions"]))
                 except TopicError as e:
-                    topics.append(_error_entry(module, name, error_code(e.error_name)))
+                    topics.append(_error_entry(module, name, error_code(e.error)))
                     continue
             if info is None:
                 topics.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))

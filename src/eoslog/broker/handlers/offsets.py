@@ -15,7 +15,8 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.broker.handlers.groups import group_coordinator, to_ms
-from eoslog.coordinator.group import NONE, FetchedOffset, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
+from eoslog.errors import Errors
 from eoslog.protocol.errors import error_code
 
 INVALID_OFFSET = -1
@@ -24,12 +25,12 @@ NO_RETENTION = -1
 
 def requested_partitions(
     ctx: RequestContext, request: Any
-) -> tuple[list[tuple[TopicPartition, Any]], dict[TopicPartition, str]]:
+) -> tuple[list[tuple[TopicPartition, Any]], dict[TopicPartition, Errors]]:
     """Each requested partition with its request entry, in request order, and
     UNKNOWN_TOPIC_OR_PARTITION for those that do not exist (OffsetCommit, OffsetDelete,
     TxnOffsetCommit)."""
     parts = [(TopicPartition(t.name, int(p.partition_index)), p) for t in request.topics for p in t.partitions]
-    errors = {tp: "UNKNOWN_TOPIC_OR_PARTITION" for tp, _ in parts
+    errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp, _ in parts
               if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
     return parts, errors
 
@@ -83,12 +84,12 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 def _fetch_group(
     ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
-) -> tuple[str, list[FetchedOffset]]:
+) -> tuple[Errors, list[FetchedOffset]]:
     tps = None if topics is None else [
         TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes
     ]
     error, fetched = group_coordinator(ctx).fetch_offsets(group_id, tps, require_stable)
-    if error != NONE and tps is not None:
+    if error != Errors.NONE and tps is not None:
         fetched = [FetchedOffset(tp, None, error) for tp in tps]
     return error, fetched
 
@@ -122,8 +123,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version < 8:
         error, fetched = _fetch_group(ctx, request.group_id, request.topics, require_stable)
         if ctx.api_version < 2:
-            error = NONE  # v1 reports group errors per partition only
-        elif error != NONE:
+            error = Errors.NONE  # v1 reports group errors per partition only
+        elif error != Errors.NONE:
             fetched = []  # v2+: the group error alone, as Kafka answers
         return build(
             module.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
@@ -134,7 +135,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
         error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable)
         groups.append(build(
             module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(error),
-            topics=() if error != NONE else _response_topics(module, fetched, batched=True),
+            topics=() if error != Errors.NONE else _response_topics(module, fetched, batched=True),
         ))
     return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
@@ -148,7 +149,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     order = [tp for tp, _ in parts]
     wanted = [tp for tp in order if tp not in errors]
     error, results = group_coordinator(ctx).delete_offsets(request.group_id, wanted)
-    if error != NONE:
+    if error != Errors.NONE:
         return build(module.OffsetDeleteResponse, error_code=error_code(error),
                      throttle_time=NO_THROTTLE, topics=())
     errors.update(results)
@@ -160,9 +161,9 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
                 for p, e in parts
             ),
         )
-        for name, parts in _by_topic((tp, errors.get(tp, NONE)) for tp in order).items()
+        for name, parts in _by_topic((tp, errors.get(tp, Errors.NONE)) for tp in order).items()
     )
-    return build(module.OffsetDeleteResponse, error_code=error_code(NONE), throttle_time=NO_THROTTLE,
+    return build(module.OffsetDeleteResponse, error_code=error_code(Errors.NONE), throttle_time=NO_THROTTLE,
                  topics=topics)
 
 

@@ -90,7 +90,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                 # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to
                 # tell retention (retry after an epoch bump) from data loss.
                 partitions.append(_partition_response(
-                    module, index, error_code(e.error_name), message=str(e),
+                    module, index, error_code(e.error), message=str(e),
                     log_start_offset=plog.log_start_offset,
                 ))
                 continue

@@ -153,7 +153,7 @@ def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
     try:
         validate_topic_name(name)
     except TopicError as e:
-        return Refusal(error_code(e.error_name), str(e))
+        return Refusal(error_code(e.error), str(e))
     if name in logs.topics:
         return Refusal(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     if "." in name or "_" in name:
@@ -179,7 +179,7 @@ def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool) -> Refusa
             internal=plan.name in INTERNAL_TOPICS, validate_only=validate_only,
         )
     except TopicError as e:
-        return Refusal(error_code(e.error_name), str(e))
+        return Refusal(error_code(e.error), str(e))
     except OSError as e:
         return Refusal(ErrorCode.kafka_storage_error, f"cannot create topic {plan.name}: {e}")
 
@@ -247,7 +247,7 @@ def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> DeleteOutcom
     try:
         logs.delete_topic(name)
     except TopicError as e:
-        return DeleteOutcome(name, topic_id, error_code(e.error_name), str(e))
+        return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
     except OSError as e:
         return DeleteOutcome(name, topic_id, ErrorCode.kafka_storage_error, f"cannot delete topic {name}: {e}")
     # Fetches parked on the topic answer UNKNOWN_TOPIC_OR_PARTITION now, not at max_wait.
@@ -347,7 +347,7 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> Refusal | Non
     try:
         logs.create_partitions(topic.name, count, validate_only=validate_only)
     except TopicError as e:
-        return Refusal(error_code(e.error_name), str(e))
+        return Refusal(error_code(e.error), str(e))
     except OSError as e:
         return Refusal(ErrorCode.kafka_storage_error, f"cannot create partitions of {topic.name}: {e}")
     return None

@@ -3,7 +3,7 @@ AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
 DescribeProducers (61), DescribeTransactions (65), ListTransactions (66); FindCoordinator's
 TRANSACTION key type; and the KIP-890 check of transactional Produce.
 
-Requests become ``TransactionCoordinator`` calls; results (Kafka error names) become codes,
+Requests become ``TransactionCoordinator`` calls; results (``Errors`` members) become codes,
 translated for the versions that predate them as Kafka's KafkaApis does: PRODUCER_FENCED
 is INVALID_PRODUCER_EPOCH below InitProducerId v4 and AddPartitionsToTxn/AddOffsetsToTxn/
 EndTxn v2; TRANSACTION_ABORTABLE is INVALID_TXN_STATE where the version predates it.
@@ -34,11 +34,12 @@ from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_ty
 from eoslog.broker.handlers.groups import TRANSACTION_KEY_TYPE, register_coordinator_key_type, to_ms
 from eoslog.broker.handlers.offsets import committed_offset, requested_partitions
 from eoslog.broker.security import Principal
-from eoslog.coordinator.group import NONE, TopicPartition
+from eoslog.coordinator.group import TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction, TransactionCoordinator, TxnMarker
-from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.errors import Errors
+from eoslog.protocol.errors import ErrorCode, error_code, from_code
 from eoslog.protocol.messages import request_types
 from eoslog.records import BATCH_HEADER_SIZE, InvalidRecordError, read_batch_header
 from eoslog.storage import PartitionLog
@@ -59,18 +60,18 @@ def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
     return coordinator
 
 
-def _fenced(name: str, version: int, first_version: int) -> str:
+def _fenced(name: Errors, version: int, first_version: int) -> Errors:
     """PRODUCER_FENCED is new in ``first_version``; older clients know INVALID_PRODUCER_EPOCH."""
-    return "INVALID_PRODUCER_EPOCH" if name == "PRODUCER_FENCED" and version < first_version else name
+    return Errors.INVALID_PRODUCER_EPOCH if name == Errors.PRODUCER_FENCED and version < first_version else name
 
 
-def _abortable(name: str, version: int, first_version: int) -> str:
-    return "INVALID_TXN_STATE" if name == "TRANSACTION_ABORTABLE" and version < first_version else name
+def _abortable(name: Errors, version: int, first_version: int) -> Errors:
+    return Errors.INVALID_TXN_STATE if name == Errors.TRANSACTION_ABORTABLE and version < first_version else name
 
 
-def _lookup(ctx: RequestContext, key: str) -> str:
+def _lookup(ctx: RequestContext, key: str) -> Errors:
     txn_coordinator(ctx).ensure_state_topic()
-    return NONE
+    return Errors.NONE
 
 
 register_coordinator_key_type(TRANSACTION_KEY_TYPE, _lookup)
@@ -81,7 +82,7 @@ register_coordinator_key_type(TRANSACTION_KEY_TYPE, _lookup)
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    producer_id, epoch, error = -1, -1, NONE
+    producer_id, epoch, error = -1, -1, Errors.NONE
     ongoing = (-1, -1)
     expected_pid = int(getattr(request, "producer_id", -1))
     expected_epoch = int(getattr(request, "producer_epoch", -1))
@@ -89,11 +90,11 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         try:
             producer_id, epoch = ctx.state.producer_ids.generate_producer_id(), 0
         except ProducerIdsExhausted:
-            error = "UNKNOWN_SERVER_ERROR"
+            error = Errors.UNKNOWN_SERVER_ERROR
         except ProducerIdsUnavailable:
-            error = "COORDINATOR_LOAD_IN_PROGRESS"  # retriable: the next block is on its way
+            error = Errors.COORDINATOR_LOAD_IN_PROGRESS  # retriable: the next block is on its way
     elif (expected_pid == -1) != (expected_epoch == -1):
-        error = "INVALID_REQUEST"  # KIP-360: both or neither
+        error = Errors.INVALID_REQUEST  # KIP-360: both or neither
     else:
         result = txn_coordinator(ctx).init_producer_id(
             request.transactional_id, to_ms(request.transaction_timeout),
@@ -114,12 +115,13 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
 # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
 
 
-def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, str]:
+def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
     """Kafka's rules: unknown partitions fail, and then nothing else is attempted."""
     tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
     unknown = {tp for tp in tps if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
     if unknown:
-        return {tp: "UNKNOWN_TOPIC_OR_PARTITION" if tp in unknown else "OPERATION_NOT_ATTEMPTED" for tp in tps}
+        return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+                for tp in tps}
     coordinator = txn_coordinator(ctx)
     if verify_only:
         return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
@@ -127,7 +129,7 @@ def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) ->
     return dict.fromkeys(tps, error)
 
 
-def _topic_results(module: Any, results: dict[TopicPartition, str], version: int) -> tuple[Any, ...]:
+def _topic_results(module: Any, results: dict[TopicPartition, Errors], version: int) -> tuple[Any, ...]:
     by_topic: dict[str, list[Any]] = {}
     for tp, error in results.items():
         name = _abortable(_fenced(error, version, 2), version, 5)
@@ -188,27 +190,27 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
                  error_code=error_code(_fenced(error, ctx.api_version, 2)))
 
 
-def _write_marker(ctx: RequestContext, marker: Any, topic: str, partition: int) -> str:
+def _write_marker(ctx: RequestContext, marker: Any, topic: str, partition: int) -> Errors:
     plog = ctx.state.logs.get_log(topic, partition)
     if plog is None:
-        return "UNKNOWN_TOPIC_OR_PARTITION"
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
     commit = bool(marker.transaction_result)
     try:
         plog.append_marker(int(marker.producer_id), int(marker.producer_epoch),
                            int(marker.coordinator_epoch), commit)
     except (ProducerStateError, InvalidRecordError) as e:
         log.warning("marker for %s-%d refused: %s", topic, partition, e)
-        return e.error_name
+        return e.error
     except OSError as e:
         log.error("marker for %s-%d not written: %s", topic, partition, e)
-        return "KAFKA_STORAGE_ERROR"
+        return Errors.KAFKA_STORAGE_ERROR
     ctx.state.purgatory.notify((topic, partition))  # the last stable offset moved
     groups = ctx.state.group_coordinator
     if topic == OFFSETS_TOPIC and groups is not None:
         # Offsets the transaction committed become visible (or are dropped), as Kafka's
         # handleWriteTxnMarkers tells its group coordinator.
         groups.complete_transaction(partition, int(marker.producer_id), commit)
-    return NONE
+    return Errors.NONE
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
@@ -233,7 +235,7 @@ class LocalMarkerSender:
     def __init__(self, state: Any) -> None:
         self.state = state
 
-    async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+    async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         if node_id != self.state.node_id:
             raise RuntimeError(f"no inter-broker channel to node {node_id}")
         m = request_types(WRITE_TXN_MARKERS, MARKERS_VERSION)
@@ -252,7 +254,7 @@ class LocalMarkerSender:
                              "local", self.state)
         response = await handle_write_txn_markers(ctx, request)
         return [
-            {TopicPartition(t.name, int(p.partition_index)): ErrorCode(p.error_code).name.upper()
+            {TopicPartition(t.name, int(p.partition_index)): from_code(p.error_code)
              for t in result.topics for p in t.partitions}
             for result in response.markers
         ]
@@ -268,17 +270,17 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 # -- TxnOffsetCommit ------------------------------------------------------------------------------
 
 
-def _verify_offsets_partition(ctx: RequestContext, request: Any) -> str:
+def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
     """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890)."""
     groups = ctx.state.group_coordinator
     if groups is None:
-        return NONE
+        return Errors.NONE
     error = txn_coordinator(ctx).verify_partition(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch),
         OFFSETS_TOPIC, groups.partition_for(request.group_id),
     )
     # As Kafka's AddPartitionsToTxnManager and maybeConvertOffsetCommitError.
-    return _abortable("INVALID_PRODUCER_EPOCH" if error == "PRODUCER_FENCED" else error, ctx.api_version, 4)
+    return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
 
 
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
@@ -290,7 +292,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.state.group_coordinator
     if offsets and groups is not None:
         error = _verify_offsets_partition(ctx, request)
-        if error != NONE:
+        if error != Errors.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
             errors.update(groups.commit_transactional_offsets(
@@ -301,7 +303,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     topics = tuple(
         build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
             build(module.TxnOffsetCommitResponsePartition, partition_index=p,
-                  error_code=error_code(errors.get(TopicPartition(name, p), "COORDINATOR_NOT_AVAILABLE")))
+                  error_code=error_code(errors.get(TopicPartition(name, p), Errors.COORDINATOR_NOT_AVAILABLE)))
             for p in parts
         ))
         for name, parts in _by_topic(order).items()
@@ -314,8 +316,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
 # Verification errors an old producer would not retry: retried as NOT_ENOUGH_REPLICAS, which
 # needs no metadata refresh (Kafka's ReplicaManager does the same).
 _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
-    "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
-    "NOT_COORDINATOR", "NETWORK_EXCEPTION",
+    Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR, Errors.NETWORK_EXCEPTION,
 })
 
 
@@ -342,15 +344,15 @@ def verify_transactional_produce(
         return None
     error = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
                                          plog.topic, plog.partition)
-    if error == NONE:
+    if error == Errors.NONE:
         return None
     if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
         return ErrorCode.not_enough_replicas, (
             f"Unable to verify the partition has been added to the transaction. Underlying error: {error}"
         )
-    if error in ("TRANSACTION_ABORTABLE", "INVALID_TXN_STATE"):
+    if error in (Errors.TRANSACTION_ABORTABLE, Errors.INVALID_TXN_STATE):
         return ErrorCode.invalid_txn_state, "Partition was not added to the transaction"
-    return error_code("INVALID_PRODUCER_EPOCH" if error == "PRODUCER_FENCED" else error), error
+    return error_code(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error), error.name
 
 
 # -- DescribeProducers / DescribeTransactions / ListTransactions --------------------------------------
@@ -394,7 +396,7 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     states = []
     for txn_id in request.transactional_ids:
         d = txn_coordinator(ctx).describe(txn_id)
-        if d.error != NONE:  # Kafka leaves the fields at their schema defaults: zeros
+        if d.error != Errors.NONE:  # Kafka leaves the fields at their schema defaults: zeros
             d = DescribedTransaction(d.error, txn_id, start_ms=0, producer_id=0, producer_epoch=0)
         states.append(build(
             module.TransactionState, error_code=error_code(d.error), transactional_id=txn_id,

@@ -7,14 +7,13 @@ the wire protocol: handlers translate requests into these calls.
 """
 
 from eoslog.coordinator.group.coordinator import FetchedOffset, GroupConfig, GroupCoordinator, ListedGroup
-from eoslog.coordinator.group.member import NONE, JoinedMember, JoinResult, SyncResult
+from eoslog.coordinator.group.member import JoinedMember, JoinResult, SyncResult
 from eoslog.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, OffsetsTopicConfig
 from eoslog.coordinator.group.rebalance import JoinRequest, SyncRequest
 from eoslog.coordinator.group.state import GroupState
 
 __all__ = [
-    "NONE",
     "OFFSETS_TOPIC",
     "FetchedOffset",
     "GroupConfig",

@@ -10,8 +10,8 @@ Jobs (Kafka's ``GroupCoordinator`` + ``GroupMetadataManager``):
   ``complete_transaction`` are the transaction coordinator's entry points);
 - describe, list and delete groups.
 
-Everything runs on the broker's event loop; there are no locks. Results are Kafka error
-*names* (``"NONE"``, ``"NOT_COORDINATOR"``, ...); handlers map them to codes. Appends to
+Everything runs on the broker's event loop; there are no locks. Results are Kafka's
+errors (``Errors.NONE``, ``Errors.NOT_COORDINATOR``, ...); handlers map them to codes. Appends to
 ``__consumer_offsets`` are synchronous, so a commit is durable (in the OS) when the
 call returns — what Kafka's acks=all gives a single-replica log.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group.group import GroupMetadata, GroupSummary
 from eoslog.coordinator.group.loader import load_partition
-from eoslog.coordinator.group.member import NONE, JoinCallback, JoinResult, SyncCallback, SyncResult
+from eoslog.coordinator.group.member import JoinCallback, JoinResult, SyncCallback, SyncResult
 from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
 from eoslog.coordinator.group.offsets_topic import (
     CoordinatorAppendError,
@@ -55,6 +55,7 @@ from eoslog.coordinator.group.records import (
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.internal_topic import drive_loader
+from eoslog.errors import Errors
 from eoslog.records import CompressionType
 from eoslog.storage import LogManager
 
@@ -62,17 +63,17 @@ log = logging.getLogger(__name__)
 
 # Storage errors → what a client should see (Kafka's GroupMetadataManager mappings).
 _STORE_GROUP_ERRORS = {
-    "UNKNOWN_TOPIC_OR_PARTITION": "COORDINATOR_NOT_AVAILABLE",
-    "NOT_ENOUGH_REPLICAS": "COORDINATOR_NOT_AVAILABLE",
-    "NOT_LEADER_OR_FOLLOWER": "NOT_COORDINATOR",
-    "KAFKA_STORAGE_ERROR": "NOT_COORDINATOR",
-    "MESSAGE_TOO_LARGE": "UNKNOWN_SERVER_ERROR",
-    "RECORD_LIST_TOO_LARGE": "UNKNOWN_SERVER_ERROR",
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
 }
 _STORE_OFFSETS_ERRORS = {
     **_STORE_GROUP_ERRORS,
-    "MESSAGE_TOO_LARGE": "INVALID_COMMIT_OFFSET_SIZE",
-    "RECORD_LIST_TOO_LARGE": "INVALID_COMMIT_OFFSET_SIZE",
+    Errors.MESSAGE_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.INVALID_COMMIT_OFFSET_SIZE,
 }
 
 
@@ -113,7 +114,7 @@ class ListedGroup:
 class FetchedOffset:
     tp: TopicPartition
     offset: OffsetAndMetadata | None
-    error: str = NONE
+    error: Errors = Errors.NONE
 
 
 class GroupCoordinator:
@@ -199,34 +200,34 @@ class GroupCoordinator:
     def is_loading(self) -> bool:
         return bool(self._loading)
 
-    def _status(self, group_id: str, allow_empty_id: bool = False) -> str:
+    def _status(self, group_id: str, allow_empty_id: bool = False) -> Errors:
         """Can this coordinator serve ``group_id`` now? (Kafka's validateGroupStatus)."""
         if not group_id and not allow_empty_id:
-            return "INVALID_GROUP_ID"
+            return Errors.INVALID_GROUP_ID
         if not self._active:
-            return "NOT_COORDINATOR"
+            return Errors.NOT_COORDINATOR
         if not self.topic.exists:
-            return "NOT_COORDINATOR"
+            return Errors.NOT_COORDINATOR
         partition = self.partition_for(group_id)
         if partition in self._loading:
-            return "COORDINATOR_LOAD_IN_PROGRESS"
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._owned:
-            return "NOT_COORDINATOR"
-        return NONE
+            return Errors.NOT_COORDINATOR
+        return Errors.NONE
 
     # -- membership ---------------------------------------------------------------------
 
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
         error = self._status(req.group_id)
-        if error == NONE:
+        if error == Errors.NONE:
             error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
-        if error != NONE:
+        if error != Errors.NONE:
             callback(JoinResult(error, req.member_id))
             return
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id:
-                callback(JoinResult("UNKNOWN_MEMBER_ID", req.member_id))
+                callback(JoinResult(Errors.UNKNOWN_MEMBER_ID, req.member_id))
                 return
             group = self.groups[req.group_id] = GroupMetadata(
                 req.group_id, GroupState.EMPTY, self.scheduler.now_ms()
@@ -235,49 +236,49 @@ class GroupCoordinator:
 
     def sync_group(self, req: SyncRequest, callback: SyncCallback) -> None:
         error = self._status(req.group_id)
-        if error == "COORDINATOR_LOAD_IN_PROGRESS":
+        if error == Errors.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance in progress was lost with the old coordinator: rejoin.
-            error = "REBALANCE_IN_PROGRESS"
-        if error != NONE:
+            error = Errors.REBALANCE_IN_PROGRESS
+        if error != Errors.NONE:
             callback(SyncResult(error))
             return
         group = self.groups.get(req.group_id)
         if group is None:
-            callback(SyncResult("UNKNOWN_MEMBER_ID"))
+            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
             return
         self.rebalancer.sync(group, req, callback)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> str:
+                  generation_id: int) -> Errors:
         error = self._status(group_id)
-        if error == "COORDINATOR_LOAD_IN_PROGRESS":
-            return NONE  # the group is loading: answer blindly, as Kafka does
-        if error != NONE:
+        if error == Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            return Errors.NONE  # the group is loading: answer blindly, as Kafka does
+        if error != Errors.NONE:
             return error
         group = self.groups.get(group_id)
         if group is None:
-            return "UNKNOWN_MEMBER_ID"
+            return Errors.UNKNOWN_MEMBER_ID
         return self.rebalancer.heartbeat(group, member_id, group_instance_id, generation_id)
 
     def leave_group(
         self, group_id: str, members: Iterable[tuple[str, str | None, str | None]]
-    ) -> tuple[str, list[str]]:
+    ) -> tuple[Errors, list[Errors]]:
         """(member id, group instance id, reason) per leaving member →
         (group error, one error per member)."""
         leaving = list(members)
         error = self._status(group_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error, []
         group = self.groups.get(group_id)
         if group is None:
-            return NONE, ["UNKNOWN_MEMBER_ID"] * len(leaving)
+            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(GroupState.DEAD):
-            return "COORDINATOR_NOT_AVAILABLE", []
-        return NONE, [self.rebalancer.leave(group, mid, iid, reason) for mid, iid, reason in leaving]
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        return Errors.NONE, [self.rebalancer.leave(group, mid, iid, reason) for mid, iid, reason in leaving]
 
     # -- persistence --------------------------------------------------------------------------
 
-    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> str:
+    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Errors:
         value = group.to_record(assignment, self.scheduler.now_ms())
         record = (
             encode_group_metadata_key(GroupMetadataKey(group.group_id)),
@@ -287,11 +288,11 @@ class GroupCoordinator:
             self.topic.append(self.partition_for(group.group_id), [record])
         except CoordinatorAppendError as e:
             log.error("failed to store group %s generation %d: %s", group.group_id, group.generation_id, e)
-            return _STORE_GROUP_ERRORS.get(e.error_name, e.error_name)
-        return NONE
+            return _STORE_GROUP_ERRORS.get(e.error, e.error)
+        return Errors.NONE
 
     def _append(self, group_id: str, records: list[KeyValue], *, producer_id: int = -1,
-                producer_epoch: int = -1, transactional: bool = False) -> tuple[str, int]:
+                producer_epoch: int = -1, transactional: bool = False) -> tuple[Errors, int]:
         """Append records of one group's partition → (error, base offset)."""
         try:
             base = self.topic.append(
@@ -300,8 +301,8 @@ class GroupCoordinator:
             )
         except CoordinatorAppendError as e:
             log.error("failed to append to __consumer_offsets for group %s: %s", group_id, e)
-            return _STORE_OFFSETS_ERRORS.get(e.error_name, e.error_name), -1
-        return NONE, base
+            return _STORE_OFFSETS_ERRORS.get(e.error, e.error), -1
+        return Errors.NONE, base
 
     def _tombstones(self, group: GroupMetadata, tps: Iterable[TopicPartition],
                     with_group: bool) -> list[KeyValue]:
@@ -317,33 +318,33 @@ class GroupCoordinator:
     # -- offsets -------------------------------------------------------------------------------
 
     def _validate_offset_commit(self, group: GroupMetadata, member_id: str,
-                                group_instance_id: str | None, generation_id: int) -> str:
+                                group_instance_id: str | None, generation_id: int) -> Errors:
         """Kafka's ClassicGroup.validateOffsetCommit."""
         if group.is_(GroupState.DEAD):
-            return "COORDINATOR_NOT_AVAILABLE"
+            return Errors.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return NONE  # a standalone (assign()) consumer, using Kafka only to store offsets
+            return Errors.NONE  # a standalone (assign()) consumer, using Kafka only to store offsets
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = validate_member(group, member_id, group_instance_id)
-            if error != NONE:
+            if error != Errors.NONE:
                 return error
             if generation_id != group.generation_id:
-                return "ILLEGAL_GENERATION"
+                return Errors.ILLEGAL_GENERATION
         elif not group.is_(GroupState.EMPTY):
-            return "UNKNOWN_MEMBER_ID"
+            return Errors.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            return "REBALANCE_IN_PROGRESS"
-        return NONE
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
 
     def _offset_records(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        errors: dict[TopicPartition, str],
+        errors: dict[TopicPartition, Errors],
     ) -> tuple[list[KeyValue], dict[TopicPartition, OffsetAndMetadata]]:
         records: list[KeyValue] = []
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, value in offsets.items():
             if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                errors[tp] = "OFFSET_METADATA_TOO_LARGE"
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
                 continue
             valid[tp] = value
             records.append((
@@ -358,30 +359,30 @@ class GroupCoordinator:
     def commit_offsets(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
-    ) -> dict[TopicPartition, str]:
-        """OffsetCommit → an error name per partition."""
+    ) -> dict[TopicPartition, Errors]:
+        """OffsetCommit → an error per partition."""
         error = self._status(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
-        if error == NONE and group is None:
+        if error == Errors.NONE and group is None:
             if generation_id < 0:
                 group = self.groups[group_id] = GroupMetadata(
                     group_id, GroupState.EMPTY, self.scheduler.now_ms()
                 )
             else:
-                error = "ILLEGAL_GENERATION"
-        if error == NONE and group is not None:
+                error = Errors.ILLEGAL_GENERATION
+        if error == Errors.NONE and group is not None:
             error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
-        if error != NONE or group is None:
+        if error != Errors.NONE or group is None:
             return dict.fromkeys(offsets, error)
         if member_id in group.members:
             self.rebalancer.schedule_heartbeat(group, group.get(member_id))
-        errors: dict[TopicPartition, str] = {}
+        errors: dict[TopicPartition, Errors] = {}
         records, valid = self._offset_records(group_id, offsets, errors)
         if records:
             error, base = self._append(group_id, records)
             for tp, value in valid.items():
                 errors[tp] = error
-                if error == NONE:
+                if error == Errors.NONE:
                     group.offsets.commit(tp, CommitRecord(base, value))
         return errors
 
@@ -389,35 +390,35 @@ class GroupCoordinator:
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
         group_instance_id: str | None, generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
-    ) -> dict[TopicPartition, str]:
+    ) -> dict[TopicPartition, Errors]:
         """TxnOffsetCommit: the offsets are written inside the producer's transaction and
         stay pending until ``complete_transaction`` sees its marker."""
         error = self._status(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
-        if error == NONE and group is None:
+        if error == Errors.NONE and group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms())
-        if error == NONE and group is not None:
+        if error == Errors.NONE and group is not None:
             # KIP-447: the member and generation are checked only when the producer sent them.
             if group.is_(GroupState.DEAD):
-                error = "COORDINATOR_NOT_AVAILABLE"
+                error = Errors.COORDINATOR_NOT_AVAILABLE
             elif group_instance_id is not None and group.static_member_id(group_instance_id) not in (
                 None, member_id
             ):
-                error = "FENCED_INSTANCE_ID"
+                error = Errors.FENCED_INSTANCE_ID
             elif member_id and not group.has(member_id):
-                error = "UNKNOWN_MEMBER_ID"
+                error = Errors.UNKNOWN_MEMBER_ID
             elif generation_id >= 0 and generation_id != group.generation_id:
-                error = "ILLEGAL_GENERATION"
-        if error != NONE or group is None:
+                error = Errors.ILLEGAL_GENERATION
+        if error != Errors.NONE or group is None:
             return dict.fromkeys(offsets, error)
-        errors: dict[TopicPartition, str] = {}
+        errors: dict[TopicPartition, Errors] = {}
         records, valid = self._offset_records(group_id, offsets, errors)
         if records:
             error, base = self._append(group_id, records, producer_id=producer_id,
                                        producer_epoch=producer_epoch, transactional=True)
             for tp, value in valid.items():
                 errors[tp] = error
-                if error == NONE:
+                if error == Errors.NONE:
                     group.offsets.prepare_txn(producer_id, tp, CommitRecord(base, value))
         return errors
 
@@ -431,50 +432,50 @@ class GroupCoordinator:
 
     def fetch_offsets(
         self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool
-    ) -> tuple[str, list[FetchedOffset]]:
+    ) -> tuple[Errors, list[FetchedOffset]]:
         """OffsetFetch → (group error, offsets); ``tps`` None means every committed offset."""
         error = self._status(group_id, allow_empty_id=True)
-        if error != NONE:
+        if error != Errors.NONE:
             return error, []
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return NONE, [FetchedOffset(tp, None) for tp in tps or []]
+            return Errors.NONE, [FetchedOffset(tp, None) for tp in tps or []]
         wanted = tps if tps is not None else sorted(group.offsets.committed)
         out = []
         for tp in wanted:
             if require_stable and group.offsets.has_pending(tp):
-                out.append(FetchedOffset(tp, None, "UNSTABLE_OFFSET_COMMIT"))
+                out.append(FetchedOffset(tp, None, Errors.UNSTABLE_OFFSET_COMMIT))
             else:
                 out.append(FetchedOffset(tp, group.offsets.get(tp)))
-        return NONE, out
+        return Errors.NONE, out
 
     def delete_offsets(
         self, group_id: str, tps: list[TopicPartition]
-    ) -> tuple[str, dict[TopicPartition, str]]:
+    ) -> tuple[Errors, dict[TopicPartition, Errors]]:
         """OffsetDelete: only for an empty group, or for topics a consumer group no longer
         subscribes to."""
         error = self._status(group_id, allow_empty_id=True)
-        if error != NONE:
+        if error != Errors.NONE:
             return error, {}
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return "GROUP_ID_NOT_FOUND", {}
-        errors: dict[TopicPartition, str] = {}
+            return Errors.GROUP_ID_NOT_FOUND, {}
+        errors: dict[TopicPartition, Errors] = {}
         if group.is_(GroupState.EMPTY):
             eligible = list(tps)
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             eligible = []
             for tp in tps:
                 if group.is_subscribed_to(tp.topic):
-                    errors[tp] = "GROUP_SUBSCRIBED_TO_TOPIC"
+                    errors[tp] = Errors.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     eligible.append(tp)
         else:
-            return "NON_EMPTY_GROUP", {}
+            return Errors.NON_EMPTY_GROUP, {}
         if eligible:
             self._remove_offsets(group, eligible)
-            errors.update(dict.fromkeys(eligible, NONE))
-        return NONE, errors
+            errors.update(dict.fromkeys(eligible, Errors.NONE))
+        return Errors.NONE, errors
 
     def _remove_offsets(self, group: GroupMetadata, tps: Iterable[TopicPartition]) -> int:
         """Drop offsets (writing tombstones); an empty group left without offsets dies."""
@@ -482,13 +483,13 @@ class GroupCoordinator:
         dead = group.is_(GroupState.EMPTY) and not group.offsets.has_offsets
         if dead:
             group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
-            self.rebalancer.unload(group, "COORDINATOR_NOT_AVAILABLE")
+            self.rebalancer.unload(group, Errors.COORDINATOR_NOT_AVAILABLE)
             self.groups.pop(group.group_id, None)
             log.info("group %s has no members and no offsets left; removed", group.group_id)
         records = self._tombstones(group, removed, with_group=dead)
         if records:
             error, _ = self._append(group.group_id, records)
-            if error != NONE:
+            if error != Errors.NONE:
                 log.warning("tombstones for group %s not written: %s", group.group_id, error)
         return len(removed)
 
@@ -520,44 +521,44 @@ class GroupCoordinator:
 
     # -- groups ---------------------------------------------------------------------------------
 
-    def describe_group(self, group_id: str) -> tuple[str, GroupSummary]:
+    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         error = self._status(group_id, allow_empty_id=True)
         group = self.groups.get(group_id)
-        if error != NONE or group is None:
+        if error != Errors.NONE or group is None:
             return error, GroupSummary(group_id, GroupState.DEAD, "", "", ())
-        return NONE, group.summary()
+        return Errors.NONE, group.summary()
 
-    def list_groups(self, states: set[GroupState] | None = None) -> tuple[str, list[ListedGroup]]:
+    def list_groups(self, states: set[GroupState] | None = None) -> tuple[Errors, list[ListedGroup]]:
         if not self._active:
-            return "COORDINATOR_NOT_AVAILABLE", []
-        error = "COORDINATOR_LOAD_IN_PROGRESS" if self._loading else NONE
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self._loading else Errors.NONE
         return error, [
             ListedGroup(g.group_id, g.protocol_type or "", g.state)
             for g in self.groups.values()
             if self.partition_for(g.group_id) in self._owned and (not states or g.state in states)
         ]
 
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, str]:
-        results: dict[str, str] = {}
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
+        results: dict[str, Errors] = {}
         for group_id in group_ids:
             error = self._status(group_id, allow_empty_id=True)
             group = self.groups.get(group_id)
-            if error != NONE:
+            if error != Errors.NONE:
                 results[group_id] = error
             elif group is None or group.is_(GroupState.DEAD):
-                results[group_id] = "GROUP_ID_NOT_FOUND"
+                results[group_id] = Errors.GROUP_ID_NOT_FOUND
             elif not group.is_(GroupState.EMPTY):
-                results[group_id] = "NON_EMPTY_GROUP"
+                results[group_id] = Errors.NON_EMPTY_GROUP
             else:
                 tps = group.offsets.remove_all()
                 group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
-                self.rebalancer.unload(group, "COORDINATOR_NOT_AVAILABLE")
+                self.rebalancer.unload(group, Errors.COORDINATOR_NOT_AVAILABLE)
                 del self.groups[group_id]
                 error, _ = self._append(group_id, self._tombstones(group, tps, with_group=True))
-                if error != NONE:
+                if error != Errors.NONE:
                     log.warning("tombstones for deleted group %s not written: %s", group_id, error)
                 log.info("deleted group %s (%d offsets)", group_id, len(tps))
-                results[group_id] = NONE
+                results[group_id] = Errors.NONE
         return results
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -567,7 +568,7 @@ class GroupCoordinator:
         coordinator up again and rejoin), timers stop."""
         self._active = False
         for group in self.groups.values():
-            self.rebalancer.unload(group, "NOT_COORDINATOR")
+            self.rebalancer.unload(group, Errors.NOT_COORDINATOR)
         self.scheduler.cancel_all()
         self.groups.clear()
         self._owned.clear()

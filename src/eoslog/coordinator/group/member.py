@@ -2,7 +2,7 @@
 
 A member that sent JoinGroup (or SyncGroup) and waits for the rebalance to progress holds
 a callback; the coordinator calls it exactly once with a ``JoinResult`` (``SyncResult``)
-and clears it. Results carry Kafka error *names* ("NONE", "UNKNOWN_MEMBER_ID", ...): the
+and clears it. Results carry Kafka errors (``Errors.NONE``, ``Errors.UNKNOWN_MEMBER_ID``, ...): the
 handlers turn them into protocol codes, nothing here knows the wire.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-NONE = "NONE"
+from eoslog.errors import Errors
+
 UNKNOWN_MEMBER_ID = ""  # the member id a member sends before the coordinator gave it one
 
 Protocols = tuple[tuple[str, bytes], ...]  # (protocol name, metadata), in the member's preference
@@ -26,7 +27,7 @@ class JoinedMember:
 
 @dataclass(frozen=True, slots=True)
 class JoinResult:
-    error: str
+    error: Errors
     member_id: str
     generation_id: int = -1
     protocol_type: str | None = None
@@ -38,7 +39,7 @@ class JoinResult:
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
-    error: str
+    error: Errors
     assignment: bytes = b""
     protocol_type: str | None = None
     protocol_name: str | None = None

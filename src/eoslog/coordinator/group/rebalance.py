@@ -29,7 +29,6 @@ from typing import Protocol
 
 from eoslog.coordinator.group.group import GroupMetadata
 from eoslog.coordinator.group.member import (
-    NONE,
     UNKNOWN_MEMBER_ID,
     JoinCallback,
     JoinResult,
@@ -40,6 +39,7 @@ from eoslog.coordinator.group.member import (
 )
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.group.timers import Scheduler
+from eoslog.errors import Errors
 
 log = logging.getLogger(__name__)
 
@@ -85,22 +85,22 @@ class SyncRequest:
 
 
 class GroupStore(Protocol):
-    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> str:
-        """Persist the group with this assignment; returns an error name or NONE."""
+    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Errors:
+        """Persist the group with this assignment; returns the error (Errors.NONE when stored)."""
         ...
 
 
-def validate_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> str:
+def validate_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> Errors:
     """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID when the request does not come from a
     current member (a static member's instance id must map to this member id)."""
     if group_instance_id is not None:
         current = group.static_member_id(group_instance_id)
         if current is None:
-            return "UNKNOWN_MEMBER_ID"
+            return Errors.UNKNOWN_MEMBER_ID
         if current != member_id:
-            return "FENCED_INSTANCE_ID"
-        return NONE
-    return NONE if group.has(member_id) else "UNKNOWN_MEMBER_ID"
+            return Errors.FENCED_INSTANCE_ID
+        return Errors.NONE
+    return Errors.NONE if group.has(member_id) else Errors.UNKNOWN_MEMBER_ID
 
 
 class Rebalancer:
@@ -113,20 +113,20 @@ class Rebalancer:
 
     # -- JoinGroup --------------------------------------------------------------------
 
-    def check_session_timeout(self, session_timeout_ms: int) -> str:
+    def check_session_timeout(self, session_timeout_ms: int) -> Errors:
         if not (self.config.min_session_timeout_ms <= session_timeout_ms
                 <= self.config.max_session_timeout_ms):
-            return "INVALID_SESSION_TIMEOUT"
-        return NONE
+            return Errors.INVALID_SESSION_TIMEOUT
+        return Errors.NONE
 
     def join(self, group: GroupMetadata, req: JoinRequest, callback: JoinCallback) -> None:
         """Handle a JoinGroup for an existing group (the caller creates new groups)."""
         error = self.check_session_timeout(req.session_timeout_ms)
-        if error != NONE:
+        if error != Errors.NONE:
             callback(JoinResult(error, req.member_id))
             return
         if not self._accept_joining_member(group, req.member_id):
-            callback(JoinResult("GROUP_MAX_SIZE_REACHED", UNKNOWN_MEMBER_ID))
+            callback(JoinResult(Errors.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
         elif req.member_id == UNKNOWN_MEMBER_ID:
             self._join_new_member(group, req, callback)
         else:
@@ -146,10 +146,10 @@ class Rebalancer:
 
     def _join_new_member(self, group: GroupMetadata, req: JoinRequest, callback: JoinCallback) -> None:
         if group.is_(GroupState.DEAD):
-            callback(JoinResult("COORDINATOR_NOT_AVAILABLE", UNKNOWN_MEMBER_ID))
+            callback(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, UNKNOWN_MEMBER_ID))
             return
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            callback(JoinResult("INCONSISTENT_GROUP_PROTOCOL", UNKNOWN_MEMBER_ID))
+            callback(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
             return
         new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
         if req.group_instance_id is not None:
@@ -166,24 +166,24 @@ class Rebalancer:
                 ("pending", group.group_id, new_id), req.session_timeout_ms,
                 lambda: self._on_pending_member_expired(group, new_id),
             )
-            callback(JoinResult("MEMBER_ID_REQUIRED", new_id))
+            callback(JoinResult(Errors.MEMBER_ID_REQUIRED, new_id))
         else:
             self._add_member_and_rebalance(group, req, new_id, callback)
 
     def _join_current_member(self, group: GroupMetadata, req: JoinRequest, callback: JoinCallback) -> None:
         member_id = req.member_id
         if group.is_(GroupState.DEAD):
-            callback(JoinResult("COORDINATOR_NOT_AVAILABLE", member_id))
+            callback(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id))
             return
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            callback(JoinResult("INCONSISTENT_GROUP_PROTOCOL", member_id))
+            callback(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         if member_id in group.pending_members:
             self.scheduler.cancel(("pending", group.group_id, member_id))
             self._add_member_and_rebalance(group, req, member_id, callback)
             return
         error = validate_member(group, member_id, req.group_instance_id)
-        if error != NONE:
+        if error != Errors.NONE:
             callback(JoinResult(error, member_id))
             return
         member = group.get(member_id)
@@ -205,13 +205,13 @@ class Rebalancer:
                 self._schedule_heartbeat(group, member)
                 callback(self._current_generation(group, member, with_members=False))
         else:
-            callback(JoinResult("UNKNOWN_MEMBER_ID", member_id))
+            callback(JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id))
 
     @staticmethod
     def _current_generation(group: GroupMetadata, member: MemberMetadata, with_members: bool,
                             leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
         return JoinResult(
-            NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
+            Errors.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
             (leader_id if leader_id is not None else group.leader_id) or "",
             group.current_member_metadata() if with_members else (), skip_assignment,
         )
@@ -238,7 +238,7 @@ class Rebalancer:
         if member.is_awaiting_join:
             # A second JoinGroup from the same member replaces the first (whose connection is
             # gone); answer the first so nothing waits forever.
-            group.complete_join(member, JoinResult("REBALANCE_IN_PROGRESS", member.member_id))
+            group.complete_join(member, JoinResult(Errors.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                             callback)
         self._schedule_heartbeat(group, member)
@@ -252,8 +252,8 @@ class Rebalancer:
         previous_leader = group.leader_id
         old = group.get(old_id)
         # Whoever still waits under the old id is a fenced duplicate of this instance.
-        group.complete_join(old, JoinResult("FENCED_INSTANCE_ID", old_id))
-        old.complete_sync(SyncResult("FENCED_INSTANCE_ID"))
+        group.complete_join(old, JoinResult(Errors.FENCED_INSTANCE_ID, old_id))
+        old.complete_sync(SyncResult(Errors.FENCED_INSTANCE_ID))
         self.scheduler.cancel(("heartbeat", group.group_id, old_id))
         old_protocols, old_rebalance, old_session = (
             old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms
@@ -271,7 +271,7 @@ class Rebalancer:
                 return
             # Same protocol: persist the new member id and answer without a rebalance.
             error = self.store.store_group(group, {m.member_id: m.assignment for m in group.members.values()})
-            if error != NONE:
+            if error != Errors.NONE:
                 group.update_member(member, old_protocols, old_rebalance, old_session, None)
                 group.replace_static_member(req.group_instance_id, new_id, old_id)
                 self.scheduler.cancel(("heartbeat", group.group_id, new_id))
@@ -295,7 +295,7 @@ class Rebalancer:
         elif state is GroupState.PREPARING_REBALANCE:
             pass  # it joined this rebalance like any member
         else:
-            group.complete_join(member, JoinResult("UNKNOWN_MEMBER_ID", new_id))
+            group.complete_join(member, JoinResult(Errors.UNKNOWN_MEMBER_ID, new_id))
 
     # -- the join phase -----------------------------------------------------------------------
 
@@ -305,7 +305,7 @@ class Rebalancer:
 
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, "REBALANCE_IN_PROGRESS")
+            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
         self.scheduler.cancel(("sync", group.group_id))
         gid = group.group_id
         if group.is_(GroupState.EMPTY):
@@ -369,7 +369,7 @@ class Rebalancer:
         if group.is_(GroupState.EMPTY):
             log.info("group %s with generation %d is now empty", gid, group.generation_id)
             error = self.store.store_group(group, {})
-            if error != NONE:
+            if error != Errors.NONE:
                 log.warning("failed to store empty group %s generation %d: %s", gid, group.generation_id, error)
             return
         log.info(
@@ -397,7 +397,7 @@ class Rebalancer:
             member = group.remove(member_id)
             self.scheduler.cancel(("heartbeat", group.group_id, member_id))
             if member is not None:
-                member.complete_sync(SyncResult("UNKNOWN_MEMBER_ID"))
+                member.complete_sync(SyncResult(Errors.UNKNOWN_MEMBER_ID))
         self._prepare_rebalance(group, "members did not send SyncGroup in time")
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
@@ -409,25 +409,25 @@ class Rebalancer:
 
     def sync(self, group: GroupMetadata, req: SyncRequest, callback: SyncCallback) -> None:
         if group.is_(GroupState.DEAD):
-            callback(SyncResult("COORDINATOR_NOT_AVAILABLE"))
+            callback(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
             return
         error = validate_member(group, req.member_id, req.group_instance_id)
-        if error != NONE:
+        if error != Errors.NONE:
             callback(SyncResult(error))
             return
         if req.generation_id != group.generation_id:
-            callback(SyncResult("ILLEGAL_GENERATION"))
+            callback(SyncResult(Errors.ILLEGAL_GENERATION))
             return
         if (req.protocol_type is not None and req.protocol_type != group.protocol_type) or (
             req.protocol_name is not None and req.protocol_name != group.protocol_name
         ):
-            callback(SyncResult("INCONSISTENT_GROUP_PROTOCOL"))
+            callback(SyncResult(Errors.INCONSISTENT_GROUP_PROTOCOL))
             return
         state = group.state
         if state is GroupState.EMPTY:
-            callback(SyncResult("UNKNOWN_MEMBER_ID"))
+            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
         elif state is GroupState.PREPARING_REBALANCE:
-            callback(SyncResult("REBALANCE_IN_PROGRESS"))
+            callback(SyncResult(Errors.REBALANCE_IN_PROGRESS))
         elif state is GroupState.COMPLETING_REBALANCE:
             member = group.get(req.member_id)
             member.awaiting_sync = callback
@@ -438,29 +438,29 @@ class Rebalancer:
                 # Members the leader left out get an empty assignment.
                 assignment = {mid: req.assignments.get(mid, b"") for mid in group.members}
                 error = self.store.store_group(group, assignment)
-                if error != NONE:
+                if error != Errors.NONE:
                     self._reset_and_propagate_assignment_error(group, error)
                     self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error}")
                 else:
                     for m in group.members.values():
                         m.assignment = assignment[m.member_id]
-                    self._propagate_assignment(group, NONE)
+                    self._propagate_assignment(group, Errors.NONE)
                     group.transition_to(GroupState.STABLE, self.scheduler.now_ms())
         else:  # Stable: a follower syncing after the leader, or a retry
             self._remove_pending_sync_member(group, req.member_id)
             member = group.get(req.member_id)
-            callback(SyncResult(NONE, member.assignment, group.protocol_type, group.protocol_name))
+            callback(SyncResult(Errors.NONE, member.assignment, group.protocol_type, group.protocol_name))
             self._schedule_heartbeat(group, member)
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: str) -> None:
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
         for m in group.members.values():
             m.assignment = b""
         self._propagate_assignment(group, error)
 
-    def _propagate_assignment(self, group: GroupMetadata, error: str) -> None:
+    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
         for m in group.members.values():
             m.complete_sync(SyncResult(
-                error, m.assignment if error == NONE else b"", group.protocol_type, group.protocol_name
+                error, m.assignment if error == Errors.NONE else b"", group.protocol_type, group.protocol_name
             ))
             # Sessions restart now: a member's expiry was ignored while it awaited the sync.
             self._schedule_heartbeat(group, m)
@@ -468,39 +468,39 @@ class Rebalancer:
     # -- Heartbeat and LeaveGroup ------------------------------------------------------------
 
     def heartbeat(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> str:
+                  generation_id: int) -> Errors:
         if group.is_(GroupState.DEAD):
-            return "COORDINATOR_NOT_AVAILABLE"
+            return Errors.COORDINATOR_NOT_AVAILABLE
         error = validate_member(group, member_id, group_instance_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error
         if generation_id != group.generation_id:
-            return "ILLEGAL_GENERATION"
+            return Errors.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
-            return "UNKNOWN_MEMBER_ID"
+            return Errors.UNKNOWN_MEMBER_ID
         self._schedule_heartbeat(group, group.get(member_id))
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return "REBALANCE_IN_PROGRESS"
-        return NONE
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
 
     def leave(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
-              reason: str | None = None) -> str:
+              reason: str | None = None) -> Errors:
         """Remove one member (by member id, or by instance id alone: admin removal)."""
         why = f"member {member_id or group_instance_id} left" + (f" ({reason})" if reason else "")
         if member_id == UNKNOWN_MEMBER_ID and group_instance_id is not None:
             current = group.static_member_id(group_instance_id)
             if current is None:
-                return "UNKNOWN_MEMBER_ID"
+                return Errors.UNKNOWN_MEMBER_ID
             self.remove_member(group, group.get(current), why)
-            return NONE
+            return Errors.NONE
         if member_id in group.pending_members:
             self._remove_pending_member(group, member_id)
-            return NONE
+            return Errors.NONE
         error = validate_member(group, member_id, group_instance_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error
         self.remove_member(group, group.get(member_id), why)
-        return NONE
+        return Errors.NONE
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -542,8 +542,8 @@ class Rebalancer:
     def remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A member removed while its JoinGroup waits gets UNKNOWN_MEMBER_ID, so a live
         # client rejoins from scratch.
-        group.complete_join(member, JoinResult("UNKNOWN_MEMBER_ID", member.member_id))
-        member.complete_sync(SyncResult("UNKNOWN_MEMBER_ID"))
+        group.complete_join(member, JoinResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
+        member.complete_sync(SyncResult(Errors.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self.scheduler.cancel(("heartbeat", group.group_id, member.member_id))
         if group.is_(GroupState.STABLE) or group.is_(GroupState.COMPLETING_REBALANCE):
@@ -553,7 +553,7 @@ class Rebalancer:
 
     # -- unloading -------------------------------------------------------------------------------
 
-    def unload(self, group: GroupMetadata, error: str) -> None:
+    def unload(self, group: GroupMetadata, error: Errors) -> None:
         """The coordinator gives the group up (shutdown): answer whoever waits, drop timers."""
         gid = group.group_id
         for member in group.members.values():

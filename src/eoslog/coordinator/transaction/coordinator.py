@@ -20,7 +20,7 @@ Jobs (Kafka's ``TransactionCoordinator``):
 - abort transactions past their timeout (never a 2PC one), expire idle transactional ids;
 - DescribeTransactions and ListTransactions.
 
-Results are Kafka error *names*; handlers map them to codes and to what older request
+Results are ``eoslog.errors.Errors`` members; handlers map them to codes and to what older request
 versions understand. Everything runs on the event loop; log appends are synchronous.
 
 Test hook: ``EOSLOG_TEST_CRASH_AT`` = ``before_prepare`` | ``after_prepare`` |
@@ -59,8 +59,9 @@ from eoslog.coordinator.transaction.metadata import (
     is_epoch_exhausted,
 )
 from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState
-from eoslog.coordinator.transaction.state_manager import NONE, TransactionStateManager
+from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
+from eoslog.errors import Errors
 from eoslog.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class TransactionConfig:
 
 @dataclass(frozen=True, slots=True)
 class InitProducerIdResult:
-    error: str
+    error: Errors
     producer_id: int = -1
     producer_epoch: int = -1
     # KIP-939 keep_prepared_txn: the kept open transaction's producer id and epoch.
@@ -108,7 +109,7 @@ class InitProducerIdResult:
 
 @dataclass(frozen=True, slots=True)
 class DescribedTransaction:
-    error: str
+    error: Errors
     transactional_id: str
     state: str = ""
     timeout_ms: int = 0
@@ -244,19 +245,19 @@ class TransactionCoordinator:
         transaction instead of aborting it and reports its producer id and epoch.
         """
         if not transactional_id:
-            return InitProducerIdResult("INVALID_REQUEST")
+            return InitProducerIdResult(Errors.INVALID_REQUEST)
         if enable_2pc and not self.config.two_phase_commit_enable:
             log.info("%s: two-phase commit asked for, but transaction.two.phase.commit.enable is false",
                      transactional_id)
-            return InitProducerIdResult("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+            return InitProducerIdResult(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if keep_prepared_txn and not enable_2pc:
-            return InitProducerIdResult("INVALID_REQUEST")
+            return InitProducerIdResult(Errors.INVALID_REQUEST)
         if enable_2pc:
             timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
         elif not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return InitProducerIdResult("INVALID_TRANSACTION_TIMEOUT")
+            return InitProducerIdResult(Errors.INVALID_TRANSACTION_TIMEOUT)
         error, entry = self.state.get(transactional_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return InitProducerIdResult(error)
         try:
             if entry is None:
@@ -268,41 +269,41 @@ class TransactionCoordinator:
             prepared = self._prepare_init(m, timeout_ms, expected, keep_prepared_txn)
         except ProducerIdsExhausted as e:
             log.error("%s: %s", transactional_id, e)
-            return InitProducerIdResult("UNKNOWN_SERVER_ERROR")
+            return InitProducerIdResult(Errors.UNKNOWN_SERVER_ERROR)
         except ProducerIdsUnavailable:
-            return InitProducerIdResult("COORDINATOR_LOAD_IN_PROGRESS")
-        if isinstance(prepared, str):
+            return InitProducerIdResult(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        if isinstance(prepared, Errors):
             return InitProducerIdResult(prepared)
         if prepared.state is TxnState.PREPARE_EPOCH_FENCE:
             # Abort the older instance's transaction; the caller retries once it is done and
             # gets the epoch after the fenced one.
             error = self._fence_and_abort(m, prepared)
-            return InitProducerIdResult(error if error != NONE else "CONCURRENT_TRANSACTIONS")
+            return InitProducerIdResult(error if error != Errors.NONE else Errors.CONCURRENT_TRANSACTIONS)
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
-        if error != NONE:
+        if error != Errors.NONE:
             return InitProducerIdResult(error)
         if prepared.state is TxnState.ONGOING:
             log.info("initialized transactional id %s: producer %d epoch %d, keeping its prepared transaction "
                      "(producer %d epoch %d, %d partitions)", transactional_id, prepared.next_producer_id,
                      prepared.next_producer_epoch, m.producer_id, m.producer_epoch, len(m.partitions))
-            return InitProducerIdResult(NONE, prepared.next_producer_id, prepared.next_producer_epoch,
+            return InitProducerIdResult(Errors.NONE, prepared.next_producer_id, prepared.next_producer_epoch,
                                         m.producer_id, m.producer_epoch)
         log.info("initialized transactional id %s: producer %d epoch %d", transactional_id,
                  prepared.producer_id, prepared.producer_epoch)
-        return InitProducerIdResult(NONE, prepared.producer_id, prepared.producer_epoch)
+        return InitProducerIdResult(Errors.NONE, prepared.producer_id, prepared.producer_epoch)
 
     def _prepare_init(
         self, m: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None, keep_prepared_txn: bool,
-    ) -> TxnTransitMetadata | str:
+    ) -> TxnTransitMetadata | Errors:
         if m.pending_transition_in_progress:
-            return "CONCURRENT_TRANSACTIONS"
+            return Errors.CONCURRENT_TRANSACTIONS
         if expected is not None and not (
             m.producer_epoch == NO_PRODUCER_EPOCH or expected[0] in (m.producer_id, m.next_producer_id)
             or (expected[0] == m.last_producer_id and is_epoch_exhausted(expected[1]))
         ):
-            return "PRODUCER_FENCED"
+            return Errors.PRODUCER_FENCED
         if m.state.is_prepared:
-            return "CONCURRENT_TRANSACTIONS"
+            return Errors.CONCURRENT_TRANSACTIONS
         if m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             if m.is_producer_epoch_exhausted and (expected is None or expected[1] == m.producer_epoch):
                 new_id = self._generate_producer_id()
@@ -324,52 +325,52 @@ class TransactionCoordinator:
     # -- adding partitions ---------------------------------------------------------------------------
 
     def _producer_check(self, transactional_id: str, producer_id: int, producer_epoch: int
-                        ) -> tuple[str, int, TransactionMetadata | None]:
+                        ) -> tuple[Errors, int, TransactionMetadata | None]:
         if not transactional_id:
-            return "INVALID_REQUEST", 0, None
+            return Errors.INVALID_REQUEST, 0, None
         error, entry = self.state.get(transactional_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error, 0, None
         if entry is None or entry.metadata.client_producer[0] != producer_id:
-            return "INVALID_PRODUCER_ID_MAPPING", 0, None
+            return Errors.INVALID_PRODUCER_ID_MAPPING, 0, None
         if entry.metadata.client_producer[1] != producer_epoch:
-            return "PRODUCER_FENCED", 0, None
-        return NONE, entry.coordinator_epoch, entry.metadata
+            return Errors.PRODUCER_FENCED, 0, None
+        return Errors.NONE, entry.coordinator_epoch, entry.metadata
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Collection[TopicPartition]) -> str:
+                       partitions: Collection[TopicPartition]) -> Errors:
         error, coordinator_epoch, m = self._producer_check(transactional_id, producer_id, producer_epoch)
         if m is None:
             return error
         if m.pending_transition_in_progress or m.state.is_prepared:
-            return "CONCURRENT_TRANSACTIONS"
+            return Errors.CONCURRENT_TRANSACTIONS
         if m.is_kept:
-            return "INVALID_TXN_STATE"  # a kept (prepared) transaction can only be ended
+            return Errors.INVALID_TXN_STATE  # a kept (prepared) transaction can only be ended
         if m.state is TxnState.ONGOING and set(partitions) <= m.partitions:
-            return NONE
+            return Errors.NONE
         return self.state.append_transition(m, coordinator_epoch, m.prepare_add_partitions(partitions, self._now()))
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> str:
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> Errors:
         """The group's ``__consumer_offsets`` partition joins the transaction."""
         tp = TopicPartition(OFFSETS_TOPIC, self._offsets_partition_for(group_id))
         return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Errors]:
         """KIP-890 part 1: is each partition in the producer's open transaction?
         TRANSACTION_ABORTABLE for one that is not (handlers map it for older versions)."""
         tps = list(partitions)
         error, _, m = self._producer_check(transactional_id, producer_id, producer_epoch)
         if m is not None and m.state.is_prepared:
-            error = "CONCURRENT_TRANSACTIONS"
+            error = Errors.CONCURRENT_TRANSACTIONS
         elif m is not None and m.is_kept:
-            error = "INVALID_TXN_STATE"
-        if m is None or error != NONE:
+            error = Errors.INVALID_TXN_STATE
+        if m is None or error != Errors.NONE:
             return dict.fromkeys(tps, error)
-        return {tp: NONE if tp in m.partitions else "TRANSACTION_ABORTABLE" for tp in tps}
+        return {tp: Errors.NONE if tp in m.partitions else Errors.TRANSACTION_ABORTABLE for tp in tps}
 
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         topic: str, partition: int) -> str:
+                         topic: str, partition: int) -> Errors:
         tp = TopicPartition(topic, partition)
         return self.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
 
@@ -383,48 +384,48 @@ class TransactionCoordinator:
 
     # -- ending transactions ----------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> str:
-        """EndTxn: NONE once PREPARE_* is in the log (markers follow), or when a retry
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Errors:
+        """EndTxn: Errors.NONE once PREPARE_* is in the log (markers follow), or when a retry
         finds the transaction completed with the same result."""
         return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True)
 
-    def _fence_and_abort(self, m: TransactionMetadata, fence: TxnTransitMetadata) -> str:
+    def _fence_and_abort(self, m: TransactionMetadata, fence: TxnTransitMetadata) -> Errors:
         """Abort ``m``'s open transaction under the bumped epoch of a prepared fence."""
         error = self._end_transaction(m.transactional_id, fence.producer_id, fence.producer_epoch,
                                       commit=False, from_client=False)
-        if error != NONE and m.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+        if error != Errors.NONE and m.pending_state is TxnState.PREPARE_EPOCH_FENCE:
             m.abandon_transition()
         return error
 
     def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         commit: bool, from_client: bool) -> str:
+                         commit: bool, from_client: bool) -> Errors:
         if not transactional_id:
-            return "INVALID_REQUEST"
+            return Errors.INVALID_REQUEST
         error, entry = self.state.get(transactional_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error
         if entry is None:
-            return "INVALID_PRODUCER_ID_MAPPING"
+            return Errors.INVALID_PRODUCER_ID_MAPPING
         m = entry.metadata
         # A client must send its current pair (the newer one of a kept transaction); a fence
         # (from_client False) a newer epoch of the transaction's producer id.
         expected_id, expected_epoch = m.client_producer if from_client else (m.producer_id, m.producer_epoch)
         if producer_id != expected_id:
-            return "INVALID_PRODUCER_ID_MAPPING"
+            return Errors.INVALID_PRODUCER_ID_MAPPING
         if (from_client and producer_epoch != expected_epoch) or producer_epoch < expected_epoch:
-            return "PRODUCER_FENCED"
+            return Errors.PRODUCER_FENCED
         if m.pending_transition_in_progress and m.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
-            return "CONCURRENT_TRANSACTIONS"
+            return Errors.CONCURRENT_TRANSACTIONS
         same, other = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
             TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
         if m.state is same:
-            return NONE  # a retry of an EndTxn that completed
+            return Errors.NONE  # a retry of an EndTxn that completed
         if m.state is other:
-            return "CONCURRENT_TRANSACTIONS"  # a retry while the markers are on their way
+            return Errors.CONCURRENT_TRANSACTIONS  # a retry while the markers are on their way
         if m.state is not TxnState.ONGOING:
             log.info("%s: EndTxn(%s) in state %s", transactional_id, "commit" if commit else "abort",
                      m.state.kafka_name)
-            return "INVALID_TXN_STATE"
+            return Errors.INVALID_TXN_STATE
         fencing = not commit and m.pending_state is TxnState.PREPARE_EPOCH_FENCE
         if fencing:
             m.begin_fenced_abort(producer_epoch)
@@ -432,7 +433,7 @@ class TransactionCoordinator:
                                              self._now())
         self._maybe_crash("before_prepare")
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
-        if error != NONE:
+        if error != Errors.NONE:
             if fencing:
                 m.has_failed_epoch_fence = True
                 log.warning("%s: fencing epoch %d not written (%s); it was never handed out",
@@ -444,7 +445,7 @@ class TransactionCoordinator:
         complete = m.prepare_complete(self._now())
         self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
                                             set(prepared.partitions), marker_producer=marker_producer))
-        return NONE
+        return Errors.NONE
 
     def _on_markers_written(self, p: PendingCompleteTxn) -> bool:
         """Every marker is written: COMPLETE_*, if this coordinator still owns the id at
@@ -458,9 +459,9 @@ class TransactionCoordinator:
             return False
         self._maybe_crash("after_markers")
         error = self.state.append_transition(m, p.coordinator_epoch, p.transit,
-                                             keep_pending_on=frozenset({"COORDINATOR_NOT_AVAILABLE"}))
-        if error != NONE:
-            return error == "COORDINATOR_NOT_AVAILABLE"
+                                             keep_pending_on=frozenset({Errors.COORDINATOR_NOT_AVAILABLE}))
+        if error != Errors.NONE:
+            return error == Errors.COORDINATOR_NOT_AVAILABLE
         self._maybe_crash("after_complete")
         log.debug("%s: %s (producer %d epoch %d)", p.transactional_id, p.transit.state.kafka_name,
                   p.transit.producer_id, p.transit.producer_epoch)
@@ -473,14 +474,14 @@ class TransactionCoordinator:
         aborted = 0
         for t in self.state.timed_out_transactions(self._now()):
             error, entry = self.state.get(t.transactional_id)
-            if entry is None or error != NONE:
+            if entry is None or error != Errors.NONE:
                 continue
             m = entry.metadata
             if m.producer_id != t.producer_id or m.pending_transition_in_progress:
                 continue
             fence = m.prepare_fence_producer_epoch()
             error = self._fence_and_abort(m, fence)
-            if error == NONE:
+            if error == Errors.NONE:
                 aborted += 1
                 log.info("aborting transaction of %s (producer %d): open longer than %d ms; epoch now %d",
                          t.transactional_id, t.producer_id, m.txn_timeout_ms, fence.producer_epoch)
@@ -492,34 +493,34 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> DescribedTransaction:
         if not self.state.active:
-            return DescribedTransaction("COORDINATOR_NOT_AVAILABLE", transactional_id)
+            return DescribedTransaction(Errors.COORDINATOR_NOT_AVAILABLE, transactional_id)
         if not transactional_id:
-            return DescribedTransaction("INVALID_REQUEST", transactional_id)
+            return DescribedTransaction(Errors.INVALID_REQUEST, transactional_id)
         error, entry = self.state.get(transactional_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return DescribedTransaction(error, transactional_id)
         if entry is None or entry.metadata.state is TxnState.DEAD:
-            return DescribedTransaction("TRANSACTIONAL_ID_NOT_FOUND", transactional_id)
+            return DescribedTransaction(Errors.TRANSACTIONAL_ID_NOT_FOUND, transactional_id)
         m = entry.metadata
-        return DescribedTransaction(NONE, transactional_id, m.state.kafka_name, m.txn_timeout_ms,
+        return DescribedTransaction(Errors.NONE, transactional_id, m.state.kafka_name, m.txn_timeout_ms,
                                     m.txn_start_timestamp, m.producer_id, m.producer_epoch,
                                     frozenset(m.partitions))
 
     def list_transactions(
         self, states: Collection[str] = (), producer_ids: Collection[int] = (),
         min_duration_ms: int = -1, pattern: str | None = None,
-    ) -> tuple[str, list[str], list[ListedTransaction]]:
+    ) -> tuple[Errors, list[str], list[ListedTransaction]]:
         """(error, unknown state filters, transactions) for ListTransactions."""
         if not self.state.active:
-            return "COORDINATOR_NOT_AVAILABLE", [], []
+            return Errors.COORDINATOR_NOT_AVAILABLE, [], []
         unknown = [s for s in states if TxnState.from_kafka_name(s) is None]
         wanted = {s for name in states if (s := TxnState.from_kafka_name(name)) is not None}
         try:
             regex = re.compile(pattern) if pattern else None
         except re.error:
-            return "INVALID_REGULAR_EXPRESSION", unknown, []
+            return Errors.INVALID_REGULAR_EXPRESSION, unknown, []
         if self.state.is_loading:
-            return "COORDINATOR_LOAD_IN_PROGRESS", unknown, []
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS, unknown, []
         now = self._now()
         out = [
             ListedTransaction(m.transactional_id, m.producer_id, m.state.kafka_name)
@@ -530,4 +531,4 @@ class TransactionCoordinator:
             and (min_duration_ms < 0 or now - m.txn_start_timestamp > min_duration_ms)
             and (regex is None or regex.fullmatch(m.transactional_id) is not None)
         ]
-        return NONE, unknown, out
+        return Errors.NONE, unknown, out

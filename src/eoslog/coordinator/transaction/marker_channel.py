@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.errors import Errors
 
 log = logging.getLogger(__name__)
 
-NONE = "NONE"
 # The outcome is someone else's now: stop sending for this transaction (Kafka does too).
-_STOP = frozenset({"INVALID_PRODUCER_EPOCH", "TRANSACTION_COORDINATOR_FENCED"})
+_STOP = frozenset({Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED})
 # The partition cannot take markers at all: nothing to wait for.
-_SKIP = frozenset({"UNSUPPORTED_FOR_MESSAGE_FORMAT", "UNSUPPORTED_VERSION"})
+_SKIP = frozenset({Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, Errors.UNSUPPORTED_VERSION})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +44,8 @@ class TxnMarker:
     partitions: tuple[TopicPartition, ...]
 
 
-# (node id, markers) → one {partition: error name} per marker, in order.
-MarkerSender = Callable[[int, Sequence[TxnMarker]], Awaitable[list[dict[TopicPartition, str]]]]
+# (node id, markers) → one {partition: error} per marker, in order.
+MarkerSender = Callable[[int, Sequence[TxnMarker]], Awaitable[list[dict[TopicPartition, Errors]]]]
 LeaderLookup = Callable[[TopicPartition], int | None]
 
 
@@ -162,9 +162,9 @@ class TxnMarkerChannel:
                 retry = True
         return retry
 
-    def _handle(self, p: PendingCompleteTxn, result: dict[TopicPartition, str]) -> None:
+    def _handle(self, p: PendingCompleteTxn, result: dict[TopicPartition, Errors]) -> None:
         for tp, error in result.items():
-            if error == NONE or error in _SKIP:
+            if error == Errors.NONE or error in _SKIP:
                 p.remaining.discard(tp)
             elif error in _STOP:
                 log.warning("%s: marker for %s refused with %s; another coordinator or epoch owns "

@@ -7,7 +7,7 @@ state table, recorded as the pending state, and returned as an immutable
 ``abandon_transition`` and leaves the metadata as it was. While a transition is pending
 no other may be prepared, which is how concurrent requests get CONCURRENT_TRANSACTIONS.
 
-Expected refusals (a fenced epoch in InitProducerId) come back as an error name, not an
+Expected refusals (a fenced epoch in InitProducerId) come back as an ``Errors`` member, not an
 exception; ``IllegalTransitionError`` (``RuntimeError``) means a coordinator bug.
 Never does I/O.
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionLogValue
 from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState, validate_transition
+from eoslog.errors import Errors
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ class TransactionMetadata:
 
     def prepare_increment_producer_epoch(
         self, timeout_ms: int, expected_epoch: int | None, now: int
-    ) -> TxnTransitMetadata | str:
+    ) -> TxnTransitMetadata | Errors:
         """InitProducerId: a new epoch (KIP-360: a producer that sends its current epoch
         gets it bumped; a retry that sends the previous one gets the current again)."""
         if self.is_producer_epoch_exhausted:
@@ -241,7 +242,7 @@ class TransactionMetadata:
         else:
             log.info("%s: expected epoch %d is neither the current %d nor the previous %d",
                      self.transactional_id, expected_epoch, self.producer_epoch, self.last_producer_epoch)
-            return "PRODUCER_FENCED"
+            return Errors.PRODUCER_FENCED
         return self._prepare(TxnState.EMPTY, epoch=epoch, last_epoch=last_epoch, timeout_ms=timeout_ms,
                              partitions=(), start=-1, update=now, next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
 

@@ -30,20 +30,20 @@ from eoslog.coordinator.transaction.log import (
 from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.coordinator.transaction.topic import TransactionStateTopic
+from eoslog.errors import Errors
 
 log = logging.getLogger(__name__)
 
-NONE = "NONE"
 COORDINATOR_EPOCH = 0  # the leader epoch of every partition on a single node
 
 # Storage errors → what a client should see (Kafka's appendTransactionToLog).
 _APPEND_ERRORS = {
-    "UNKNOWN_TOPIC_OR_PARTITION": "COORDINATOR_NOT_AVAILABLE",
-    "NOT_ENOUGH_REPLICAS": "COORDINATOR_NOT_AVAILABLE",
-    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": "COORDINATOR_NOT_AVAILABLE",
-    "REQUEST_TIMED_OUT": "COORDINATOR_NOT_AVAILABLE",
-    "NOT_LEADER_OR_FOLLOWER": "NOT_COORDINATOR",
-    "KAFKA_STORAGE_ERROR": "NOT_COORDINATOR",
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
 }
 
 
@@ -108,25 +108,25 @@ class TransactionStateManager:
         """The epoch this coordinator serves ``partition`` at; None when not serving it."""
         return self._epochs.get(partition) if self.active else None
 
-    def status(self, transactional_id: str) -> str:
+    def status(self, transactional_id: str) -> Errors:
         """Can this coordinator serve ``transactional_id`` now?"""
         if not self.active or not self.topic.exists:
-            return "NOT_COORDINATOR"
+            return Errors.NOT_COORDINATOR
         partition = self.partition_for(transactional_id)
         if partition in self._loading:
-            return "COORDINATOR_LOAD_IN_PROGRESS"
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._epochs:
-            return "NOT_COORDINATOR"
-        return NONE
+            return Errors.NOT_COORDINATOR
+        return Errors.NONE
 
-    def get(self, transactional_id: str) -> tuple[str, EpochAndMetadata | None]:
-        """(error, metadata): NONE with None when the id is unknown."""
+    def get(self, transactional_id: str) -> tuple[Errors, EpochAndMetadata | None]:
+        """(error, metadata): Errors.NONE with None when the id is unknown."""
         error = self.status(transactional_id)
-        if error != NONE:
+        if error != Errors.NONE:
             return error, None
         metadata = self.transactions.get(transactional_id)
         epoch = self._epochs[self.partition_for(transactional_id)]
-        return NONE, None if metadata is None else EpochAndMetadata(epoch, metadata)
+        return Errors.NONE, None if metadata is None else EpochAndMetadata(epoch, metadata)
 
     def put_if_absent(self, metadata: TransactionMetadata) -> EpochAndMetadata:
         current = self.transactions.setdefault(metadata.transactional_id, metadata)
@@ -141,9 +141,9 @@ class TransactionStateManager:
 
     def append_transition(
         self, metadata: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata,
-        *, keep_pending_on: frozenset[str] = frozenset(),
-    ) -> str:
-        """Write ``transit`` (a tombstone for Dead) and complete it; an error name otherwise.
+        *, keep_pending_on: frozenset[Errors] = frozenset(),
+    ) -> Errors:
+        """Write ``transit`` (a tombstone for Dead) and complete it; the error otherwise.
 
         On failure the prepared transition is abandoned, unless the (mapped) error is in
         ``keep_pending_on``: the caller retries the same transition later.
@@ -152,13 +152,13 @@ class TransactionStateManager:
         partition = self.partition_for(txn_id)
         if self.coordinator_epoch(partition) != coordinator_epoch or self.transactions.get(txn_id) is not metadata:
             metadata.abandon_transition()
-            return "NOT_COORDINATOR"
+            return Errors.NOT_COORDINATOR
         value = None if transit.state is TxnState.DEAD else encode_value(transit.log_value())
         record: KeyValue = (encode_key(txn_id), value)
         try:
             self.topic.append(partition, [record])
         except CoordinatorAppendError as e:
-            error = _APPEND_ERRORS.get(e.error_name, "UNKNOWN_SERVER_ERROR")
+            error = _APPEND_ERRORS.get(e.error, Errors.UNKNOWN_SERVER_ERROR)
             log.error("appending %s of %s to %s-%d failed (%s): %s", transit.state.kafka_name, txn_id,
                       TRANSACTION_STATE_TOPIC, partition, error, e)
             if error not in keep_pending_on:
@@ -168,7 +168,7 @@ class TransactionStateManager:
             self.transactions.pop(txn_id, None)
         else:
             metadata.complete_transition(transit)
-        return NONE
+        return Errors.NONE
 
     # -- timeouts and expiry ----------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class TransactionStateManager:
             partition = self.partition_for(metadata.transactional_id)
             epoch = self._epochs[partition]
             error = self.append_transition(metadata, epoch, metadata.prepare_dead())
-            if error == NONE:
+            if error == Errors.NONE:
                 removed += 1
                 log.info("transactional id %s expired (producer %d, last update %d)",
                          metadata.transactional_id, metadata.producer_id, metadata.txn_last_update_timestamp)
