@@ -101,6 +101,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.min.session.timeout.ms", int, 6000, "smallest session timeout a member may ask for"),
     ConfigDef("group.max.session.timeout.ms", int, 1800000, "largest session timeout a member may ask for"),
     ConfigDef("group.max.size", int, 2147483647, "most members a classic group may have"),
+    # KIP-848 consumer groups and KIP-932 share groups (GroupCoordinatorConfig, ShareGroupConfig):
+    # the defaults of the group configs below and the bounds an altered group config must keep.
+    ConfigDef("group.consumer.session.timeout.ms", int, 45000,
+              "the timeout to detect client failures when using the consumer group protocol"),
+    ConfigDef("group.consumer.min.session.timeout.ms", int, 45000, "smallest consumer.session.timeout.ms"),
+    ConfigDef("group.consumer.max.session.timeout.ms", int, 60000, "largest consumer.session.timeout.ms"),
+    ConfigDef("group.consumer.heartbeat.interval.ms", int, 5000,
+              "the heartbeat interval given to the members of a consumer group"),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", int, 5000, "smallest consumer.heartbeat.interval.ms"),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", int, 15000, "largest consumer.heartbeat.interval.ms"),
+    ConfigDef("group.share.session.timeout.ms", int, 45000,
+              "the timeout to detect client failures when using the share group protocol"),
+    ConfigDef("group.share.min.session.timeout.ms", int, 45000, "smallest share.session.timeout.ms"),
+    ConfigDef("group.share.max.session.timeout.ms", int, 60000, "largest share.session.timeout.ms"),
+    ConfigDef("group.share.heartbeat.interval.ms", int, 5000,
+              "the heartbeat interval given to the members of a share group"),
+    ConfigDef("group.share.min.heartbeat.interval.ms", int, 5000, "smallest share.heartbeat.interval.ms"),
+    ConfigDef("group.share.max.heartbeat.interval.ms", int, 15000, "largest share.heartbeat.interval.ms"),
+    ConfigDef("group.share.record.lock.duration.ms", int, 30000,
+              "the record acquisition lock duration in milliseconds for share groups"),
+    ConfigDef("group.share.min.record.lock.duration.ms", int, 15000, "smallest share.record.lock.duration.ms"),
+    ConfigDef("group.share.max.record.lock.duration.ms", int, 60000, "largest share.record.lock.duration.ms"),
+    # Connections (SocketServerConfigs).
+    ConfigDef("connections.max.idle.ms", int, 600000,
+              "idle connections are closed after this long (checked about every tenth of it)"),
     ConfigDef("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigDef("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets"),
     ConfigDef("offsets.topic.compression.codec", int, 0,
@@ -167,6 +192,50 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 )
 
 
+# Kafka 4.0's group configs (GroupConfig), settable per group with IncrementalAlterConfigs;
+# each defaults to the broker config it names. They steer KIP-848 consumer groups and share
+# groups; classic groups (the only ones eoslog serves) read none of them, as in Kafka.
+GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("consumer.session.timeout.ms", int, 45000,
+              "the timeout to detect client failures when using the consumer group protocol",
+              "group.consumer.session.timeout.ms"),
+    ConfigDef("consumer.heartbeat.interval.ms", int, 5000,
+              "the heartbeat interval given to the members of a consumer group",
+              "group.consumer.heartbeat.interval.ms"),
+    ConfigDef("share.session.timeout.ms", int, 45000,
+              "the timeout to detect client failures when using the share group protocol",
+              "group.share.session.timeout.ms"),
+    ConfigDef("share.heartbeat.interval.ms", int, 5000,
+              "the heartbeat interval given to the members of a share group", "group.share.heartbeat.interval.ms"),
+    ConfigDef("share.record.lock.duration.ms", int, 30000,
+              "the record acquisition lock duration in milliseconds for share groups",
+              "group.share.record.lock.duration.ms"),
+    ConfigDef("share.auto.offset.reset", str, "latest", "the strategy to initialize the share-partition start offset",
+              None, ("latest", "earliest")),
+)
+
+# Configs of type LIST (APPEND and SUBTRACT apply to these only).
+LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+
+# Broker names that stand in for another (BrokerConfig.load converts them), in the
+# precedence Kafka gives them; the first name of each chain is the primary one.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+}
+SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in BROKER_SYNONYMS.values() for n in chain}
+
+# Broker configs that IncrementalAlterConfigs may change while the broker runs, each taking
+# effect at once (Kafka's DynamicBrokerConfig.AllDynamicConfigs, as far as eoslog has them):
+# the topic defaults and the log cleaner's settings. Kafka's dynamic listeners are not here:
+# eoslog cannot re-bind its listener at run time, so it reports them read-only.
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    {n for d in TOPIC_CONFIGS.values() if d.broker_default
+     for n in SYNONYM_CHAIN.get(d.broker_default, (d.broker_default,))}
+    | {"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"}
+)
+
+
 def _coerce(defn: ConfigDef, raw: Any) -> Any:
     try:
         if defn.type is bool:
@@ -191,6 +260,24 @@ def _coerce(defn: ConfigDef, raw: Any) -> Any:
     return value
 
 
+def convert(defn: ConfigDef, raw: Any, *, at_least: int | None = None) -> Any:
+    """``raw`` as ``defn``'s type, refused (ConfigError) outside its valid values or below
+    ``at_least`` (Kafka's ConfigDef.Range.atLeast)."""
+    value = _coerce(defn, raw)
+    if at_least is not None and value < at_least:
+        raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: Value must be at least {at_least}")
+    return value
+
+
+def config_string(value: Any) -> str | None:
+    """A value as Kafka's ConfigDef.convertToString writes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Parse a Java-style properties file (``key=value``, ``#`` comments)."""
     props: dict[str, str] = {}
@@ -207,10 +294,18 @@ def parse_properties(text: str) -> dict[str, str]:
 
 @dataclass
 class BrokerConfig:
+    """A broker's configuration in Kafka's layers, highest first: dynamic for this broker,
+    dynamic cluster-wide default (both set with IncrementalAlterConfigs, see
+    ``broker/config_admin.py``), static (the properties file and flags), Kafka's default.
+    ``values`` holds the effective values."""
+
     values: dict[str, Any] = field(default_factory=dict)
     # Keys set by the properties file or flags (Kafka's static broker configs), as
     # opposed to defaults; DescribeConfigs reports the two with different sources.
     explicit: frozenset[str] = frozenset()
+    static: dict[str, Any] = field(default_factory=dict)
+    dynamic_default: dict[str, str] = field(default_factory=dict)
+    dynamic_broker: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -221,29 +316,21 @@ class BrokerConfig:
             raw.update(parse_properties(path.read_text()))
         if overrides:
             raw.update({k: v for k, v in overrides.items() if v is not None})
-        values = {name: d.default for name, d in BROKER_CONFIGS.items()}
-        for key, val in raw.items():
-            defn = BROKER_CONFIGS.get(key)
-            if defn is None:
-                # Unknown keys are kept (Kafka warns and ignores them); they may be
-                # topic-level defaults or settings of a later version.
-                values[key] = val
-                continue
-            values[key] = _coerce(defn, val)
-        # broker.id (ZooKeeper mode's name) and node.id (KRaft's) name the same thing.
-        if int(values["broker.id"]) == -1:
-            values["broker.id"] = values["node.id"]
-        elif "node.id" not in raw:
-            values["node.id"] = values["broker.id"]
-        elif values["node.id"] != values["broker.id"]:
-            raise ConfigError(f"node.id={values['node.id']} and broker.id={values['broker.id']} "
-                              "differ; set one of them")
-        # Kafka's hour/minute variants of the time settings.
-        for base in ("log.retention", "log.roll"):
-            for unit, factor in (("hours", 3600000), ("minutes", 60000)):
-                if f"{base}.{unit}" in raw and f"{base}.ms" not in raw:
-                    values[f"{base}.ms"] = int(raw[f"{base}.{unit}"]) * factor
-        return cls(values, frozenset(raw))
+        return cls(resolve_broker_values(raw), frozenset(raw), raw)
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, Any]:
+        """The effective values with these dynamic layers (ConfigError if one is invalid)."""
+        return resolve_broker_values({**self.static, **default, **broker})
+
+    def set_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> None:
+        self.values = self.with_dynamic(default, broker)
+        self.dynamic_default, self.dynamic_broker = dict(default), dict(broker)
+
+    def static_value(self, key: str) -> Any:
+        """What the properties file or a flag set ``key`` to, as Kafka would convert it."""
+        defn = BROKER_CONFIGS.get(key)
+        raw = self.static[key]
+        return _coerce(defn, raw) if defn is not None else raw
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -282,6 +369,34 @@ class BrokerConfig:
             else:
                 out[name] = d.default
         return out
+
+
+def resolve_broker_values(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Kafka's defaults overlaid with ``raw`` (name → value as written), converted."""
+    values = {name: d.default for name, d in BROKER_CONFIGS.items()}
+    for key, val in raw.items():
+        defn = BROKER_CONFIGS.get(key)
+        if defn is None:
+            # Unknown keys are kept (Kafka warns and ignores them); they may be
+            # topic-level defaults or settings of a later version.
+            values[key] = val
+            continue
+        values[key] = _coerce(defn, val)
+    # broker.id (ZooKeeper mode's name) and node.id (KRaft's) name the same thing.
+    if int(values["broker.id"]) == -1:
+        values["broker.id"] = values["node.id"]
+    elif "node.id" not in raw:
+        values["node.id"] = values["broker.id"]
+    elif values["node.id"] != values["broker.id"]:
+        raise ConfigError(f"node.id={values['node.id']} and broker.id={values['broker.id']} "
+                          "differ; set one of them")
+    # Kafka's hour/minute variants of the time settings.
+    for primary, chain in BROKER_SYNONYMS.items():
+        for alias, factor in zip(chain[1:], (60000, 3600000), strict=True):
+            if alias in raw and primary not in raw:
+                values[primary] = _coerce(ConfigDef(alias, int, None, ""), raw[alias]) * factor
+                break
+    return values
 
 
 def parse_listener(spec: str) -> tuple[str, int]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from eoslog.broker.config_admin import ConfigAdmin
 from eoslog.broker.purgatory import FetchPurgatory
 from eoslog.broker.security import Principal
 from eoslog.config import BrokerConfig
@@ -38,6 +39,11 @@ class BrokerState:
     # Set by the broker at start-up (it needs the logs and an event loop).
     group_coordinator: GroupCoordinator | None = None
     txn_coordinator: TransactionCoordinator | None = None
+    # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
+    config_admin: ConfigAdmin = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config_admin = ConfigAdmin(self.config, self.logs)
 
     @property
     def node_id(self) -> int:

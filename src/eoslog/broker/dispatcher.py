@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 _MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets, transactions]
 # Handler families added alongside the core, each optional until it lands (one missing
 # module must not unregister the others).
-for _name in ("topics", "configs", "cluster", "groups", "offsets", "delete_records"):
+for _name in ("topics", "configs", "alter_configs", "cluster", "groups", "offsets", "delete_records"):
     try:
         _MODULES.append(importlib.import_module(f"eoslog.broker.handlers.{_name}"))
     except ModuleNotFoundError as _e:  # pragma: no cover - during bring-up only

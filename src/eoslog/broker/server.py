@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eoslog.broker.connection import KafkaProtocol
@@ -59,6 +60,8 @@ class Broker:
         )
         self.state.txn_coordinator = self.txns
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
+        self.state.config_admin.on_broker_change.append(
+            lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
         self.dispatcher = Dispatcher(self.state)
         self.connections: set[KafkaProtocol] = set()
         self._server: asyncio.Server | None = None
@@ -114,12 +117,13 @@ class Broker:
         await self.txns.load_all()
         self.txns.startup()
         if self.config["log.cleaner.enable"]:
-            await self._every(int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
+            # log.cleaner.backoff.ms is dynamic: read before each pause.
+            await self._every(lambda: int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
 
-    async def _every(self, seconds: float, job: object) -> None:
+    async def _every(self, seconds: float | Callable[[], float], job: object) -> None:
         assert callable(job)
         while True:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(seconds() if callable(seconds) else seconds)
             try:
                 job()
             except Exception:

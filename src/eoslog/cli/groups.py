@@ -11,12 +11,10 @@ through the admin client (``eoslog.client.Admin``).
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from eoslog.cli.main import (
@@ -25,6 +23,7 @@ from eoslog.cli.main import (
     CommandError,
     app,
     open_admin,
+    table_console,
     user_errors,
 )
 from eoslog.client.admin import Admin, IsolationLevel, OffsetSpec
@@ -56,11 +55,6 @@ def end_offsets(admin: Admin, tps: list[TopicPartition], spec: OffsetSpec,
 # -- commands -----------------------------------------------------------------------------------
 
 
-def _console() -> Console:
-    """Tables are never cut to 80 columns when the output goes to a pipe or a file."""
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1000)
-
-
 @groups_app.command("list")
 def list_command(
     state: Annotated[
@@ -77,7 +71,7 @@ def list_command(
         table.add_column(column)
     for g in groups:
         table.add_row(g.group_id, g.state or "-", g.protocol_type or "-")
-    _console().print(table)
+    table_console().print(table)
 
 
 @groups_app.command("describe")
@@ -87,7 +81,7 @@ def describe_command(
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
     """Committed offsets, end offsets and lag per partition, and who consumes each."""
-    console = _console()
+    console = table_console()
     with user_errors("groups describe"), open_admin(bootstrap_server) as admin:
         info = admin.describe_groups([group])[group]
         committed = {tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
@@ -227,7 +221,7 @@ def reset_offsets_command(
         table.add_column(column, justify="right" if column in ("PARTITION", "NEW-OFFSET") else "left")
     for (t, p), offset in sorted(plan.items()):
         table.add_row(group, t, str(p), str(offset))
-    console = _console()
+    console = table_console()
     console.print(table)
     if not execute:
         console.print("(dry run: add --execute to commit these offsets)", highlight=False)

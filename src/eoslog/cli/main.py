@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,8 @@ import typer
 from eoslog.config import BrokerConfig, ConfigError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from eoslog.client.admin import Admin
     from eoslog.client.connection import BrokerConnection
 
@@ -130,6 +133,13 @@ def open_admin(bootstrap_server: str, timeout_s: float = 30.0) -> Iterator[Admin
         admin.close()
 
 
+def table_console() -> Console:
+    """A console for tables, never cut to 80 columns when the output goes to a pipe or a file."""
+    from rich.console import Console
+
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1000)
+
+
 def parse_properties(items: list[str] | None, option: str) -> dict[str, str]:
     """``["k=v", ...]`` → dict, rejecting items without ``=``."""
     out: dict[str, str] = {}
@@ -145,7 +155,7 @@ def _register_subcommands() -> None:
     """Sub-command groups live in their own modules; each registers itself on ``app``."""
     import importlib
 
-    for name in ("topics", "produce_consume", "dump_log", "groups", "transactions"):
+    for name in ("topics", "produce_consume", "dump_log", "groups", "transactions", "configs"):
         try:
             importlib.import_module(f"eoslog.cli.{name}")
         except ModuleNotFoundError as e:  # pragma: no cover - during bring-up only

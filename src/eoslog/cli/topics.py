@@ -23,6 +23,7 @@ from eoslog.cli.main import (
     app,
     open_admin,
     parse_properties,
+    table_console,
     user_errors,
 )
 from eoslog.client.admin import (
@@ -299,7 +300,7 @@ def delete_records(
 ) -> None:
     """Delete the records before an offset (DeleteRecords), like kafka-delete-records.sh: each
     partition's log start offset moves there and the segments below it are deleted."""
-    console = Console(soft_wrap=True)
+    console = table_console()
     with user_errors("topics delete-records"), open_admin(bootstrap_server) as admin:
         try:
             partitions = [p.partition for p in admin.describe_topics([name])[name].partitions]

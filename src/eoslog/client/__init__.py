@@ -5,6 +5,8 @@ from eoslog.client.admin import (
     AbortTransactionSpec,
     Admin,
     AIOAdmin,
+    AlterConfigOp,
+    AlterConfigOpType,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -40,10 +42,10 @@ from eoslog.client.types import (
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "PreparedTxnState", "TopicPartition"]
 __all__ += ["AIOProducer", "Producer", "RecordMetadata"]  # the producer
 __all__ += [  # the admin client
-    "AIOAdmin", "AbortTransactionSpec", "Admin", "ClusterDescription", "ConfigEntry", "ConfigResource",
-    "ConfigResourceType", "ConfigSource", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing",
-    "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "OffsetSpec",
-    "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TransactionDescription",
-    "TransactionListing",
+    "AIOAdmin", "AbortTransactionSpec", "Admin", "AlterConfigOp", "AlterConfigOpType", "ClusterDescription",
+    "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "CreatedTopic", "DeletedRecords",
+    "GroupDescription", "GroupListing", "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription",
+    "NewPartitions", "NewTopic", "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription",
+    "TopicListing", "TransactionDescription", "TransactionListing",
 ]
 __all__ += ["AIOConsumer", "Consumer", "ConsumerRecord"]  # the consumer

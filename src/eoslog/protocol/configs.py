@@ -1,10 +1,30 @@
-"""Config vocabulary of the wire protocol, shared by the broker's DescribeConfigs and the
-admin client that reads it."""
+"""Config vocabulary of the wire protocol, shared by the broker's DescribeConfigs,
+AlterConfigs and IncrementalAlterConfigs and the admin client that sends them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+
+
+class ConfigResourceType(IntEnum):
+    """ConfigResource.Type as sent on the wire."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    GROUP = 32
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+
+
+class AlterConfigOpType(IntEnum):
+    """AlterConfigOp.OpType: how IncrementalAlterConfigs changes one config."""
+
+    SET = 0
+    DELETE = 1  # back to the default (or the broker's value for a topic or group config)
+    APPEND = 2  # add values to a LIST config (cleanup.policy), starting from its default
+    SUBTRACT = 3  # remove values from a LIST config
 
 
 class ConfigType(IntEnum):

@@ -182,12 +182,17 @@ class LogCleaner:
 
         self.logs = logs
         self._clock_ms = clock_ms
-        self.map_capacity = max(int(dedupe_buffer_bytes / MAP_ENTRY_BYTES * MAP_LOAD_FACTOR), 1)
+        self.map_capacity = 1
+        self.set_dedupe_buffer(dedupe_buffer_bytes)
         self._checkpoint_path = logs.log_dir / CHECKPOINT_FILE
         self._first_dirty = read_checkpoint(self._checkpoint_path)
         # Earliest delete horizon of a retained tombstone, per partition: once it passes,
         # the partition is cleaned whatever its dirty ratio.
         self._horizons: dict[tuple[str, int], int] = {}
+
+    def set_dedupe_buffer(self, dedupe_buffer_bytes: int) -> None:
+        """log.cleaner.dedupe.buffer.size (dynamic, as in Kafka): used from the next pass on."""
+        self.map_capacity = max(int(dedupe_buffer_bytes / MAP_ENTRY_BYTES * MAP_LOAD_FACTOR), 1)
 
     def run(self) -> list[CleanerStats]:
         """One pass over every compacted partition that needs cleaning."""

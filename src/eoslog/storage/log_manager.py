@@ -295,6 +295,40 @@ class LogManager:
         self._save_topics()
         self.checkpoint()
 
+    def alter_topic_config(self, name: str, overrides: dict[str, Any]) -> None:
+        """Replace a topic's config overrides; in effect at once (every partition log reads
+        its TopicConfig on each append, roll, retention and cleaning pass) and kept in
+        topics.json. TopicError: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG."""
+        info = self.topics.get(name)
+        if info is None:
+            raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        try:
+            config = TopicConfig(self.topic_defaults, overrides)
+        except ValueError as e:
+            raise TopicError(Errors.INVALID_CONFIG, str(e)) from None
+        old = info.config
+        self._set_config(info, config)
+        try:
+            self._save_topics()
+        except OSError:
+            self._set_config(info, old)
+            raise
+        log.info("topic %s config overrides now %s", name, config.overrides)
+
+    def update_topic_defaults(self, defaults: dict[str, Any]) -> None:
+        """New broker-level topic defaults (a dynamic broker config changed): every topic's
+        effective config is rebuilt over them, its overrides kept."""
+        self.topic_defaults = dict(defaults)
+        for info in self.topics.values():
+            self._set_config(info, TopicConfig(self.topic_defaults, info.config.overrides))
+
+    def _set_config(self, info: TopicInfo, config: TopicConfig) -> None:
+        info.config = config
+        for p in range(info.num_partitions):
+            plog = self.logs.get((info.name, p))
+            if plog is not None:
+                plog.config = config
+
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords on one partition (Kafka's Partition.deleteRecordsOnLeader): move
         its log start offset to ``offset`` (-1: the high watermark) and return the new low

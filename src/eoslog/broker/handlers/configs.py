@@ -1,21 +1,25 @@
-"""DescribeConfigs (key 32): topic and broker configuration, with Kafka's sources and synonyms.
+"""DescribeConfigs (key 32): topic, broker and group configuration, with Kafka's sources
+and synonyms.
 
 Also owns the config view CreateTopics returns (v5+), so both APIs describe a topic
 alike. What Kafka answers, and eoslog with it:
 
 - TOPIC (2): every topic config, its effective value and its source: DYNAMIC_TOPIC_CONFIG for
-  an override, STATIC_BROKER_CONFIG when the broker's ``log.*`` synonym was set in the
-  properties file or by a flag, DEFAULT_CONFIG otherwise. With ``include_synonyms`` the
-  chain is listed in that order (override, static broker synonyms, broker default).
-  Kafka drops synonyms listed before the primary broker name (its ``log.retention.ms``
-  has no default; ``log.retention.hours=168`` supplies it); eoslog's primary names all
-  have defaults, so the chain is kept whole and its head is the source.
+  an override; else the broker synonym that supplies it — DYNAMIC_BROKER_CONFIG (altered for
+  this broker), DYNAMIC_DEFAULT_BROKER_CONFIG (altered cluster-wide), STATIC_BROKER_CONFIG
+  (the properties file or a flag) — or DEFAULT_CONFIG. With ``include_synonyms`` the chain
+  is listed in that order. Kafka drops synonyms listed before the primary broker name (its
+  ``log.retention.ms`` has no default; ``log.retention.hours=168`` supplies it); eoslog's
+  primary names all have defaults, so the chain is kept whole and its head is the source.
 - BROKER (4) named by this node's id: every broker config plus any other key that was
   set; unknown keys are reported as Kafka does (sensitive, value null, type UNKNOWN).
-  BROKER with an empty name is the cluster-wide *dynamic* default, which eoslog has no
-  way to set, so it is empty, as on a Kafka cluster where none were altered.
-- An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker id or resource type →
-  INVALID_REQUEST; each per resource, never failing the whole request.
+  BROKER with an empty name: the cluster-wide dynamic defaults that were set, each with
+  source DYNAMIC_DEFAULT_BROKER_CONFIG.
+- GROUP (32, Kafka 4.0's group configs): every group config of a group, existing or not;
+  GROUP_CONFIG for one altered for the group, else the broker's ``group.*`` config that
+  supplies its default (or the group config's own default when there is none).
+- An unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker id, an empty group name or
+  another resource type → INVALID_REQUEST; each per resource, never failing the request.
 """
 
 from __future__ import annotations
@@ -26,15 +30,23 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, TopicConfig
-from eoslog.protocol.configs import ConfigSource, ConfigSynonym, ConfigType
+from eoslog.config import (
+    BROKER_CONFIGS,
+    BROKER_SYNONYMS,
+    DYNAMIC_BROKER_CONFIGS,
+    GROUP_CONFIGS,
+    LIST_CONFIGS,
+    SYNONYM_CHAIN,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigDef,
+    TopicConfig,
+    config_string,
+)
+from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
 from eoslog.protocol.errors import ErrorCode
 from eoslog.storage import TopicError
 from eoslog.storage.log_manager import validate_topic_name
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
 # configs Kafka defines as INT (any other int is LONG):
@@ -57,29 +69,15 @@ _INT_CONFIGS = frozenset({
     "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
     "replica.fetch.min.bytes", "replica.fetch.backoff.ms", "replica.socket.timeout.ms",
     "num.replica.fetchers", "controlled.shutdown.max.retries", "leader.imbalance.per.broker.percentage",
-})
-_SHORT_CONFIGS = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
-_LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
-
-# Broker names that stand in for another (BrokerConfig.load converts them), in the
-# precedence Kafka gives them; the first name of each chain is the primary one.
-_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+}) | {n for n, d in GROUP_CONFIGS.items() if d.type is int} | {
+    n for n in BROKER_CONFIGS if n.startswith(("group.consumer.", "group.share."))
 }
+_SHORT_CONFIGS = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
+
 _UNIT_ALIASES: dict[str, str] = {
     alias: f"{primary.removesuffix('.ms')} in {alias.rsplit('.', 1)[1]}, used when {primary} is not set"
-    for primary, chain in _BROKER_SYNONYMS.items() for alias in chain[1:]
+    for primary, chain in BROKER_SYNONYMS.items() for alias in chain[1:]
 }
-_SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in _BROKER_SYNONYMS.values() for n in chain}
-
-# Broker configs Kafka can change at run time (DynamicBrokerConfig.AllDynamicConfigs):
-# the topic defaults and the listeners. The rest are read-only.
-_DYNAMIC_BROKER_CONFIGS = frozenset(
-    {n for d in TOPIC_CONFIGS.values() if d.broker_default
-     for n in _SYNONYM_CHAIN.get(d.broker_default, (d.broker_default,))}
-    | {"listeners", "advertised.listeners"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +92,6 @@ class ConfigEntry:
     documentation: str | None
 
 
-def config_string(value: Any) -> str | None:
-    """A value as Kafka's ConfigDef.convertToString writes it."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
     if name in _UNIT_ALIASES or name in _INT_CONFIGS:
         return ConfigType.INT
@@ -110,7 +99,7 @@ def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
         return ConfigType.SHORT
     if defn is None:
         return ConfigType.UNKNOWN
-    if name in _LIST_CONFIGS:
+    if name in LIST_CONFIGS:
         return ConfigType.LIST
     if defn.type is bool:
         return ConfigType.BOOLEAN
@@ -121,17 +110,37 @@ def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
     return ConfigType.STRING
 
 
-def _broker_synonyms(broker: BrokerConfig, primary: str) -> list[ConfigSynonym]:
-    """The broker-level chain for ``primary``: statically set names, then its default."""
-    chain = _SYNONYM_CHAIN.get(primary, (primary,))
+def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = True) -> list[ConfigSynonym]:
+    """The broker-level chain for ``primary`` as Kafka's ConfigHelper.configSynonyms lists
+    it: the names set dynamically for this broker, then cluster-wide, then statically, then
+    the primary name's default. Only the cluster-wide ones for the cluster-default resource."""
+    chain = SYNONYM_CHAIN.get(primary, (primary,))
+    known = primary in BROKER_CONFIGS or primary in _UNIT_ALIASES
+    layers: list[tuple[dict[str, Any], ConfigSource]] = [
+        (broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ({n: config_string(broker.static_value(n)) for n in chain if n in broker.explicit},
+         ConfigSource.STATIC_BROKER_CONFIG),
+    ]
     out = [
-        ConfigSynonym(n, config_string(broker.values.get(n)), ConfigSource.STATIC_BROKER_CONFIG)
-        for n in chain if n in broker.explicit
+        # Kafka treats a key it has no definition for as possibly a password.
+        ConfigSynonym(n, layer[n] if known else None, source)
+        for layer, source in layers if per_broker or source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        for n in chain if n in layer
     ]
     head = BROKER_CONFIGS.get(chain[0])
-    if head is not None and head.default is not None:
+    if per_broker and head is not None and head.default is not None:
         out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
     return out
+
+
+def _entry(name: str, value: str | None, synonyms: list[ConfigSynonym], defn: ConfigDef | None, *,
+           read_only: bool = False, sensitive: bool = False, doc: str | None = None) -> ConfigEntry:
+    return ConfigEntry(
+        name, value, synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG, read_only=read_only,
+        is_sensitive=sensitive, synonyms=tuple(synonyms), config_type=_config_type(name, defn),
+        documentation=doc if doc is not None else defn.doc if defn is not None else None,
+    )
 
 
 def topic_config_entries(broker: BrokerConfig, config: TopicConfig) -> list[ConfigEntry]:
@@ -144,34 +153,50 @@ def topic_config_entries(broker: BrokerConfig, config: TopicConfig) -> list[Conf
             synonyms.append(ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if defn.broker_default:
             synonyms += _broker_synonyms(broker, defn.broker_default)
-        entries.append(ConfigEntry(
-            name, value, synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-            read_only=False, is_sensitive=False, synonyms=tuple(synonyms),
-            config_type=_config_type(name, defn), documentation=defn.doc,
-        ))
+        entries.append(_entry(name, value, synonyms, defn))
     return entries
 
 
 def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     """This node's configuration: every known broker config and every key that was set."""
     entries = []
-    for name in sorted(set(BROKER_CONFIGS) | broker.explicit):
+    names = set(BROKER_CONFIGS) | broker.explicit | set(broker.dynamic_default) | set(broker.dynamic_broker)
+    for name in sorted(names):
         defn = BROKER_CONFIGS.get(name)
         known = defn is not None or name in _UNIT_ALIASES
-        synonyms = _broker_synonyms(broker, name) if known else [
-            ConfigSynonym(name, None, ConfigSource.STATIC_BROKER_CONFIG)
-        ]
-        entries.append(ConfigEntry(
-            name,
-            # Kafka treats a key it has no definition for as possibly a password.
-            config_string(broker.values.get(name)) if known else None,
-            synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-            read_only=name not in _DYNAMIC_BROKER_CONFIGS,
-            is_sensitive=not known,
-            synonyms=tuple(synonyms),
-            config_type=_config_type(name, defn),
-            documentation=defn.doc if defn is not None else _UNIT_ALIASES.get(name),
-        ))
+        value = config_string(broker.values.get(name)) if known else None
+        entries.append(_entry(name, value, _broker_synonyms(broker, name), defn,
+                              read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known,
+                              doc=_UNIT_ALIASES.get(name)))
+    return entries
+
+
+def default_broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
+    """The cluster-wide dynamic broker defaults that were set (broker resource "")."""
+    entries = []
+    for name in sorted(broker.dynamic_default):
+        defn = BROKER_CONFIGS.get(name)
+        known = defn is not None or name in _UNIT_ALIASES
+        entries.append(_entry(name, broker.dynamic_default[name] if known else None,
+                              _broker_synonyms(broker, name, per_broker=False), defn,
+                              read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known,
+                              doc=_UNIT_ALIASES.get(name)))
+    return entries
+
+
+def group_config_entries(broker: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Every group config of a group with these overrides (Kafka's createGroupConfigEntry)."""
+    entries = []
+    for name, defn in sorted(GROUP_CONFIGS.items()):
+        synonyms: list[ConfigSynonym] = []
+        if name in overrides:
+            synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.GROUP_CONFIG))
+        if defn.broker_default:
+            synonyms += _broker_synonyms(broker, defn.broker_default)
+        else:
+            synonyms.append(ConfigSynonym(name, config_string(defn.default), ConfigSource.DEFAULT_CONFIG))
+        value = overrides.get(name, config_string(broker.values.get(defn.broker_default or "", defn.default)))
+        entries.append(_entry(name, value, synonyms, defn))
     return entries
 
 
@@ -179,7 +204,7 @@ def _describe_resource(
     ctx: RequestContext, resource_type: int, name: str
 ) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
     state = ctx.state
-    if resource_type == TOPIC_RESOURCE:
+    if resource_type == ConfigResourceType.TOPIC:
         try:
             validate_topic_name(name)
         except TopicError as e:
@@ -188,9 +213,9 @@ def _describe_resource(
         if info is None:
             return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
         return ErrorCode.none, None, topic_config_entries(state.config, info.config)
-    if resource_type == BROKER_RESOURCE:
+    if resource_type == ConfigResourceType.BROKER:
         if not name:
-            return ErrorCode.none, None, []  # no dynamic cluster-wide defaults exist
+            return ErrorCode.none, None, default_broker_config_entries(state.config)
         try:
             node = int(name)
         except ValueError:
@@ -199,6 +224,10 @@ def _describe_resource(
             return (ErrorCode.invalid_request,
                     f"Unexpected broker id, expected {state.node_id} or empty string, but received {name}", [])
         return ErrorCode.none, None, broker_config_entries(state.config)
+    if resource_type == ConfigResourceType.GROUP:
+        if not name:
+            return ErrorCode.invalid_request, "Group name must not be empty", []
+        return ErrorCode.none, None, group_config_entries(state.config, state.config_admin.group_configs(name))
     return ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}", []
 
 

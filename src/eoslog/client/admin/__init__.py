@@ -12,6 +12,8 @@ from eoslog.client.admin.admin import Admin, AIOAdmin
 from eoslog.client.admin.config import AdminConfig
 from eoslog.client.admin.types import (
     AbortTransactionSpec,
+    AlterConfigOp,
+    AlterConfigOpType,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
@@ -40,10 +42,10 @@ from eoslog.client.admin.types import (
 )
 
 __all__ = [
-    "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "ClusterDescription", "ConfigEntry", "ConfigResource",
-    "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "DeletedRecords",
-    "GroupDescription",
-    "GroupListing", "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic",
-    "Node", "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
+    "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "AlterConfigOp", "AlterConfigOpType",
+    "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
+    "ConfigType", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing", "IsolationLevel",
+    "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetSpec",
+    "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing",
 ]

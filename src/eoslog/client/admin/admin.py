@@ -1,7 +1,7 @@
 """The admin client's public API: ``AIOAdmin`` (asyncio) and ``Admin`` (blocking).
 
-``AIOAdmin`` puts together the API families — topics, configs, cluster and offsets
-(``topics``), consumer groups (``groups``), transactions (``transactions``) — over the
+``AIOAdmin`` puts together the API families — topics, cluster and offsets (``topics``),
+configs (``configs``), consumer groups (``groups``), transactions (``transactions``) — over the
 routing and retries of ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
 of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
 each method hops onto that loop and waits, with the same arguments and results.
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from eoslog.client.admin.configs import ConfigAdmin
 from eoslog.client.admin.groups import GroupAdmin
 from eoslog.client.admin.topics import TopicAdmin
 from eoslog.client.admin.transactions import TransactionAdmin
@@ -29,7 +30,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AIOAdmin(TopicAdmin, GroupAdmin, TransactionAdmin):
+class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -68,6 +69,8 @@ class Admin(BlockingFacade):
     describe_topics = _blocking(AIOAdmin.describe_topics)
     create_partitions = _blocking(AIOAdmin.create_partitions)
     describe_configs = _blocking(AIOAdmin.describe_configs)
+    alter_configs = _blocking(AIOAdmin.alter_configs)
+    incremental_alter_configs = _blocking(AIOAdmin.incremental_alter_configs)
     describe_cluster = _blocking(AIOAdmin.describe_cluster)
     list_offsets = _blocking(AIOAdmin.list_offsets)
     delete_records = _blocking(AIOAdmin.delete_records)

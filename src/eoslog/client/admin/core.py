@@ -66,6 +66,14 @@ def raise_for(code: int, message: str | None) -> None:
         raise error_for(int(code), message)
 
 
+def raise_first(errors: Mapping[Any, tuple[int, str | None]], order: Iterable[Any]) -> None:
+    """Raise the error of the first key of ``order`` that has one (a call about several
+    items reports the first failure in the caller's order, once all were handled)."""
+    for key in order:
+        if key in errors:
+            raise_for(*errors[key])
+
+
 class AdminCore:
     """Lifecycle, routing and retries shared by every admin call (see the module doc)."""
 

@@ -1,14 +1,11 @@
-"""Topics, configs, the cluster and offsets: CreateTopics, DeleteTopics, Metadata,
-CreatePartitions, DescribeConfigs, DescribeCluster, ListOffsets and DeleteRecords.
+"""Topics, the cluster and offsets: CreateTopics, DeleteTopics, Metadata, CreatePartitions,
+DescribeCluster, ListOffsets and DeleteRecords.
 
-Topic changes go to the controller (on KRaft any broker forwards them), DescribeConfigs
-for a broker to that broker, ListOffsets to each partition's leader. A request about
-several topics reports each topic's outcome; the call raises the first failure in the
-order the caller gave, after every other topic of the request was handled (created,
-deleted) by the broker — as each of Java's per-topic futures would.
-
-Alter/IncrementalAlterConfigs are not here: the eoslog broker does not serve them yet
-(``broker/handlers/configs.py``); topic configs are set when the topic is created.
+Topic changes go to the controller (on KRaft any broker forwards them), ListOffsets and
+DeleteRecords to each partition's leader. A request about several topics reports each
+topic's outcome; the call raises the first failure in the order the caller gave, after
+every other topic of the request was handled (created, deleted) by the broker — as each of
+Java's per-topic futures would.
 """
 
 from __future__ import annotations
@@ -18,15 +15,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eoslog.client.admin.core import AdminCore, raise_for
+from eoslog.client.admin.core import AdminCore, raise_first, raise_for
 from eoslog.client.admin.types import (
     ClusterDescription,
-    ConfigEntry,
-    ConfigResource,
-    ConfigResourceType,
-    ConfigSource,
-    ConfigSynonym,
-    ConfigType,
     CreatedTopic,
     DeletedRecords,
     IsolationLevel,
@@ -51,13 +42,6 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 
 def _topic_id(value: Any) -> uuid.UUID | None:
     return value if isinstance(value, uuid.UUID) and value != NO_TOPIC_ID else None
-
-
-def _raise_first(errors: Mapping[Any, tuple[int, str | None]], order: Iterable[Any]) -> None:
-    """Raise the error of the first key of ``order`` that has one."""
-    for key in order:
-        if key in errors:
-            raise_for(*errors[key])
 
 
 def topic_description(t: Any) -> TopicDescription:
@@ -115,7 +99,7 @@ class TopicAdmin(AdminCore):
                     int(getattr(r, "replication_factor", -1)),
                     {str(c.name): c.value for c in getattr(r, "configs", ())},
                 )
-            _raise_first(errors, (t.name for t in topics))
+            raise_first(errors, (t.name for t in topics))
             return created
 
         return await self._call("create_topics", make, handle, node=self._controller, timeout_ms=timeout_ms)
@@ -134,7 +118,7 @@ class TopicAdmin(AdminCore):
             return build(m.DeleteTopicsRequest, timeout=server_timeout, topic_names=tuple(wanted))
 
         def handle(_: int | None, response: Any) -> None:
-            _raise_first({str(r.name): (int(r.error_code), getattr(r, "error_message", None) or f"topic {r.name}")
+            raise_first({str(r.name): (int(r.error_code), getattr(r, "error_message", None) or f"topic {r.name}")
                           for r in response.responses if int(r.error_code) != 0}, wanted)
 
         if wanted:
@@ -158,7 +142,7 @@ class TopicAdmin(AdminCore):
         async def attempt() -> dict[str, TopicDescription]:
             response = await self._metadata(wanted)
             found = {str(t.name): t for t in response.topics}
-            _raise_first({n: (int(t.error_code), f"topic {n}") for n, t in found.items() if int(t.error_code) != 0},
+            raise_first({n: (int(t.error_code), f"topic {n}") for n, t in found.items() if int(t.error_code) != 0},
                          wanted)
             return {n: topic_description(found[n]) for n in wanted}
 
@@ -180,57 +164,13 @@ class TopicAdmin(AdminCore):
             ))
 
         def handle(_: int | None, response: Any) -> None:
-            _raise_first({str(r.name): (int(r.error_code), r.error_message or f"topic {r.name}")
+            raise_first({str(r.name): (int(r.error_code), r.error_message or f"topic {r.name}")
                           for r in response.results if int(r.error_code) != 0}, wanted)
 
         if wanted:
             await self._call("create_partitions", make, handle, node=self._controller, timeout_ms=timeout_ms)
 
-    # -- configs and the cluster --------------------------------------------------------------
-
-    async def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
-                               include_documentation: bool = False,
-                               timeout_ms: int | None = None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
-        """Every config of each topic or broker, by name (DescribeConfigs). A broker's
-        resource goes to that broker, the others to any broker. Unknown topics raise
-        UnknownTopicOrPartitionError, unknown broker ids InvalidRequestError."""
-        wanted = list(dict.fromkeys(resources))
-        by_node: dict[int | None, list[ConfigResource]] = {}
-        for r in wanted:
-            node = int(r.name) if r.type is ConfigResourceType.BROKER and r.name.isdigit() else None
-            by_node.setdefault(node, []).append(r)
-
-        def make_for(batch: list[ConfigResource]) -> Any:
-            def make(versions: ApiVersionTable) -> Any:
-                m = request_types(ApiKey.DESCRIBE_CONFIGS, versions.pick(ApiKey.DESCRIBE_CONFIGS, 4, 1))
-                return build(m.DescribeConfigsRequest, include_synonyms=include_synonyms,
-                             include_documentation=include_documentation, resources=tuple(
-                                 build(m.DescribeConfigsResource, resource_type=int(r.type), resource_name=r.name,
-                                       configuration_keys=None) for r in batch))
-            return make
-
-        def handle(_: int | None, response: Any) -> dict[ConfigResource, dict[str, ConfigEntry]]:
-            out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
-            errors: dict[ConfigResource, tuple[int, str | None]] = {}
-            for result in response.results:
-                resource = ConfigResource(ConfigResourceType(int(result.resource_type)), str(result.resource_name))
-                if int(result.error_code) != 0:
-                    errors[resource] = (int(result.error_code), result.error_message or f"{resource}")
-                    continue
-                out[resource] = {str(c.name): _config_entry(c) for c in result.configs}
-            _raise_first(errors, wanted)
-            return out
-
-        async def describe(node: int | None) -> dict[ConfigResource, dict[str, ConfigEntry]]:
-            # A broker id no broker has is asked of any broker, which refuses it (INVALID_REQUEST).
-            return await self._call("describe_configs", make_for(by_node[node]), handle,
-                                    node=self._broker(node, or_any=True),
-                                    timeout_ms=timeout_ms)
-
-        found: dict[ConfigResource, dict[str, ConfigEntry]] = {}
-        for part in (await self._each(by_node, describe)).values():
-            found.update(part)
-        return {r: found[r] for r in wanted}
+    # -- the cluster ----------------------------------------------------------------------------
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster; Metadata where a broker lacks it)."""
@@ -333,15 +273,8 @@ class TopicAdmin(AdminCore):
                         errors[tp] = (int(p.error_code), f"partition {tp.topic}-{tp.partition}")
                     else:
                         out[tp] = DeletedRecords(int(p.low_watermark))
-            _raise_first(errors, wanted)
+            raise_first(errors, wanted)
             return out
 
         return await self._per_leader("delete_records", wanted, make, handle, timeout_ms)
 
-
-def _config_entry(c: Any) -> ConfigEntry:
-    return ConfigEntry(
-        str(c.name), c.value, ConfigSource(int(c.config_source)), bool(c.is_sensitive), bool(c.read_only),
-        tuple(ConfigSynonym(str(s.name), s.value, ConfigSource(int(s.source))) for s in getattr(c, "synonyms", ())),
-        ConfigType(int(getattr(c, "config_type", 0))), getattr(c, "documentation", None),
-    )

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eoslog.client.types import TopicPartition
-from eoslog.protocol.configs import ConfigSource, ConfigSynonym, ConfigType
+from eoslog.protocol.configs import AlterConfigOpType, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
 
 # -- topics ----------------------------------------------------------------------------------
 
@@ -81,17 +81,6 @@ class TopicDescription:
 # -- configs -----------------------------------------------------------------------------------
 
 
-class ConfigResourceType(enum.IntEnum):
-    """ConfigResource.Type as sent on the wire."""
-
-    UNKNOWN = 0
-    TOPIC = 2
-    GROUP = 32
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
     """A topic (by name) or a broker (by node id, as a string; "" for the cluster-wide
@@ -115,6 +104,15 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One change of ``incremental_alter_configs`` (Java's AlterConfigOp of a ConfigEntry)."""
+
+    name: str
+    value: str | None = None
+    op_type: AlterConfigOpType = AlterConfigOpType.SET
 
 
 # -- cluster -----------------------------------------------------------------------------------
@@ -285,7 +283,8 @@ class DeletedRecords:
 
 
 __all__ = [
-    "AbortTransactionSpec", "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
+    "AbortTransactionSpec", "AlterConfigOp", "AlterConfigOpType", "ClusterDescription", "ConfigEntry",
+    "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing",
     "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node",
     "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
