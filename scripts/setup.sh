@@ -8,7 +8,9 @@
 #   4. Java 17 or newer (Spark runs on it): checked; when missing and root, installed with
 #      apt-get (openjdk-17-jre-headless);
 #   5. ZooKeeper (cluster mode, tests/cluster): Debian's zookeeper package, installed with
-#      apt-get when missing and root.
+#      apt-get when missing and root;
+#   6. the reference implementations of reference/pom.xml (Apache Kafka, Spark's Kafka
+#      connector) copied by Maven into .reference/lib/, once per pom hash (issue 12).
 #
 # A system dependency that is still missing after that is an ERROR saying what to install
 # when the run is strict: under CI (CI=true), from scripts/test.sh (EOSLOG_STRICT_DEPS=1,
@@ -18,7 +20,7 @@
 # dependencies report a missing one with `missing_dep` so they follow the same rule.
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
-# skips steps 3 to 5; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
+# skips steps 3 to 6; JAVA_HOME, as for Spark, picks the Java ($JAVA_HOME/bin/java).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -222,4 +224,51 @@ else
     missing_dep "ZooKeeper ($zk_jar not found; not installed here: no root shell or no apt-get)" \
         "Install it with: sudo apt-get update && sudo apt-get install -y zookeeper,
     or set EOSLOG_ZOOKEEPER_CLASSPATH to the classpath of a ZooKeeper 3.5+ server."
+fi
+
+# -- 6. Reference implementations (issue 12): Apache Kafka and Spark's Kafka connector ------
+# reference/pom.xml names them; Maven copies them with their transitive jars into .reference/lib/
+# (kafka/, spark-kafka/; ignored by git), once: the copy is stamped with the poms' hash and redone
+# only when a pom changes. Needs Java (section 4) and Maven (apt-get install maven when root).
+
+step "Reference jars: Apache Kafka and Spark's Kafka connector (reference/pom.xml -> .reference/lib)"
+REF_LIB="$ROOT/.reference/lib"
+REF_STAMP="$REF_LIB/.pom-sha256"
+ref_hash="$(cat "$ROOT"/reference/pom.xml "$ROOT"/reference/*/pom.xml | sha256sum | cut -d' ' -f1)"
+ref_problem=""
+if [[ -f "$REF_STAMP" && "$(cat "$REF_STAMP")" == "$ref_hash" ]]; then
+    ok "already resolved ($(find "$REF_LIB" -name '*.jar' | wc -l) jars; reference poms unchanged)"
+elif [[ -n "$java_problem" ]]; then
+    ref_problem="Java 17 is missing (above); Maven needs it to resolve reference/pom.xml"
+else
+    if ! command -v mvn >/dev/null 2>&1; then
+        if is_root && command -v apt-get >/dev/null 2>&1; then
+            echo "    Maven is missing; installing it: apt-get update && apt-get install -y maven"
+            apt_install maven || true
+        fi
+    fi
+    if ! command -v mvn >/dev/null 2>&1; then
+        ref_problem="Maven (mvn) is not on PATH. Install it with: sudo apt-get install -y maven
+    (macOS: brew install maven), then run scripts/setup.sh again"
+    else
+        echo "    resolving with $(mvn -v 2>/dev/null | head -n1 | sed 's/\x1b\[[0-9;]*m//g')" \
+             "(the first time downloads about 200 MB from Maven Central)"
+        rm -rf "$REF_LIB"
+        mkdir -p "$REF_LIB"
+        ref_log="$(mktemp)"
+        if mvn -B -q -f "$ROOT/reference/pom.xml" dependency:copy-dependencies \
+                -Dreference.lib="$REF_LIB" >"$ref_log" 2>&1; then
+            echo "$ref_hash" > "$REF_STAMP"
+            ok "copied $(find "$REF_LIB/kafka" -name '*.jar' | wc -l) jars to .reference/lib/kafka," \
+               "$(find "$REF_LIB/spark-kafka" -name '*.jar' | wc -l) to .reference/lib/spark-kafka"
+        else
+            tail -n 30 "$ref_log" >&2
+            ref_problem="mvn dependency:copy-dependencies failed (its output is above); is Maven Central reachable?"
+        fi
+        rm -f "$ref_log"
+    fi
+fi
+if [[ -n "$ref_problem" ]]; then
+    missing_dep "the reference jars (Apache Kafka, Spark's Kafka connector): $ref_problem" \
+        "Without them the conformance and Java-ecosystem tests (tests/conformance, ...) fail."
 fi

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 READY_TIMEOUT_S = 60.0
 
@@ -36,7 +37,51 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60
         time.sleep(0.05)
 
 
-class BrokerProcess:
+class ServerProcess:
+    """A server started as a child process (eoslog's broker, a Kafka node): kill -9, clean stop,
+    restart on the same data. Subclasses set ``proc`` and ``log_path`` and define ``start``."""
+
+    proc: subprocess.Popen[str] | None
+    log_path: Path
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no clean-shutdown marker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return int(self.proc.returncode)
+
+    def restart(self, *, kill: bool = False) -> Self:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class BrokerProcess(ServerProcess):
     def __init__(self, data_dir: Path, port: int | None = None,
                  overrides: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -85,35 +130,3 @@ class BrokerProcess:
                 raise RuntimeError(f"broker not ready after {READY_TIMEOUT_S}s; see {self.log_path}")
         return self
 
-    def kill(self) -> None:
-        """SIGKILL: no flush, no clean-shutdown marker."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: a clean shutdown."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-                raise
-        return int(self.proc.returncode)
-
-    def restart(self, *, kill: bool = False) -> BrokerProcess:
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""

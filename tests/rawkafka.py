@@ -55,6 +55,17 @@ def fetch_request(topic: str, partition: int, offset: int, *, max_bytes: int = 1
 
 
 
+def metadata_request(topics: list[str] | None, version: int = 12,
+                     auto_create: bool = False) -> Any:
+    """Metadata for ``topics`` (None: every topic)."""
+    m = request_module(METADATA, version)
+    wanted = None if topics is None else tuple(
+        build(m.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
+    return build(m.MetadataRequest, topics=wanted, allow_auto_topic_creation=auto_create,
+                 include_cluster_authorized_operations=False,
+                 include_topic_authorized_operations=False)
+
+
 def list_offsets_request(topic: str, partition: int, timestamp: int, version: int = 7) -> Any:
     m = request_module(LIST_OFFSETS, version)
     part = build(m.ListOffsetsPartition, partition_index=i32(partition),
