@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from typing import cast
 
@@ -69,6 +70,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._closed = False
         self.busy = False  # a request is being processed (used by graceful shutdown)
+        self.last_active = time.monotonic()  # last bytes read or response written
 
     # -- asyncio.Protocol callbacks ---------------------------------------------------
 
@@ -87,6 +89,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         return memoryview(self._recv)[self._recv_len :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         if self._frame is not None:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame):
@@ -188,6 +191,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     assert self.transport is not None
                     self.transport.writelines(response)
                     await self.flow.drain()
+                self.last_active = time.monotonic()
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -198,3 +202,13 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     @property
     def idle(self) -> bool:
         return not self.busy and not self._requests
+
+    def close_if_idle(self, now: float, max_idle_s: float) -> bool:
+        """Kafka's connections.max.idle.ms: close a connection that has neither read nor
+        written for longer than that. Unlike Kafka, a connection whose request is still
+        being answered (a JoinGroup waiting for its rebalance) is never idle."""
+        if self._closed or not self.idle or now - self.last_active <= max_idle_s:
+            return False
+        log.debug("closing connection from %s: idle for more than connections.max.idle.ms", self.peer)
+        self.close()
+        return True

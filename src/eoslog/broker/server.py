@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ class Broker:
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
+            loop.create_task(self._every(self._idle_check_s, self._close_idle_connections)),
             loop.create_task(self._load_coordinators_then_clean()),
             loop.create_task(self.txns.markers.run()),
             loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
@@ -108,6 +110,17 @@ class Broker:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
+
+    @property
+    def _idle_check_s(self) -> float:
+        # Kafka looks at every poll; a tenth of the limit (at most 30 s) closes a connection
+        # within 10% of connections.max.idle.ms late.
+        return min(int(self.config["connections.max.idle.ms"]) / 10_000, 30.0)
+
+    def _close_idle_connections(self) -> None:
+        now, max_idle_s = time.monotonic(), int(self.config["connections.max.idle.ms"]) / 1000
+        for conn in list(self.connections):
+            conn.close_if_idle(now, max_idle_s)
 
     async def _load_coordinators_then_clean(self) -> None:
         """__consumer_offsets first: markers the transaction loader sends again may complete
