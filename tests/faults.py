@@ -1,13 +1,15 @@
 """A fault-injecting TCP proxy between Kafka clients and the broker.
 
 It understands Kafka framing (int32 size + payload) in both directions, remembers which
-API each correlation id belongs to, and can, per response, on a schedule or at random:
+API each correlation id belongs to, and can, per response, at random or by script:
 
 - ``drop``: swallow the response the broker already produced (the request *was* applied)
-  and close the client connection, so the client must retry something that succeeded;
+  and close the client connection, so the client must retry something that succeeded —
+  at random (``drop_probability``) or exactly the Nth responses of an API
+  (``drop_responses``, deterministic, so a test can assert each kind was dropped);
 - ``close_mid_request``: forward half of a request frame, then cut both sides;
-- ``delay``: hold a response for some seconds before forwarding it;
-- ``stall``: stop forwarding on a connection for some seconds (client-side timeouts).
+- ``delay``: hold a response for some seconds before forwarding it (the connection's later
+  responses wait behind it; long enough, it is a client-side timeout).
 
 Point clients at the proxy and start the broker with
 ``advertised.listeners=PLAINTEXT://127.0.0.1:<proxy port>`` so that every connection a
@@ -24,12 +26,14 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PRODUCE = 0
 FETCH = 1
+ADD_PARTITIONS_TO_TXN = 24
+END_TXN = 26
 
 
 @dataclass
@@ -41,11 +45,9 @@ class FaultPolicy:
     close_mid_request_probability: float = 0.0
     delay_probability: float = 0.0
     delay_seconds: float = 0.5
-    stall_probability: float = 0.0
-    stall_seconds: float = 2.0
-    # Apply faults only to the Nth, 2Nth, ... response (0 = use the probabilities).
-    every_nth: int = 0
-    every_nth_action: str = "drop"
+    # api key -> the ordinals (1 = first) of its responses to drop, counted from set_policy
+    # over all connections; these apply whatever api_keys says.
+    drop_responses: Mapping[int, frozenset[int]] = field(default_factory=dict)
     seed: int = 1
 
 
@@ -60,7 +62,8 @@ class FaultProxy:
         self.listen_port = listen_port
         self.policy = FaultPolicy()
         self.injected: Counter[str] = Counter()
-        self.responses_seen = 0
+        self.responses: Counter[int] = Counter()  # per api key, since the policy was set
+        self.dropped: Counter[int] = Counter()  # per api key
         self._rng = random.Random(self.policy.seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -96,6 +99,7 @@ class FaultProxy:
         with self._lock:
             self.policy = policy
             self._rng = random.Random(policy.seed)
+            self.responses.clear()
 
     def heal(self) -> None:
         """Stop injecting faults (connections stay up)."""
@@ -131,14 +135,13 @@ class FaultProxy:
     def _decide(self, api_key: int) -> str | None:
         with self._lock:
             p = self.policy
+            self.responses[api_key] += 1
+            if self.responses[api_key] in p.drop_responses.get(api_key, ()):
+                return "drop"
             if api_key not in p.api_keys:
                 return None
-            self.responses_seen += 1
-            if p.every_nth:
-                return p.every_nth_action if self.responses_seen % p.every_nth == 0 else None
             r = self._rng.random()
-            for action, prob in (("drop", p.drop_probability), ("delay", p.delay_probability),
-                                 ("stall", p.stall_probability)):
+            for action, prob in (("drop", p.drop_probability), ("delay", p.delay_probability)):
                 if r < prob:
                     return action
                 r -= prob
@@ -184,14 +187,12 @@ class FaultProxy:
                 action = self._decide(api_key)
                 if action == "drop":
                     self.injected["drop"] += 1
+                    self.dropped[api_key] += 1
                     close_both()
                     return
                 if action == "delay":
                     self.injected["delay"] += 1
                     await asyncio.sleep(self.policy.delay_seconds)
-                elif action == "stall":
-                    self.injected["stall"] += 1
-                    await asyncio.sleep(self.policy.stall_seconds)
                 client_w.write(size_b + payload)
                 await client_w.drain()
 

@@ -8,6 +8,8 @@ over ``CLIENTS``:
   record, in send order (partition and offset from the producer's acknowledgement);
 - ``consume(client, bootstrap, topic, expected)`` → the records of each partition in
   offset order, read from the beginning until ``expected[p]`` records arrived;
+- ``read_to_end(bootstrap, topic, partitions, isolation=...)`` → what librdkafka sees up to
+  each partition's end offset (for "this record is not visible" checks);
 - ``list_offsets(client, ...)`` / ``offsets_for_times(client, ...)`` → ListOffsets
   earliest/latest and by-timestamp through each client's public API.
 
@@ -402,6 +404,70 @@ async def _consume_aiokafka(bootstrap: str, topic: str, expected: Mapping[int, i
     finally:
         await consumer.stop()
     return progress.got
+
+
+def read_to_end(bootstrap: str, topic: str, partitions: Sequence[int] = (0,), *,
+                isolation: str = "read_committed", settled: bool = True,
+                timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> list[Consumed]:
+    """Everything a librdkafka reader with ``isolation`` sees in ``partitions``, read from
+    offset 0 until its fetch position reached each partition's end (partition EOF at the
+    last stable offset for read_committed, the high watermark otherwise), in arrival order.
+
+    A record missing from the result was fetched past, not merely not seen for a while: a
+    "nothing visible" check built on this proves the reader was positioned and fetching.
+    With ``settled`` it first waits until no transaction is open on the partitions (last
+    stable offset = high watermark: every marker written, as shortly after EndTxn returns);
+    pass False to read up to the last stable offset of a still open transaction.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    from harness import wait_until
+
+    def reader(level: str) -> Any:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-to-end-{topic}",
+                         "isolation.level": level, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+
+    def end_offsets(c: Any) -> dict[int, int]:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout_s, cached=False)[1]
+                for p in partitions}
+
+    c = reader(isolation)
+    try:
+        if settled:
+            other = reader("read_uncommitted" if isolation == "read_committed" else "read_committed")
+            try:
+                wait_until(lambda: end_offsets(c) == end_offsets(other),
+                           f"no open transaction on {topic} {list(partitions)}", timeout_s)
+            finally:
+                other.close()
+        ends = end_offsets(c)
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        got: list[Consumed] = []
+        reached: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while reached != set(partitions):
+            assert time.monotonic() < deadline, \
+                f"reader of {topic} stopped short of the end offsets {ends}: at EOF on {sorted(reached)}"
+            for m in c.consume(10_000, 0.2):
+                err = m.error()
+                if err is None:
+                    got.append(Consumed(m.partition(), m.offset(), m.key(), m.value(),
+                                        _norm_headers(m.headers()), m.timestamp()[1]))
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    raise AssertionError(f"consumer error: {err}")
+                elif m.offset() >= ends[m.partition()]:
+                    reached.add(m.partition())
+        return got
+    finally:
+        c.close()
+
+
+def read_values(bootstrap: str, topic: str, partition: int = 0, *, isolation: str = "read_committed",
+                settled: bool = True) -> list[str]:
+    """The values ``read_to_end`` finds in one partition, decoded."""
+    return [(r.value or b"").decode() for r in read_to_end(bootstrap, topic, [partition], isolation=isolation,
+                                                           settled=settled)]
 
 
 # -- ListOffsets ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from clients import read_values
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as RdTopicPartition
 from confluent_kafka.admin import AdminClient
@@ -84,24 +85,6 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, int]]) -
     for partition, value, ts in records:
         p.produce(topic, value=value, partition=partition, timestamp=ts)
     assert p.flush(WAIT_S) == 0
-
-
-def read_values(bootstrap: str, topic: str, partition: int, isolation: str, count: int) -> list[bytes]:
-    """Up to ``count`` values from offset 0, then a short extra poll for anything beyond."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "enable.auto.commit": False,
-                  "isolation.level": isolation})
-    c.assign([RdTopicPartition(topic, partition, 0)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < count and time.monotonic() < deadline:
-            values += [m.value() for m in c.consume(100, 0.2) if m.error() is None]
-        extra_until = time.monotonic() + 1.0
-        while time.monotonic() < extra_until:
-            values += [m.value() for m in c.consume(100, 0.2) if m.error() is None]
-        return values
-    finally:
-        c.close()
 
 
 # -- topics ---------------------------------------------------------------------------------------
@@ -337,7 +320,7 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
     assert high_watermark == 6  # 3 open records, 2 committed, a COMMIT marker
     lso = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)[tp].offset
     assert lso == 0
-    assert read_values(bootstrap, topic, 0, "read_committed", 0) == []
+    assert read_values(bootstrap, topic, 0, settled=False) == []  # read up to the pinned LSO
 
     spec = AbortTransactionSpec(tp, open_txn.producer_id, open_txn.producer_epoch, open_txn.coordinator_epoch or 0)
     with pytest.raises(InvalidProducerEpochError):
@@ -349,7 +332,7 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
     after = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)[tp]
     assert after.offset == high_watermark + 1  # the LSO moved past the ABORT marker
     assert admin.list_offsets({tp: OffsetSpec.latest()})[tp].offset == high_watermark + 1
-    assert read_values(bootstrap, topic, 0, "read_committed", 2) == [b"committed-0", b"committed-1"]
+    assert read_values(bootstrap, topic, 0) == ["committed-0", "committed-1"]
     assert all(p.current_transaction_start_offset is None for p in admin.describe_producers([tp])[tp])
     stuck.purge()
     healthy.flush(WAIT_S)

@@ -28,37 +28,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ensure_topic
+from clients import Consumed, ensure_topic, read_to_end
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as RdProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
-from faults import FaultPolicy, FaultRig
+from faults import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FaultPolicy, FaultRig
 from harness import BrokerProcess
 
 WAIT_S = 60.0
 
 
-def consume(bootstrap: str, topic: str, partitions: int, count: int, *, isolation: str = "read_uncommitted",
-            linger_s: float = 0.5) -> list[Any]:
-    """``count`` messages from offset 0 of every partition, then a short extra poll so that
-    a record beyond them (a duplicate, an aborted one) is seen too."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{isolation}",
-                  "enable.auto.commit": False, "isolation.level": isolation})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[Any] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < count and time.monotonic() < deadline:
-            got += [m for m in c.consume(1000, 0.2) if m.error() is None]
-        until = time.monotonic() + linger_s
-        while time.monotonic() < until:
-            got += [m for m in c.consume(1000, 0.1) if m.error() is None]
-    finally:
-        c.close()
-    return got
+def consume(bootstrap: str, topic: str, partitions: int, *, isolation: str = "read_uncommitted") -> list[Consumed]:
+    """Every record of the topic's first ``partitions`` partitions, read up to their end
+    offsets (``clients.read_to_end``: an extra record, a duplicate or an aborted one, shows)."""
+    return read_to_end(bootstrap, topic, range(partitions), isolation=isolation)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, **config: str) -> None:
@@ -84,13 +70,13 @@ def test_records_and_offsets_read_back_by_librdkafka(shared_broker: BrokerProces
         p.flush()
         sent = [(k, v, h, ts, f.result(0)) for k, v, h, ts, f in futures]
         assert p.metrics()["record-send-total"] == 300
-    got = consume(shared_broker.bootstrap, topic, 3, 300)
+    got = consume(shared_broker.bootstrap, topic, 3)
     assert len(got) == 300
-    by_position = {(m.partition(), m.offset()): m for m in got}
+    by_position = {(m.partition, m.offset): m for m in got}
     for key, value, headers, ts, md in sent:
         m = by_position[(md.partition, md.offset)]
-        assert (m.key(), m.value(), m.timestamp()[1], md.timestamp) == (key, value, ts, ts)
-        assert [(k, v) for k, v in (m.headers() or [])] == headers
+        assert (m.key, m.value, m.timestamp_ms, md.timestamp) == (key, value, ts, ts)
+        assert list(m.headers) == headers
 
 
 def test_keyed_records_go_where_librdkafkas_murmur2_partitioner_puts_them(shared_broker: BrokerProcess) -> None:
@@ -140,8 +126,8 @@ def test_asyncio_producer(shared_broker: BrokerProcess) -> None:
         per_partition.setdefault(md.partition, []).append(md.offset)
     for offsets in per_partition.values():
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
-    got = consume(shared_broker.bootstrap, topic, 2, 101)
-    assert sorted(m.value() for m in got) == sorted([f"v{i}".encode() for i in range(100)] + [b"last"])
+    got = consume(shared_broker.bootstrap, topic, 2)
+    assert sorted(m.value for m in got) == sorted([f"v{i}".encode() for i in range(100)] + [b"last"])
 
 
 @pytest.mark.parametrize("acks", ["0", "1"])
@@ -154,7 +140,7 @@ def test_non_idempotent_acks(shared_broker: BrokerProcess, acks: str) -> None:
         p.flush()
         offsets = [f.result(0).offset for f in futures]
     assert offsets == ([-1] * 50 if acks == "0" else list(range(50)))
-    assert [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 50)] == [b"%d" % i for i in range(50)]
+    assert [m.value for m in consume(shared_broker.bootstrap, topic, 1)] == [b"%d" % i for i in range(50)]
 
 
 def test_message_too_large_splits_the_batch(shared_broker: BrokerProcess) -> None:
@@ -166,8 +152,8 @@ def test_message_too_large_splits_the_batch(shared_broker: BrokerProcess) -> Non
         offsets = [f.result(0).offset for f in futures]
         assert p.metrics()["batch-split-total"] >= 1
     assert offsets == list(range(120))
-    got = consume(shared_broker.bootstrap, topic, 1, 120)
-    assert [m.value()[:4] for m in got] == [b"%04d" % i for i in range(120)]
+    got = consume(shared_broker.bootstrap, topic, 1)
+    assert [(m.value or b"")[:4] for m in got] == [b"%04d" % i for i in range(120)]
 
 
 def test_log_append_time_is_reported(shared_broker: BrokerProcess) -> None:
@@ -243,10 +229,10 @@ def test_committed_and_aborted_transactions_read_committed(shared_broker: Broker
         p.begin_transaction()
         p.send(topic, b"never sent")
         p.abort_transaction()  # still queued: failed locally, never reaches the log
-    committed = [m.value().decode() for m in consume(shared_broker.bootstrap, topic, 3, 150,
-                                                     isolation="read_committed", linger_s=1.0)]
+    committed = [(m.value or b"").decode() for m in consume(shared_broker.bootstrap, topic, 3,
+                                                            isolation="read_committed")]
     assert sorted(committed) == sorted(f"t{n}-{i}" for n in (0, 2, 4) for i in range(50))
-    everything = consume(shared_broker.bootstrap, topic, 3, 300)
+    everything = consume(shared_broker.bootstrap, topic, 3)
     assert len(everything) == 300  # read_uncommitted sees the aborted records too
 
 
@@ -270,7 +256,7 @@ def test_offsets_sent_in_a_transaction_are_committed_only_with_it(shared_broker:
     finally:
         c.close()
     assert [tp.offset for tp in committed] == [11, 21]
-    values = [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 1, isolation="read_committed")]
+    values = [m.value for m in consume(shared_broker.bootstrap, topic, 1, isolation="read_committed")]
     assert values == [b"b"]
 
 
@@ -290,7 +276,7 @@ def test_a_second_instance_fences_the_first(shared_broker: BrokerProcess) -> Non
     assert info.value.fatal
     old.close(timeout=0)
     new.close()
-    assert [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 1, isolation="read_committed")] == [b"fresh"]
+    assert [m.value for m in consume(shared_broker.bootstrap, topic, 1, isolation="read_committed")] == [b"fresh"]
 
 
 def test_send_outside_a_transaction_is_refused(shared_broker: BrokerProcess) -> None:
@@ -341,8 +327,8 @@ def test_idempotent_producer_through_faults_and_a_broker_kill(rig: FaultRig, see
     assert retries > 0
     print(f"faults injected: {dict(rig.proxy.injected)}; records retried: {retries}")
     got: dict[int, list[bytes]] = {p_: [] for p_ in range(PARTITIONS)}
-    for m in consume(rig.broker.bootstrap, topic, PARTITIONS, N_RECORDS, linger_s=1.0):
-        got[m.partition()].append(m.value())
+    for m in consume(rig.broker.bootstrap, topic, PARTITIONS):
+        got[m.partition].append(m.value or b"")
     for part in range(PARTITIONS):
         expected = [numbered(i) for i in range(part, N_RECORDS, PARTITIONS)]
         records = got[part]
@@ -364,7 +350,7 @@ def test_closing_with_an_open_transaction_aborts_it(shared_broker: BrokerProcess
     q.send(topic, b"after")
     q.commit_transaction()
     q.close()
-    values = [m.value() for m in consume(shared_broker.bootstrap, topic, 1, 1, isolation="read_committed")]
+    values = [m.value for m in consume(shared_broker.bootstrap, topic, 1, isolation="read_committed")]
     assert values == [b"after"]  # "open" was aborted by close(), so "after" is readable at once
 
 
@@ -387,20 +373,26 @@ def test_threads_share_one_producer(shared_broker: BrokerProcess) -> None:
     for rs in results:  # one key per thread: one partition, offsets increasing in send order
         assert len({md.partition for md in rs}) == 1
         assert [md.offset for md in rs] == sorted(md.offset for md in rs)
-    got = consume(shared_broker.bootstrap, topic, 3, 20000)
-    assert sorted(m.value() for m in got) == sorted(f"{t}-{i}".encode() for t in range(4) for i in range(5000))
+    got = consume(shared_broker.bootstrap, topic, 3)
+    assert sorted(m.value or b"" for m in got) == sorted(f"{t}-{i}".encode() for t in range(4) for i in range(5000))
 
 
 @pytest.mark.slow
 def test_transactions_through_faults(rig: FaultRig) -> None:
-    """Dropped responses and cut requests on Produce, AddPartitionsToTxn and EndTxn: every
-    committed transaction is read exactly once, in order, and no aborted record shows."""
+    """Responses to AddPartitionsToTxn and EndTxn (commit and abort) dropped after the
+    coordinator applied them, and to Produce at random, plus cut requests: every committed
+    transaction is read exactly once, in order, and no aborted record shows."""
     topic = "txn-faults"
     ensure_topic(rig.broker.bootstrap, topic, PARTITIONS)
     p = txn_producer(rig.proxy.address, "faulty-1", **{"batch.size": 4096, "request.timeout.ms": 10000,
                                                         "delivery.timeout.ms": 300000})
-    rig.proxy.set_policy(FaultPolicy(api_keys=frozenset({0, 24, 26}), drop_probability=0.05,
-                                     close_mid_request_probability=0.01, seed=3))
+    # One AddPartitionsToTxn and one EndTxn per transaction (plus retries): the 2nd and 7th
+    # AddPartitionsToTxn responses and the 1st, 3rd and 8th EndTxn responses are dropped
+    # (transactions 0, 2 and 7 end by commit, abort and commit).
+    scripted = {ADD_PARTITIONS_TO_TXN: frozenset({2, 7}), END_TXN: frozenset({1, 3, 8})}
+    rig.proxy.set_policy(FaultPolicy(api_keys=frozenset({PRODUCE, ADD_PARTITIONS_TO_TXN, END_TXN}),
+                                     drop_probability=0.05, close_mid_request_probability=0.01,
+                                     drop_responses=scripted, seed=3))
     expected: list[bytes] = []
     for n in range(30):
         p.begin_transaction()
@@ -415,8 +407,9 @@ def test_transactions_through_faults(rig: FaultRig) -> None:
             expected += values
     p.close()
     rig.proxy.heal()
-    assert rig.proxy.injected["drop"] > 0, "no response was dropped: the test proved nothing"
-    print(f"faults injected: {dict(rig.proxy.injected)}")
-    got = [m.value() for m in consume(rig.broker.bootstrap, topic, PARTITIONS, len(expected),
-                                      isolation="read_committed", linger_s=1.0)]
+    print(f"faults injected: {dict(rig.proxy.injected)}; dropped per api key: {dict(rig.proxy.dropped)}")
+    for api_key, ordinals in scripted.items():
+        assert rig.proxy.dropped[api_key] >= len(ordinals), \
+            f"api key {api_key}: {rig.proxy.dropped[api_key]} responses dropped, {len(ordinals)} scripted"
+    got = [m.value for m in consume(rig.broker.bootstrap, topic, PARTITIONS, isolation="read_committed")]
     assert got == expected

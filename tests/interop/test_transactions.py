@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import RawConnection, ensure_topic, request_module, stored_batches
+from clients import RawConnection, ensure_topic, read_values, request_module, stored_batches
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from harness import BrokerProcess, wait_until
@@ -62,25 +62,6 @@ def send(p: Producer, topic: str, value: str) -> None:
     """Produce one record and wait until the broker has it."""
     p.produce(topic, value=value.encode())
     assert p.flush(WAIT_S) == 0
-
-
-def read_values(bootstrap: str, topic: str, isolation: str, count: int, partition: int = 0) -> list[str]:
-    """Read ``count`` records from the start, then keep polling briefly so that any record
-    beyond them (a duplicate, an aborted one) is caught too."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, partition, 0)])
-    got: list[str] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < count and time.monotonic() < deadline:
-            got += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-        extra_until = time.monotonic() + 1.0
-        while time.monotonic() < extra_until:
-            got += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-    finally:
-        c.close()
-    return got
 
 
 def partition_offsets(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
@@ -175,7 +156,7 @@ def test_zombie_is_fenced(txn_broker: BrokerProcess, operation: str) -> None:
         (2, pid, epoch + 2, "thisIsMessageValue2"),
         (3, pid, epoch + 2, "COMMIT coordinatorEpoch: 0"),
     ]
-    assert read_values(txn_broker.bootstrap, topic, "read_committed", 1) == ["thisIsMessageValue2"]
+    assert read_values(txn_broker.bootstrap, topic) == ["thisIsMessageValue2"]
 
 
 # -- acceptance 3: a hung producer's transaction times out -------------------------------------------
@@ -199,8 +180,8 @@ def test_hung_transaction_is_aborted_and_its_producer_fenced(txn_broker: BrokerP
     with pytest.raises(KafkaException) as raised:
         hung.commit_transaction(WAIT_S)
     assert fenced(raised.value), raised.value
-    assert read_values(txn_broker.bootstrap, topic, "read_committed", 0) == []
-    assert read_values(txn_broker.bootstrap, topic, "read_uncommitted", 1) == ["never committed"]
+    assert read_values(txn_broker.bootstrap, topic) == []
+    assert read_values(txn_broker.bootstrap, topic, isolation="read_uncommitted") == ["never committed"]
 
 
 # -- acceptance 4: interleaved transactions on one partition -------------------------------------------
@@ -231,8 +212,8 @@ def test_interleaved_transactions_on_one_partition(txn_broker: BrokerProcess) ->
             else:
                 producers[n].abort_transaction(WAIT_S)
     committed = [v for v in written if v.endswith("-commit")]
-    assert read_values(txn_broker.bootstrap, topic, "read_uncommitted", len(written)) == written
-    assert read_values(txn_broker.bootstrap, topic, "read_committed", len(committed)) == committed
+    assert read_values(txn_broker.bootstrap, topic, isolation="read_uncommitted") == written
+    assert read_values(txn_broker.bootstrap, topic) == committed
     lso, hw = partition_offsets(txn_broker.bootstrap, topic)
     assert lso == hw == len(written) + 12  # one marker per transaction
 
@@ -296,7 +277,7 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
     # answered before its CompleteCommit record is written: wait for it.
     wait_until(lambda: describe_transaction(broker.bootstrap, txn_id).transaction_state == "CompleteCommit",
           "the transaction to complete")
-    assert read_values(broker.bootstrap, topic, "read_committed", n) == [f"r{i}" for i in range(n)]
+    assert read_values(broker.bootstrap, topic) == [f"r{i}" for i in range(n)]
     controls = [h for h in stored_batches(broker.data_dir, topic, 0) if h.is_control]
     assert len(controls) == markers  # re-sent markers after a crash between them and COMPLETE
     committed = group.committed([TopicPartition(topic, 0)], WAIT_S)
@@ -305,7 +286,7 @@ def _crash_during_commit(broker: BrokerProcess, markers: int) -> None:
     p.begin_transaction()
     send(p, topic, "after")
     p.commit_transaction(WAIT_S)
-    assert read_values(broker.bootstrap, topic, "read_committed", n + 1)[-1] == "after"
+    assert read_values(broker.bootstrap, topic) == [*(f"r{i}" for i in range(n)), "after"]
     group.close()
     assert partition_offsets(broker.bootstrap, topic) == (n + 1 + markers + 1,) * 2
     assert os.environ.get(CRASH_ENV) is None
@@ -414,7 +395,7 @@ def test_a_write_outside_the_transaction_never_opens_one(txn_broker: BrokerProce
         assert txn.produce(topic, 0, "late")[0] == INVALID_TXN_STATE
     # Nothing but the one committed record and its marker reached the partitions.
     assert partition_offsets(txn_broker.bootstrap, topic, 1) == (0, 0)
-    assert read_values(txn_broker.bootstrap, topic, "read_uncommitted", 1) == ["in"]
+    assert read_values(txn_broker.bootstrap, topic, isolation="read_uncommitted") == ["in"]
     group = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": "raw-890-group"})
     assert group.committed([TopicPartition(topic, 0)], WAIT_S)[0].offset == 1
     group.close()
@@ -496,4 +477,4 @@ def test_abort_marker_in_a_later_segment_hides_the_records(txn_broker: BrokerPro
     send(c, topic, "c-committed")
     c.commit_transaction(WAIT_S)
     assert len(list((txn_broker.data_dir / f"{topic}-0").glob("*.log"))) >= 2  # a roll inside B
-    assert read_values(txn_broker.bootstrap, topic, "read_committed", 1) == ["c-committed"]
+    assert read_values(txn_broker.bootstrap, topic) == ["c-committed"]

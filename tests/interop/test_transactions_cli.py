@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import ensure_topic
+from clients import ensure_topic, read_values
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from harness import BrokerProcess, wait_until
@@ -91,25 +91,6 @@ def end_offset(bootstrap: str, topic: str, partition: int, isolation: str) -> in
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"offsets-{topic}", "isolation.level": isolation})
     try:
         return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False)[1])
-    finally:
-        c.close()
-
-
-def read_values(bootstrap: str, topic: str, partition: int, isolation: str, count: int) -> list[str]:
-    """Read ``count`` records from the start, then keep polling briefly so that any record
-    beyond them (one of an aborted or still open transaction) is caught too."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, partition, 0)])
-    values: list[str] = []
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            values += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-        extra_until = time.monotonic() + 1.5
-        while time.monotonic() < extra_until:
-            values += [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
-        return values
     finally:
         c.close()
 
@@ -269,7 +250,7 @@ def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
         for p in hanging_ids:
             assert high_watermarks[p] > 3, high_watermarks  # 3 open records, 2 committed, a marker
             assert end_offset(bootstrap, topic, p, "read_committed") == 0  # pinned at the open transaction
-        assert read_values(bootstrap, topic, 0, "read_committed", 0) == []
+        assert read_values(bootstrap, topic, 0, settled=False) == []  # read up to the pinned LSO
 
         found = ok_json(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
         assert [(h["partition"], h["producer_id"], h["start_offset"]) for h in found] == [
@@ -304,8 +285,8 @@ def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
             hw = end_offset(bootstrap, topic, p, "read_uncommitted")
             assert hw == high_watermarks[p] + 1  # the ABORT marker
             assert end_offset(bootstrap, topic, p, "read_committed") == hw
-            assert read_values(bootstrap, topic, p, "read_committed", 2) == [f"committed-{p}-{i}" for i in range(2)]
-            assert read_values(bootstrap, topic, p, "read_uncommitted", 5) == [
+            assert read_values(bootstrap, topic, p) == [f"committed-{p}-{i}" for i in range(2)]
+            assert read_values(bootstrap, topic, p, isolation="read_uncommitted") == [
                 *(f"{txn_id}-uncommitted-{i}" for i in range(3)), *(f"committed-{p}-{i}" for i in range(2))
             ]
             states = ok_json(bootstrap, "describe-producers", "--topic", topic, "--partition", str(p))

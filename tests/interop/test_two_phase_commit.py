@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from clients import RawConnection, ensure_topic, request_module
-from test_transactions import WAIT_S, describe_transaction, partition_offsets, read_values
+from clients import RawConnection, ensure_topic, read_values, request_module
+from test_transactions import WAIT_S, describe_transaction, partition_offsets
 
 from eoslog.client import PreparedTxnState
 from eoslog.client.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
@@ -101,10 +101,10 @@ def records_of(txn_id: str) -> list[str]:
     return sorted(f"{txn_id}-{p}-{i}" for p in (0, 1) for i in range(RECORDS))
 
 
-def read_committed(bootstrap: str, topic: str, count: int) -> list[str]:
-    """Both partitions read_committed (``count`` records in all, half each); see
-    ``read_values``: with ``count`` 0 only its brief extra poll, paired with an LSO check."""
-    return sorted(v for p in (0, 1) for v in read_values(bootstrap, topic, "read_committed", count // 2, p))
+def read_committed(bootstrap: str, topic: str, *, settled: bool = True) -> list[str]:
+    """Both partitions read_committed up to their end (the LSO: with ``settled`` False that
+    of a still open transaction), sorted."""
+    return sorted(v for p in (0, 1) for v in read_values(bootstrap, topic, p, settled=settled))
 
 
 def lso_pinned(bootstrap: str, topic: str) -> bool:
@@ -171,7 +171,7 @@ def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_pro
         ensure_topic(bootstrap, "plain", 1)
         state = prepare_and_kill(bootstrap, txn_id, topic)
         assert lso_pinned(bootstrap, topic)
-        assert read_committed(bootstrap, topic, 0) == []
+        assert read_committed(bootstrap, topic, settled=False) == []
         # A plain transaction, younger than the prepared one and with a shorter timeout than
         # A asked for, is aborted by the timeout scan; the prepared one is not.
         time_out_a_plain_transaction(bootstrap, "plain-1", "plain")
@@ -186,7 +186,7 @@ def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_pro
         assert b.returncode == 0, b.stderr[-3000:]
         assert b.stdout.strip() == state.to_string()  # B found exactly what A prepared
         wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
-        assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+        assert read_committed(bootstrap, topic) == records_of(txn_id)
         assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteCommit"
 
 
@@ -201,12 +201,12 @@ def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: Brok
         b.complete_transaction(PreparedTxnState(state.producer_id, state.epoch + 1), WAIT_S)
         assert b.prepared_transaction_state() is None
         wait_until(lambda: all_stable(bootstrap, topic), "the abort markers")
-        assert read_committed(bootstrap, topic, 0) == []
+        assert read_committed(bootstrap, topic) == []
         assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort"
         b.begin_transaction()  # and B goes on with transactions of its own
         b.send(topic, b"after", partition=0)
         b.commit_transaction(WAIT_S)
-    assert read_values(bootstrap, topic, "read_committed", 1, 0) == ["after"]
+    assert read_values(bootstrap, topic, 0) == ["after"]
 
 
 def test_init_without_keep_prepared_aborts_it(two_pc_broker: BrokerProcess) -> None:
@@ -217,7 +217,7 @@ def test_init_without_keep_prepared_aborts_it(two_pc_broker: BrokerProcess) -> N
         b.init_transactions(WAIT_S)
         assert b.prepared_transaction_state() is None
     wait_until(lambda: all_stable(bootstrap, topic), "the abort markers")
-    assert read_committed(bootstrap, topic, 0) == []
+    assert read_committed(bootstrap, topic) == []
     assert describe_transaction(bootstrap, txn_id).transaction_state == "Empty"  # aborted, then B's epoch
 
 
@@ -254,7 +254,7 @@ def test_a_live_prepared_producer_is_fenced_by_the_new_instance(two_pc_broker: B
         a.close(0)
         b.close()
     wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
-    assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+    assert read_committed(bootstrap, topic) == records_of(txn_id)
 
 
 def produce_as(bootstrap: str, txn_id: str, state: PreparedTxnState, topic: str, partition: int,
@@ -289,7 +289,7 @@ def test_close_leaves_a_prepared_transaction_prepared(two_pc_broker: BrokerProce
         assert b.prepared_transaction_state() == state
         b.complete_transaction(state, WAIT_S)
     wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
-    assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+    assert read_committed(bootstrap, topic) == records_of(txn_id)
 
 
 def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_commits(tmp_path: Path) -> None:
@@ -305,4 +305,4 @@ def test_the_kept_transaction_survives_a_broker_crash_before_the_new_instance_co
             assert_still_prepared(bootstrap, txn_id, topic, state)
             b.complete_transaction(state, WAIT_S)
         wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
-        assert read_committed(bootstrap, topic, 2 * RECORDS) == records_of(txn_id)
+        assert read_committed(bootstrap, topic) == records_of(txn_id)
