@@ -19,12 +19,23 @@ from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.storage import LogManager
 
 if TYPE_CHECKING:
+    from eoslog.cluster.member import ClusterMember
     from eoslog.coordinator.group import GroupCoordinator
     from eoslog.coordinator.transaction import TransactionCoordinator
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """A broker as Metadata and DescribeCluster list it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 @dataclass
@@ -39,6 +50,8 @@ class BrokerState:
     # Set by the broker at start-up (it needs the logs and an event loop).
     group_coordinator: GroupCoordinator | None = None
     txn_coordinator: TransactionCoordinator | None = None
+    # Cluster mode (zookeeper.connect set): this broker's ZooKeeper side; None on one node.
+    cluster: ClusterMember | None = None
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
     config_admin: ConfigAdmin = field(init=False)
 
@@ -52,6 +65,17 @@ class BrokerState:
     @property
     def cluster_id(self) -> str:
         return self.logs.cluster_id
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        """This node alone, or every registered broker of the cluster (by id)."""
+        if self.cluster is None:
+            return [BrokerEndpoint(self.node_id, self.advertised_host, self.advertised_port)]
+        return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack)
+                for _, b in sorted(self.cluster.metadata.brokers.items())]
+
+    @property
+    def controller_id(self) -> int:
+        return self.node_id if self.cluster is None else self.cluster.metadata.controller_id
 
 
 @dataclass(frozen=True, slots=True)

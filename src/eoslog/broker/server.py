@@ -4,6 +4,11 @@ Start-up loads (and if needed recovers) every log before the listener opens, the
 prints one ready line. SIGTERM or SIGINT begins a graceful shutdown: stop accepting,
 let in-flight requests finish (bounded), flush every log, write the checkpoints and
 the clean-shutdown marker. A second signal exits at once.
+
+With ``zookeeper.connect`` the broker is a cluster member (docs/cluster.md): it opens its
+ZooKeeper session and learns the cluster id before the logs load, registers once its
+listener is bound, and on shutdown first asks the controller to move its leadership away
+(``controlled.shutdown.enable``).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
@@ -28,6 +35,9 @@ from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
+
+if TYPE_CHECKING:
+    from eoslog.cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +59,16 @@ class Broker:
             config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
             int(config["producer.id.expiration.ms"]),
         )
+        self.cluster: ClusterMember | None = None
+        if config.zookeeper_connect:
+            from eoslog.cluster.member import ClusterMember  # kazoo only in cluster mode
+
+            self.cluster = ClusterMember(config)
         self.state = BrokerState(
             config=config, logs=self.logs,
-            producer_ids=ProducerIdManager(config.log_dir, config.node_id),
+            producer_ids=(ProducerIdManager(config.log_dir, config.node_id) if self.cluster is None
+                          else self.cluster.producer_ids),
+            cluster=self.cluster,
         )
         self.groups = GroupCoordinator.for_broker(config, self.logs, wall_clock_ms, self.state.purgatory.notify)
         self.state.group_coordinator = self.groups
@@ -71,7 +88,10 @@ class Broker:
         self._signals = 0
 
     async def startup(self) -> BrokerStatus:
-        self.logs.startup()
+        cluster_id = None
+        if self.cluster is not None:
+            cluster_id = await self.cluster.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
+        self.logs.startup(cluster_id)
         # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
         # until the loader (started below) has replayed it.
         self.groups.begin_loading()
@@ -92,6 +112,8 @@ class Broker:
         self.state.advertised_host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         explicit_port = self.config["advertised.listeners"] and adv_port != 0
         self.state.advertised_port = adv_port if explicit_port else bound_port
+        if self.cluster is not None:
+            await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
                                          self.logs.run_retention)),
@@ -157,6 +179,14 @@ class Broker:
         self._stop.set()
 
     async def shutdown(self) -> None:
+        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
+            # While still serving: clients get NOT_LEADER_OR_FOLLOWER and move on.
+            timeout_s = (int(self.config["controlled.shutdown.max.retries"])
+                         * int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000)
+            if await self.cluster.controlled_shutdown(timeout_s):
+                log.info("controlled shutdown complete: this broker leads no partition another replica could lead")
+            else:
+                log.warning("controlled shutdown did not move all leadership within %.0fs", timeout_s)
         if self._server is not None:
             self._server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
@@ -171,6 +201,8 @@ class Broker:
             conn.close()
         for task in self._tasks:
             task.cancel()
+        if self.cluster is not None:
+            await self.cluster.close()
         self.logs.shutdown()
         log.info("clean shutdown complete")
 
@@ -178,9 +210,11 @@ class Broker:
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     status = await broker.startup()
+    joined = "" if broker.cluster is None else (
+        f", cluster {broker.state.cluster_id} via ZooKeeper {config.zookeeper_connect}")
     print(
         f"eoslog broker {config.node_id} ready on {status.host}:{status.port} "
-        f"(data: {status.data_dir})",
+        f"(data: {status.data_dir}{joined})",
         flush=True,
     )
     try:

@@ -40,8 +40,10 @@ def broker(
         list[str] | None, typer.Option("--override", "-o", help="extra property key=value")
     ] = None,
 ) -> None:
-    """Run a single-node broker (embedded default: ./eoslog-data, 127.0.0.1:9092)."""
+    """Run a broker: a single node by default (./eoslog-data, 127.0.0.1:9092), a cluster
+    member when the config sets zookeeper.connect (docs/cluster.md)."""
     from eoslog.broker.server import run_broker
+    from eoslog.cluster.errors import ClusterError
 
     overrides: dict[str, str] = {}
     for item in override or []:
@@ -61,8 +63,8 @@ def broker(
         raise typer.Exit(2) from None
     try:
         run_broker(cfg)
-    except OSError as e:  # an unusable or locked data directory, a port in use
-        typer.echo(f"eoslog broker: {e}", err=True)
+    except (OSError, ClusterError) as e:  # an unusable or locked data directory, a port in use,
+        typer.echo(f"eoslog broker: {e}", err=True)  # ZooKeeper unreachable
         raise typer.Exit(2) from None
 
 
@@ -155,7 +157,7 @@ def _register_subcommands() -> None:
     """Sub-command groups live in their own modules; each registers itself on ``app``."""
     import importlib
 
-    for name in ("topics", "produce_consume", "dump_log", "groups", "transactions", "configs"):
+    for name in ("topics", "produce_consume", "dump_log", "groups", "transactions", "configs", "cluster"):
         try:
             importlib.import_module(f"eoslog.cli.{name}")
         except ModuleNotFoundError as e:  # pragma: no cover - during bring-up only

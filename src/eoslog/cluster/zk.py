@@ -183,12 +183,14 @@ class ZkSession:
 
     # -- watches --------------------------------------------------------------------------
 
-    async def watch_data(self, path: str, callback: Callable[[str, Znode | None], None]) -> None:
+    async def watch_data(self, path: str, callback: Callable[[str, Znode | None], None],
+                         until: Callable[[], bool] | None = None) -> None:
         """``callback(path, znode or None)`` on the loop now and at every change, for as long
-        as the session lives (kazoo sets the watch again after a new session). kazoo reads
-        the znode in the constructor, retrying until it can: that runs off the loop."""
+        as the session lives (kazoo sets the watch again after a new session) and ``until()``
+        holds (it is asked on kazoo's thread). kazoo reads the znode in the constructor,
+        retrying until it can: that runs off the loop."""
         def on_change(data: bytes | None, stat: Any) -> bool:
-            if self._closed:
+            if self._closed or (until is not None and not until()):
                 return False  # kazoo drops the watch
             node = None if stat is None else _znode(data, stat)
             self.loop.call_soon_threadsafe(callback, path, node)

@@ -52,6 +52,10 @@ class LogDirLockedError(OSError):
     """The log directory is held by another broker."""
 
 
+class InconsistentClusterIdError(OSError):
+    pass
+
+
 class TopicError(KafkaError):
     """A topic operation refused; ``error`` is the Kafka error."""
 
@@ -121,10 +125,10 @@ class LogManager:
 
     # -- start-up and shut-down ---------------------------------------------------
 
-    def startup(self) -> None:
+    def startup(self, cluster_id: str | None = None) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock_log_dir()
-        self._load_meta()
+        self._load_meta(cluster_id)
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
         if self.had_clean_shutdown:
@@ -150,17 +154,29 @@ class LogManager:
         self._remove_stray_dirs()
         self.checkpoint()
 
-    def _load_meta(self) -> None:
+    def stored_cluster_id(self) -> str:
+        """The cluster id in ``meta.properties`` ("" when there is none yet)."""
         path = self.log_dir / META_FILE
-        if path.exists():
-            props = dict(
-                line.split("=", 1) for line in path.read_text().splitlines()
-                if "=" in line and not line.startswith("#")
-            )
-            self.cluster_id = props.get("cluster.id", "")
+        if not path.exists():
+            return ""
+        props = dict(
+            line.split("=", 1) for line in path.read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        return props.get("cluster.id", "").strip()
+
+    def _load_meta(self, cluster_id: str | None) -> None:
+        """``cluster_id`` is the cluster's (from ZooKeeper) in cluster mode: a log directory of
+        another cluster is refused, as Kafka's InconsistentClusterIdException."""
+        self.cluster_id = self.stored_cluster_id()
+        if cluster_id and self.cluster_id and cluster_id != self.cluster_id:
+            raise InconsistentClusterIdError(
+                f"{self.log_dir} belongs to cluster {self.cluster_id}, but ZooKeeper's cluster is "
+                f"{cluster_id}: wrong zookeeper.connect, or a log directory from another cluster")
         if not self.cluster_id:
-            self.cluster_id = uuid.uuid4().hex[:22]
-            atomic_write(path, f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n".encode())
+            self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
+            atomic_write(self.log_dir / META_FILE,
+                         f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n".encode())
 
     def _load_topics(self) -> None:
         path = self.log_dir / TOPICS_FILE

@@ -3,8 +3,8 @@
 A broker serves the BROKER endpoint type (1) only; a request for the CONTROLLER type (2)
 gets MISMATCHED_ENDPOINT_TYPE and any other type UNSUPPORTED_ENDPOINT_TYPE (v0 has no
 such codes: INVALID_REQUEST). The controller id a KRaft broker reports is some live
-broker; with one node that is this node. No broker is ever fenced, so v2's
-``include_fenced_brokers`` changes nothing.
+broker; with one node that is this node, in a ZooKeeper cluster the elected controller.
+No broker is ever fenced, so v2's ``include_fenced_brokers`` changes nothing.
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     state = ctx.state
-    broker = build(
-        module.DescribeClusterBroker,
-        broker_id=state.node_id, host=state.advertised_host, port=state.advertised_port,
-        rack=None, is_fenced=False,
+    brokers = tuple(
+        build(module.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port,
+              rack=b.rack, is_fenced=False)
+        for b in state.live_brokers()
     )
     return build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
-        endpoint_type=BROKER_ENDPOINT, cluster_id=state.cluster_id, controller_id=state.node_id,
-        brokers=(broker,),
+        endpoint_type=BROKER_ENDPOINT, cluster_id=state.cluster_id, controller_id=state.controller_id,
+        brokers=brokers,
         cluster_authorized_operations=(
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED

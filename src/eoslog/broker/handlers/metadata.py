@@ -1,13 +1,16 @@
 """Metadata (key 3): brokers, cluster id, controller, topics and partitions.
 
-One node owns every partition (leader = node id, replicas = ISR = [node id]). Topics
-named in the request that do not exist are created when ``auto.create.topics.enable``
-and the request's ``allow_auto_topic_creation`` (v4+) both allow it.
+One node owns every partition (leader = node id, replicas = ISR = [node id]); in a
+cluster the answer comes from the ZooKeeper-fed metadata cache: every registered broker,
+the controller, each partition's replicas, ISR, offline replicas, leader and leader epoch
+(LEADER_NOT_AVAILABLE while it has no live leader). Topics named in the request that do not
+exist are created when ``auto.create.topics.enable`` and the request's
+``allow_auto_topic_creation`` (v4+) both allow it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
@@ -20,26 +23,43 @@ from eoslog.broker.handlers.base import (
     build,
     response_types,
 )
+from eoslog.broker.handlers.topics import INTERNAL_TOPICS, create_with_defaults
+from eoslog.cluster.metadata import PartitionView
+from eoslog.errors import Errors
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 
+if TYPE_CHECKING:
+    from eoslog.cluster.member import ClusterMember
 
-def _topic_entry(module: Any, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
-    node = ctx.state.node_id
-    partitions = tuple(
-        build(
-            module.MetadataResponsePartition,
-            error_code=ErrorCode.none, partition_index=p, leader_id=node, leader_epoch=0,
-            replica_nodes=(node,), isr_nodes=(node,), offline_replicas=(),
-        )
-        for p in range(info.num_partitions)
-    )
+
+def _topic_entry(module: Any, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
+                 topic_ops: int) -> Any:
     return build(
         module.MetadataResponseTopic,
-        error_code=ErrorCode.none, name=info.name, topic_id=info.topic_id,
-        is_internal=info.internal, partitions=partitions,
+        error_code=ErrorCode.none, name=name, topic_id=topic_id, is_internal=internal,
+        partitions=tuple(
+            build(module.MetadataResponsePartition,
+                  error_code=error_code(p.error), partition_index=p.partition, leader_id=p.leader,
+                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                  offline_replicas=p.offline_replicas)
+            for p in partitions
+        ),
         topic_authorized_operations=topic_ops,
     )
+
+
+def _local_entry(module: Any, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
+    """One node: it leads every partition, in epoch 0."""
+    node = (ctx.state.node_id,)
+    views = [PartitionView(p, node[0], 0, node, node, (), Errors.NONE) for p in range(info.num_partitions)]
+    return _topic_entry(module, info.name, info.topic_id, info.internal, views, topic_ops)
+
+
+def _cluster_entry(module: Any, cluster: ClusterMember, topic: str, topic_ops: int) -> Any:
+    assignment = cluster.metadata.topics[topic]
+    views = [cluster.metadata.view(tp) for tp in cluster.metadata.partitions_of(topic)]
+    return _topic_entry(module, topic, assignment.topic_id, topic in INTERNAL_TOPICS, views, topic_ops)
 
 
 def _error_entry(module: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
@@ -50,50 +70,83 @@ def _error_entry(module: Any, name: str | None, code: ErrorCode, topic_id: Any =
     )
 
 
+async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: Any, module: Any,
+                          topic_ops: int, all_topics: bool) -> list[Any]:
+    metadata = cluster.metadata
+    if all_topics:
+        return [_cluster_entry(module, cluster, t, topic_ops) for t in sorted(metadata.topics)]
+    out: list[Any] = []
+    for wanted in request.topics:
+        name = wanted.name
+        if name is None and getattr(wanted, "topic_id", None) is not None:
+            name = next((t for t, a in metadata.topics.items() if a.topic_id == wanted.topic_id), None)
+            if name is None:
+                out.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
+                continue
+        if name in metadata.topics:
+            out.append(_cluster_entry(module, cluster, name, topic_ops))
+        elif name is not None and _may_auto_create(ctx, request):
+            # As Kafka: the new topic has no leaders yet; the client asks again.
+            error = await create_with_defaults(ctx, name)
+            out.append(_error_entry(module, name, ErrorCode.leader_not_available if error is None else error))
+        else:
+            out.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
+    return out
+
+
+def _may_auto_create(ctx: RequestContext, request: Any) -> bool:
+    return bool(getattr(request, "allow_auto_topic_creation", True)) and bool(
+        ctx.state.config["auto.create.topics.enable"])
+
+
+def _local_topics(ctx: RequestContext, request: Any, module: Any, topic_ops: int, all_topics: bool) -> list[Any]:
+    logs = ctx.state.logs
+    if all_topics:
+        return [_local_entry(module, ctx, t, topic_ops) for t in logs.topics.values()]
+    topics: list[Any] = []
+    allow_create = _may_auto_create(ctx, request)
+    for wanted in request.topics:
+        name = wanted.name
+        info = logs.topics.get(name) if name is not None else None
+        if info is None and name is None and getattr(wanted, "topic_id", None) is not None:
+            info = logs.topic_by_id(wanted.topic_id)
+            if info is None:
+                topics.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
+                continue
+        if info is None and allow_create and name is not None:
+            try:
+                info = logs.create_topic(name, int(ctx.state.config["num.partitions"]))
+            except TopicError as e:
+                topics.append(_error_entry(module, name, error_code(e.error)))
+                continue
+        if info is None:
+            topics.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
+        else:
+            topics.append(_local_entry(module, ctx, info, topic_ops))
+    return topics
+
+
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    logs = ctx.state.logs
-    config = ctx.state.config
-    topics: list[Any] = []
     # v8+: the operations the principal may perform, only when asked for.
     topic_ops = authorized_operations(
         bool(getattr(request, "include_topic_authorized_operations", False)), TOPIC_OPERATIONS
     )
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
-    if all_topics:
-        topics = [_topic_entry(module, ctx, t, topic_ops) for t in logs.topics.values()]
+    cluster = ctx.state.cluster
+    if cluster is None:
+        topics = _local_topics(ctx, request, module, topic_ops, all_topics)
     else:
-        allow_create = getattr(request, "allow_auto_topic_creation", True) and bool(
-            config["auto.create.topics.enable"]
-        )
-        for wanted in request.topics:
-            name = wanted.name
-            info = logs.topics.get(name) if name is not None else None
-            if info is None and name is None and getattr(wanted, "topic_id", None) is not None:
-                info = logs.topic_by_id(wanted.topic_id)
-                if info is None:
-                    topics.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
-                    continue
-            if info is None and allow_create and name is not None:
-                try:
-                    info = logs.create_topic(name, int(config["num.partitions"]))
-                except TopicError as e:
-                    topics.append(_error_entry(module, name, error_code(e.error)))
-                    continue
-            if info is None:
-                topics.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
-            else:
-                topics.append(_topic_entry(module, ctx, info, topic_ops))
-    broker = build(
-        module.MetadataResponseBroker,
-        node_id=ctx.state.node_id, host=ctx.state.advertised_host,
-        port=ctx.state.advertised_port, rack=None,
+        topics = await _cluster_topics(ctx, cluster, request, module, topic_ops, all_topics)
+    brokers = tuple(
+        build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in ctx.state.live_brokers()
     )
     return build(
         module.MetadataResponse,
-        throttle_time=NO_THROTTLE, brokers=(broker,), cluster_id=ctx.state.cluster_id,
-        controller_id=ctx.state.node_id, topics=tuple(topics),
+        throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=ctx.state.cluster_id,
+        controller_id=ctx.state.controller_id, topics=tuple(topics),
         cluster_authorized_operations=authorized_operations(
             bool(getattr(request, "include_cluster_authorized_operations", False)),
             CLUSTER_OPERATIONS,

@@ -9,7 +9,10 @@ operation is refused whole (POLICY_VIOLATION), as Kafka refuses it.
 
 One node (id 0) holds every replica: a replication factor above 1 cannot be met
 (INVALID_REPLICATION_FACTOR with Kafka's message) and a manual assignment may name
-node 0 only. Names repeated in one request get INVALID_REQUEST, each once.
+node 0 only. In a cluster (docs/cluster.md) the registered brokers take their place: the
+topic is written to ZooKeeper with Kafka's replica placement (or the manual assignment), the
+controller elects the first leaders, and the answer waits for them up to the request's
+timeout. Names repeated in one request get INVALID_REQUEST, each once.
 
 Expected refusals are values (``Refusal``), not exceptions; storage failures arrive
 as ``TopicError`` and are turned into one as well.
@@ -21,15 +24,20 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.broker.handlers.configs import topic_config_entries
+from eoslog.cluster.controller.assignment import AssignmentError
+from eoslog.cluster.errors import TopicExists
 from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
+
+if TYPE_CHECKING:
+    from eoslog.cluster.member import ClusterMember
 
 # Topic.isInternal: what Metadata reports as internal.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -52,6 +60,8 @@ class TopicPlan:
     name: str
     num_partitions: int
     overrides: dict[str, str]
+    replication_factor: int = REPLICATION_FACTOR
+    assignment: dict[int, tuple[int, ...]] | None = None  # a manual one
 
     @property
     def records(self) -> int:
@@ -67,14 +77,24 @@ def _duplicates(keys: Iterable[_K]) -> list[_K]:
     return [n for n in counts if counts[n] > 1]
 
 
+def _registered(ctx: RequestContext) -> list[int]:
+    return [b.node_id for b in ctx.state.live_brokers()]
+
+
+def _topic_names(ctx: RequestContext) -> Iterable[str]:
+    cluster = ctx.state.cluster
+    return ctx.state.logs.topics if cluster is None else cluster.metadata.topics
+
+
 def _assignment_refusal(ctx: RequestContext, broker_ids: Sequence[int], replicas: int | None) -> Refusal | None:
-    """Kafka's validateManualPartitionAssignment against a cluster of this one node."""
+    """Kafka's validateManualPartitionAssignment against the registered brokers."""
     if not broker_ids:
         return Refusal(ErrorCode.invalid_replica_assignment,
                        "The manual partition assignment includes an empty replica list.")
     previous = None
+    registered = _registered(ctx)
     for broker_id in sorted(broker_ids):
-        if broker_id != ctx.state.node_id:
+        if broker_id not in registered:
             return Refusal(ErrorCode.invalid_replica_assignment,
                            f"The manual partition assignment includes broker {broker_id}, "
                            "but no such broker is registered.")
@@ -105,7 +125,14 @@ def _config_refusal(ctx: RequestContext, configs: Sequence[Any]) -> Refusal | di
     return overrides
 
 
-def _partition_count(ctx: RequestContext, topic: Any) -> Refusal | int:
+@dataclass(frozen=True, slots=True)
+class Placement:
+    num_partitions: int
+    replication_factor: int
+    assignment: dict[int, tuple[int, ...]] | None = None
+
+
+def _placement(ctx: RequestContext, topic: Any) -> Refusal | Placement:
     if topic.assignments:
         if topic.replication_factor != -1:
             return Refusal(ErrorCode.invalid_request, "A manual partition assignment was specified, "
@@ -113,7 +140,7 @@ def _partition_count(ctx: RequestContext, topic: Any) -> Refusal | int:
         if topic.num_partitions != -1:
             return Refusal(ErrorCode.invalid_request, "A manual partition assignment was specified, "
                            "but numPartitions was not set to -1.")
-        seen: set[int] = set()
+        seen: dict[int, tuple[int, ...]] = {}
         replicas = None
         for a in topic.assignments:
             index = int(a.partition_index)
@@ -124,11 +151,11 @@ def _partition_count(ctx: RequestContext, topic: Any) -> Refusal | int:
             if refusal is not None:
                 return refusal
             replicas = len(a.broker_ids)
-            seen.add(index)
-        if seen != set(range(len(seen))):
+            seen[index] = tuple(int(b) for b in a.broker_ids)
+        if set(seen) != set(range(len(seen))):
             return Refusal(ErrorCode.invalid_replica_assignment,
                            "partitions should be a consecutive 0-based integer sequence")
-        return len(seen)
+        return Placement(len(seen), replicas or 0, seen)
     factor, count = int(topic.replication_factor), int(topic.num_partitions)
     if factor < -1 or factor == 0:
         return Refusal(ErrorCode.invalid_replication_factor,
@@ -138,41 +165,45 @@ def _partition_count(ctx: RequestContext, topic: Any) -> Refusal | int:
     config = ctx.state.config
     if factor == -1:
         factor = int(config["default.replication.factor"])
-    if factor > REPLICATION_FACTOR:
+    registered = len(_registered(ctx))
+    if factor > registered:
         return Refusal(ErrorCode.invalid_replication_factor,
                        f"Unable to replicate the partition {factor} time(s): The target replication factor "
-                       f"of {factor} cannot be reached because only 1 broker(s) are registered.")
-    return int(config["num.partitions"]) if count == -1 else count
+                       f"of {factor} cannot be reached because only {registered} broker(s) are registered.")
+    return Placement(int(config["num.partitions"]) if count == -1 else count, factor)
 
 
 def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
     name = topic.name
-    logs = ctx.state.logs
     if name == CLUSTER_METADATA_TOPIC:
         return Refusal(ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited.")
     try:
         validate_topic_name(name)
     except TopicError as e:
         return Refusal(error_code(e.error), str(e))
-    if name in logs.topics:
+    existing_names = _topic_names(ctx)
+    if name in existing_names:
         return Refusal(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     if "." in name or "_" in name:
         # '.' and '_' map to the same metric name, so Kafka lets only one of them exist.
         unified = name.replace(".", "_")
-        for existing in logs.topics:
+        for existing in existing_names:
             if existing.replace(".", "_") == unified:
                 return Refusal(ErrorCode.invalid_topic_exception,
                                f"Topic '{name}' collides with existing topic: {existing}")
     overrides = _config_refusal(ctx, topic.configs)
     if isinstance(overrides, Refusal):
         return overrides
-    count = _partition_count(ctx, topic)
-    if isinstance(count, Refusal):
-        return count
-    return TopicPlan(name, count, overrides)
+    placement = _placement(ctx, topic)
+    if isinstance(placement, Refusal):
+        return placement
+    return TopicPlan(name, placement.num_partitions, overrides, placement.replication_factor, placement.assignment)
 
 
-def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool) -> Refusal | TopicInfo:
+async def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool, timeout_s: float) -> Refusal | TopicInfo:
+    cluster = ctx.state.cluster
+    if cluster is not None:
+        return await _create_in_cluster(ctx, cluster, plan, validate_only, timeout_s)
     try:
         return ctx.state.logs.create_topic(
             plan.name, plan.num_partitions, plan.overrides,
@@ -184,7 +215,46 @@ def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool) -> Refusa
         return Refusal(ErrorCode.kafka_storage_error, f"cannot create topic {plan.name}: {e}")
 
 
-def _created_result(ctx: RequestContext, module: Any, info: TopicInfo) -> Any:
+async def _create_in_cluster(ctx: RequestContext, cluster: ClusterMember, plan: TopicPlan, validate_only: bool,
+                             timeout_s: float) -> Refusal | TopicInfo:
+    try:
+        assignment = plan.assignment or cluster.assign(plan.num_partitions, plan.replication_factor)
+    except AssignmentError as e:
+        return Refusal(error_code(e.error), str(e))
+    config = TopicConfig(ctx.state.logs.topic_defaults, plan.overrides)
+    info = TopicInfo(plan.name, uuid.uuid4(), plan.num_partitions, config, plan.name in INTERNAL_TOPICS)
+    if validate_only:
+        return info
+    try:
+        created = await cluster.create_topic(plan.name, assignment, plan.overrides)
+    except TopicExists:
+        return Refusal(ErrorCode.topic_already_exists, f"Topic '{plan.name}' already exists.")
+    except Exception as e:  # ZooKeeper unreachable
+        return Refusal(ErrorCode.request_timed_out, f"cannot create topic {plan.name} in ZooKeeper: {e}")
+    # As Kafka's DelayedCreatePartitions: answer once the controller has elected the leaders
+    # (or at the request's timeout: the topic exists either way).
+    await cluster.wait_for_leaders(plan.name, max(timeout_s, 0.0))
+    return TopicInfo(plan.name, created.topic_id, plan.num_partitions, config, info.internal)
+
+
+async def create_with_defaults(ctx: RequestContext, name: str) -> ErrorCode | None:
+    """Auto-creation (Metadata, FindCoordinator): ``num.partitions`` and
+    ``default.replication.factor`` (capped at the live brokers, as Kafka's auto-creation of
+    internal topics is). None when created (or created meanwhile by another request)."""
+    config = ctx.state.config
+    factor = min(int(config["default.replication.factor"]), max(len(_registered(ctx)), 1))
+    plan = TopicPlan(name, int(config["num.partitions"]), {}, factor)
+    try:
+        validate_topic_name(name)
+    except TopicError as e:
+        return error_code(e.error)
+    outcome = await _create(ctx, plan, False, 0)
+    if isinstance(outcome, Refusal) and outcome.error != ErrorCode.topic_already_exists:
+        return outcome.error
+    return None
+
+
+def _created_result(ctx: RequestContext, module: Any, info: TopicInfo, replication_factor: int) -> Any:
     config_cls = getattr(module, "CreatableTopicConfigs", None)  # v5+
     configs = () if config_cls is None else tuple(
         build(config_cls, name=e.name, value=e.value, read_only=e.read_only,
@@ -195,7 +265,7 @@ def _created_result(ctx: RequestContext, module: Any, info: TopicInfo) -> Any:
         module.CreatableTopicResult,
         name=info.name, topic_id=info.topic_id, error_code=ErrorCode.none, error_message=None,
         topic_config_error_code=0, num_partitions=info.num_partitions,
-        replication_factor=REPLICATION_FACTOR, configs=configs,
+        replication_factor=replication_factor, configs=configs,
     )
 
 
@@ -220,11 +290,14 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         duplicates = []
     results = []
     for name, plan in plans.items():
-        outcome = _create(ctx, plan, bool(request.validate_only)) if isinstance(plan, TopicPlan) else plan
+        if isinstance(plan, Refusal):
+            results.append(_refused_result(module, name, plan))
+            continue
+        outcome = await _create(ctx, plan, bool(request.validate_only), request.timeout.total_seconds())
         if isinstance(outcome, Refusal):
             results.append(_refused_result(module, name, outcome))
         else:
-            results.append(_created_result(ctx, module, outcome))
+            results.append(_created_result(ctx, module, outcome, plan.replication_factor))
     duplicate = Refusal(ErrorCode.invalid_request, "Duplicate topic name.")
     results += [_refused_result(module, name, duplicate) for name in duplicates]
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))

@@ -1,0 +1,149 @@
+"""``eoslog cluster up``: a local development cluster — ZooKeeper and N brokers — in one command.
+
+ZooKeeper is Debian's (``eoslog.cluster.zookeeper_server``); each broker is an ``eoslog
+broker`` process with ``broker.id`` 1..N on consecutive ports, its log in the cluster's data
+directory. A ready line is printed per node as it comes up. Ctrl-C (or SIGTERM) stops the
+brokers cleanly — each with a controlled shutdown — then ZooKeeper. The brokers run in
+sessions of their own, so that the terminal's Ctrl-C reaches only this command, which then
+signals each broker once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from eoslog.cli.main import app
+from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable
+
+cluster_app = typer.Typer(help="A local development cluster: ZooKeeper and N brokers.", no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+
+
+class _Broker:
+    def __init__(self, broker_id: int, port: int, data_dir: Path, zookeeper: str) -> None:
+        self.broker_id = broker_id
+        self.port = port
+        self.data_dir = data_dir / f"broker-{broker_id}"
+        self.log_path = data_dir / f"broker-{broker_id}.log"
+        self.zookeeper = zookeeper
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready_line: str | None = None
+        self._ready = threading.Event()
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir),
+               "--listen", f"127.0.0.1:{self.port}", "--override", f"broker.id={self.broker_id}",
+               "--override", f"zookeeper.connect={self.zookeeper}"]
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         start_new_session=True)
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "ready on" in line and self.ready_line is None:
+                self.ready_line = line.strip()
+                self._ready.set()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.1):
+            if self.proc is None or self.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+        return True
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def terminate(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout_s: float) -> int | None:
+        if self.proc is None:
+            return 0
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            return None
+
+
+def _stop_all(console: Console, brokers: list[_Broker], zookeeper: ZooKeeperServer) -> None:
+    console.print("stopping the brokers (controlled shutdown) ...")
+    for b in brokers:
+        b.terminate()
+    for b in brokers:
+        code = b.wait_stopped(STOP_TIMEOUT_S)
+        status = "stopped" if code == 0 else "killed after a timeout" if code is None else f"exited with {code}"
+        console.print(f"broker {b.broker_id} {status}")
+    zookeeper.stop()
+    console.print("zookeeper stopped")
+
+
+@cluster_app.command("up")
+def up(
+    brokers: Annotated[int, typer.Option("--brokers", min=1, max=9, help="Number of brokers")] = 3,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where ZooKeeper and the brokers keep "
+                                           "their data and logs")] = Path("./eoslog-cluster"),
+    base_port: Annotated[int, typer.Option("--base-port", help="Port of broker 1; broker N uses "
+                                           "base-port + N - 1")] = 9092,
+    zookeeper_port: Annotated[int, typer.Option("--zookeeper-port", help="ZooKeeper's client port")] = 2181,
+) -> None:
+    """Run ZooKeeper and BROKERS brokers on this machine until Ctrl-C."""
+    console = Console(highlight=False, soft_wrap=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    zookeeper = ZooKeeperServer(data_dir / "zookeeper", port=zookeeper_port)
+    try:
+        zookeeper.start()
+    except ZooKeeperUnavailable as e:
+        typer.echo(f"eoslog cluster up: {e}", err=True)
+        raise typer.Exit(2) from None
+    console.print(f"zookeeper ready on {zookeeper.connect_string} (data: {zookeeper.data_dir})")
+    nodes = [_Broker(i, base_port + i - 1, data_dir, zookeeper.connect_string) for i in range(1, brokers + 1)]
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            if not node.wait_ready(READY_TIMEOUT_S):
+                console.print(f"[red]broker {node.broker_id} did not start; its log {node.log_path}:[/red]")
+                with contextlib.suppress(OSError):
+                    console.print(node.log_path.read_text()[-2000:], markup=False)
+                raise typer.Exit(1)
+            console.print(node.ready_line, markup=False)
+        table = Table(box=box.SIMPLE_HEAVY, title="eoslog cluster")
+        for column in ("broker", "address", "data", "log"):
+            table.add_column(column)
+        for node in nodes:
+            table.add_row(str(node.broker_id), f"127.0.0.1:{node.port}", str(node.data_dir), str(node.log_path))
+        console.print(table)
+        console.print(f"bootstrap servers: {','.join(f'127.0.0.1:{n.port}' for n in nodes)}   (Ctrl-C stops all)")
+        while not stop.wait(0.5):
+            for node in nodes:
+                if node.proc is not None and not node.alive() and node.ready_line is not None:
+                    console.print(f"[red]broker {node.broker_id} exited ({node.proc.returncode}); "
+                                  f"see {node.log_path}[/red]")
+                    node.ready_line = None
+    finally:
+        _stop_all(console, nodes, zookeeper)

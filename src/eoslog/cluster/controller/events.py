@@ -1,0 +1,50 @@
+"""The controller's events (Kafka's ControllerEvent): watches and requests only enqueue
+these; the controller task handles them one at a time, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from eoslog.cluster.metadata import TopicPartition
+from eoslog.errors import Errors
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """This broker has just become controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """The set of registrations (or one's broker epoch) changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """A topic's assignment appeared, changed (partitions added) or went away."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownChange:
+    """``/admin/controlled_shutdown`` changed: a broker asks to shut down cleanly."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPreferredElection:
+    """The leader-imbalance timer fired."""
+
+
+@dataclass(slots=True)
+class PreferredElection:
+    """ElectLeaders (preferred): ``result`` gets partition → error."""
+
+    partitions: tuple[TopicPartition, ...]
+    result: asyncio.Future[dict[TopicPartition, Errors]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange
+                   | AutoPreferredElection | PreferredElection)

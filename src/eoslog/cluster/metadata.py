@@ -1,0 +1,171 @@
+"""What a broker knows of the cluster: Kafka's MetadataCache, fed by ZooKeeper watches.
+
+Live brokers, the controller, every topic's assignment and config overrides, every
+partition's leadership. ``ClusterMember`` applies what its watches deliver; the controller
+also applies its own successful writes at once, so its next decision does not read a state
+it has itself replaced. A partition state is only replaced by a newer version of its znode
+(a newer leader epoch always comes with one), so a late delivery never moves a broker back.
+Listeners are told of each change, on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from eoslog.cluster.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
+from eoslog.errors import Errors
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as Metadata reports it."""
+
+    partition: int
+    leader: int  # -1 when there is none (or it is not alive)
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: Errors  # NONE or LEADER_NOT_AVAILABLE
+
+
+# A change, for listeners: ("brokers", None), ("topic", name), ("state", TopicPartition),
+# ("controller", None), ("config", name), ("shutdown", None).
+Change = tuple[str, object]
+
+
+class ClusterMetadata:
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.controller_id = NO_LEADER
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicAssignment] = {}
+        self.states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        # /admin/controlled_shutdown: broker id → the broker epoch it asked with.
+        self.shutdown_requests: dict[int, int] = {}
+        self._listeners: list[Callable[[Change], None]] = []
+
+    def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
+        """Call ``listener`` at each change; returns the function that unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _changed(self, change: Change) -> None:
+        for listener in list(self._listeners):
+            listener(change)
+
+    # -- updates (from watches, and from the controller's own writes) ----------------------
+
+    def set_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
+        if brokers != self.brokers:
+            self.brokers = dict(brokers)
+            self._changed(("brokers", None))
+
+    def set_controller(self, controller_id: int) -> None:
+        if controller_id != self.controller_id:
+            self.controller_id = controller_id
+            self._changed(("controller", None))
+
+    def set_topic(self, topic: str, assignment: TopicAssignment | None) -> None:
+        if assignment is None:
+            if self.topics.pop(topic, None) is None:
+                return
+            for tp in [tp for tp in self.states if tp.topic == topic]:
+                del self.states[tp]
+            self.topic_configs.pop(topic, None)
+        elif self.topics.get(topic) == assignment:
+            return
+        else:
+            self.topics[topic] = assignment
+        self._changed(("topic", topic))
+
+    def set_state(self, tp: TopicPartition, state: LeaderAndIsr | None) -> bool:
+        """Apply a partition state read (or written) at ``state.zk_version``; False when it is
+        not newer than the one held."""
+        current = self.states.get(tp)
+        if state is None:
+            if current is None:
+                return False
+            del self.states[tp]
+        elif current is not None and state.zk_version <= current.zk_version:
+            return False
+        elif tp.topic not in self.topics:
+            return False  # a late delivery for a deleted topic
+        else:
+            self.states[tp] = state
+        self._changed(("state", tp))
+        return True
+
+    def set_shutdown_requests(self, requests: dict[int, int]) -> None:
+        if requests != self.shutdown_requests:
+            self.shutdown_requests = dict(requests)
+            self._changed(("shutdown", None))
+
+    def set_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        if self.topic_configs.get(topic, {}) != overrides:
+            self.topic_configs[topic] = dict(overrides)
+            self._changed(("config", topic))
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Until ``condition()`` holds after some change (True), or ``timeout_s`` passed (False)."""
+        changed = asyncio.Event()
+        unsubscribe = self.subscribe(lambda _change: changed.set())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            while not condition():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                changed.clear()
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    return condition()
+            return True
+        finally:
+            unsubscribe()
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.brokers
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        assignment = self.topics.get(tp.topic)
+        return () if assignment is None else tuple(assignment.partitions.get(tp.partition, ()))
+
+    def partitions_of(self, topic: str) -> Iterator[TopicPartition]:
+        assignment = self.topics.get(topic)
+        if assignment is not None:
+            for p in sorted(assignment.partitions):
+                yield TopicPartition(topic, p)
+
+    def leader(self, tp: TopicPartition) -> int:
+        """The live leader's id, or -1."""
+        state = self.states.get(tp)
+        if state is None or not self.is_alive(state.leader):
+            return NO_LEADER
+        return state.leader
+
+    def view(self, tp: TopicPartition) -> PartitionView:
+        replicas = self.replicas(tp)
+        state = self.states.get(tp)
+        offline = tuple(r for r in replicas if not self.is_alive(r))
+        if state is None:
+            return PartitionView(tp.partition, NO_LEADER, -1, replicas, (), offline, Errors.LEADER_NOT_AVAILABLE)
+        leader = self.leader(tp)
+        return PartitionView(tp.partition, leader, state.leader_epoch, replicas, state.isr, offline,
+                             Errors.NONE if leader != NO_LEADER else Errors.LEADER_NOT_AVAILABLE)

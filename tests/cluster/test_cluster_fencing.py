@@ -1,0 +1,70 @@
+"""A deposed controller is fenced by ZooKeeper itself: once another broker has moved
+``/controller_epoch`` on, every write of the old controller is refused (its transaction's
+epoch check fails), and it steps down. Two controllers over one real ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from eoslog.cluster import znodes
+from eoslog.cluster.controller.controller import Controller, ControllerMoved, ControllerSettings, register_controller
+from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
+from eoslog.cluster.registry import create_topic, read_state
+from eoslog.cluster.zk import ZkSession
+from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr
+from eoslog.cluster.zookeeper_server import ZooKeeperServer
+from eoslog.errors import Errors
+
+SESSION_MS = 6000
+TP = TopicPartition("fenced", 0)
+
+
+async def _session(zookeeper: ZooKeeperServer) -> ZkSession:
+    zk = ZkSession(zookeeper.connect_string, SESSION_MS, SESSION_MS)
+    await zk.start()
+    return zk
+
+
+def test_deposed_controller_writes_nothing(zookeeper: ZooKeeperServer) -> None:
+    async def run() -> None:
+        zk_a, zk_b = await _session(zookeeper), await _session(zookeeper)
+        for path in znodes.PERSISTENT_PATHS:
+            await zk_a.ensure_path(path)
+        for broker_id, zk in ((1, zk_a), (2, zk_b)):
+            await zk.create(znodes.broker_path(broker_id),
+                            BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id).encode(0), ephemeral=True)
+        # Broker 2 leads although broker 1 is preferred: a preferred election would move it.
+        await create_topic(zk_a, TP.topic, {0: (1, 2)}, {})
+        await zk_a.ensure_path(znodes.partition_path(*TP))
+        await zk_a.create(znodes.partition_state_path(*TP), LeaderAndIsr(2, 0, (1, 2), 0).encode())
+
+        deposed = asyncio.Event()
+        a = Controller(zk_a, ClusterMetadata(), 1, ControllerSettings(auto_leader_rebalance=False), deposed.set)
+        a.activate(*await register_controller(zk_a, 1, int(time.time() * 1000)))
+        await asyncio.wait_for(a.metadata.wait_for(lambda: TP in a.metadata.states, 10), 15)
+
+        # Broker 2 becomes controller while A still runs (as after A's session paused).
+        await zk_b.delete(znodes.CONTROLLER)
+        epoch_b, version_b = await register_controller(zk_b, 2, int(time.time() * 1000))
+        assert epoch_b == a.epoch + 1
+
+        with pytest.raises(ControllerMoved):
+            await a.elect_preferred([TP])
+        await asyncio.wait_for(deposed.wait(), 5)
+        assert not a.active
+        state = await read_state(zk_a, TP)
+        assert state is not None and (state.leader, state.leader_epoch) == (2, 0)  # untouched
+
+        b = Controller(zk_b, ClusterMetadata(), 2, ControllerSettings(auto_leader_rebalance=False), lambda: None)
+        b.activate(epoch_b, version_b)
+        assert await b.elect_preferred([TP]) == {TP: Errors.NONE}
+        state = await read_state(zk_b, TP)
+        assert state is not None and (state.leader, state.leader_epoch, state.controller_epoch) == (1, 1, epoch_b)
+        b.deactivate()
+        await zk_a.close()
+        await zk_b.close()
+
+    asyncio.run(run())

@@ -1,0 +1,178 @@
+"""A real cluster for tests: one ZooKeeper and N eoslog brokers as processes on free ports.
+
+``Cluster`` starts them, reads the cluster's metadata with a raw Metadata v12 request (leader
+epochs and offline replicas included), and kills, stops and restarts brokers. Brokers use a
+short ZooKeeper session so that a ``kill -9`` is noticed in seconds, and small internal
+topics so that start-up stays cheap on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kio.static.primitive import i16, i32
+
+from eoslog.cluster.zookeeper_server import ZooKeeperServer
+from eoslog.protocol.messages import build
+from harness import BrokerProcess, wait_until
+from rawkafka import RawClient, request_module
+from zk_harness import start_zookeeper
+
+METADATA, CREATE_TOPICS = 3, 19
+SESSION_TIMEOUT_MS = 4000
+BROKER_OVERRIDES = {
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "controlled.shutdown.retry.backoff.ms": "1000",
+    "auto.leader.rebalance.enable": "false",  # tests move leaders and look at where they are
+}
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    error: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterMeta:
+    cluster_id: str
+    controller: int
+    brokers: tuple[int, ...]
+    topics: dict[str, dict[int, PartitionMeta]]
+    topic_errors: dict[str, int]
+
+
+def metadata(bootstrap: str, topics: list[str] | None = None) -> ClusterMeta:
+    m = request_module(METADATA, 12)
+    wanted = None if topics is None else tuple(build(m.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
+    with RawClient(bootstrap, timeout_s=10) as client:
+        resp = client.call(build(m.MetadataRequest, topics=wanted, allow_auto_topic_creation=False,
+                                 include_topic_authorized_operations=False))
+    return ClusterMeta(
+        str(resp.cluster_id), int(resp.controller_id), tuple(sorted(int(b.node_id) for b in resp.brokers)),
+        {t.name: {int(p.partition_index): PartitionMeta(
+            int(p.error_code), int(p.leader_id), int(p.leader_epoch), tuple(map(int, p.replica_nodes)),
+            tuple(map(int, p.isr_nodes)), tuple(map(int, p.offline_replicas))) for p in t.partitions}
+         for t in resp.topics},
+        {t.name: int(t.error_code) for t in resp.topics},
+    )
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = -1, replication_factor: int = -1,
+                 assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None) -> Any:
+    """The CreatableTopicResult of one CreateTopics v7."""
+    import datetime
+
+    m = request_module(CREATE_TOPICS, 7)
+    topic = m.CreatableTopic(
+        name=name, num_partitions=i32(partitions), replication_factor=i16(replication_factor),
+        assignments=tuple(m.CreatableReplicaAssignment(partition_index=i32(p), broker_ids=tuple(map(i32, b)))
+                          for p, b in (assignment or {}).items()),
+        configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
+    )
+    with RawClient(bootstrap, timeout_s=60) as client:
+        resp = client.call(m.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=30),
+                                                 validate_only=False))
+    return resp.topics[0]
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
+                 zookeeper: ZooKeeperServer | None = None) -> None:
+        """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own)."""
+        self.root = root
+        self.size = size
+        self.overrides = {**BROKER_OVERRIDES, **(overrides or {})}
+        self.zookeeper = zookeeper
+        self._own_zookeeper = zookeeper is None
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    def start(self) -> Cluster:
+        if self.zookeeper is None:
+            self.zookeeper = start_zookeeper(self.root / "zookeeper")
+            connect = self.zookeeper.connect_string
+        else:
+            connect = f"{self.zookeeper.connect_string}/{self.root.name}"
+            _create_chroot(self.zookeeper.connect_string, self.root.name)
+        for i in range(1, self.size + 1):
+            (self.root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
+            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", overrides={
+                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect})
+        self._in_parallel([b.start for b in self.brokers.values()])
+        self.wait_for(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
+        return self
+
+    @staticmethod
+    def _in_parallel(jobs: list[Any]) -> None:
+        errors: list[BaseException] = []
+
+        def run(job: Any) -> None:
+            try:
+                job()
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive())
+
+    def any_alive(self) -> BrokerProcess:
+        return next(b for b in self.brokers.values() if b.alive())
+
+    def metadata(self, topics: list[str] | None = None, via: int | None = None) -> ClusterMeta:
+        broker = self.brokers[via] if via is not None else self.any_alive()
+        return metadata(broker.bootstrap, topics)
+
+    def wait_for(self, condition: Any, what: str, timeout_s: float = 60.0, via: int | None = None) -> ClusterMeta:
+        """Poll Metadata until ``condition(meta)`` holds; the metadata that satisfied it."""
+        seen: list[ClusterMeta] = []
+
+        def check() -> bool:
+            try:
+                meta = self.metadata(via=via)
+            except OSError:
+                return False
+            seen[:] = [meta]
+            return bool(condition(meta))
+
+        wait_until(check, what, timeout_s)
+        return seen[0]
+
+    def restart_dead(self) -> None:
+        """Start every broker that is not running, and wait until all are registered."""
+        self._in_parallel([b.start for b in self.brokers.values() if not b.alive()])
+        self.wait_for(lambda m: len(m.brokers) == self.size, "all brokers registered again")
+
+    def stop(self) -> None:
+        self._in_parallel([b.stop for b in self.brokers.values() if b.alive()])
+        if self.zookeeper is not None and self._own_zookeeper:
+            self.zookeeper.kill()
+
+
+def _create_chroot(connect: str, name: str) -> None:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=connect)
+    client.start(30)
+    try:
+        client.ensure_path(f"/{name}")
+    finally:
+        client.stop()
+        client.close()
