@@ -12,7 +12,7 @@ import pytest
 from eoslog.cluster import znodes
 from eoslog.cluster.controller.controller import Controller, ControllerMoved, ControllerSettings, register_controller
 from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
-from eoslog.cluster.registry import create_topic, read_state
+from eoslog.cluster.registry import create_topic, read_state, update_isr
 from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
@@ -66,5 +66,28 @@ def test_deposed_controller_writes_nothing(zookeeper: ZooKeeperServer) -> None:
         b.deactivate()
         await zk_a.close()
         await zk_b.close()
+
+    asyncio.run(run())
+
+
+def test_leader_isr_change_is_conditional(zookeeper: ZooKeeperServer) -> None:
+    """A leader's ISR write lands only on the state version it saw: after the controller
+    elected another leader, the old leader's shrink is refused and the new state stays."""
+    async def run() -> None:
+        zk = await _session(zookeeper)
+        tp = TopicPartition("isr", 0)
+        await zk.ensure_path(znodes.partition_path(*tp))
+        await zk.create(znodes.partition_state_path(*tp), LeaderAndIsr(1, 0, (1, 2, 3), 1).encode())
+        seen = await read_state(zk, tp)
+        assert seen is not None
+        shrunk = await update_isr(zk, tp, seen, (1, 2))
+        assert shrunk is not None and shrunk.isr == (1, 2) and shrunk.zk_version == seen.zk_version + 1
+        # The controller moves leadership on (as after broker 1's session expired) ...
+        await zk.set(znodes.partition_state_path(*tp), LeaderAndIsr(2, 1, (2,), 2).encode(), shrunk.zk_version)
+        # ... and the old leader's next change, based on what it saw, does not land.
+        assert await update_isr(zk, tp, shrunk, (1,)) is None
+        now = await read_state(zk, tp)
+        assert now is not None and (now.leader, now.leader_epoch, now.isr) == (2, 1, (2,))
+        await zk.close()
 
     asyncio.run(run())

@@ -9,7 +9,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from eoslog.cluster import znodes
 from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
@@ -120,3 +120,17 @@ async def add_partitions(zk: ZkSession, topic: str, added: Mapping[int, tuple[in
     current = TopicAssignment.decode(topic, node.data)
     updated = TopicAssignment(topic, current.topic_id, {**current.partitions, **added})
     await zk.set(path, updated.encode(), node.version)
+
+
+async def update_isr(zk: ZkSession, tp: TopicPartition, current: LeaderAndIsr,
+                     isr: tuple[int, ...]) -> LeaderAndIsr | None:
+    """The leader's own ISR change (Kafka ≤ 2.6's Partition.updateIsr): a set conditional on the
+    state znode version the leader last saw. The accepted state, or None when the znode moved
+    on (a new leader or a controller's ISR change): the caller keeps its ISR and waits for the
+    watch to deliver the newer state."""
+    new = current.with_isr(isr)
+    try:
+        version = await zk.set(znodes.partition_state_path(*tp), new.encode(), current.zk_version)
+    except (BadVersionError, NoNodeError):
+        return None
+    return LeaderAndIsr(new.leader, new.leader_epoch, new.isr, new.controller_epoch, version)
