@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client.admin import Admin
 from eoslog.client.types import TopicPartition as EoslogTopicPartition
 from eoslog.spark.log_reader import LogReader
 
@@ -63,6 +64,20 @@ def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
         tps = [EoslogTopicPartition(topic, p) for p in range(n)]
         stable, high = committed.end_offsets(tps), raw.end_offsets(tps)
     return {tp.partition: (stable[tp], high[tp]) for tp in tps if stable[tp] < high[tp]}
+
+
+def ongoing_transactions(bootstrap: str, topic: str) -> dict[str, tuple[int, int, frozenset[int]]]:
+    """The transactions open on ``topic`` as their coordinator reports them (ListTransactions
+    in state Ongoing, then DescribeTransactions): id → (producer id, epoch, partitions)."""
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        ids = [t.transactional_id for t in admin.list_transactions(states=["Ongoing"])]
+        described = admin.describe_transactions(ids) if ids else {}
+    out = {}
+    for tid, d in described.items():
+        partitions = frozenset(tp.partition for tp in d.topic_partitions if tp.topic == topic)
+        if d.state == "Ongoing" and partitions:
+            out[tid] = (d.producer_id, d.producer_epoch, partitions)
+    return out
 
 
 def raw_output(bootstrap: str, topic: str) -> list[bytes]:

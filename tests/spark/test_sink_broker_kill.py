@@ -6,7 +6,6 @@ it and are completed or aborted by the driver, never by a timeout."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,15 @@ from sink_support import (
     assert_exactly_once,
     committed_output,
     create_topics,
+    ongoing_transactions,
     open_transactions,
     pass_through,
     produce_input,
 )
 
 from harness import BrokerProcess, wait_until
+
+KILL_AT = 2  # the batch whose commit is held while the broker is killed
 
 
 @pytest.fixture
@@ -42,22 +44,36 @@ def _last_batch(query: Any) -> int:
 
 def test_broker_killed_and_restarted_under_a_running_query(spark: Any, own_broker: BrokerProcess,
                                                             tmp_path: Path) -> None:
+    """The kill lands while batch KILL_AT's prepared transactions are open: the driver's commit
+    is held just before its decision (fault point pause-before-decision), the transactions are
+    observed through the admin API, the broker is killed and restarted, they are observed
+    again unchanged, and only then is the commit let go on."""
     b = own_broker.bootstrap
     src, dst = "kill-in", "kill-out"
     create_topics(b, (src, 2), (dst, 2))
     expected = produce_input(b, src, 300, 2)
     checkpoint = tmp_path / "ck"
+    paused = tmp_path / "paused"
 
-    query = pass_through(spark, b, src, dst, checkpoint, max_per_trigger=15, available_now=False)
+    query = pass_through(spark, b, src, dst, checkpoint, max_per_trigger=15, available_now=False,
+                         sink_options={"eoslog.sink.test.failAt": f"pause-before-decision@{KILL_AT}:{paused}"})
     try:
-        wait_until(lambda: _last_batch(query) >= 2 or not query.isActive, "the query to commit a few batches", WAIT_S)
-        before_kill = _last_batch(query)
+        wait_until(lambda: paused.exists() or not query.isActive,
+                   f"the commit of batch {KILL_AT} to pause before its decision", WAIT_S)
+        assert query.isActive, query.exception()
+        prepared = ongoing_transactions(b, dst)
+        assert prepared, f"batch {KILL_AT} has no prepared transaction open on {dst}"
+        assert set(open_transactions(b, dst)) == set().union(*(parts for *_, parts in prepared.values()))
         own_broker.kill()
-        time.sleep(1.0)  # the query meets a dead broker
         own_broker.start()
-        wait_until(lambda: _last_batch(query) >= before_kill + 3 or not query.isActive,
+        # Prepared transactions survive a kill -9 of the broker as they were.
+        assert ongoing_transactions(b, dst) == prepared
+        paused.unlink()  # the driver's commit goes on against the restarted broker
+        wait_until(lambda: _last_batch(query) >= KILL_AT + 2 or not query.isActive,
                    "the query to go on after the broker restart, or to fail", WAIT_S)
+        print("after the restart the query", "went on" if query.isActive else f"failed: {query.exception()}")
     finally:
+        paused.unlink(missing_ok=True)
         query.stop()
 
     finisher = pass_through(spark, b, src, dst, checkpoint, max_per_trigger=100)

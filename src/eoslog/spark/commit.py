@@ -330,9 +330,12 @@ async def list_open_transactions(options: SinkOptions, key: str | None, admin: A
 
 
 def _fault_pause(path: str) -> None:
-    Path(path).write_text(str(os.getpid()))  # the test kills the driver, and this process with it
-    while True:  # until the test kills the driver
-        time.sleep(1)
+    """Write this process's id to ``path`` and wait until the test kills the driver (this
+    process with it) or deletes ``path`` to let the commit go on."""
+    marker = Path(path)
+    marker.write_text(str(os.getpid()))
+    while marker.exists():
+        time.sleep(0.1)
 
 
 async def _open_all(options: SinkOptions, tids: Sequence[str]) -> dict[str, AIOProducer]:

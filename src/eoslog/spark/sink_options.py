@@ -67,7 +67,7 @@ class FaultPoints:
     ``commit-before-decision@B`` and ``commit-after-decision@B`` (the driver's commit of batch
     B raises just before / just after recording its decision), ``pause-before-decision@B:PATH``
     and ``pause-after-decision@B:PATH`` (the commit writes its process id to PATH just before /
-    just after recording the decision and then sleeps until killed) and
+    just after recording the decision and then sleeps until killed or PATH is deleted) and
     ``task-crash:N`` (the first attempt of every write task exits its Python worker, as a
     crash, once N rows are sent and flushed)."""
 
