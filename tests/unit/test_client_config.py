@@ -3,6 +3,7 @@ KafkaProducer (explicit conflicts are errors, implicit idempotence gives way).""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -59,12 +60,29 @@ def test_bootstrap_servers_is_required() -> None:
         producer_config({"linger.ms": 1})
 
 
-@pytest.mark.parametrize("settings", [
-    {"acks": "1"}, {"acks": 0}, {"retries": 0}, {"max.in.flight.requests.per.connection": 10},
+@pytest.mark.parametrize(("settings", "level", "said"), [
+    ({"acks": "1"}, logging.INFO, "Idempotence will be disabled because acks is set to 1, not set to 'all'."),
+    ({"acks": 0}, logging.INFO, "Idempotence will be disabled because acks is set to 0, not set to 'all'."),
+    ({"retries": 0}, logging.INFO, "Idempotence will be disabled because retries is set to 0."),
+    ({"max.in.flight.requests.per.connection": 10}, logging.WARNING,
+     "Idempotence will be disabled because max.in.flight.requests.per.connection is set to 10, "
+     "which is greater than 5."),
 ])
-def test_implicit_idempotence_gives_way_to_an_explicit_conflicting_setting(settings: dict[str, Any]) -> None:
-    # Kafka disables the default idempotence instead of failing when the user did not ask for it.
-    assert producer_config({**BOOT, **settings}).enable_idempotence is False
+def test_implicit_idempotence_gives_way_to_a_conflicting_setting_and_says_so(
+        settings: dict[str, Any], level: int, said: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Kafka disables the default idempotence instead of failing when the user did not ask
+    # for it, and logs why (INFO, WARN for max.in.flight) rather than staying silent.
+    with caplog.at_level(logging.INFO, logger="eoslog.client.producer.config"):
+        assert producer_config({**BOOT, **settings}).enable_idempotence is False
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(level, said)]
+
+
+def test_nothing_is_logged_when_idempotence_stays_or_was_turned_off_by_the_user(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="eoslog.client.producer.config"):
+        producer_config(BOOT)
+        producer_config({**BOOT, "enable.idempotence": False, "acks": 1})
+    assert caplog.records == []
 
 
 def test_transactional_id_with_default_idempotence() -> None:

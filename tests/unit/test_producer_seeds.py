@@ -12,6 +12,7 @@ broker double (tests/broker_double.py) so that what reaches a broker is visible:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,8 +44,8 @@ def run(scenario: Callable[[BrokerDouble], Awaitable[None]], topics: dict[str, i
 def test_a_record_over_the_size_limits_fails_in_send_and_nothing_is_sent(limit: str, setting: int) -> None:
     async def scenario(double: BrokerDouble) -> None:
         # batch.size under the limit too: Kafka cannot allocate a batch above buffer.memory either.
-        async with AIOProducer(bootstrap_servers=double.bootstrap, linger_ms=0, batch_size=setting // 2, max_block_ms=5000,
-                               **{limit: setting}) as p:
+        async with AIOProducer(bootstrap_servers=double.bootstrap, linger_ms=0, batch_size=setting // 2,
+                               max_block_ms=5000, **{limit: setting}) as p:
             before = list(double.requests)
             with pytest.raises(MessageTooLargeError) as e:
                 await p.send("not-known-yet", b"x" * setting)  # no metadata for it either
@@ -87,7 +88,7 @@ def test_retries_reach_the_broker_retry_backoff_ms_apart() -> None:
 
     run(scenario)
     assert len(arrivals) == 4
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert all(gap >= BACKOFF_MS / 1000 for gap in gaps), gaps
 
 

@@ -22,6 +22,7 @@ logs them), so that a typo does not silently leave a default in place.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -31,6 +32,7 @@ from eoslog.client.settings import collect, parse_bool, parse_int
 from eoslog.records.compression import CompressionType
 
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+log = logging.getLogger(__name__)
 _client_ids = itertools.count(1)
 
 Serializer = Callable[[Any], bytes | None]
@@ -135,20 +137,26 @@ def _validate(c: ProducerConfig) -> ProducerConfig:
     idempotence = c.enable_idempotence
     user_idempotence = "enable_idempotence" in explicit
     disable = False
+    # Kafka's ProducerConfig: a conflict with an explicit enable.idempotence=true is an error;
+    # with the default, idempotence gives way and the producer says so in its log.
     if idempotence:
         if c.retries == 0:
             if user_idempotence:
                 raise ConfigException("Must set retries to non-zero when using the idempotent producer.")
+            log.info("Idempotence will be disabled because retries is set to 0.")
             disable = True
         if c.acks != -1:
             if user_idempotence:
                 raise ConfigException("Must set acks to all in order to use the idempotent producer. "
                                       "Otherwise we cannot guarantee idempotence.")
+            log.info("Idempotence will be disabled because acks is set to %s, not set to 'all'.", c.acks)
             disable = True
         if c.max_in_flight_requests_per_connection > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
             if user_idempotence:
                 raise ConfigException("Must set max.in.flight.requests.per.connection to at most 5 to use the "
                                       "idempotent producer.")
+            log.warning("Idempotence will be disabled because max.in.flight.requests.per.connection is set to %d, "
+                        "which is greater than 5.", c.max_in_flight_requests_per_connection)
             disable = True
     if disable:
         idempotence = False
