@@ -156,8 +156,8 @@ def test_compacted_topic_converges_to_the_last_value_per_key(broker: BrokerProce
                          "batch.size": 2048})
     errors: list[Any] = []
 
-    def send(key: bytes, value: bytes | None) -> None:
-        producer.produce(topic, key=key, value=value, partition=0,
+    def send(key: bytes, value: bytes | None, timestamp: int = 0) -> None:
+        producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
                          on_delivery=lambda err, _: err is not None and errors.append(err))
 
     final = {}
@@ -170,13 +170,14 @@ def test_compacted_topic_converges_to_the_last_value_per_key(broker: BrokerProce
     send(b"gone", None)
     final[b"gone"] = None
     assert producer.flush(60) == 0 and not errors, errors
-    # After segment.ms the next record rolls the segment, so everything before it becomes
+    # A record stamped more than segment.ms after the active segment's first one rolls it
+    # (as Kafka, the roll compares record timestamps), so everything before it becomes
     # cleanable (the active segment never is).
-    time.sleep(1.2)
-    send(b"roll", b"last")
+    send(b"roll", b"last", timestamp=int(time.time() * 1000) + 60_000)
     final[b"roll"] = b"last"
     assert producer.flush(60) == 0 and not errors, errors
     written = keys * updates + 2
+    assert f"{written:020d}.log" in [name for name, _ in segment_sizes(broker.data_dir / f"{topic}-0")]
 
     def read_back() -> list[tuple[int, bytes, bytes | None]]:
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader",

@@ -20,6 +20,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -192,22 +193,52 @@ def test_small_fetch_limits_still_progress(interop_broker: BrokerProcess, client
 
 
 def test_consumer_waiting_for_data_is_woken_by_produce(interop_broker: BrokerProcess) -> None:
-    """A consumer that started on an empty partition receives records produced later."""
-    import threading
+    """A consumer whose fetch is waiting at the broker on an empty partition receives the
+    records produced afterwards. librdkafka's statistics show the wait: the partition is
+    being fetched and a Fetch request was sent and is still unanswered."""
+    import json
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from harness import wait_until
 
     bootstrap = interop_broker.bootstrap
     topic = "late-data"
     assert C.ensure_topic(bootstrap, topic, NUM_PARTITIONS) == NUM_PARTITIONS
     records = [C.Record(b"k", b"v%d" % i, partition=1) for i in range(10)]
-    result: dict[int, list[C.Consumed]] = {}
-    reader = threading.Thread(target=lambda: result.update(
-        C.consume(C.KAFKA_PYTHON, bootstrap, topic, {1: 10},
-                  config={"fetch_max_wait_ms": 5_000})))
-    reader.start()
-    time.sleep(1.0)  # let the consumer reach its long-poll before anything exists
-    C.produce(C.CONFLUENT, bootstrap, topic, records)
-    reader.join(120)
-    assert [m.value for m in result.get(1, [])] == [r.value for r in records]
+    stats: list[dict[str, Any]] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "late-data", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10_000, "statistics.interval.ms": 50,
+                         "stats_cb": lambda raw: stats.append(json.loads(raw))})
+    got: list[bytes] = []
+
+    def poll() -> None:
+        m = consumer.poll(0.05)  # also runs the statistics callback
+        if m is not None and m.error() is None:
+            got.append(m.value())
+
+    def fetch_waiting() -> bool:
+        poll()
+        if not stats:
+            return False
+        partition = stats[-1]["topics"].get(topic, {}).get("partitions", {}).get("1", {})
+        return partition.get("fetch_state") == "active" and any(
+            b["nodeid"] >= 0 and b["req"].get("Fetch", 0) > 0 and b["waitresp_cnt"] > 0
+            for b in stats[-1]["brokers"].values())
+
+    try:
+        consumer.assign([TopicPartition(topic, 1, OFFSET_BEGINNING)])
+        wait_until(fetch_waiting, "the consumer's fetch to wait at the broker on the empty partition")
+        assert got == []
+        C.produce(C.CONFLUENT, bootstrap, topic, records)
+        def received_all() -> bool:
+            poll()
+            return len(got) >= len(records)
+
+        wait_until(received_all, "the records produced after the fetch")
+    finally:
+        consumer.close()
+    assert got == [r.value for r in records]
 
 
 def test_max_timestamp_and_admin_list_offsets(interop_broker: BrokerProcess) -> None:

@@ -222,18 +222,21 @@ class FakeTransport:
         return out
 
 
-async def drive(broker: Broker, chunks: list[bytes], max_request_bytes: int = 1 << 20,
-                settle_s: float = 0.3) -> tuple[FakeTransport, KafkaProtocol]:
+async def drive(broker: Broker, chunks: list[bytes], max_request_bytes: int = 1 << 20
+                ) -> tuple[FakeTransport, KafkaProtocol]:
+    """Feed ``chunks`` to a connection and return once it has answered every whole request
+    it read (idle: nothing queued, nothing in progress; the answer is written before the
+    worker leaves a request) or has closed the connection."""
     transport = FakeTransport()
     protocol = KafkaProtocol(broker.dispatcher, max_request_bytes, set())
     protocol.connection_made(transport)  # type: ignore[arg-type]
     for chunk in chunks:
         protocol.data_received(chunk)
         await asyncio.sleep(0)
-    deadline = asyncio.get_running_loop().time() + settle_s
-    while not protocol.idle and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+    deadline = asyncio.get_running_loop().time() + 30  # a hang guard
+    while not (protocol.idle or transport.closed):
+        assert asyncio.get_running_loop().time() < deadline, "the connection neither answered nor closed"
+        await asyncio.sleep(0.001)
     protocol.connection_lost(None)
     return transport, protocol
 
