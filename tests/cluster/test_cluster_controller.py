@@ -1,16 +1,28 @@
 """The controller on a real cluster (ZooKeeper + 3 brokers): registration, topic creation
 with Kafka's replica placement, leader election when a broker dies, controller failover,
-controlled shutdown. Replication itself is not exercised here (no records are written)."""
+controlled shutdown, preferred and unclean elections (ElectLeaders, the admin client and
+``eoslog leader-election``). Replication itself is not exercised here (no records are written)."""
 
 from __future__ import annotations
 
+import datetime
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from kazoo.client import KazooClient
 
 from cluster_harness import Cluster, ClusterMeta, create_topic
+from eoslog.client.admin import Admin, ElectionType
+from eoslog.client.errors import PreferredLeaderNotAvailableError
+from eoslog.client.types import TopicPartition
+from eoslog.cluster import znodes
+from eoslog.cluster.znodes import LeaderAndIsr
 from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import build
+from rawkafka import RawClient, request_module
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +118,77 @@ def test_controlled_shutdown_moves_leadership_before_stopping(cluster: Cluster) 
     assert all(1 not in p.isr for p in meta.values())
     assert meta[0].leader_epoch == 1 and meta[2].leader_epoch == 0  # partition 2 only lost a follower
 
+
+
+def _set_state(cluster: Cluster, topic: str, partition: int, state: LeaderAndIsr) -> None:
+    """Write a partition state as an earlier controller would have (the test plays that part)."""
+    assert cluster.zookeeper is not None
+    client = KazooClient(hosts=cluster.zookeeper.connect_string)
+    client.start(30)
+    try:
+        client.set(znodes.partition_state_path(topic, partition), state.encode())
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_preferred_leader_election(cluster: Cluster) -> None:
+    bootstrap = cluster.any_alive().bootstrap
+    create_topic(bootstrap, "prefer", assignment={0: [1, 2, 3], 1: [2, 3, 1]})
+    before = cluster.metadata(["prefer"]).topics["prefer"]
+    _set_state(cluster, "prefer", 0, LeaderAndIsr(3, 5, (1, 2, 3), 1))  # 3 leads, 1 preferred
+    cluster.wait_for(lambda m: m.topics["prefer"][0].leader == 3, "the state written")
+    non_controller = next(b for i, b in cluster.brokers.items() if i != cluster.metadata().controller)
+    not_controller = ErrorCode.not_controller
+    assert _elect_raw(non_controller.bootstrap, "prefer", [0]) == (not_controller, {0: not_controller})
+    out = subprocess.run([sys.executable, "-m", "eoslog", "leader-election", "--preferred", "--topic", "prefer",
+                          "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[1]: line.split()[2] for line in out.stdout.splitlines() if line.split()[:1] == ["prefer"]}
+    assert rows == {"0": "elected", "1": "ELECTION_NOT_NEEDED"}
+    after = cluster.wait_for(lambda m: m.topics["prefer"][0].leader != 3, "the new leader").topics["prefer"]
+    assert (after[0].leader, after[0].leader_epoch) == (1, 6)
+    assert after[1] == before[1]
+
+
+def test_unclean_election_of_a_replica_outside_the_isr(cluster: Cluster) -> None:
+    create_topic(cluster.any_alive().bootstrap, "unclean", assignment={0: [1, 2]})
+    cluster.brokers[1].kill()
+    cluster.wait_for(lambda m: m.topics["unclean"][0].isr == (2,), "broker 1 out of the ISR")
+    cluster.brokers[2].kill()
+    offline = cluster.wait_for(lambda m: 2 not in m.brokers, "broker 2 gone").topics["unclean"][0]
+    assert (offline.leader, offline.isr) == (-1, (2,))  # the last ISR member is remembered
+    cluster.brokers[1].start()
+    back = cluster.wait_for(lambda m: 1 in m.brokers, "broker 1 back").topics["unclean"][0]
+    assert back.leader == -1  # 1 may lack acknowledged records: no clean election
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        assert admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("unclean", 0)]) == {
+            TopicPartition("unclean", 0): ANY_PREFERRED_NOT_AVAILABLE}
+        assert admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("unclean", 0)]) == {
+            TopicPartition("unclean", 0): None}
+    # Every broker learns it from its watch, shortly after the controller answered.
+    elected = cluster.wait_for(lambda m: m.topics["unclean"][0].leader != -1, "the elected leader").topics["unclean"][0]
+    assert (elected.leader, elected.isr, elected.leader_epoch) == (1, (1,), offline.leader_epoch + 1)
+
+
+class _ErrorOf:
+    """Equal to any exception of ``cls`` (the admin returns instances)."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, self.cls)
+
+
+ANY_PREFERRED_NOT_AVAILABLE = _ErrorOf(PreferredLeaderNotAvailableError)
+
+
+def _elect_raw(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, dict[int, int]]:
+    m = request_module(43, 2)
+    request = build(m.ElectLeadersRequest, election_type=0, timeout=datetime.timedelta(seconds=10),
+                    topic_partitions=(build(m.TopicPartitions, topic=topic, partitions=tuple(partitions)),))
+    with RawClient(bootstrap) as client:
+        response = client.call(request)
+    return int(response.error_code), {int(p.partition_id): int(p.error_code)
+                                      for r in response.replica_election_results for p in r.partition_result}

@@ -52,7 +52,7 @@ def test_deposed_controller_writes_nothing(zookeeper: ZooKeeperServer) -> None:
         assert epoch_b == a.epoch + 1
 
         with pytest.raises(ControllerMoved):
-            await a.elect_preferred([TP])
+            await a.elect_leaders([TP])
         await asyncio.wait_for(deposed.wait(), 5)
         assert not a.active
         state = await read_state(zk_a, TP)
@@ -60,7 +60,7 @@ def test_deposed_controller_writes_nothing(zookeeper: ZooKeeperServer) -> None:
 
         b = Controller(zk_b, ClusterMetadata(), 2, ControllerSettings(auto_leader_rebalance=False), lambda: None)
         b.activate(epoch_b, version_b)
-        assert await b.elect_preferred([TP]) == {TP: Errors.NONE}
+        assert await b.elect_leaders([TP]) == {TP: Errors.NONE}
         state = await read_state(zk_b, TP)
         assert state is not None and (state.leader, state.leader_epoch, state.controller_epoch) == (1, 1, epoch_b)
         b.deactivate()

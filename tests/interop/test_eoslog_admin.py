@@ -42,12 +42,14 @@ from eoslog.client.admin import (
     ConfigResource,
     ConfigResourceType,
     ConfigSource,
+    ElectionType,
     IsolationLevel,
     NewPartitions,
     NewTopic,
     OffsetSpec,
 )
 from eoslog.client.errors import (
+    ElectionNotNeededError,
     GroupIdNotFoundError,
     IllegalStateError,
     InvalidConfigError,
@@ -171,6 +173,16 @@ def test_configs_and_cluster(admin: Admin, shared_broker: BrokerProcess) -> None
     assert cluster.controller is not None and cluster.controller.id == 0
     rd_cluster_id = AdminClient({"bootstrap.servers": shared_broker.bootstrap}).list_topics(timeout=30).cluster_id
     assert cluster.cluster_id == rd_cluster_id
+
+
+def test_leader_election_on_one_node(admin: Admin) -> None:
+    """One node leads every partition: nothing to elect (a cluster's elections: tests/cluster)."""
+    admin.create_topics([NewTopic("adm-elect", 2)])
+    wanted = [TopicPartition("adm-elect", 0), TopicPartition("adm-elect", 1), TopicPartition("adm-elect", 5)]
+    results = admin.elect_leaders(ElectionType.PREFERRED, wanted)
+    assert [type(results[tp]) for tp in wanted] == [
+        ElectionNotNeededError, ElectionNotNeededError, UnknownTopicOrPartitionError]
+    assert admin.elect_leaders(ElectionType.PREFERRED) == {}  # all partitions: none needed one
 
 
 def test_list_offsets(admin: Admin, shared_broker: BrokerProcess) -> None:

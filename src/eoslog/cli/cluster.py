@@ -1,4 +1,5 @@
-"""``eoslog cluster up``: a local development cluster — ZooKeeper and N brokers — in one command.
+"""``eoslog cluster up``: a local development cluster — ZooKeeper and N brokers — in one command;
+``eoslog leader-election``: ElectLeaders, like kafka-leader-election.sh.
 
 ZooKeeper is Debian's (``eoslog.cluster.zookeeper_server``); each broker is an ``eoslog
 broker`` process with ``broker.id`` 1..N on consecutive ports, its log in the cluster's data
@@ -24,7 +25,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import app
+from eoslog.cli.main import DEFAULT_BOOTSTRAP_SERVER, BootstrapServer, app, open_admin, user_errors
+from eoslog.client.errors import ElectionNotNeededError
 from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable
 
 cluster_app = typer.Typer(help="A local development cluster: ZooKeeper and N brokers.", no_args_is_help=True)
@@ -147,3 +149,43 @@ def up(
                     node.ready_line = None
     finally:
         _stop_all(console, nodes, zookeeper)
+
+
+@app.command("leader-election")
+def leader_election(
+    unclean: Annotated[bool, typer.Option("--unclean/--preferred", help="Elect any live replica of a "
+                                          "leaderless partition (may lose acknowledged records) instead "
+                                          "of moving leadership back to the preferred replica")] = False,
+    topic: Annotated[str | None, typer.Option("--topic", help="Only this topic")] = None,
+    partition: Annotated[int | None, typer.Option("--partition", help="Only this partition of --topic")] = None,
+    all_topic_partitions: Annotated[bool, typer.Option("--all-topic-partitions",
+                                                       help="Every partition of every topic")] = False,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+) -> None:
+    """Elect partition leaders, like kafka-leader-election.sh (ElectLeaders on the controller)."""
+    from eoslog.client.admin import ElectionType
+    from eoslog.client.types import TopicPartition
+
+    if all_topic_partitions == (topic is not None):
+        raise typer.BadParameter("give either --all-topic-partitions or --topic")
+    if partition is not None and topic is None:
+        raise typer.BadParameter("--partition needs --topic")
+    kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+    console = Console(highlight=False, soft_wrap=True)
+    with user_errors("leader-election"), open_admin(bootstrap_server) as admin:
+        partitions: list[TopicPartition] | None = None
+        if topic is not None:
+            if partition is not None:
+                partitions = [TopicPartition(topic, partition)]
+            else:
+                described = admin.describe_topics([topic])[topic]
+                partitions = [TopicPartition(topic, p.partition) for p in described.partitions]
+        results = admin.elect_leaders(kind, partitions)
+    table = Table(box=box.SIMPLE_HEAVY, title=f"{kind.name.lower()} leader election")
+    for column in ("topic", "partition", "result"):
+        table.add_column(column)
+    for tp, error in sorted(results.items()):
+        table.add_row(tp.topic, str(tp.partition), "elected" if error is None else str(error) or type(error).__name__)
+    console.print(table if results else "no partition needed an election")
+    if any(e is not None and not isinstance(e, ElectionNotNeededError) for e in results.values()):
+        raise typer.Exit(1)

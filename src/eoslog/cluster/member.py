@@ -21,7 +21,12 @@ from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from eoslog.cluster import znodes
 from eoslog.cluster.controller.assignment import assign_replicas
-from eoslog.cluster.controller.controller import Controller, ControllerSettings, register_controller
+from eoslog.cluster.controller.controller import (
+    Controller,
+    ControllerMoved,
+    ControllerSettings,
+    register_controller,
+)
 from eoslog.cluster.errors import ClusterError, TopicExists
 from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
 from eoslog.cluster.producer_ids import ZkProducerIdManager
@@ -35,6 +40,7 @@ from eoslog.cluster.registry import (
 from eoslog.cluster.zk import SessionState, ZkSession, Znode
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.config import BrokerConfig
+from eoslog.errors import Errors, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +308,16 @@ class ClusterMember:
             return bool(tps) and all(self.metadata.leader(tp) != znodes.NO_LEADER for tp in tps)
 
         return await self.metadata.wait_for(ready, timeout_s)
+
+    async def elect_leaders(self, partitions: list[TopicPartition] | None,
+                            unclean: bool) -> dict[TopicPartition, Errors]:
+        """ElectLeaders on the controller; KafkaError(NOT_CONTROLLER) on any other broker."""
+        if not self.controller.active:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        try:
+            return await self.controller.elect_leaders(partitions, unclean)
+        except ControllerMoved:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} stopped being controller") from None
 
     # -- shut-down ------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60): cluster id, controller and brokers, as a KRaft broker answers.
+"""DescribeCluster (key 60): cluster id, controller and brokers, as a KRaft broker answers;
+ElectLeaders (key 43), handled by the controller.
 
 A broker serves the BROKER endpoint type (1) only; a request for the CONTROLLER type (2)
 gets MISMATCHED_ENDPOINT_TYPE and any other type UNSUPPORTED_ENDPOINT_TYPE (v0 has no
@@ -13,7 +14,9 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.protocol.errors import ErrorCode
+from eoslog.cluster.metadata import TopicPartition
+from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.errors import ErrorCode, error_code
 
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
@@ -65,4 +68,45 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS = [ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster)]
+# -- ElectLeaders ------------------------------------------------------------------------
+
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+    """ElectLeaders (43): answered by the controller (others: NOT_CONTROLLER). A null list asks
+    for every partition and, as Kafka, reports only those an election was tried for."""
+    module = response_types(ctx)
+    unclean = int(getattr(request, "election_type", PREFERRED)) == UNCLEAN
+    wanted = None if request.topic_partitions is None else [
+        TopicPartition(str(t.topic), int(p)) for t in request.topic_partitions for p in t.partitions]
+    top_level = Errors.NONE
+    cluster = ctx.state.cluster
+    if cluster is None:  # one node leads every partition it has
+        results = {tp: Errors.ELECTION_NOT_NEEDED if ctx.state.logs.get_log(*tp) is not None
+                   else Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted or ()}
+    else:
+        try:
+            results = await cluster.elect_leaders(wanted, unclean)
+        except KafkaError as e:
+            top_level = e.error
+            results = dict.fromkeys(wanted or (), e.error)
+    if wanted is None:
+        results = {tp: e for tp, e in results.items() if e is not Errors.ELECTION_NOT_NEEDED}
+    by_topic: dict[str, list[Any]] = {}
+    for tp, error in sorted(results.items()):
+        by_topic.setdefault(tp.topic, []).append(build(
+            module.PartitionResult, partition_id=tp.partition, error_code=error_code(error),
+            error_message=None if error is Errors.NONE else error.name))
+    return build(
+        module.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error_code(top_level),
+        replica_election_results=tuple(build(module.ReplicaElectionResult, topic=t, partition_result=tuple(r))
+                                       for t, r in by_topic.items()),
+    )
+
+
+APIS = [
+    ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
+    ApiSpec(43, "ElectLeaders", 0, 2, handle_elect_leaders),
+]

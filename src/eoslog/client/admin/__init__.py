@@ -23,6 +23,7 @@ from eoslog.client.admin.types import (
     ConfigType,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     GroupDescription,
     GroupListing,
     IsolationLevel,
@@ -44,7 +45,8 @@ from eoslog.client.admin.types import (
 __all__ = [
     "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "AlterConfigOp", "AlterConfigOpType",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "ConfigType", "CreatedTopic", "DeletedRecords", "GroupDescription", "GroupListing", "IsolationLevel",
+    "ConfigType", "CreatedTopic", "DeletedRecords",
+    "ElectionType", "GroupDescription", "GroupListing", "IsolationLevel",
     "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetSpec",
     "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing",

@@ -72,6 +72,7 @@ class Admin(BlockingFacade):
     alter_configs = _blocking(AIOAdmin.alter_configs)
     incremental_alter_configs = _blocking(AIOAdmin.incremental_alter_configs)
     describe_cluster = _blocking(AIOAdmin.describe_cluster)
+    elect_leaders = _blocking(AIOAdmin.elect_leaders)
     list_offsets = _blocking(AIOAdmin.list_offsets)
     delete_records = _blocking(AIOAdmin.delete_records)
     list_groups = _blocking(AIOAdmin.list_groups)

@@ -20,6 +20,7 @@ from eoslog.client.admin.types import (
     ClusterDescription,
     CreatedTopic,
     DeletedRecords,
+    ElectionType,
     IsolationLevel,
     ListOffsetsResultInfo,
     NewPartitions,
@@ -31,12 +32,12 @@ from eoslog.client.admin.types import (
     TopicListing,
     TopicPartitionInfo,
 )
-from eoslog.client.errors import UnsupportedVersionError
+from eoslog.client.errors import KafkaProtocolError, UnsupportedVersionError, error_for
 from eoslog.client.types import TopicPartition
 from eoslog.client.versions import ApiKey, ApiVersionTable
 from eoslog.protocol.messages import build, request_types
 
-DELETE_RECORDS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 21, 37, 60
+DELETE_RECORDS, CREATE_PARTITIONS, ELECT_LEADERS, DESCRIBE_CLUSTER = 21, 37, 43, 60
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -169,6 +170,35 @@ class TopicAdmin(AdminCore):
 
         if wanted:
             await self._call("create_partitions", make, handle, node=self._controller, timeout_ms=timeout_ms)
+
+    async def elect_leaders(self, election_type: ElectionType = ElectionType.PREFERRED,
+                            partitions: Iterable[TopicPartition] | None = None, *,
+                            timeout_ms: int | None = None) -> dict[TopicPartition, KafkaProtocolError | None]:
+        """Elect leaders (ElectLeaders, answered by the controller). Per partition None when a
+        leader was elected, else its error (ElectionNotNeededError when the preferred replica
+        leads already, ...). ``partitions`` None: every partition, and only those an election
+        was tried for are reported, as Kafka's Admin.electLeaders."""
+        wanted = None if partitions is None else list(dict.fromkeys(
+            TopicPartition(str(t), int(p)) for t, p in partitions))
+        server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
+
+        def make(versions: ApiVersionTable) -> Any:
+            version = versions.pick(ELECT_LEADERS, 2, 1 if election_type is ElectionType.UNCLEAN else 0)
+            m = request_types(ELECT_LEADERS, version)
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted or ():
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            return build(m.ElectLeadersRequest, election_type=int(election_type), timeout=server_timeout,
+                         topic_partitions=None if wanted is None else tuple(
+                             build(m.TopicPartitions, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+        def handle(_: int | None, response: Any) -> dict[TopicPartition, KafkaProtocolError | None]:
+            raise_for(getattr(response, "error_code", 0), "ElectLeaders")
+            return {TopicPartition(str(r.topic), int(p.partition_id)):
+                    None if int(p.error_code) == 0 else error_for(int(p.error_code), p.error_message)
+                    for r in response.replica_election_results for p in r.partition_result}
+
+        return await self._call("elect_leaders", make, handle, node=self._controller, timeout_ms=timeout_ms)
 
     # -- the cluster ----------------------------------------------------------------------------
 

@@ -31,6 +31,14 @@ class NewTopic:
     replica_assignment: Mapping[int, Sequence[int]] | None = None
 
 
+class ElectionType(enum.IntEnum):
+    """Kafka's ElectionType: back to the preferred replica, or (KIP-460) any live replica of a
+    partition that has no leader, even one outside the ISR."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
 @dataclass(frozen=True, slots=True)
 class NewPartitions:
     """The partition count a topic should grow to, optionally with the new partitions'

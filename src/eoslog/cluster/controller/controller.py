@@ -31,7 +31,7 @@ from eoslog.cluster.controller.events import (
     BrokerChange,
     ControlledShutdownChange,
     ControllerEvent,
-    PreferredElection,
+    ElectLeaders,
     Startup,
     TopicChange,
 )
@@ -109,7 +109,7 @@ class Controller:
             self._unsubscribe = None
         while not self._queue.empty():
             event = self._queue.get_nowait()
-            if isinstance(event, PreferredElection) and not event.result.done():
+            if isinstance(event, ElectLeaders) and not event.result.done():
                 event.result.set_exception(ControllerMoved())
         self.partition_states.clear()
         self._live.clear()
@@ -118,9 +118,11 @@ class Controller:
     def enqueue(self, event: ControllerEvent) -> None:
         self._queue.put_nowait(event)
 
-    async def elect_preferred(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Errors]:
-        """ElectLeaders (preferred), answered once the controller task has handled it."""
-        event = PreferredElection(tuple(partitions))
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None,
+                            unclean: bool = False) -> dict[TopicPartition, Errors]:
+        """ElectLeaders, answered once the controller task has handled it (ControllerMoved
+        if this broker stops being controller first)."""
+        event = ElectLeaders(None if partitions is None else tuple(partitions), unclean)
         self.enqueue(event)
         return await event.result
 
@@ -142,14 +144,14 @@ class Controller:
                 await self._process(event)
             except ControllerMoved:
                 log.warning("controller epoch %d was superseded; stepping down", self.epoch)
-                if isinstance(event, PreferredElection) and not event.result.done():
+                if isinstance(event, ElectLeaders) and not event.result.done():
                     event.result.set_exception(ControllerMoved())
                 self.deactivate()
                 self._on_deposed()
                 return
             except Exception as e:
                 log.exception("controller event %s failed", type(event).__name__)
-                if isinstance(event, PreferredElection) and not event.result.done():
+                if isinstance(event, ElectLeaders) and not event.result.done():
                     event.result.set_exception(e)
 
     async def _process(self, event: ControllerEvent) -> None:
@@ -164,7 +166,9 @@ class Controller:
         elif isinstance(event, AutoPreferredElection):
             await self._rebalance_leaders()
         else:
-            event.result.set_result(await self._preferred(event.partitions))
+            tps = tuple(self._all_partitions()) if event.partitions is None else event.partitions
+            elect = self._unclean if event.unclean else self._preferred
+            event.result.set_result(await elect(tps))
 
     async def _imbalance_timer(self) -> None:
         while True:
@@ -326,6 +330,37 @@ class Controller:
             written = await self._update(tp, decide)
             ok = written is not None and written.leader == replicas[0]
             results[tp] = Errors.NONE if ok else Errors.PREFERRED_LEADER_NOT_AVAILABLE
+
+        await asyncio.gather(*(elect(tp) for tp in tps))
+        return results
+
+    async def _unclean(self, tps: tuple[TopicPartition, ...]) -> dict[TopicPartition, Errors]:
+        """KIP-460: a partition without a live leader gets one even from outside the ISR."""
+        results: dict[TopicPartition, Errors] = {}
+
+        async def elect(tp: TopicPartition) -> None:
+            replicas = self.metadata.replicas(tp)
+            if not replicas or tp not in self.metadata.states:
+                results[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                return
+            if self.metadata.leader(tp) != NO_LEADER:
+                results[tp] = Errors.ELECTION_NOT_NEEDED
+                return
+
+            def decide(state: LeaderAndIsr) -> LeaderAndIsr | None:
+                if state.leader in self._candidates():
+                    return None
+                elected = offline_election(replicas, state.isr, self._candidates(), unclean_enabled=True)
+                if elected is None:
+                    return None
+                if elected.unclean:
+                    log.warning("%s: unclean election of %d asked for (ISR was %s)", tp, elected.leader,
+                                list(state.isr))
+                return state.new_leader(elected.leader, elected.isr, self.epoch)
+
+            written = await self._update(tp, decide)
+            ok = written is not None and written.leader in self._candidates()
+            results[tp] = Errors.NONE if ok else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
         await asyncio.gather(*(elect(tp) for tp in tps))
         return results

@@ -38,13 +38,15 @@ class AutoPreferredElection:
 
 
 @dataclass(slots=True)
-class PreferredElection:
-    """ElectLeaders (preferred): ``result`` gets partition → error."""
+class ElectLeaders:
+    """ElectLeaders, preferred or (``unclean``) KIP-460's unclean election; ``partitions``
+    None means every partition. ``result`` gets partition → error."""
 
-    partitions: tuple[TopicPartition, ...]
+    partitions: tuple[TopicPartition, ...] | None
+    unclean: bool
     result: asyncio.Future[dict[TopicPartition, Errors]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange
-                   | AutoPreferredElection | PreferredElection)
+                   | AutoPreferredElection | ElectLeaders)
