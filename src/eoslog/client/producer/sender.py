@@ -192,8 +192,12 @@ class Sender:
                 return _MAX_SLEEP_S
             tm.bump_idempotent_epoch_if_needed()
             tm.maybe_restart_sequences()
-            if tm.is_completing and acc.has_incomplete() and tm.state is State.ABORTING_TRANSACTION:
-                aborted = TransactionAbortedError("Failing batch since transaction was aborted")
+            # As Java's Sender: once the transaction must abort, what was never sent fails at
+            # once (with the error that doomed it), so a commit waiting on it can fail too.
+            aborting = tm.is_completing and tm.state is State.ABORTING_TRANSACTION
+            if acc.has_incomplete() and (aborting or tm.state is State.ABORTABLE_ERROR):
+                aborted = tm.last_error if tm.state is State.ABORTABLE_ERROR and tm.last_error is not None \
+                    else TransactionAbortedError("Failing batch since transaction was aborted")
                 for batch in acc.abort_undrained(keep_sequenced=True):
                     self._fail_batch(batch, aborted, adjust_sequences=False)
             acc.completing_transaction = tm.is_completing

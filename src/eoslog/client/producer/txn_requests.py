@@ -49,6 +49,9 @@ class Action(Enum):
     FENCED = auto()  # fatal, reported as ProducerFencedError whatever the code
     FATAL = auto()
     ABORTABLE = auto()
+    # Java's abortableErrorIfPossible: the coordinator no longer knows this producer id (the
+    # transactional id expired, KIP-360); abortable, and the abort gets a new id or epoch.
+    ABORTABLE_BUMP = auto()
     IGNORE = auto()  # a partition-level code that says nothing about this request
 
 
@@ -112,9 +115,11 @@ class TxnRequestHandler:
         self.result.fail(error)
         return Outcome.DONE
 
-    def abortable(self, error: BaseException) -> Outcome:
+    def abortable(self, error: BaseException, *, bump: bool = False) -> Outcome:
         if isinstance(error, KafkaError):
             error.txn_requires_abort = True
+        if bump:
+            self.tm.epoch_bump_required = True
         self.tm.transition_to_abortable(error)
         self.result.fail(error)
         return Outcome.DONE
@@ -140,6 +145,7 @@ _ACTIONS: dict[Action, Callable[[TxnRequestHandler, int, str | None], Outcome]] 
     Action.FENCED: _fenced,
     Action.FATAL: lambda h, code, message: h.fatal(error_for(code, message or f"{h!r}")),
     Action.ABORTABLE: lambda h, code, message: h.abortable(error_for(code, message or f"{h!r}")),
+    Action.ABORTABLE_BUMP: lambda h, code, message: h.abortable(error_for(code, message or f"{h!r}"), bump=True),
     Action.IGNORE: lambda h, code, message: Outcome.DONE,
 }
 
@@ -237,10 +243,10 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
     ERRORS = {
         **_COORDINATOR_ERRORS,
         E.unknown_topic_or_partition: Action.RETRY,
-        E.invalid_producer_id_mapping: Action.FATAL,
+        E.invalid_producer_id_mapping: Action.ABORTABLE_BUMP,
         E.invalid_txn_state: Action.FATAL,
         E.topic_authorization_failed: Action.ABORTABLE,
-        E.unknown_producer_id: Action.ABORTABLE,
+        E.unknown_producer_id: Action.ABORTABLE_BUMP,
         E.operation_not_attempted: Action.IGNORE,
     }
     DEFAULT = Action.ABORTABLE
@@ -291,8 +297,8 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
     ERRORS = {
         **_COORDINATOR_ERRORS,
         E.group_authorization_failed: Action.ABORTABLE,
-        E.unknown_producer_id: Action.ABORTABLE,
-        E.invalid_producer_id_mapping: Action.ABORTABLE,
+        E.unknown_producer_id: Action.ABORTABLE_BUMP,
+        E.invalid_producer_id_mapping: Action.ABORTABLE_BUMP,
         E.invalid_txn_state: Action.FATAL,
     }
 
@@ -383,7 +389,8 @@ class EndTxnHandler(TxnRequestHandler):
     api_key = ApiKey.END_TXN
     max_version = 4  # v5 is KIP-890 part 2
     priority = 3
-    ERRORS = {**_COORDINATOR_ERRORS, E.invalid_txn_state: Action.FATAL}
+    ERRORS = {**_COORDINATOR_ERRORS, E.invalid_txn_state: Action.FATAL,
+              E.unknown_producer_id: Action.ABORTABLE_BUMP, E.invalid_producer_id_mapping: Action.ABORTABLE_BUMP}
 
     def __init__(self, tm: TransactionManager, result: TxnResult, *, commit: bool) -> None:
         super().__init__(tm, result)
@@ -403,7 +410,8 @@ class EndTxnHandler(TxnRequestHandler):
 # When a response carries several partition errors, the most severe decides (in Java's
 # handlers a lookup or a retry returns before the abortable errors are acted on).
 _SEVERITY = {a: i for i, a in enumerate(
-    (Action.FENCED, Action.FATAL, Action.LOOKUP_COORDINATOR, Action.RETRY, Action.ABORTABLE, Action.IGNORE)
+    (Action.FENCED, Action.FATAL, Action.LOOKUP_COORDINATOR, Action.RETRY, Action.ABORTABLE_BUMP, Action.ABORTABLE,
+     Action.IGNORE)
 )}
 
 

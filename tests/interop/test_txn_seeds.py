@@ -1,0 +1,290 @@
+"""Transaction rules of the seeds (SEEDS-CHECKLIST) that nothing else tested, against the real
+broker process, each checked on the data a read_committed consumer gets:
+
+- a TxnOffsetCommit with a stale generation or an unknown member is fenced (KIP-447):
+  ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the transaction must abort, its offsets and
+  records never show; librdkafka's zombie (its member left the group) is fenced too;
+- producer-state expiry never removes a producer whose transaction is open: the LSO stays
+  at its first offset and, once aborted, none of its records is read;
+- a partition whose marker cannot be written (a real EFBIG: the broker's file-size limit
+  lowered to its segment's size) holds back its own LSO only; the marker lands once the
+  fault is gone;
+- an expired transactional id makes the old producer's next transaction fail with
+  INVALID_PRODUCER_ID_MAPPING, abortable; after the abort it goes on under a new producer
+  id, as Java's producer does (abortableErrorIfPossible, KIP-360).
+
+Waiting loops are hang guards; nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer as RdConsumer
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer as RdProducer
+from confluent_kafka import TopicPartition as RdTopicPartition
+
+from eoslog.client import Admin, Consumer, IsolationLevel, NewTopic, OffsetSpec, Producer
+from eoslog.client.errors import (
+    IllegalGenerationError,
+    InvalidProducerIdMappingError,
+    TransactionalIdNotFoundError,
+    UnknownMemberIdError,
+)
+from eoslog.client.types import OffsetAndMetadata, TopicPartition
+from harness import BrokerProcess, wait_until
+
+EXPIRY_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def expiring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that forgets idle producers and transactional ids after 1.5 s."""
+    b = BrokerProcess(tmp_path_factory.mktemp("expiring") / "data", overrides={
+        "producer.id.expiration.ms": str(EXPIRY_MS), "producer.id.expiration.check.interval.ms": "200",
+        "transactional.id.expiration.ms": str(EXPIRY_MS),
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+    }).start()
+    yield b
+    if b.alive():
+        b.stop()
+
+
+def admin_of(broker: BrokerProcess) -> Admin:
+    return Admin({"bootstrap.servers": broker.bootstrap})
+
+
+def create(broker: BrokerProcess, *topics: str) -> None:
+    with admin_of(broker) as a:
+        a.create_topics([NewTopic(t, 1) for t in topics])
+
+
+def read_committed(broker: BrokerProcess, topic: str, until_offset: int) -> list[bytes]:
+    """Values a read_committed consumer reads from the start up to ``until_offset`` (the
+    high watermark once the last transaction is decided: markers take offsets too)."""
+    tp = TopicPartition(topic, 0)
+    out: list[bytes] = []
+    with Consumer({"bootstrap.servers": broker.bootstrap, "isolation.level": "read_committed",
+                   "auto.offset.reset": "earliest"}) as c:
+        c.assign([tp])
+
+        def done() -> bool:
+            out.extend(r.value or b"" for r in c.poll(0.2))
+            return c.position(tp) >= until_offset
+
+        wait_until(done, f"a read_committed consumer reaching offset {until_offset} of {topic}")
+    return out
+
+
+def offsets(broker: BrokerProcess, topic: str) -> tuple[int, int]:
+    """(last stable offset, high watermark) of partition 0."""
+    tp = TopicPartition(topic, 0)
+    with admin_of(broker) as a:
+        lso = a.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)[tp].offset
+        hw = a.list_offsets({tp: OffsetSpec.latest()})[tp].offset
+    return lso, hw
+
+
+def txn_producer(broker: BrokerProcess, txn_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
+    p.init_transactions()
+    return p
+
+
+# -- KIP-447: TxnOffsetCommit fences stale members -----------------------------------------------
+
+
+def test_txn_offset_commit_with_a_stale_generation_or_an_unknown_member_is_fenced(
+        shared_broker: BrokerProcess) -> None:
+    create(shared_broker, "fence-in", "fence-out")
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        for i in range(10):
+            p.send("fence-in", b"%d" % i)
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "fence-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["fence-in"])
+    got: list[object] = []
+    wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= 10, "the consumer joining and reading")
+    meta = consumer.group_metadata()
+    assert meta.generation_id >= 1 and meta.member_id
+    tp = TopicPartition("fence-in", 0)
+    producer = txn_producer(shared_broker, "fence-tx")
+    try:
+        stale_cases = [(meta._replace(generation_id=meta.generation_id - 1), IllegalGenerationError),
+                       (meta._replace(member_id="zombie-member"), UnknownMemberIdError)]
+        for stale, error in stale_cases:
+            producer.begin_transaction()
+            producer.send("fence-out", b"zombie write")
+            with pytest.raises(error) as e:
+                producer.send_offsets_to_transaction({tp: OffsetAndMetadata(5)}, stale)
+            assert e.value.txn_requires_abort
+            producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send("fence-out", b"live write")
+        producer.send_offsets_to_transaction({tp: OffsetAndMetadata(7)}, meta)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    with admin_of(shared_broker) as a:
+        assert {t: o.offset for t, o in a.list_consumer_group_offsets("fence-group").items()} == {tp: 7}
+    _, hw = offsets(shared_broker, "fence-out")
+    assert read_committed(shared_broker, "fence-out", hw) == [b"live write"]
+    consumer.close()
+
+
+def test_librdkafka_zombie_whose_member_left_the_group_is_fenced(shared_broker: BrokerProcess) -> None:
+    create(shared_broker, "zombie-in", "zombie-out")
+    with Producer({"bootstrap.servers": shared_broker.bootstrap}) as p:
+        p.send("zombie-in", b"x")
+    consumer = RdConsumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "zombie-group",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["zombie-in"])
+    wait_until(lambda: consumer.poll(0.2) is not None, "librdkafka's consumer joining and reading")
+    zombie_meta = consumer.consumer_group_metadata()
+    consumer.close()  # LeaveGroup: its member id is gone
+    producer = RdProducer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": "zombie-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("zombie-out", b"zombie write")
+    with pytest.raises(KafkaException) as e:
+        producer.send_offsets_to_transaction([RdTopicPartition("zombie-in", 0, 1)], zombie_meta, 30)
+    error = e.value.args[0]
+    assert error.name() == "UNKNOWN_MEMBER_ID" and error.txn_requires_abort()
+    producer.abort_transaction(30)
+    with admin_of(shared_broker) as a:
+        assert a.list_consumer_group_offsets("zombie-group") == {}
+    _, hw = offsets(shared_broker, "zombie-out")
+    assert read_committed(shared_broker, "zombie-out", hw) == []
+
+
+# -- producer-state expiry and open transactions ---------------------------------------------------
+
+
+def test_producer_expiry_keeps_a_producer_whose_transaction_is_open(expiring: BrokerProcess) -> None:
+    create(expiring, "expiry")
+    tp = TopicPartition("expiry", 0)
+    with Producer({"bootstrap.servers": expiring.bootstrap}) as idem:
+        idem.send("expiry", b"idempotent-0").result()
+    txn = txn_producer(expiring, "expiry-tx")
+    txn.begin_transaction()
+    for i in range(3):
+        txn.send("expiry", b"open-%d" % i)
+    txn.flush()
+    with Producer({"bootstrap.servers": expiring.bootstrap}) as idem:
+        idem.send("expiry", b"idempotent-1").result()
+    with admin_of(expiring) as a:
+        producers = {p.producer_id: p for p in a.describe_producers([tp])[tp]}
+        assert len(producers) == 3
+        [(txn_pid, txn_state)] = [(pid, p) for pid, p in producers.items()
+                                  if p.current_transaction_start_offset is not None]
+        assert txn_state.current_transaction_start_offset == 1
+
+        # Wait until the expiry pass has forgotten both idle idempotent producers: the open
+        # transaction's producer has been idle as long, and must still be there.
+        idempotent = set(producers) - {txn_pid}
+        wait_until(lambda: not idempotent & {p.producer_id for p in a.describe_producers([tp])[tp]},
+                   "producer-id expiry", timeout_s=60)
+        kept = [(p.producer_id, p.current_transaction_start_offset) for p in a.describe_producers([tp])[tp]]
+        assert kept == [(txn_pid, 1)]
+    lso, hw = offsets(expiring, "expiry")
+    assert (lso, hw) == (1, 5)
+    txn.abort_transaction()
+    txn.close()
+    assert read_committed(expiring, "expiry", 6) == [b"idempotent-0", b"idempotent-1"]
+
+
+# -- a marker that cannot be written holds back its own partition only ------------------------------
+
+
+def segment_size(broker: BrokerProcess, topic: str) -> int:
+    return max((p.stat().st_size, p.name) for p in (broker.data_dir / f"{topic}-0").glob("*.log"))[0]
+
+
+def test_a_partition_whose_marker_cannot_be_written_holds_back_only_its_own_lso(
+        shared_broker: BrokerProcess) -> None:
+    assert shared_broker.proc is not None
+    create(shared_broker, "a-held", "b-free")
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5}) as p:
+        # a-held's segment becomes the largest file the broker writes to from here on, so a
+        # file-size limit at its size refuses its marker and nothing else.
+        for _ in range(300):
+            p.send("a-held", b"x" * 1000)
+    producer = txn_producer(shared_broker, "held-tx")
+    producer.begin_transaction()
+    for i in range(3):
+        producer.send("a-held", b"held-%d" % i)
+        producer.send("b-free", b"free-%d" % i)
+    producer.flush()
+    held_first = 300
+    limit = segment_size(shared_broker, "a-held")
+    log_size = Path(shared_broker.log_path).stat().st_size
+    assert log_size < limit // 2, "the broker's own log file would hit the limit too"
+    pid = shared_broker.proc.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        producer.commit_transaction()  # PrepareCommit is durable; the markers follow
+        wait_until(lambda: offsets(shared_broker, "b-free")[0] == offsets(shared_broker, "b-free")[1],
+                   "b-free's marker")
+        assert read_committed(shared_broker, "b-free", 4) == [b"free-0", b"free-1", b"free-2"]
+        # Another transaction on b-free alone commits and shows while a-held waits.
+        other = txn_producer(shared_broker, "free-tx")
+        other.begin_transaction()
+        other.send("b-free", b"free-later")
+        other.commit_transaction()
+        other.close()
+        assert read_committed(shared_broker, "b-free", 6) == [b"free-0", b"free-1", b"free-2", b"free-later"]
+        assert offsets(shared_broker, "a-held") == (held_first, held_first + 3)
+        with admin_of(shared_broker) as a:
+            assert a.describe_transactions(["held-tx"])["held-tx"].state == "PrepareCommit"
+        wait_until(lambda: "will retry" in shared_broker.log_text(), "the broker retrying the marker")
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+    wait_until(lambda: offsets(shared_broker, "a-held")[0] == held_first + 4, "a-held's marker once writable")
+    producer.close()
+    held = read_committed(shared_broker, "a-held", held_first + 4)
+    assert held[held_first:] == [b"held-0", b"held-1", b"held-2"] and len(held) == held_first + 3
+    with admin_of(shared_broker) as a:
+        assert a.describe_transactions(["held-tx"])["held-tx"].state == "CompleteCommit"
+
+
+# -- an expired transactional id ---------------------------------------------------------------------
+
+
+def test_an_expired_transactional_id_fails_the_next_transaction_then_gets_a_new_producer_id(
+        expiring: BrokerProcess) -> None:
+    create(expiring, "expired-id")
+    producer = txn_producer(expiring, "expired-tx")
+    producer.begin_transaction()
+    producer.send("expired-id", b"first")
+    producer.commit_transaction()
+    with admin_of(expiring) as a:
+        old_pid = a.describe_transactions(["expired-tx"])["expired-tx"].producer_id
+
+        def forgotten() -> bool:
+            try:
+                a.describe_transactions(["expired-tx"])
+            except TransactionalIdNotFoundError:
+                return True
+            return False
+
+        wait_until(forgotten, "the transactional id expiring", timeout_s=60)
+    producer.begin_transaction()
+    producer.send("expired-id", b"lost")
+    with pytest.raises(InvalidProducerIdMappingError) as e:
+        producer.commit_transaction()
+    assert e.value.txn_requires_abort and not e.value.fatal
+    producer.abort_transaction()  # gets a producer id again (InitProducerId), as Java's does
+    producer.begin_transaction()
+    producer.send("expired-id", b"after")
+    producer.commit_transaction()
+    producer.close()
+    with admin_of(expiring) as a:
+        new_pid = a.describe_transactions(["expired-tx"])["expired-tx"].producer_id
+    assert new_pid != old_pid
+    _, hw = offsets(expiring, "expired-id")
+    assert read_committed(expiring, "expired-id", hw) == [b"first", b"after"]
