@@ -15,8 +15,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from cluster_harness import Cluster, ClusterMeta, create_topic
-from eoslog.client.admin import Admin, ElectionType
-from eoslog.client.errors import PreferredLeaderNotAvailableError
+from eoslog.client.admin import Admin, ElectionType, NewPartitions
+from eoslog.client.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    PreferredLeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
 from eoslog.client.types import TopicPartition
 from eoslog.cluster import znodes
 from eoslog.cluster.znodes import LeaderAndIsr
@@ -192,3 +197,38 @@ def _elect_raw(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, 
         response = client.call(request)
     return int(response.error_code), {int(p.partition_id): int(p.error_code)
                                       for r in response.replica_election_results for p in r.partition_result}
+
+
+def test_topics_grow_and_are_deleted(cluster: Cluster) -> None:
+    bootstrap = cluster.any_alive().bootstrap
+    create_topic(bootstrap, "grown", assignment={0: [1, 2], 1: [2, 3]})
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_partitions({"grown": NewPartitions(4, [[3, 1], [1, 3]])})
+        for i in cluster.brokers:  # each learns it from its watch
+            cluster.wait_for(lambda m: len(m.topics["grown"]) == 4, f"broker {i} sees 4 partitions", via=i)
+        with pytest.raises(InvalidReplicaAssignmentError, match="Inconsistent replication factor"):
+            admin.create_partitions({"grown": NewPartitions(5, [[1, 2, 3]])})
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({"grown": 3})
+        admin.create_partitions({"grown": 6})  # Kafka's placement continues
+        grown = cluster.wait_for(lambda m: len(m.topics.get("grown", {})) == 6
+                                 and all(p.leader > 0 for p in m.topics["grown"].values()),
+                                 "six partitions with leaders").topics["grown"]
+        assert [grown[p].replicas for p in (2, 3)] == [(3, 1), (1, 3)]
+        assert all(len(set(grown[p].replicas)) == 2 for p in (4, 5))
+        admin.delete_topics(["grown"])  # answered once the answering broker saw it go
+        for i in cluster.brokers:  # the others learn it from their watches
+            cluster.wait_for(lambda m: "grown" not in m.topics, f"broker {i} forgot the topic", via=i)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_topics(["grown"])
+    # ZooKeeper keeps nothing of it.
+    client = KazooClient(hosts=cluster.zookeeper.connect_string if cluster.zookeeper else "")
+    client.start(30)
+    try:
+        assert client.exists(znodes.topic_path("grown")) is None
+        assert client.exists(znodes.topic_config_path("grown")) is None
+        assert client.get_children(znodes.DELETE_TOPICS) == []
+    finally:
+        client.stop()
+        client.close()
+    assert create_topic(bootstrap, "grown", partitions=1, replication_factor=3).error_code == ErrorCode.none

@@ -162,6 +162,8 @@ class ClusterMember:
     async def _watch(self) -> None:
         await self.zk.watch_children(znodes.BROKER_IDS, lambda _path, _children: self._brokers.poke())
         await self.zk.watch_children(znodes.CONTROLLED_SHUTDOWN, lambda _path, _children: self._shutdowns.poke())
+        await self.zk.watch_children(znodes.DELETE_TOPICS,
+                                     lambda _path, topics: self.metadata.set_delete_requests(frozenset(topics)))
         await self.zk.watch_data(znodes.CONTROLLER, self._on_controller)
         await self.zk.watch_children(znodes.TOPICS, self._on_topics)
 

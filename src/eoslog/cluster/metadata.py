@@ -41,7 +41,7 @@ class PartitionView:
 
 
 # A change, for listeners: ("brokers", None), ("topic", name), ("state", TopicPartition),
-# ("controller", None), ("config", name), ("shutdown", None).
+# ("controller", None), ("config", name), ("shutdown", None), ("deletes", None).
 Change = tuple[str, object]
 
 
@@ -55,6 +55,8 @@ class ClusterMetadata:
         self.topic_configs: dict[str, dict[str, str]] = {}
         # /admin/controlled_shutdown: broker id → the broker epoch it asked with.
         self.shutdown_requests: dict[int, int] = {}
+        # /admin/delete_topics: topics whose deletion was asked for.
+        self.delete_requests: frozenset[str] = frozenset()
         self._listeners: list[Callable[[Change], None]] = []
 
     def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
@@ -112,6 +114,11 @@ class ClusterMetadata:
         if requests != self.shutdown_requests:
             self.shutdown_requests = dict(requests)
             self._changed(("shutdown", None))
+
+    def set_delete_requests(self, topics: frozenset[str]) -> None:
+        if topics != self.delete_requests:
+            self.delete_requests = topics
+            self._changed(("deletes", None))
 
     def set_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         if self.topic_configs.get(topic, {}) != overrides:

@@ -15,6 +15,7 @@ from eoslog.cluster import znodes
 from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
 from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from eoslog.errors import Errors, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -110,16 +111,25 @@ async def create_topic(zk: ZkSession, topic: str, assignment: Mapping[int, tuple
     return new
 
 
-async def add_partitions(zk: ZkSession, topic: str, added: Mapping[int, tuple[int, ...]]) -> None:
+async def add_partitions(zk: ZkSession, topic: str, added: Mapping[int, tuple[int, ...]], expected: int) -> None:
     """CreatePartitions: the assignment with the new partitions, written conditionally on the
-    version read (BadVersionError: another change got there first)."""
+    version read; KafkaError(INVALID_PARTITIONS) when the topic no longer has ``expected``
+    partitions (another request grew it meanwhile)."""
     path = znodes.topic_path(topic)
-    node = await zk.get(path)
-    if node is None:
-        raise NoNodeError()
-    current = TopicAssignment.decode(topic, node.data)
-    updated = TopicAssignment(topic, current.topic_id, {**current.partitions, **added})
-    await zk.set(path, updated.encode(), node.version)
+    while True:
+        node = await zk.get(path)
+        if node is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic} does not exist")
+        current = TopicAssignment.decode(topic, node.data)
+        if len(current.partitions) != expected:
+            raise KafkaError(Errors.INVALID_PARTITIONS,
+                             f"Topic {topic} now has {len(current.partitions)} partition(s), not {expected}.")
+        updated = TopicAssignment(topic, current.topic_id, {**current.partitions, **added})
+        try:
+            await zk.set(path, updated.encode(), node.version)
+            return
+        except BadVersionError:
+            continue  # changed between the read and the write: read again
 
 
 async def update_isr(zk: ZkSession, tp: TopicPartition, current: LeaderAndIsr,

@@ -32,6 +32,7 @@ from eoslog.broker.handlers.configs import topic_config_entries
 from eoslog.cluster.controller.assignment import AssignmentError
 from eoslog.cluster.errors import TopicExists
 from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
+from eoslog.errors import KafkaError
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
@@ -314,7 +315,33 @@ class DeleteOutcome:
     message: str | None = None
 
 
-def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> DeleteOutcome:
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
+    cluster = ctx.state.cluster
+    if cluster is None:
+        info = ctx.state.logs.topics.get(name)
+        return None if info is None else info.topic_id
+    assignment = cluster.metadata.topics.get(name)
+    return None if assignment is None else assignment.topic_id
+
+
+def _topic_named(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    cluster = ctx.state.cluster
+    if cluster is None:
+        info = ctx.state.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+    return next((t for t, a in cluster.metadata.topics.items() if a.topic_id == topic_id), None)
+
+
+async def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID, timeout_s: float) -> DeleteOutcome:
+    cluster = ctx.state.cluster
+    if cluster is not None:
+        from eoslog.cluster.topic_admin import delete_topic
+
+        try:
+            await delete_topic(cluster, name, timeout_s)
+        except KafkaError as e:
+            return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
+        return DeleteOutcome(name, topic_id, ErrorCode.none)
     logs = ctx.state.logs
     info = logs.topics[name]
     try:
@@ -329,9 +356,9 @@ def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> DeleteOutcom
     return DeleteOutcome(name, topic_id, ErrorCode.none)
 
 
-def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]]) -> list[DeleteOutcome]:
+async def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]],
+                         timeout_s: float) -> list[DeleteOutcome]:
     """ControllerApis.deleteTopics: sort out names and ids, then delete what remains."""
-    logs = ctx.state.logs
     out: list[DeleteOutcome] = []
     names: list[str] = []
     ids: list[uuid.UUID] = []
@@ -351,25 +378,25 @@ def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID
     out += [DeleteOutcome(None, i, ErrorCode.invalid_request, "Duplicate topic id.") for i in dup_ids]
     to_delete: dict[uuid.UUID, str] = {}
     for topic_id in dict.fromkeys(i for i in ids if i not in dup_ids):
-        info = logs.topic_by_id(topic_id)
-        if info is None:
+        named = _topic_named(ctx, topic_id)
+        if named is None:
             out.append(DeleteOutcome(None, topic_id, ErrorCode.unknown_topic_id,
                                      "This server does not host this topic ID."))
         else:
-            to_delete[topic_id] = info.name
+            to_delete[topic_id] = named
     for name in dict.fromkeys(n for n in names if n not in dup_names):
-        by_name = logs.topics.get(name)
-        if by_name is None:
+        id_of_name = _topic_id(ctx, name)
+        if id_of_name is None:
             out.append(DeleteOutcome(name, None, ErrorCode.unknown_topic_or_partition,
                                      "This server does not host this topic-partition."))
-        elif by_name.topic_id in to_delete or by_name.topic_id in dup_ids:
-            to_delete.pop(by_name.topic_id, None)
-            dup_ids.add(by_name.topic_id)
-            out.append(DeleteOutcome(name, by_name.topic_id, ErrorCode.invalid_request,
+        elif id_of_name in to_delete or id_of_name in dup_ids:
+            to_delete.pop(id_of_name, None)
+            dup_ids.add(id_of_name)
+            out.append(DeleteOutcome(name, id_of_name, ErrorCode.invalid_request,
                                      "The provided topic name maps to an ID that was already supplied."))
         else:
-            to_delete[by_name.topic_id] = name
-    out += [_delete(ctx, name, topic_id) for topic_id, name in to_delete.items()]
+            to_delete[id_of_name] = name
+    out += [await _delete(ctx, name, topic_id, timeout_s) for topic_id, name in to_delete.items()]
     return out
 
 
@@ -384,7 +411,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         code = ErrorCode.invalid_request if ctx.api_version < 3 else ErrorCode.topic_deletion_disabled
         outcomes = [DeleteOutcome(name, topic_id, code) for name, topic_id in wanted]
     else:
-        outcomes = _delete_topics(ctx, wanted)
+        outcomes = await _delete_topics(ctx, wanted, request.timeout.total_seconds())
     responses = tuple(
         build(module.DeletableTopicResult, name=o.name, topic_id=o.topic_id, error_code=o.error,
               error_message=o.message)
@@ -396,19 +423,41 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
 # -- CreatePartitions ---------------------------------------------------------------
 
 
-def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> Refusal | None:
+def _partition_count(ctx: RequestContext, name: str) -> int | None:
+    cluster = ctx.state.cluster
+    if cluster is None:
+        info = ctx.state.logs.topics.get(name)
+        return None if info is None else info.num_partitions
+    assignment = cluster.metadata.topics.get(name)
+    return None if assignment is None else len(assignment.partitions)
+
+
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s: float) -> Refusal | None:
     """ReplicationControlManager.createPartitions for one topic."""
-    logs = ctx.state.logs
-    info = logs.topics.get(topic.name)
-    if info is None:
+    current_count = _partition_count(ctx, topic.name)
+    if current_count is None:
         return Refusal(ErrorCode.unknown_topic_or_partition, None)
-    current, count = info.num_partitions, int(topic.count)
+    current, count = current_count, int(topic.count)
     if count == current:
         return Refusal(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
     if count < current:
         return Refusal(ErrorCode.invalid_partitions, f"The topic {topic.name} currently has {current} "
                        f"partition(s); {count} would not be an increase.")
     additional = count - current
+    cluster = ctx.state.cluster
+    if cluster is not None:
+        from eoslog.cluster.topic_admin import grow_topic
+
+        if topic.assignments is not None and len(topic.assignments) != additional:
+            return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
+                           f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
+        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        try:
+            await grow_topic(cluster, topic.name, assignments, count, validate_only, timeout_s)
+        except KafkaError as e:
+            return Refusal(error_code(e.error), str(e))
+        return None
+    logs = ctx.state.logs
     if topic.assignments is not None:
         if len(topic.assignments) != additional:
             return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
@@ -433,13 +482,13 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
                                                                            "Duplicate topic name."))
     unique = [t for t in request.topics if t.name not in duplicates]
     # Assignments are checked again in _grow; counting here only needs the sizes.
-    added = sum(max(0, int(t.count) - ctx.state.logs.topics[t.name].num_partitions)
-                for t in unique if t.name in ctx.state.logs.topics)
+    counts = {t.name: _partition_count(ctx, t.name) for t in unique}
+    added = sum(max(0, int(t.count) - n) for t in unique if (n := counts[t.name]) is not None)
     for t in unique:
         if added > MAX_RECORDS_PER_USER_OP:
             outcomes[t.name] = Refusal(ErrorCode.policy_violation, TOO_LARGE_MESSAGE)
         else:
-            outcomes[t.name] = _grow(ctx, t, bool(request.validate_only))
+            outcomes[t.name] = await _grow(ctx, t, bool(request.validate_only), request.timeout.total_seconds())
     results = tuple(
         build(module.CreatePartitionsTopicResult, name=name,
               error_code=o.error if o else ErrorCode.none, error_message=o.message if o else None)

@@ -9,7 +9,7 @@ small topics do not all lead on one broker); tests pass them.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from eoslog.errors import Errors, KafkaError
 
@@ -46,7 +46,7 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     return out
 
 
-def validate_manual_assignment(assignment: dict[int, Sequence[int]], brokers: Sequence[int]) -> None:
+def validate_manual_assignment(assignment: Mapping[int, Sequence[int]], brokers: Sequence[int]) -> None:
     """Kafka's validateManualPartitionAssignment: replicas registered, none twice, every
     partition the same replication factor."""
     factors = {len(r) for r in assignment.values()}

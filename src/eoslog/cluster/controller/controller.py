@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from eoslog.cluster import znodes
 from eoslog.cluster.controller.election import (
@@ -34,6 +34,7 @@ from eoslog.cluster.controller.events import (
     ElectLeaders,
     Startup,
     TopicChange,
+    TopicDeletion,
 )
 from eoslog.cluster.controller.states import PartitionState, check_transition
 from eoslog.cluster.metadata import Change, ClusterMetadata, TopicPartition
@@ -135,6 +136,8 @@ class Controller:
             self.enqueue(TopicChange(subject))
         elif kind == "shutdown":
             self.enqueue(ControlledShutdownChange())
+        elif kind == "deletes":
+            self.enqueue(TopicDeletion())
         # Partition states are not events: the controller reads them when it decides.
 
     async def _run(self) -> None:
@@ -163,6 +166,8 @@ class Controller:
             await self._topic_change(event.topic)
         elif isinstance(event, ControlledShutdownChange):
             await self._controlled_shutdowns()
+        elif isinstance(event, TopicDeletion):
+            await self._delete_topics()
         elif isinstance(event, AutoPreferredElection):
             await self._rebalance_leaders()
         else:
@@ -203,6 +208,7 @@ class Controller:
                 self._move(tp, PartitionState.ONLINE if online else PartitionState.OFFLINE)
         await self._settle(self._all_partitions())
         await self._controlled_shutdowns()
+        await self._delete_topics()
 
     async def _broker_change(self) -> None:
         current = {b: reg.epoch for b, reg in self.metadata.brokers.items()}
@@ -222,11 +228,8 @@ class Controller:
 
     async def _topic_change(self, topic: str) -> None:
         tps = list(self.metadata.partitions_of(topic))
-        if not tps:  # deleted: its partitions leave the state machine
-            for tp in [tp for tp in self.partition_states if tp.topic == topic]:
-                self._move(tp, PartitionState.OFFLINE)
-                self._move(tp, PartitionState.NON_EXISTENT)
-                del self.partition_states[tp]
+        if not tps:
+            self._forget(topic)
             return
         for tp in tps:
             if tp not in self.partition_states:
@@ -281,6 +284,40 @@ class Controller:
             return
         self.metadata.set_state(tp, LeaderAndIsr(state.leader, state.leader_epoch, state.isr, self.epoch, 0))
         self._move(tp, PartitionState.ONLINE)
+
+    async def _delete_topics(self) -> None:
+        """Kafka's TopicDeletionManager, on watches: the topic's znodes go in one transaction
+        (assignment, partition states, config, the request); each broker deletes its replicas
+        when it sees the topic gone."""
+        for topic in sorted(self.metadata.delete_requests):
+            ops: list[Op] = []
+            for name in await self.zk.children(znodes.partitions_path(topic)):
+                partition = int(name)
+                if await self.zk.get(znodes.partition_state_path(topic, partition)) is not None:
+                    ops.append(Op("delete", znodes.partition_state_path(topic, partition)))
+                ops.append(Op("delete", znodes.partition_path(topic, partition)))
+            if await self.zk.get(znodes.partitions_path(topic)) is not None:
+                ops.append(Op("delete", znodes.partitions_path(topic)))
+            if await self.zk.get(znodes.topic_path(topic)) is not None:
+                ops.append(Op("delete", znodes.topic_path(topic)))
+            if await self.zk.get(znodes.topic_config_path(topic)) is not None:
+                ops.append(Op("delete", znodes.topic_config_path(topic)))
+            ops.append(Op("delete", f"{znodes.DELETE_TOPICS}/{topic}"))
+            try:
+                await self._commit(ops)
+            except (NoNodeError, NotEmptyError) as e:  # changed meanwhile: the next event retries
+                log.warning("deleting topic %s: %s; will retry", topic, type(e).__name__)
+                continue
+            self._forget(topic)
+            self.metadata.set_topic(topic, None)
+            log.info("deleted topic %s", topic)
+
+    def _forget(self, topic: str) -> None:
+        """A deleted topic's partitions leave the state machine."""
+        for tp in [tp for tp in self.partition_states if tp.topic == topic]:
+            self._move(tp, PartitionState.OFFLINE)
+            self._move(tp, PartitionState.NON_EXISTENT)
+            del self.partition_states[tp]
 
     async def _controlled_shutdowns(self) -> None:
         for broker, epoch in sorted(self.metadata.shutdown_requests.items()):

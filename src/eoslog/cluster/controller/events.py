@@ -33,6 +33,11 @@ class ControlledShutdownChange:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    """``/admin/delete_topics`` changed: topics to delete."""
+
+
+@dataclass(frozen=True, slots=True)
 class AutoPreferredElection:
     """The leader-imbalance timer fired."""
 
@@ -48,5 +53,5 @@ class ElectLeaders:
         default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange
+ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange | TopicDeletion
                    | AutoPreferredElection | ElectLeaders)
