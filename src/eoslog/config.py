@@ -45,6 +45,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.message.bytes", int, 1048588, "largest batch accepted", "message.max.bytes"),
     ConfigDef("message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime",
               "log.message.timestamp.type", ("CreateTime", "LogAppendTime")),
+    ConfigDef("message.timestamp.before.max.ms", int, LONG_MAX,
+              "how far in the past a CreateTime record's timestamp may be",
+              "log.message.timestamp.before.max.ms"),
+    ConfigDef("message.timestamp.after.max.ms", int, 3600000,
+              "how far in the future a CreateTime record's timestamp may be (Kafka 4's default: 1 h)",
+              "log.message.timestamp.after.max.ms"),
     ConfigDef("flush.messages", int, LONG_MAX, "fsync after this many messages",
               "log.flush.interval.messages"),
     ConfigDef("flush.ms", int, LONG_MAX, "fsync after this many ms", "log.flush.interval.ms"),
@@ -83,6 +89,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.retention.bytes", int, -1, "default retention.bytes"),
     ConfigDef("message.max.bytes", int, 1048588, "default max.message.bytes"),
     ConfigDef("log.message.timestamp.type", str, "CreateTime", "default message.timestamp.type"),
+    ConfigDef("log.message.timestamp.before.max.ms", int, LONG_MAX,
+              "default message.timestamp.before.max.ms"),
+    ConfigDef("log.message.timestamp.after.max.ms", int, 3600000,
+              "default message.timestamp.after.max.ms"),
     ConfigDef("log.flush.interval.messages", int, LONG_MAX, "default flush.messages"),
     ConfigDef("log.flush.interval.ms", int, LONG_MAX, "default flush.ms"),
     ConfigDef("log.index.interval.bytes", int, 4096, "default index.interval.bytes"),
@@ -458,6 +468,14 @@ class TopicConfig:
     @property
     def log_append_time(self) -> bool:
         return str(self._values["message.timestamp.type"]) == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        return int(self._values["message.timestamp.before.max.ms"])
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        return int(self._values["message.timestamp.after.max.ms"])
 
     @property
     def flush_messages(self) -> int:

@@ -382,7 +382,8 @@ def test_zstd_needs_produce_v7_and_fetch_v10(interop_broker: BrokerProcess) -> N
         assert (int(old_fetch.error_code), old_fetch.records) == (76, b"")
         fetched = conn.call(_fetch_request(10, topic, 0)).responses[0].partitions[0]
         assert int(fetched.error_code) == 0
-        assert fetched.records[8:] == zstd[8:]  # the stored batch, byte for byte bar its offset
+        # The stored batch, byte for byte bar its offset and the leader epoch the leader stamps.
+        assert fetched.records[8:12] == zstd[8:12] and fetched.records[16:] == zstd[16:]
 
 
 def test_empty_record_set_is_invalid_record(interop_broker: BrokerProcess) -> None:

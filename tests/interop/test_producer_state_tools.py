@@ -72,15 +72,18 @@ def test_producer_ids_are_never_reissued_across_kill_9(broker) -> None:
 
 
 def test_append_errors_carry_the_log_start_offset(broker) -> None:
-    """Kafka answers UNKNOWN_PRODUCER_ID & co. with the partition's log start offset."""
+    """Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER & co. with the partition's log start offset."""
     with RawClient(broker.bootstrap) as c:
         create_topic(c, "errors-lso", 1)
         ok = build_batch([(None, b"x", ())], timestamp=1)
         c.call(produce_request("errors-lso", 0, ok))
-        unknown = build_batch([(None, b"y", ())], timestamp=1, producer_id=999_999,
-                              producer_epoch=0, base_sequence=5)
-        response = c.call(produce_request("errors-lso", 0, unknown))
+        first = build_batch([(None, b"y", ())], timestamp=1, producer_id=999_999,
+                            producer_epoch=0, base_sequence=5)
+        c.call(produce_request("errors-lso", 0, first))  # unknown producer: any sequence starts it
+        gap = build_batch([(None, b"z", ())], timestamp=1, producer_id=999_999,
+                          producer_epoch=0, base_sequence=9)
+        response = c.call(produce_request("errors-lso", 0, gap))
     (topic,) = response.responses
     (part,) = topic.partition_responses
-    assert part.error_code == ErrorCode.unknown_producer_id
+    assert part.error_code == ErrorCode.out_of_order_sequence_number
     assert part.log_start_offset == 0

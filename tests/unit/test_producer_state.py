@@ -89,9 +89,12 @@ def test_gap_is_out_of_order(log: Log) -> None:
     assert log.next_offset == 1
 
 
-def test_unknown_producer_must_start_at_zero(log: Log) -> None:
-    assert error_of(log.append, PID, 0, 7, 1) == Errors.UNKNOWN_PRODUCER_ID
-    assert log.append(PID, 0, 0, 1) == 0
+def test_unknown_producer_may_start_at_any_sequence(log: Log) -> None:
+    # Kafka's ProducerAppendInfo.checkSequence (checked against Apache Kafka by
+    # tests/conformance, idempotence/unknown-producer-id): no state, any sequence.
+    assert log.append(PID, 0, 7, 1) == 0
+    assert error_of(log.append, PID, 0, 0, 1) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.append(PID, 0, 8, 1) == 1
 
 
 def test_new_epoch_must_start_at_zero(log: Log) -> None:
@@ -205,8 +208,8 @@ def test_expiration_removes_idle_producers_only(log: Log) -> None:
     expired = log.psm.remove_expired(now_ms=1_000 + 86_400_000)
     assert expired == [PID]
     assert PID + 1 in log.psm.producers
-    # The expired producer is unknown now: a non-zero sequence is refused.
-    assert error_of(log.append, PID, 0, 1, 1) == Errors.UNKNOWN_PRODUCER_ID
+    # The expired producer is unknown now: any sequence starts its new state.
+    assert log.append(PID, 0, 5, 1) == 2
 
 
 def test_log_start_offset_past_last_batch_forgets_producer(log: Log) -> None:

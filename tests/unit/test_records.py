@@ -320,3 +320,21 @@ def test_assign_offsets_with_log_append_time() -> None:
     changed = {i for i in range(len(batch)) if buf[i] != batch[i]}
     assert changed <= set(range(0, 8)) | set(range(17, 23)) | set(range(35, 43))
     assert buf[BATCH_HEADER_SIZE:] == batch[BATCH_HEADER_SIZE:]
+
+
+def test_timestamps_outside_the_topic_bounds_are_refused_per_record() -> None:
+    from eoslog.records import RecordValidationError, validate_timestamps
+
+    now = 1_800_000_000_000
+    records = build_batch([(None, b"a", ()), (None, b"b", ()), (None, b"c", ())], timestamp=now,
+                          timestamps=[now, now + 3_600_001, now - 10])
+    h = read_batch_header(records)
+    with pytest.raises(RecordValidationError) as refused:
+        validate_timestamps(records, h, now, 2**63 - 1, 3_600_000)
+    assert refused.value.error.name == "INVALID_TIMESTAMP"
+    assert [i for i, _ in refused.value.record_errors] == [1]
+    # A lower bound needs every record decoded: the third is 10 ms too old for before=5.
+    with pytest.raises(RecordValidationError) as refused:
+        validate_timestamps(records, h, now, 5, 10**10)
+    assert [i for i, _ in refused.value.record_errors] == [2]
+    validate_timestamps(records, h, now, 10, 3_600_001)  # all within bounds

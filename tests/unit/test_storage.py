@@ -105,7 +105,7 @@ def segment_files(lg: PartitionLog, suffix: str) -> list[Path]:
 # -- append ------------------------------------------------------------------------------
 
 
-def test_batches_are_stored_byte_for_byte_except_the_base_offset(tmp_path: Path) -> None:
+def test_batches_are_stored_byte_for_byte_except_base_offset_and_leader_epoch(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock)
     sent = [batch(i, n=i + 1, codec=codec) for i, codec in enumerate(CompressionType)]
@@ -116,8 +116,11 @@ def test_batches_are_stored_byte_for_byte_except_the_base_offset(tmp_path: Path)
     stored = stored_batches(lg)
     assert len(stored) == len(sent)
     for info, original, kept in zip(infos, sent, stored, strict=True):
-        assert kept[8:] == original[8:]
+        # The leader stamps its epoch (bytes 12-15, outside the CRC) as Kafka's does.
+        assert kept[8:12] == original[8:12] and kept[16:] == original[16:]
         assert struct.unpack_from(">q", kept)[0] == info.first_offset
+        assert struct.unpack_from(">i", kept, 12)[0] == lg.leader_epoch == 0
+        assert read_batch_header(original).partition_leader_epoch == -1
     assert lg.log_end_offset == lg.high_watermark == 15
     lg.close()
 
@@ -132,8 +135,9 @@ def test_log_append_time_rewrites_only_timestamp_fields(tmp_path: Path) -> None:
     h = read_batch_header(kept)
     assert h.timestamp_type is TimestampType.LOG_APPEND_TIME and h.max_timestamp == clock.now
     changed = {i for i in range(len(original)) if kept[i] != original[i]}
-    # baseOffset is 0 in both; attributes (21-22), maxTimestamp (35-42) and the CRC may differ.
-    assert changed <= set(range(17, 23)) | set(range(35, 43))
+    # baseOffset is 0 in both; the leader epoch (12-15), attributes (21-22), maxTimestamp
+    # (35-42) and the CRC may differ.
+    assert changed <= set(range(12, 16)) | set(range(17, 23)) | set(range(35, 43))
     assert changed & set(range(35, 43)) and changed & set(range(21, 23))
     lg.close()
 
@@ -265,7 +269,7 @@ def test_read_respects_max_bytes_with_kip74_min_one(tmp_path: Path) -> None:
     # A batch larger than max_bytes comes back whole when it is the first (KIP-74) ...
     one = lg.read(5, 10).records
     assert [h.base_offset for _, h in iter_batch_headers(one)] == [4]
-    assert one[8:] == sent[2][8:]
+    assert one[8:12] == sent[2][8:12] and one[16:] == sent[2][16:]
     # ... and not at all when the caller already has data for this response.
     assert lg.read(5, 10, min_one=False).records == b""
     # The high watermark (or another upper bound) ends a read.

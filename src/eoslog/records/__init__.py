@@ -6,6 +6,7 @@ from eoslog.records.batch import (
     ControlRecordType,
     InvalidRecordError,
     Record,
+    RecordValidationError,
     TimestampType,
     assign_offsets,
     build_batch,
@@ -15,6 +16,7 @@ from eoslog.records.batch import (
     parse_control_record,
     read_batch_header,
     validate_produce_batches,
+    validate_timestamps,
 )
 from eoslog.records.compression import CompressionType
 
@@ -25,6 +27,7 @@ __all__ = [
     "ControlRecordType",
     "InvalidRecordError",
     "Record",
+    "RecordValidationError",
     "TimestampType",
     "assign_offsets",
     "build_batch",
@@ -34,4 +37,5 @@ __all__ = [
     "parse_control_record",
     "read_batch_header",
     "validate_produce_batches",
+    "validate_timestamps",
 ]

@@ -62,6 +62,8 @@ NO_TIMESTAMP = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
+_BATCH_HEAD = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_LEADER_EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">h")
@@ -79,6 +81,42 @@ class ControlRecordType(IntEnum):
 
 class InvalidRecordError(KafkaError, ValueError):
     """A batch that must be refused; ``error`` is the Kafka error to answer with."""
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records refused one by one (Kafka's RecordValidationException): ``record_errors`` holds
+    (index of the record in its batch, why), answered in the Produce response's record_errors."""
+
+    def __init__(self, error: Errors, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(error, message)
+        self.record_errors = record_errors
+
+
+_LONG_MAX = 2**63 - 1  # Kafka's "no limit" for message.timestamp.before.max.ms
+INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
+
+
+def validate_timestamps(batch: bytes | memoryview, h: BatchHeader, now: int,
+                        before_max_ms: int, after_max_ms: int) -> None:
+    """Kafka's LogValidator.validateTimestamp for a CreateTime topic: every record's timestamp
+    within [now - before_max_ms, now + after_max_ms], else INVALID_TIMESTAMP naming each
+    record. The batch header's maxTimestamp settles the common case (no lower bound) without
+    decoding the records; Kafka decodes them and would also catch a header that understates it."""
+
+    def out_of_range(ts: int) -> bool:
+        diff = now - ts
+        return (diff > 0 and diff > before_max_ms) or (diff < 0 and -diff > after_max_ms)
+
+    if before_max_ms >= _LONG_MAX and not out_of_range(h.max_timestamp):
+        return
+    errors = [
+        (i, f"Timestamp {r.timestamp} of message with offset {i} is out of range. The timestamp "
+            f"should be within [{now - before_max_ms}, {now + after_max_ms}]")
+        for i, r in enumerate(decode_records(batch))
+        if r.timestamp != NO_TIMESTAMP and out_of_range(r.timestamp)
+    ]
+    if errors:
+        raise RecordValidationError(Errors.INVALID_TIMESTAMP, INVALID_TIMESTAMP_MESSAGE, errors)
 
 
 class BatchHeader(NamedTuple):
@@ -261,9 +299,12 @@ def offset_chunks(
     records: bytes | bytearray,
     batches: list[tuple[int, BatchHeader]],
     base_offset: int,
+    leader_epoch: int,
 ) -> tuple[int, list[bytes | memoryview], list[tuple[int, BatchHeader]]]:
     """The batches with broker-assigned offsets, as buffers for one ``pwritev`` and without
-    copying them: per batch, its new 8-byte baseOffset and a view of the rest.
+    copying them: per batch, its new 16-byte head (baseOffset, batchLength, and the leader's
+    partitionLeaderEpoch, which Kafka's leader stamps and the CRC does not cover) and a view
+    of the rest.
 
     Returns the next offset after the last batch, the buffers and the patched headers.
     (LogAppendTime also rewrites maxTimestamp and the CRC: that path uses assign_offsets.)
@@ -273,9 +314,9 @@ def offset_chunks(
     chunks: list[bytes | memoryview] = []
     patched = []
     for pos, h in batches:
-        chunks.append(_BASE_OFFSET.pack(offset))
-        chunks.append(view[pos + 8 : pos + h.size])
-        patched.append((pos, h._replace(base_offset=offset)))
+        chunks.append(_BATCH_HEAD.pack(offset, h.batch_length, leader_epoch))
+        chunks.append(view[pos + _BATCH_HEAD.size : pos + h.size])
+        patched.append((pos, h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
         offset += h.last_offset_delta + 1
     return offset, chunks, patched
 
@@ -285,8 +326,10 @@ def assign_offsets(
     batches: list[tuple[int, BatchHeader]],
     base_offset: int,
     log_append_time: int | None = None,
+    leader_epoch: int | None = None,
 ) -> tuple[int, list[tuple[int, BatchHeader]]]:
-    """Patch each batch's baseOffset in place (and maxTimestamp for LogAppendTime).
+    """Patch each batch's baseOffset in place (and maxTimestamp for LogAppendTime, and
+    partitionLeaderEpoch when ``leader_epoch`` is given).
 
     Returns the next offset after the last batch and the patched headers.
     """
@@ -294,6 +337,9 @@ def assign_offsets(
     patched = []
     for pos, h in batches:
         _BASE_OFFSET.pack_into(buf, pos, offset)
+        if leader_epoch is not None:
+            _LEADER_EPOCH.pack_into(buf, pos + 12, leader_epoch)
+            h = h._replace(partition_leader_epoch=leader_epoch)
         if log_append_time is not None:
             attributes = h.attributes | TIMESTAMP_TYPE_MASK
             _ATTRIBUTES.pack_into(buf, pos + 21, attributes)

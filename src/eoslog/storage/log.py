@@ -30,6 +30,7 @@ from eoslog.records.batch import (
     iter_batch_headers,
     offset_chunks,
     validate_produce_batches,
+    validate_timestamps,
 )
 from eoslog.storage.cleaner import complete_interrupted_swaps
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
@@ -73,7 +74,14 @@ class OffsetOutOfRange(Exception):
     pass
 
 
+# The leader epoch a single eoslog node stamps on the batches it appends (Kafka's leader
+# stamps its epoch; a one-node partition never changes leader, so its epoch stays 0).
+SINGLE_NODE_LEADER_EPOCH = 0
+
+
 class PartitionLog:
+    leader_epoch = SINGLE_NODE_LEADER_EPOCH
+
     def __init__(
         self,
         directory: Path,
@@ -242,6 +250,11 @@ class PartitionLog:
         if any batch is invalid.
         """
         batches = validate_produce_batches(records, self.config.max_message_bytes)
+        if not self.config.log_append_time:
+            now = self._clock_ms()
+            for pos, h in batches:
+                validate_timestamps(memoryview(records)[pos : pos + h.size], h, now,
+                                    self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms)
         if self.config.compact:
             # Kafka's LogValidator: compaction keeps the last value per key, so a record
             # without one could never be kept or removed correctly.
@@ -261,8 +274,10 @@ class PartitionLog:
         producers = self.producer_state.prepare()
         for _, h in batches:
             if h.producer_id >= 0 and (dup := producers.find_duplicate(h)) is not None:
-                # Kafka answers a retried batch with where it was first written.
-                return AppendInfo(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
+                # Kafka answers a retried batch with where it was first written, and with that
+                # batch's max timestamp in log_append_time (its BatchMetadata.timestamp),
+                # whatever the topic's timestamp type.
+                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, 0, True)
         offset = self.log_end_offset
         for _, h in batches:
             if h.producer_id >= 0:
@@ -346,11 +361,11 @@ class PartitionLog:
         if append_time is None:
             # The common case: only baseOffset changes, so the batch is written from the
             # request's buffer as it is, with 8 new bytes in front of each batch's rest.
-            next_offset, offset_bufs, patched = offset_chunks(records, batches, first)
+            next_offset, offset_bufs, patched = offset_chunks(records, batches, first, self.leader_epoch)
             chunks = list(offset_bufs)
         else:
             buf = bytearray(records)
-            next_offset, patched = assign_offsets(buf, batches, first, append_time)
+            next_offset, patched = assign_offsets(buf, batches, first, append_time, self.leader_epoch)
             chunks = [buf]
         seg = self.active_segment
         seg.append(chunks, patched)

@@ -9,8 +9,9 @@ entry only after the log write succeeded, so a failed write leaves no trace.
 Rules (seed 001, Kafka's ProducerAppendInfo):
 - a batch whose epoch is below the producer's → INVALID_PRODUCER_EPOCH;
 - a batch with a new (higher) epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
-- a producer we know nothing of must start at sequence 0, else UNKNOWN_PRODUCER_ID
-  (its state expired or its batches were deleted by retention);
+- a producer we know nothing of (never seen, its state expired, or its batches deleted by
+  retention or DeleteRecords) may start at any sequence (Kafka since KIP-360 answers no
+  UNKNOWN_PRODUCER_ID here);
 - same epoch: a batch equal in sequence range to one of the 5 cached ones is a duplicate and
   is answered with the original offsets, appending nothing; otherwise its first sequence
   must follow the last one (Int.MaxValue wraps to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER.
@@ -161,17 +162,14 @@ class ProducerAppendInfo:
         if first_seq == NO_SEQUENCE:
             return  # non-idempotent batches carry no sequence
         if epoch != entry.producer_epoch:
-            if first_seq != 0:
-                if entry.producer_epoch != NO_PRODUCER_EPOCH:
-                    raise ProducerStateError(
-                        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        f"invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
-                        f"{first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)",
-                    )
+            # A producer this partition has no state for (never seen, expired, or its batches
+            # removed by retention or DeleteRecords) may start at any sequence, as in Kafka's
+            # ProducerAppendInfo.checkSequence; a known producer's new epoch starts at 0.
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise ProducerStateError(
-                    Errors.UNKNOWN_PRODUCER_ID,
-                    f"found no record of {where} with sequence {first_seq}; its last batch may "
-                    "have been removed by retention or its state expired",
+                    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"invalid sequence number for new epoch of {where}: {epoch} (request epoch), "
+                    f"{first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)",
                 )
         elif entry.last_seq == NO_SEQUENCE:
             if first_seq != 0:

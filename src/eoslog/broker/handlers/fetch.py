@@ -62,7 +62,7 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
             plog = logs.get_log(topic.topic, index)
             code = ErrorCode.none
             records = b""
-            aborted: tuple[Any, ...] = ()
+            aborted: tuple[Any, ...] | None = ()
             hw = lso = lso_start = -1
             if plog is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -85,6 +85,10 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
                     code = ErrorCode.offset_out_of_range
             if code != ErrorCode.none:
                 errors = True
+                # Kafka's error answers carry no offsets; its unknown-topic answer is built
+                # apart, with an empty (not null) aborted-transaction list.
+                hw = lso = lso_start = -1
+                aborted = () if code == ErrorCode.unknown_topic_or_partition else None
             total += len(records)
             remaining = max(0, remaining - len(records))
             partitions.append(
@@ -92,7 +96,7 @@ def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any]
                     module.PartitionData,
                     partition_index=index, error_code=code, high_watermark=hw,
                     last_stable_offset=lso, log_start_offset=lso_start,
-                    aborted_transactions=aborted if read_committed else None,
+                    aborted_transactions=aborted if read_committed or code != ErrorCode.none else None,
                     preferred_read_replica=-1, records=records,
                 )
             )

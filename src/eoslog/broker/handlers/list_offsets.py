@@ -60,7 +60,10 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 build(
                     module.ListOffsetsPartitionResponse,
                     partition_index=p.partition_index, error_code=code, timestamp=ts,
-                    offset=offset, leader_epoch=0 if code == ErrorCode.none else -1,
+                    offset=offset,
+                    # Kafka names no epoch when it found no offset (Optional.empty -> -1).
+                    leader_epoch=plog.leader_epoch if plog is not None and code == ErrorCode.none
+                    and offset >= 0 else -1,
                 )
             )
         topics.append(build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))

@@ -18,7 +18,13 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.broker.handlers.transactions import verify_transactional_produce
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.records import BATCH_HEADER_SIZE, CompressionType, InvalidRecordError, read_batch_header
+from eoslog.records import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    InvalidRecordError,
+    RecordValidationError,
+    read_batch_header,
+)
 from eoslog.storage.producer_state import ProducerStateError
 
 log = logging.getLogger(__name__)
@@ -27,6 +33,10 @@ _UTC = datetime.UTC
 # KIP-110: zstd batches need Produce v7+ (older clients could not read them back).
 ZSTD_MIN_VERSION = 7
 _COMPRESSION_MASK = 0x07
+
+
+_REFUSED_BEFORE_THE_LOG = frozenset(
+    {ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.corrupt_message})
 
 
 def _is_zstd(records: bytes) -> bool:
@@ -38,6 +48,7 @@ def _is_zstd(records: bytes) -> bool:
 def _partition_response(
     module: Any, index: int, code: ErrorCode, base_offset: int = -1,
     log_append_time: int = -1, log_start_offset: int = -1, message: str | None = None,
+    record_errors: tuple[tuple[int, str], ...] = (),
 ) -> Any:
     return build(
         module.PartitionProduceResponse,
@@ -46,7 +57,9 @@ def _partition_response(
             datetime.datetime.fromtimestamp(log_append_time / 1000, _UTC)
             if log_append_time >= 0 else None
         ),
-        log_start_offset=log_start_offset, record_errors=(), error_message=message,
+        log_start_offset=log_start_offset, error_message=message,
+        record_errors=tuple(build(module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m)
+                            for i, m in record_errors),
     )
 
 
@@ -88,10 +101,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
                 log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
                 # Kafka answers append errors with the partition's log start offset: on
                 # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to
-                # tell retention (retry after an epoch bump) from data loss.
+                # tell retention (retry after an epoch bump) from data loss. Batches refused
+                # before they reach the log (empty, too large, corrupt) get -1, as in Kafka's
+                # KafkaApis and ReplicaManager.
+                code = error_code(e.error)
+                refused_early = code in _REFUSED_BEFORE_THE_LOG or not records
                 partitions.append(_partition_response(
-                    module, index, error_code(e.error), message=str(e),
-                    log_start_offset=plog.log_start_offset,
+                    module, index, code, message=str(e),
+                    log_start_offset=-1 if refused_early else plog.log_start_offset,
+                    record_errors=tuple(e.record_errors) if isinstance(e, RecordValidationError) else (),
                 ))
                 continue
             if not info.duplicate:
