@@ -134,7 +134,7 @@ class KafkaNode(ServerProcess):
         """Format the data directory with Kafka's storage tool (a fresh node only)."""
         self._write_config()
         run_tool("kafka.tools.StorageTool",
-                 ["format", "-t", self.cluster_id, "-c", str(self.config_path)], self.data_dir.parent)
+                 ["format", f"--cluster-id={self.cluster_id}", "-c", str(self.config_path)], self.data_dir.parent)
 
     def launch(self) -> None:
         """Start the JVM without waiting for it (a cluster starts its nodes together: a node
@@ -285,8 +285,13 @@ def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
 
 
 def new_cluster_id() -> str:
-    """A cluster id as Kafka's ``random-uuid`` prints it (URL-safe base64 of 16 bytes)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as Kafka's ``random-uuid`` prints it: URL-safe base64 of 16 random bytes,
+    never starting with '-' (Kafka's Uuid.randomUuid draws again; a command line would take it
+    for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 # The brokers a test can be parametrised over; each kind offers BrokerProcess's interface.

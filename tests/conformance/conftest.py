@@ -1,0 +1,86 @@
+"""One eoslog broker and one Apache Kafka broker per module, configured alike; the conformance
+table printed at the end of the run and saved to build/conformance.json (report.py)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conformance import report
+from conformance.session import Broker, common_versions
+from eoslog.protocol.messages import build, request_types
+from harness import BrokerProcess
+from kafka_harness import KafkaBroker
+from rawkafka import RawClient
+
+# Settings both brokers run with where their defaults differ or would slow the sessions down.
+SHARED_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+}
+# eoslog's node id matches the Kafka node's, so partition leaders and coordinators compare equal.
+EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}
+
+FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
+
+
+def warm_up(bootstrap: str, version: int) -> None:
+    """Create the internal topics (first FindCoordinator of each kind) before any session, so no
+    session sees a coordinator still loading."""
+    m = request_types(FIND_COORDINATOR, version)
+    with RawClient(bootstrap) as c:
+        for key_type, key in ((0, "conformance-warm-up"), (1, "conformance-warm-up")):
+            req = build(m.FindCoordinatorRequest, key_type=key_type, key=key, coordinator_keys=(key,))
+            for _ in range(600):
+                resp = c.call(req)
+                codes = [int(x.error_code) for x in getattr(resp, "coordinators", ())] or [int(resp.error_code)]
+                if codes == [0]:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"{bootstrap}: no coordinator for {key_type}/{key}")
+        # Kafka's first producer id block comes from the controller a moment after start-up.
+        m = request_types(INIT_PRODUCER_ID, 0)
+        init = m.InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
+        for _ in range(600):
+            if int(c.call(init).error_code) == 0:
+                break
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", SHARED_SETTINGS)
+    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data", overrides=EOSLOG_SETTINGS)
+    kafka.start()
+    try:
+        eoslog.start()
+        try:
+            versions = common_versions([eoslog.bootstrap, kafka.bootstrap])
+            for b in (eoslog, kafka):
+                warm_up(b.bootstrap, versions[FIND_COORDINATOR])
+            yield (Broker("eoslog", eoslog.bootstrap, versions), Broker("kafka", kafka.bootstrap, versions))
+        finally:
+            eoslog.stop()
+    finally:
+        kafka.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``session_name``: one test per session of the module's CATALOGUE, in order."""
+    if "session_name" in metafunc.fixturenames:
+        metafunc.parametrize("session_name", metafunc.module.CATALOGUE.names())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    table = report.rows()
+    if not table:
+        return
+    terminalreporter.section("conformance against Apache Kafka")
+    for line in report.text_table(table):
+        terminalreporter.write_line(line)
+    path = report.save()
+    terminalreporter.write_line(f"{len(table)} sessions: {report.summary(table)}; saved to {path} "
+                                "(docs: python tests/conformance/report.py)")
