@@ -660,7 +660,7 @@ def save(results: dict[str, Any]) -> list[Path]:
 
 
 # Frames of the transaction machinery: coordinator, its handlers, markers in the log.
-TXN_CODE = re.compile(r"coordinator/transaction/|handlers/transactions\.py|append_marker|verify_transactional_produce")
+TXN_CODE = re.compile(r"coordinator/transaction/|handlers/transactions\.py|write_txn_marker|verify_transactional_batch")
 
 
 def _share_of(raw: Path, frames: re.Pattern[str]) -> dict[str, Any]:

@@ -490,6 +490,10 @@ class TopicConfig:
         return int(self._values["index.interval.bytes"])
 
     @property
+    def min_insync_replicas(self) -> int:
+        return int(self._values["min.insync.replicas"])
+
+    @property
     def compact(self) -> bool:
         return "compact" in str(self._values["cleanup.policy"])
 

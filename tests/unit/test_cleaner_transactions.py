@@ -13,6 +13,8 @@ from eoslog.records.batch import DELETE_HORIZON_MASK, BatchHeader, control_marke
 from eoslog.storage import LogManager, PartitionLog
 from eoslog.storage.cleaner import LogCleaner
 from eoslog.storage.producer_state import SNAPSHOT_SUFFIX
+from leader_log import append as leader_append
+from leader_log import append_marker
 
 P1, P2, P3, P4 = 7001, 7002, 7003, 7004  # P1, P2, P4 transactional; P3 idempotent only
 
@@ -28,10 +30,10 @@ class Producer:
                             producer_id=self.pid, producer_epoch=0, base_sequence=self.seq,
                             transactional=self.transactional)
         self.seq += len(records)
-        return self.plog.append_as_leader(batch).first_offset
+        return leader_append(self.plog, batch).first_offset
 
     def end(self, commit: bool) -> int:
-        return self.plog.append_marker(self.pid, 0, coordinator_epoch=0, commit=commit).first_offset
+        return append_marker(self.plog, self.pid, 0, coordinator_epoch=0, commit=commit).first_offset
 
 
 def batches(plog: PartitionLog) -> list[tuple[BatchHeader, bytes]]:

@@ -26,6 +26,7 @@ from eoslog.records import (
     iter_batch_headers,
 )
 from eoslog.storage import PartitionLog
+from leader_log import append
 
 T0 = 1_602_000_000_000
 PID = 4000
@@ -201,7 +202,7 @@ def test_index_and_timeindex_entries_point_at_batches(tmp_path: Path) -> None:
     for i in range(30):
         now[0] = T0 + i
         records = [(None, b"v%d-%d" % (i, j) * 5, ()) for j in range(3)]
-        plog.append_as_leader(build_batch(records, timestamp=T0 + i))
+        append(plog, build_batch(records, timestamp=T0 + i))
     plog.flush()
     plog.close()
     log = tmp_path / "t-0" / f"{0:020d}.log"

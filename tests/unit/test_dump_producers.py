@@ -11,6 +11,7 @@ from eoslog.cli.main import app
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.records import build_batch
 from eoslog.storage.log import PartitionLog
+from leader_log import append
 
 runner = CliRunner()
 
@@ -24,9 +25,9 @@ def make_partition(tmp: Path) -> Path:
     config = TopicConfig(BrokerConfig.load().topic_defaults(), {"segment.bytes": "500"})
     lg = PartitionLog(tmp / "pay-0", config, lambda: 1_700_000_000_000)
     for seq in range(12):
-        lg.append_as_leader(idempotent(4000, seq))
+        append(lg, idempotent(4000, seq))
     for seq in range(3):
-        lg.append_as_leader(idempotent(4001, seq, epoch=2))
+        append(lg, idempotent(4001, seq, epoch=2))
     lg.close()  # no final snapshot: --producers must replay the tail after the last roll
     return lg.dir
 

@@ -15,6 +15,7 @@ from eoslog.records.batch import DELETE_HORIZON_MASK
 from eoslog.storage import LogManager, PartitionLog
 from eoslog.storage import cleaner as cleaner_module
 from eoslog.storage.cleaner import LogCleaner
+from leader_log import append as leader_append
 
 DELETE_RETENTION_MS = 60_000
 
@@ -46,7 +47,7 @@ def make_topic(logs: LogManager, **overrides: Any) -> PartitionLog:
 
 def append(plog: PartitionLog, clock: Clock, records: list[tuple[bytes, bytes | None]]) -> int:
     clock.now += 1
-    info = plog.append_as_leader(build_batch([(k, v, ()) for k, v in records], timestamp=clock.now))
+    info = leader_append(plog, build_batch([(k, v, ()) for k, v in records], timestamp=clock.now))
     return info.first_offset
 
 

@@ -27,10 +27,12 @@ from eoslog.coordinator.group import (
     SyncResult,
     TopicPartition,
 )
-from eoslog.coordinator.group.timers import ManualScheduler
+from eoslog.coordinator.timers import ManualScheduler
 from eoslog.errors import Errors
 from eoslog.records import CompressionType, ControlRecordType, build_control_batch
-from eoslog.storage import LogManager
+from eoslog.replica import ReplicaManager
+from eoslog.storage import AppendOrigin, LogManager
+from leader_log import append
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -57,11 +59,12 @@ class Harness:
         self.logs = LogManager(tmp_path, self.config.topic_defaults(), self.sched.now_ms)
         self.logs.startup()
         self.logs.create_topic("t", 4)
+        self.replicas = ReplicaManager(0, self.logs, self.sched.now_ms)
         self.coord = self._coordinator()
         self.coord.ensure_offsets_topic()
 
     def _coordinator(self) -> GroupCoordinator:
-        topic = OffsetsTopic(self.logs, OffsetsTopicConfig(4, 1 << 20, CompressionType.NONE), self.sched.now_ms)
+        topic = OffsetsTopic(self.replicas, OffsetsTopicConfig(4, 1 << 20, CompressionType.NONE), self.sched.now_ms)
         return GroupCoordinator(GroupConfig.from_broker_config(self.config), topic, self.sched)
 
     def reload(self) -> GroupCoordinator:
@@ -370,8 +373,9 @@ def test_transactional_offsets_wait_for_the_marker(h: Harness) -> None:
 def _write_marker(h: Harness, producer_id: int, marker: ControlRecordType) -> None:
     """What the transaction coordinator's WriteTxnMarkers will append."""
     plog = h.coord.topic.partition_log(h.coord.partition_for("g"))
-    plog.append_from_coordinator(build_control_batch(
-        marker, producer_id=producer_id, producer_epoch=0, coordinator_epoch=0, timestamp=h.sched.now_ms()))
+    append(plog, build_control_batch(
+        marker, producer_id=producer_id, producer_epoch=0, coordinator_epoch=0, timestamp=h.sched.now_ms()),
+        AppendOrigin.COORDINATOR)
 
 
 def test_loader_replays_transaction_markers(h: Harness) -> None:

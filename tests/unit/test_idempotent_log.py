@@ -12,6 +12,7 @@ from eoslog.errors import Errors
 from eoslog.records import InvalidRecordError, build_batch
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
+from leader_log import append
 
 PID = 4000
 
@@ -38,10 +39,10 @@ def open_log(path: Path, clock: Clock, clean: bool = True, **overrides: str) -> 
 
 def test_duplicate_returns_original_offsets_and_appends_nothing(tmp_path: Path) -> None:
     lg = open_log(tmp_path, Clock())
-    first = lg.append_as_leader(batch(0, 3))
-    lg.append_as_leader(batch(3, 2))
+    first = append(lg, batch(0, 3))
+    append(lg, batch(3, 2))
     size = lg.size_bytes
-    again = lg.append_as_leader(batch(0, 3))
+    again = append(lg, batch(0, 3))
     assert again.duplicate
     assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 2)
     assert lg.size_bytes == size and lg.log_end_offset == 5
@@ -56,53 +57,53 @@ def test_rejected_batches_leave_the_log_unchanged(
     tmp_path: Path, records: Callable[[], bytes], error: Errors
 ) -> None:
     lg = open_log(tmp_path, Clock())
-    lg.append_as_leader(batch(0, epoch=1))
+    append(lg, batch(0, epoch=1))
     end, size = lg.log_end_offset, lg.size_bytes
     with pytest.raises(ProducerStateError) as e:
-        lg.append_as_leader(records())
+        append(lg, records())
     assert e.value.error == error
     assert (lg.log_end_offset, lg.size_bytes) == (end, size)
     # Nor did the producer's state move: its next batch in sequence follows directly.
-    assert lg.append_as_leader(batch(1, epoch=1)).first_offset == end
+    assert append(lg, batch(1, epoch=1)).first_offset == end
 
 
 def test_unclean_restart_in_the_middle_of_a_run_replays_the_log(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock)
     for seq in range(0, 40, 4):
-        lg.append_as_leader(batch(seq, 4))
+        append(lg, batch(seq, 4))
     lg.close()  # no snapshot, no clean-shutdown marker: like kill -9
     lg = open_log(tmp_path, clock, clean=False)
     assert lg.log_end_offset == 40
     # The last five batches are still recognised as duplicates...
     for seq in range(20, 40, 4):
-        assert lg.append_as_leader(batch(seq, 4)).duplicate
+        assert append(lg, batch(seq, 4)).duplicate
     # ...an older one is out of order, and the run continues where it stopped.
     with pytest.raises(ProducerStateError):
-        lg.append_as_leader(batch(16, 4))
-    assert lg.append_as_leader(batch(40, 4)).first_offset == 40
+        append(lg, batch(16, 4))
+    assert append(lg, batch(40, 4)).first_offset == 40
 
 
 def test_snapshot_at_roll_plus_replay_of_the_tail(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, **{"segment.bytes": "2000"})
     for seq in range(60):
-        lg.append_as_leader(batch(seq))
+        append(lg, batch(seq))
     assert len(lg.segments) > 2
     snapshots = sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot"))
     assert snapshots, "a roll must leave a producer-state snapshot"
     assert len(snapshots) <= 3
     lg.close()
     lg = open_log(tmp_path, clock, clean=False)
-    assert lg.append_as_leader(batch(59)).duplicate
-    assert lg.append_as_leader(batch(60)).first_offset == 60
+    assert append(lg, batch(59)).duplicate
+    assert append(lg, batch(60)).first_offset == 60
 
 
 def test_clean_shutdown_snapshot_needs_no_replay(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock)
     for seq in range(10):
-        lg.append_as_leader(batch(seq))
+        append(lg, batch(seq))
     lg.snapshot_producer_state()
     lg.close()
     assert (tmp_path / "t-0" / f"{10:020d}.snapshot").exists()
@@ -114,14 +115,14 @@ def test_corrupt_snapshot_falls_back_to_replay(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock)
     for seq in range(10):
-        lg.append_as_leader(batch(seq))
+        append(lg, batch(seq))
     lg.snapshot_producer_state()
     lg.close()
     snap = tmp_path / "t-0" / f"{10:020d}.snapshot"
     snap.write_bytes(snap.read_bytes()[:7])
     lg = open_log(tmp_path, clock)
     assert lg.producer_state.producers[PID].last_seq == 9
-    assert lg.append_as_leader(batch(9)).duplicate
+    assert append(lg, batch(9)).duplicate
 
 
 def test_retention_deleting_a_producers_last_batch_forgets_it(tmp_path: Path) -> None:
@@ -129,26 +130,26 @@ def test_retention_deleting_a_producers_last_batch_forgets_it(tmp_path: Path) ->
     lg = open_log(tmp_path, clock, **{"segment.bytes": "300", "retention.ms": "1000"})
     old = clock.now
     for seq in range(10):
-        lg.append_as_leader(batch(seq, ts=old))
+        append(lg, batch(seq, ts=old))
     lg.roll()  # the other producer's batch lands in a segment of its own
     clock.now += 10_000
-    lg.append_as_leader(batch(0, pid=PID + 1, ts=clock.now))
+    append(lg, batch(0, pid=PID + 1, ts=clock.now))
     assert lg.delete_old_segments() > 0
     assert lg.log_start_offset == 10
     assert PID not in lg.producer_state.producers
     # Forgotten: its next batch starts new state whatever its sequence (Kafka's rule); a
     # retry of an already deleted batch is no longer recognised as a duplicate.
-    info = lg.append_as_leader(batch(10, ts=clock.now))
+    info = append(lg, batch(10, ts=clock.now))
     assert not info.duplicate and lg.producer_state.producers[PID].last_seq == 10
 
 
 def test_compacted_topic_refuses_keyless_records(tmp_path: Path) -> None:
     lg = open_log(tmp_path, Clock(), **{"cleanup.policy": "compact"})
     keyed = build_batch([(b"k", b"v", ())], timestamp=1)
-    lg.append_as_leader(keyed)
+    append(lg, keyed)
     end = lg.log_end_offset
     keyless = build_batch([(b"k", b"v", ()), (None, b"v", ())], timestamp=1)
     with pytest.raises(InvalidRecordError) as e:
-        lg.append_as_leader(keyless)
+        append(lg, keyless)
     assert e.value.error == Errors.INVALID_RECORD
     assert lg.log_end_offset == end

@@ -17,6 +17,7 @@ from eoslog.errors import Errors
 from eoslog.records import build_batch, decode_records, iter_batch_headers
 from eoslog.storage import LogManager, OffsetOutOfRange, PartitionLog, TopicError
 from eoslog.storage.log_manager import LOG_START_FILE, read_checkpoint
+from leader_log import append, append_marker
 
 T0 = 1_700_000_000_000
 PID = 4242
@@ -42,7 +43,7 @@ def value_batch(i: int, **producer: int | bool) -> bytes:
 
 def fill(plog: PartitionLog, n: int) -> None:
     for i in range(n):
-        plog.append_as_leader(value_batch(i))
+        append(plog, value_batch(i))
 
 
 def offsets_read(plog: PartitionLog, start: int, bound: int | None = None) -> list[int]:
@@ -114,7 +115,7 @@ def test_minus_one_deletes_up_to_the_high_watermark_and_the_active_segment_stays
     assert lm.delete_records("t", 0, -1) == 5
     assert [s.base_offset for s in plog.segments] == [4]  # the active segment is never deleted here
     assert offsets_read(plog, 5) == []
-    plog.append_as_leader(value_batch(5))
+    append(plog, value_batch(5))
     assert offsets_read(plog, 5) == [5]
     lm.shutdown()
 
@@ -187,18 +188,18 @@ def test_cutting_into_an_open_transaction_holds_the_lso_at_the_new_start(
     be cut into, and its first unstable offset is then the log start offset
     (UnifiedLog.maybeIncrementFirstUnstableOffset) until a marker decides it."""
     lm, plog, _ = started
-    plog.append_as_leader(value_batch(0))
+    append(plog, value_batch(0))
     txn = {"producer_id": PID, "producer_epoch": 0, "transactional": True}
     for seq, i in enumerate(range(1, 5)):
-        plog.append_as_leader(value_batch(i, base_sequence=seq, **txn))
-    plog.append_as_leader(value_batch(5))
+        append(plog, value_batch(i, base_sequence=seq, **txn))
+    append(plog, value_batch(5))
     assert (plog.last_stable_offset, plog.high_watermark) == (1, 6)
 
     assert lm.delete_records("t", 0, 3) == 3
     assert plog.last_stable_offset == 3
     assert offsets_read(plog, 3, bound=plog.last_stable_offset) == []  # read_committed waits
     assert offsets_read(plog, 3) == [3, 4, 5]
-    plog.append_marker(PID, 0, coordinator_epoch=0, commit=True)
+    append_marker(plog, PID, 0, coordinator_epoch=0, commit=True)
     assert plog.last_stable_offset == plog.high_watermark == 7
     assert offsets_read(plog, 3, bound=plog.last_stable_offset) == [3, 4, 5]
     lm.shutdown()

@@ -36,6 +36,7 @@ from eoslog.storage.log_manager import (
     read_checkpoint,
     write_checkpoint,
 )
+from leader_log import append
 
 T0 = 1_700_000_000_000
 
@@ -109,7 +110,7 @@ def test_batches_are_stored_byte_for_byte_except_base_offset_and_leader_epoch(tm
     clock = Clock()
     lg = open_log(tmp_path, clock)
     sent = [batch(i, n=i + 1, codec=codec) for i, codec in enumerate(CompressionType)]
-    infos = [lg.append_as_leader(b) for b in sent]
+    infos = [append(lg, b) for b in sent]
     assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 0), (1, 2), (3, 5), (6, 9),
                                                                 (10, 14)]
     assert all(i.log_append_time == -1 for i in infos)
@@ -129,7 +130,7 @@ def test_log_append_time_rewrites_only_timestamp_fields(tmp_path: Path) -> None:
     clock = Clock(T0 + 5000)
     lg = open_log(tmp_path, clock, config(message_timestamp_type="LogAppendTime"))
     original = batch(0, n=3, codec=CompressionType.GZIP)
-    info = lg.append_as_leader(original)
+    info = append(lg, original)
     assert info.log_append_time == clock.now
     [kept] = stored_batches(lg)
     h = read_batch_header(kept)
@@ -172,12 +173,12 @@ def test_rejected_append_writes_nothing(
     tmp_path: Path, mutate: Any, overrides: dict[str, Any], error: str
 ) -> None:
     lg = open_log(tmp_path, Clock(), config(**overrides))
-    lg.append_as_leader(batch(0, value_size=10))
+    append(lg, batch(0, value_size=10))
     before = (lg.log_end_offset, log_bytes(lg))
     big = batch(1, n=10, value_size=40)
     assert len(big) > 300
     with pytest.raises(InvalidRecordError) as info:
-        lg.append_as_leader(mutate(big))
+        append(lg, mutate(big))
     assert info.value.error == error
     assert (lg.log_end_offset, log_bytes(lg)) == before
     lg.close()
@@ -189,7 +190,7 @@ def test_rejected_append_writes_nothing(
 def test_offset_index_is_sparse_and_every_entry_points_at_its_batch(tmp_path: Path) -> None:
     lg = open_log(tmp_path, Clock(), config(index_interval_bytes=500))
     for i in range(200):
-        lg.append_as_leader(batch(i, n=1 + i % 3))
+        append(lg, batch(i, n=1 + i % 3))
     lg.flush()
     seg = lg.active_segment
     entries = list(struct.iter_unpack(">ii", seg.index.path.read_bytes()))
@@ -228,7 +229,7 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after(
         for tss in timestamps:
             b = build_batch([(None, b"x" * 10, ())] * len(tss), timestamp=tss[0],
                             timestamps=[T0 + t for t in tss])
-            info = lg.append_as_leader(b)
+            info = append(lg, b)
             flat += [(info.first_offset + j, T0 + t) for j, t in enumerate(tss)]
         assert len(lg.segments) > 1 or len(timestamps) < 10
         for target in targets:
@@ -246,7 +247,7 @@ def test_offset_for_timestamp_with_log_append_time(tmp_path: Path) -> None:
     for i in range(10):
         clock.now = T0 + 100 * i
         # Create times far in the future must not matter.
-        lg.append_as_leader(batch(i, n=2, ts=T0 + 10**9))
+        append(lg, batch(i, n=2, ts=T0 + 10**9))
     assert lg.offset_for_timestamp(T0 + 250) == (6, T0 + 300)
     assert lg.offset_for_timestamp(T0) == (0, T0)
     assert lg.offset_for_timestamp(T0 + 901) is None
@@ -260,7 +261,7 @@ def test_read_respects_max_bytes_with_kip74_min_one(tmp_path: Path) -> None:
     lg = open_log(tmp_path, Clock())
     sent = [batch(i, n=2, value_size=50) for i in range(10)]
     for b in sent:
-        lg.append_as_leader(b)
+        append(lg, b)
     size = len(sent[0])
     assert all(len(b) == size for b in sent)
 
@@ -285,9 +286,9 @@ def test_read_respects_max_bytes_with_kip74_min_one(tmp_path: Path) -> None:
 
 def test_read_that_does_not_fit_never_skips_to_a_later_segment(tmp_path: Path) -> None:
     lg = open_log(tmp_path, Clock(), config(segment_bytes=250))
-    lg.append_as_leader(batch(0, value_size=150))
+    append(lg, batch(0, value_size=150))
     for i in range(1, 5):
-        lg.append_as_leader(batch(i, value_size=10))
+        append(lg, batch(i, value_size=10))
     assert [s.base_offset for s in lg.segments] == [0, 1, 4]
     small = len(batch(1, value_size=10))
     # Batch 0 does not fit in 2 small batches' room; batch 1 would, but must not be sent.
@@ -308,7 +309,7 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
     for i in range(40):
         b = batch(i, n=1 + i % 4, value_size=30)
         sizes.append(len(b))
-        lg.append_as_leader(b)
+        append(lg, b)
     # Recompute where segments must start: a batch that would overflow opens a new one.
     expected_bases, used, offset = [0], 0, 0
     for i, size in enumerate(sizes):
@@ -327,10 +328,10 @@ def test_roll_by_segment_bytes(tmp_path: Path) -> None:
 def test_roll_by_segment_ms_follows_batch_timestamps(tmp_path: Path) -> None:
     """Kafka measures segment.ms from the first batch's timestamp to the incoming one's."""
     lg = open_log(tmp_path, Clock(), config(segment_ms=1000))
-    lg.append_as_leader(batch(0, ts=T0))
-    lg.append_as_leader(batch(1, ts=T0 + 1000))
+    append(lg, batch(0, ts=T0))
+    append(lg, batch(1, ts=T0 + 1000))
     assert len(lg.segments) == 1
-    lg.append_as_leader(batch(2, ts=T0 + 1001))
+    append(lg, batch(2, ts=T0 + 1001))
     assert [s.base_offset for s in lg.segments] == [0, 2]
     lg.close()
 
@@ -338,12 +339,12 @@ def test_roll_by_segment_ms_follows_batch_timestamps(tmp_path: Path) -> None:
 def test_roll_by_segment_ms_with_log_append_time_uses_the_clock(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(segment_ms=1000, message_timestamp_type="LogAppendTime"))
-    lg.append_as_leader(batch(0))
+    append(lg, batch(0))
     clock.now += 1000
-    lg.append_as_leader(batch(1))
+    append(lg, batch(1))
     assert len(lg.segments) == 1
     clock.now += 1
-    lg.append_as_leader(batch(2))
+    append(lg, batch(2))
     assert [s.base_offset for s in lg.segments] == [0, 2]
     lg.close()
 
@@ -351,9 +352,9 @@ def test_roll_by_segment_ms_with_log_append_time_uses_the_clock(tmp_path: Path) 
 def test_roll_by_segment_ms_without_timestamps_uses_segment_age(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(segment_ms=1000))
-    lg.append_as_leader(batch(0, ts=-1))
+    append(lg, batch(0, ts=-1))
     clock.now += 1001
-    lg.append_as_leader(batch(1, ts=-1))
+    append(lg, batch(1, ts=-1))
     assert [s.base_offset for s in lg.segments] == [0, 1]
     lg.close()
 
@@ -365,7 +366,7 @@ def test_retention_ms_deletes_whole_expired_segments(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(segment_bytes=250, retention_ms=10_000))
     for i in range(6):
-        lg.append_as_leader(batch(i, ts=T0 + 1000 * i, value_size=150))
+        append(lg, batch(i, ts=T0 + 1000 * i, value_size=150))
     assert len(lg.segments) == 6
     clock.now = T0 + 12_500  # segments whose newest record is older than T0 + 2500 expire
     assert lg.delete_old_segments() == 3
@@ -383,20 +384,20 @@ def test_expired_active_segment_is_rolled_then_deleted(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(retention_ms=10_000))
     for i in range(5):
-        lg.append_as_leader(batch(i, ts=T0))
+        append(lg, batch(i, ts=T0))
     clock.now = T0 + 10_001
     assert lg.delete_old_segments() == 1
     assert [(s.base_offset, s.size) for s in lg.segments] == [(5, 0)]
     assert lg.log_start_offset == lg.log_end_offset == 5
     assert lg.delete_old_segments() == 0  # an empty active segment never goes
-    assert lg.append_as_leader(batch(5, ts=clock.now)).first_offset == 5
+    assert append(lg, batch(5, ts=clock.now)).first_offset == 5
     lg.close()
 
 
 def test_active_segment_that_has_not_expired_stays(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(retention_ms=10_000))
-    lg.append_as_leader(batch(0, ts=T0))
+    append(lg, batch(0, ts=T0))
     clock.now = T0 + 10_000
     assert lg.delete_old_segments() == 0
     assert lg.log_start_offset == 0
@@ -410,7 +411,7 @@ def test_retention_bytes_keeps_the_newest_segments(tmp_path: Path) -> None:
     # Two batches per segment: 10 batches → 5 segments of 2 * size bytes.
     lg = open_log(tmp_path, Clock(), config(segment_bytes=2 * size, retention_bytes=5 * size))
     for i in range(10):
-        lg.append_as_leader(batch(i, value_size=100))
+        append(lg, batch(i, value_size=100))
     assert [s.size for s in lg.segments] == [2 * size] * 5
     # Kafka deletes the oldest while what remains without it is >= retention.bytes:
     # 10 → 8 → 6 segments' worth of batches; 6 - 2 < 5 stops.
@@ -423,7 +424,7 @@ def test_retention_bytes_keeps_the_newest_segments(tmp_path: Path) -> None:
 def test_retention_respects_cleanup_policy_compact(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, clock, config(retention_ms=1, cleanup_policy="compact"))
-    lg.append_as_leader(batch(0, ts=T0))
+    append(lg, batch(0, ts=T0))
     clock.now += 10_000
     assert lg.delete_old_segments() == 0
     lg.close()
@@ -439,7 +440,7 @@ def build_log(root: Path, n: int = 33, **overrides: Any) -> tuple[PartitionLog, 
     lg = open_log(root, Clock(), cfg)
     sent = [batch(i, value_size=40) for i in range(n)]
     for b in sent:
-        lg.append_as_leader(b)
+        append(lg, b)
     lg.close()
     return lg, sent
 
@@ -470,7 +471,7 @@ def test_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path, clean: bool) -
     assert path == active and result.valid_bytes == pos
     assert result.truncated_bytes == size // 2 and result.reason
     assert values_read(lg) == expected_values(list(range(base)), value_size=40)
-    assert lg.append_as_leader(batch(99)).first_offset == base
+    assert append(lg, batch(99)).first_offset == base
     lg.close()
 
 
@@ -540,7 +541,7 @@ def test_corruption_in_an_older_segment_deletes_the_segments_after_it(tmp_path: 
         assert not later.exists()
         assert not later.with_suffix(".index").exists()
         assert not later.with_suffix(".timeindex").exists()
-    assert lg.append_as_leader(batch(99)).first_offset == base
+    assert append(lg, batch(99)).first_offset == base
     lg.close()
 
 
@@ -657,7 +658,7 @@ def test_any_cut_plus_garbage_recovers_a_prefix(cut: int, garbage: bytes, clean:
         assert lg.log_end_offset == expected_leo
         assert active.stat().st_size == expected_size, "the damaged tail was not cut off"
         assert values_read(lg) == expected_values(list(range(expected_leo)), value_size=40)
-        assert lg.append_as_leader(batch(50)).first_offset == expected_leo
+        assert append(lg, batch(50)).first_offset == expected_leo
         lg.close()
         lg = reopen(root, clean=False)
         assert values_read(lg) == (expected_values(list(range(expected_leo)), value_size=40)
@@ -706,7 +707,7 @@ def test_log_manager_clean_shutdown_and_crash(tmp_path: Path) -> None:
     plog = lm.get_log("orders", 1)
     assert plog is not None
     for i in range(20):
-        plog.append_as_leader(batch(i, value_size=40))
+        append(plog, batch(i, value_size=40))
     lm.shutdown()
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     assert read_checkpoint(tmp_path / RECOVERY_POINT_FILE) == {("orders", 0): 0, ("orders", 1): 20}
@@ -718,7 +719,7 @@ def test_log_manager_clean_shutdown_and_crash(tmp_path: Path) -> None:
     plog = lm.get_log("orders", 1)
     assert plog is not None and plog.log_end_offset == 20
     for i in range(20, 25):
-        plog.append_as_leader(batch(i, value_size=40))
+        append(plog, batch(i, value_size=40))
     active = plog.active_segment.log_path
     # Crash: no shutdown, no marker; the active segment's tail is torn. The dead
     # process's lock on the log directory goes with it.

@@ -1,7 +1,7 @@
 """The transaction coordinator driven directly, on a controllable clock, over real logs.
 
-Markers travel the real path: the coordinator's channel → ``LocalMarkerSender`` → the
-WriteTxnMarkers handler → ``PartitionLog.append_marker`` (and the group coordinator for
+Markers travel the real path: the coordinator's channel → the broker's ``MarkerSender`` →
+``ReplicaManager.write_txn_marker`` → the partition log (and the group coordinator for
 ``__consumer_offsets``). ``drain`` runs the channel to completion; timeouts and expiry
 are reached by advancing a ManualScheduler, never by sleeping. ``reload`` builds a second
 coordinator that knows only what is in ``__transaction_state``.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eoslog.broker.context import BrokerState
-from eoslog.broker.handlers.transactions import LocalMarkerSender
+from eoslog.broker.marker_sender import MarkerSender as BrokerMarkerSender
+from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import (
     GroupConfig,
@@ -27,8 +27,9 @@ from eoslog.coordinator.group import (
     OffsetsTopicConfig,
     TopicPartition,
 )
-from eoslog.coordinator.group.timers import ManualScheduler
+from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
+from eoslog.coordinator.timers import ManualScheduler
 from eoslog.coordinator.transaction import (
     MarkerSender,
     TransactionConfig,
@@ -37,7 +38,6 @@ from eoslog.coordinator.transaction import (
     TxnState,
 )
 from eoslog.coordinator.transaction.log import (
-    TRANSACTION_STATE_TOPIC,
     TransactionLogValue,
     encode_key,
     encode_value,
@@ -47,7 +47,8 @@ from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
 from eoslog.records import CompressionType, build_batch, decode_records, iter_batch_headers, parse_control_record
-from eoslog.storage import LogManager
+from eoslog.replica import ReplicaManager
+from eoslog.storage import AppendOrigin, LogManager
 from eoslog.storage.producer_state import ProducerStateError
 
 TXN_PARTITIONS = 4
@@ -66,32 +67,33 @@ class Harness:
         self.logs = LogManager(tmp_path, self.config.topic_defaults(), self.sched.now_ms)
         self.logs.startup()
         self.logs.create_topic("t", 3)
-        self.state = BrokerState(config=self.config, logs=self.logs,
-                                 producer_ids=ProducerIdManager(tmp_path, 0), clock_ms=self.sched.now_ms)
+        self.replicas = ReplicaManager(0, self.logs, self.sched.now_ms)
+        self.producer_ids = ProducerIdManager(tmp_path, 0)
         groups = GroupCoordinator(
             GroupConfig.from_broker_config(self.config),
-            OffsetsTopic(self.logs, OffsetsTopicConfig(4, 1 << 20, CompressionType.NONE), self.sched.now_ms),
+            OffsetsTopic(self.replicas, OffsetsTopicConfig(4, 1 << 20, CompressionType.NONE), self.sched.now_ms),
             ManualScheduler(self.sched.now_ms()),
         )
         groups.ensure_offsets_topic()
-        self.groups = self.state.group_coordinator = groups
+        self.replicas.on_txn_marker(OFFSETS_TOPIC, groups.complete_transaction)
+        self.groups = groups
         self.coord = self._coordinator()
         self.coord.ensure_state_topic()
         self.coord.startup()
 
     def _coordinator(self, sender: MarkerSender | None = None) -> TransactionCoordinator:
-        topic = TransactionStateTopic(self.logs, TransactionStateTopicConfig(TXN_PARTITIONS, 1 << 20),
+        topic = TransactionStateTopic(self.replicas, TransactionStateTopicConfig(TXN_PARTITIONS, 1 << 20),
                                       self.sched.now_ms)
 
         def leader_for(tp: TopicPartition) -> int | None:
-            return 0 if self.logs.get_log(tp.topic, tp.partition) is not None else None
+            return 0 if self.replicas.get_partition(tp) is not None else None
 
         coord = TransactionCoordinator(
             TransactionConfig.from_broker_config(self.config), TransactionStateManager(topic), self.sched,
-            self.state.producer_ids.generate_producer_id, sender or LocalMarkerSender(self.state), leader_for,
+            self.producer_ids.generate_producer_id, sender or BrokerMarkerSender(self.replicas), leader_for,
             self.groups.partition_for,
         )
-        self.state.txn_coordinator = coord
+        self.replicas.verifier = LocalTransactionVerifier(coord)
         return coord
 
     def reload(self, sender: MarkerSender | None = None) -> TransactionCoordinator:
@@ -113,12 +115,12 @@ class Harness:
         return r.producer_id, r.producer_epoch
 
     def produce(self, pid: int, epoch: int, seq: int, tp: TopicPartition = T0, n: int = 1) -> None:
-        plog = self.logs.get_log(tp.topic, tp.partition)
-        assert plog is not None
-        plog.append_as_leader(build_batch(
+        partition = self.replicas.get_partition(tp)
+        assert partition is not None
+        partition.append_records_to_leader(build_batch(
             [(None, f"{pid}-{seq + i}".encode(), ()) for i in range(n)], timestamp=self.sched.now_ms(),
             producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True,
-        ))
+        ), AppendOrigin.CLIENT, -1)
 
     def begin(self, txn_id: str = "tx", tps: tuple[TopicPartition, ...] = (T0,)) -> tuple[int, int]:
         pid, epoch = self.init(txn_id)
@@ -201,9 +203,9 @@ def test_kip360_resumption(h: Harness) -> None:
 def test_exhausted_epochs_rotate_the_producer_id(h: Harness) -> None:
     # A transactional id 32766 epochs old, as __transaction_state would hold it.
     value = TransactionLogValue(77, 32766, TIMEOUT_MS, TxnState.COMPLETE_COMMIT, frozenset(), 1, 1)
-    plog = h.logs.get_log(TRANSACTION_STATE_TOPIC, transaction_partition_for("old", TXN_PARTITIONS))
-    assert plog is not None
-    plog.append_from_coordinator(build_batch([(encode_key("old"), encode_value(value), ())], timestamp=1))
+    h.replicas.append_coordinator_records(
+        TopicPartition(TRANSACTION_STATE_TOPIC, transaction_partition_for("old", TXN_PARTITIONS)),
+        build_batch([(encode_key("old"), encode_value(value), ())], timestamp=1))
     h.reload()
     pid, epoch = h.init("old")
     assert pid != 77 and epoch == 0
@@ -264,7 +266,7 @@ def test_end_without_a_transaction_and_an_empty_one(h: Harness) -> None:
 def test_a_deleted_partition_takes_no_marker(h: Harness) -> None:
     h.logs.create_topic("gone", 1)
     pid, epoch = h.begin(tps=(T0, TopicPartition("gone", 0)))
-    h.logs.delete_topic("gone")
+    h.replicas.delete_topic("gone")
     assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT and len(h.markers(T0)) == 1
@@ -345,9 +347,9 @@ def test_markers_written_twice_are_harmless(h: Harness) -> None:
     metadata = h.coord.state.transactions["tx"]
     value = TransactionLogValue(pid, epoch, TIMEOUT_MS, TxnState.PREPARE_ABORT, frozenset({T0}),
                                 h.sched.now_ms(), metadata.txn_start_timestamp)
-    plog = h.logs.get_log(TRANSACTION_STATE_TOPIC, transaction_partition_for("tx", TXN_PARTITIONS))
-    assert plog is not None
-    plog.append_from_coordinator(build_batch([(encode_key("tx"), encode_value(value), ())], timestamp=1))
+    h.replicas.append_coordinator_records(
+        TopicPartition(TRANSACTION_STATE_TOPIC, transaction_partition_for("tx", TXN_PARTITIONS)),
+        build_batch([(encode_key("tx"), encode_value(value), ())], timestamp=1))
     h.reload()
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_ABORT
@@ -358,10 +360,10 @@ def test_markers_written_twice_are_harmless(h: Harness) -> None:
 def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
     """The sender fails as only a cluster can (connection lost, a moved leader, a newer
     coordinator epoch): a double of the inter-broker channel, over the real local one."""
-    real = LocalMarkerSender(h.state)
+    real = BrokerMarkerSender(h.replicas)
     answers = ["raise", Errors.NOT_LEADER_OR_FOLLOWER, "real"]
 
-    async def flaky(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+    async def flaky(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         answer = answers.pop(0) if answers else "real"
         if answer == "raise":
             raise ConnectionError("broker went away")
@@ -376,7 +378,7 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
     assert answers == [] and h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)]
 
-    async def fenced(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, str]]:
+    async def fenced(node: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         return [dict.fromkeys(m.partitions, Errors.TRANSACTION_COORDINATOR_FENCED) for m in markers]
 
     h.reload(fenced)
@@ -392,7 +394,7 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
 # -- offsets, verification, describe, list ---------------------------------------------------------------
 
 
-def _txn_commit(h: Harness, pid: int, epoch: int, offset: int) -> dict[TopicPartition, str]:
+def _txn_commit(h: Harness, pid: int, epoch: int, offset: int) -> dict[TopicPartition, Errors]:
     return h.groups.commit_transactional_offsets(
         "g", pid, epoch, "", None, -1, {T0: OffsetAndMetadata(offset, -1, "", h.sched.now_ms(), None)},
     )

@@ -10,8 +10,10 @@ import pytest
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.errors import Errors
 from eoslog.records import build_batch
+from eoslog.storage import AppendOrigin
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
+from leader_log import append, append_marker
 
 P1, P2, P3 = 5000, 5001, 5002
 
@@ -36,13 +38,13 @@ def aborted(lg: PartitionLog, start: int = 0) -> list[tuple[int, int, int]]:
 
 def test_open_transaction_pins_the_last_stable_offset(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P3, 0, transactional=False))  # offset 0, idempotent only
+    append(lg, data(P3, 0, transactional=False))  # offset 0, idempotent only
     assert lg.last_stable_offset == 1
-    lg.append_as_leader(data(P1, 0, 2))  # offsets 1-2, transaction opens at 1
+    append(lg, data(P1, 0, 2))  # offsets 1-2, transaction opens at 1
     assert lg.last_stable_offset == 1
-    lg.append_as_leader(data(P1, 2))  # offset 3
+    append(lg, data(P1, 2))  # offset 3
     assert lg.last_stable_offset == 1 and lg.high_watermark == 4
-    info = lg.append_marker(P1, 0, coordinator_epoch=0, commit=True)  # marker at 4
+    info = append_marker(lg, P1, 0, coordinator_epoch=0, commit=True)  # marker at 4
     assert info.first_offset == 4
     assert lg.last_stable_offset == lg.high_watermark == 5
     assert aborted(lg) == []
@@ -50,10 +52,10 @@ def test_open_transaction_pins_the_last_stable_offset(tmp_path: Path) -> None:
 
 def test_abort_is_indexed_and_reported_for_the_fetched_range(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P1, 0, 3))  # 0-2
-    lg.append_marker(P1, 0, 0, commit=False)  # 3
-    lg.append_as_leader(data(P1, 3))  # 4: a new transaction
-    lg.append_marker(P1, 0, 0, commit=True)  # 5
+    append(lg, data(P1, 0, 3))  # 0-2
+    append_marker(lg, P1, 0, 0, commit=False)  # 3
+    append(lg, data(P1, 3))  # 4: a new transaction
+    append_marker(lg, P1, 0, 0, commit=True)  # 5
     assert aborted(lg) == [(P1, 0, 3)]
     assert aborted(lg, start=4) == []  # the aborted transaction ended before offset 4
     assert lg.last_stable_offset == 6
@@ -61,56 +63,56 @@ def test_abort_is_indexed_and_reported_for_the_fetched_range(tmp_path: Path) -> 
 
 def test_interleaved_transactions_lso_is_the_oldest_open_one(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P1, 0))  # 0
-    lg.append_as_leader(data(P2, 0))  # 1
-    lg.append_as_leader(data(P3, 0))  # 2
+    append(lg, data(P1, 0))  # 0
+    append(lg, data(P2, 0))  # 1
+    append(lg, data(P3, 0))  # 2
     assert lg.last_stable_offset == 0
-    lg.append_marker(P2, 0, 0, commit=False)  # 3
+    append_marker(lg, P2, 0, 0, commit=False)  # 3
     assert lg.last_stable_offset == 0
-    lg.append_marker(P1, 0, 0, commit=True)  # 4
+    append_marker(lg, P1, 0, 0, commit=True)  # 4
     assert lg.last_stable_offset == 2
-    lg.append_marker(P3, 0, 0, commit=True)  # 5
+    append_marker(lg, P3, 0, 0, commit=True)  # 5
     assert lg.last_stable_offset == 6
     assert aborted(lg) == [(P2, 1, 3)]
 
 
 def test_non_transactional_write_inside_an_open_transaction_is_refused(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P1, 0))
+    append(lg, data(P1, 0))
     with pytest.raises(ProducerStateError) as e:
-        lg.append_as_leader(data(P1, 1, transactional=False))
+        append(lg, data(P1, 1, transactional=False))
     assert e.value.error == Errors.INVALID_TXN_STATE
 
 
 def test_markers_check_producer_and_coordinator_epochs(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P1, 0, epoch=3))
+    append(lg, data(P1, 0, epoch=3))
     with pytest.raises(ProducerStateError) as e:
-        lg.append_marker(P1, 2, 0, commit=True)
+        append_marker(lg, P1, 2, 0, commit=True)
     assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
-    lg.append_marker(P1, 3, coordinator_epoch=5, commit=True)
-    lg.append_as_leader(data(P1, 1, epoch=3))
+    append_marker(lg, P1, 3, coordinator_epoch=5, commit=True)
+    append(lg, data(P1, 1, epoch=3))
     with pytest.raises(ProducerStateError) as e:
-        lg.append_marker(P1, 3, coordinator_epoch=4, commit=True)
+        append_marker(lg, P1, 3, coordinator_epoch=4, commit=True)
     assert e.value.error == Errors.TRANSACTION_COORDINATOR_FENCED
 
 
 def test_coordinator_abort_with_bumped_epoch_fences_the_zombie(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
-    lg.append_as_leader(data(P1, 0, epoch=0))
-    lg.append_marker(P1, 1, 0, commit=False)  # the coordinator aborts with epoch 0 + 1
+    append(lg, data(P1, 0, epoch=0))
+    append_marker(lg, P1, 1, 0, commit=False)  # the coordinator aborts with epoch 0 + 1
     assert aborted(lg) == [(P1, 0, 1)]
     with pytest.raises(ProducerStateError) as e:
-        lg.append_as_leader(data(P1, 1, epoch=0))  # the old instance writes on
+        append(lg, data(P1, 1, epoch=0))  # the old instance writes on
     assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
-    lg.append_as_leader(data(P1, 0, epoch=1))  # the new instance starts at sequence 0
+    append(lg, data(P1, 0, epoch=1))  # the new instance starts at sequence 0
 
 
 def test_transaction_spanning_segments(tmp_path: Path) -> None:
     lg = open_log(tmp_path, **{"segment.bytes": "300"})
     for seq in range(8):
-        lg.append_as_leader(data(P1, seq))
-    lg.append_marker(P1, 0, 0, commit=False)
+        append(lg, data(P1, seq))
+    append_marker(lg, P1, 0, 0, commit=False)
     assert len(lg.segments) > 2
     marker_offset = lg.log_end_offset - 1
     # A fetch from the first segment learns of the abort recorded with the marker later on.
@@ -122,12 +124,12 @@ def test_fetch_ending_in_a_segment_sees_aborts_whose_marker_is_later(tmp_path: P
     """The bug the copy test found: with one abort already found in the first segment, the
     lookup stopped there and missed a transaction begun there but aborted segments later."""
     lg = open_log(tmp_path, **{"segment.bytes": "400"})
-    lg.append_as_leader(data(P2, 0))  # 0: P2's transaction, aborted right away
-    lg.append_marker(P2, 0, 0, commit=False)  # 1
-    lg.append_as_leader(data(P1, 0))  # 2: P1's transaction begins in the first segment
+    append(lg, data(P2, 0))  # 0: P2's transaction, aborted right away
+    append_marker(lg, P2, 0, 0, commit=False)  # 1
+    append(lg, data(P1, 0))  # 2: P1's transaction begins in the first segment
     for seq in range(1, 10):
-        lg.append_as_leader(data(P1, seq))
-    lg.append_marker(P1, 0, 0, commit=False)
+        append(lg, data(P1, seq))
+    append_marker(lg, P1, 0, 0, commit=False)
     assert len(lg.segments) > 2
     first_end = lg.segments[1].base_offset
     assert first_end > 2
@@ -138,18 +140,18 @@ def test_fetch_ending_in_a_segment_sees_aborts_whose_marker_is_later(tmp_path: P
 def test_new_segments_start_with_a_txn_index(tmp_path: Path) -> None:
     lg = open_log(tmp_path, **{"segment.bytes": "300"})
     for seq in range(12):
-        lg.append_as_leader(data(P1, seq, transactional=False))
+        append(lg, data(P1, seq, transactional=False))
     assert len(lg.segments) > 2
     assert all(seg.txn_index.path.exists() for seg in lg.segments)
 
 
 def build_history(lg: PartitionLog) -> None:
-    lg.append_as_leader(data(P1, 0, 2))
-    lg.append_as_leader(data(P2, 0))
-    lg.append_marker(P1, 0, 0, commit=False)
-    lg.append_as_leader(data(P3, 0))
-    lg.append_marker(P2, 0, 0, commit=True)
-    lg.append_as_leader(data(P1, 2))  # P1's next transaction, left open
+    append(lg, data(P1, 0, 2))
+    append(lg, data(P2, 0))
+    append_marker(lg, P1, 0, 0, commit=False)
+    append(lg, data(P3, 0))
+    append_marker(lg, P2, 0, 0, commit=True)
+    append(lg, data(P1, 2))  # P1's next transaction, left open
 
 
 def state(lg: PartitionLog) -> tuple[int, list[tuple[int, int, int]], dict[int, int]]:
@@ -177,8 +179,8 @@ def test_transaction_state_survives_restarts(tmp_path: Path, restart: str) -> No
     lg = open_log(tmp_path, clean=restart == "clean", **{"segment.bytes": "250"})
     assert state(lg) == expected
     # And the rebuilt state keeps working: closing P1 and P3 frees the LSO.
-    lg.append_marker(P3, 0, 0, commit=True)
-    lg.append_marker(P1, 0, 0, commit=False)
+    append_marker(lg, P3, 0, 0, commit=True)
+    append_marker(lg, P1, 0, 0, commit=False)
     assert lg.last_stable_offset == lg.log_end_offset
     assert aborted(lg)[-1] == (P1, 6, lg.log_end_offset - 1)
 
@@ -187,10 +189,10 @@ def test_coordinator_appends_are_epoch_checked(tmp_path: Path) -> None:
     """A transactional offset commit written by the group coordinator for a fenced
     producer must not reopen a transaction in __consumer_offsets."""
     lg = open_log(tmp_path)
-    lg.append_from_coordinator(data(P1, 0, epoch=2))
-    lg.append_marker(P1, 3, 0, commit=False)  # fenced by the transaction coordinator
+    append(lg, data(P1, 0, epoch=2), AppendOrigin.COORDINATOR)
+    append_marker(lg, P1, 3, 0, commit=False)  # fenced by the transaction coordinator
     end = lg.log_end_offset
     with pytest.raises(ProducerStateError) as e:
-        lg.append_from_coordinator(data(P1, 1, epoch=2))
+        append(lg, data(P1, 1, epoch=2), AppendOrigin.COORDINATOR)
     assert e.value.error == Errors.INVALID_PRODUCER_EPOCH
     assert lg.log_end_offset == end and lg.last_stable_offset == end

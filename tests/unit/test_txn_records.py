@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.log import (
     TransactionLogFormatError,
     TransactionLogValue,
@@ -21,6 +20,7 @@ from eoslog.coordinator.transaction.log import (
     transaction_partition_for,
 )
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.types import TopicPartition
 
 
 def test_key_layout() -> None:

@@ -8,7 +8,6 @@ import itertools
 
 import pytest
 
-from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.metadata import TransactionMetadata
 from eoslog.coordinator.transaction.state import (
     VALID_PREVIOUS,
@@ -17,6 +16,7 @@ from eoslog.coordinator.transaction.state import (
     validate_transition,
 )
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 S = TxnState
 # Kafka 3.x (transaction version 1), one line per legal transition: from → to.

@@ -21,7 +21,8 @@ import time
 from collections import deque
 from typing import cast
 
-from eoslog.broker.dispatcher import CloseConnection, Dispatcher
+from eoslog.broker.dispatcher import Dispatcher
+from eoslog.broker.handlers.base import CloseConnection
 from eoslog.protocol.codec import Frame
 
 log = logging.getLogger(__name__)

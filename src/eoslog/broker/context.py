@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eoslog.broker.config_admin import ConfigAdmin
-from eoslog.broker.purgatory import FetchPurgatory
 from eoslog.broker.security import Principal
 from eoslog.config import BrokerConfig
+from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
+from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
-    from eoslog.coordinator.group import GroupCoordinator
-    from eoslog.coordinator.transaction import TransactionCoordinator
 
 
 def wall_clock_ms() -> int:
@@ -43,13 +43,14 @@ class BrokerState:
     config: BrokerConfig
     logs: LogManager
     producer_ids: ProducerIdGenerator
-    purgatory: FetchPurgatory = field(default_factory=FetchPurgatory)
+    # This broker's partitions (every produce, fetch and marker goes through it) and the
+    # coordinators, all built before the state: a handler never finds one missing.
+    replicas: ReplicaManager
+    group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
     clock_ms: Callable[[], int] = wall_clock_ms
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
-    # Set by the broker at start-up (it needs the logs and an event loop).
-    group_coordinator: GroupCoordinator | None = None
-    txn_coordinator: TransactionCoordinator | None = None
     # Cluster mode (zookeeper.connect set): this broker's ZooKeeper side; None on one node.
     cluster: ClusterMember | None = None
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.

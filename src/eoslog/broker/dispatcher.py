@@ -17,7 +17,7 @@ from typing import Any
 
 from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce, transactions
-from eoslog.broker.handlers.base import ApiSpec
+from eoslog.broker.handlers.base import ApiSpec, CloseConnection
 from eoslog.broker.security import Authorizer, Principal
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
@@ -41,10 +41,6 @@ for _name in ("topics", "configs", "alter_configs", "cluster", "groups", "offset
             raise
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for m in _MODULES for spec in m.APIS}
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; close this connection only."""
 
 
 class Dispatcher:

@@ -28,11 +28,14 @@ from typing import TYPE_CHECKING
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
-from eoslog.broker.handlers.transactions import LocalMarkerSender
+from eoslog.broker.marker_sender import MarkerSender
+from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
+from eoslog.coordinator.internal_topic import internal_topic_replication
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
 
@@ -64,19 +67,21 @@ class Broker:
             from eoslog.cluster.member import ClusterMember  # kazoo only in cluster mode
 
             self.cluster = ClusterMember(config)
-        self.state = BrokerState(
-            config=config, logs=self.logs,
-            producer_ids=(ProducerIdManager(config.log_dir, config.node_id) if self.cluster is None
-                          else self.cluster.producer_ids),
-            cluster=self.cluster,
-        )
-        self.groups = GroupCoordinator.for_broker(config, self.logs, wall_clock_ms, self.state.purgatory.notify)
-        self.state.group_coordinator = self.groups
+        producer_ids = (ProducerIdManager(config.log_dir, config.node_id) if self.cluster is None
+                        else self.cluster.producer_ids)
+        # The partitions first (the coordinators append through them), then the coordinators,
+        # then the state handlers share: nothing in it is ever missing.
+        self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms)
+        self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         self.txns = TransactionCoordinator.for_broker(
-            config, self.logs, wall_clock_ms, self.state.producer_ids.generate_producer_id,
-            LocalMarkerSender(self.state), self.groups.partition_for,
+            config, self.replicas, wall_clock_ms, producer_ids.generate_producer_id,
+            MarkerSender(self.replicas), self.groups.partition_for,
         )
-        self.state.txn_coordinator = self.txns
+        self.replicas.verifier = LocalTransactionVerifier(self.txns)
+        self.state = BrokerState(
+            config=config, logs=self.logs, producer_ids=producer_ids, replicas=self.replicas,
+            group_coordinator=self.groups, txn_coordinator=self.txns, cluster=self.cluster,
+        )
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
@@ -91,6 +96,10 @@ class Broker:
         cluster_id = None
         if self.cluster is not None:
             cluster_id = await self.cluster.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
+        else:
+            replication = internal_topic_replication(self.config, brokers=1)
+            if replication.warning is not None:
+                log.warning(replication.warning)
         self.logs.startup(cluster_id)
         # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
         # until the loader (started below) has replayed it.

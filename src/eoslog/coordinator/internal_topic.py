@@ -1,11 +1,11 @@
 """An internal compacted topic as a coordinator sees it: create it, find a partition's
 log, append a batch of (key, value) records.
 
-The only place coordinators touch storage. Appends come from a coordinator, not from a
-client, so they take ``PartitionLog.append_from_coordinator`` (offsets assigned, producer
-epoch checked, no sequences). Storage failures come back as ``CoordinatorAppendError``
-carrying the storage's Kafka error; each coordinator maps it onto what its clients
-should see.
+Coordinators reach their partitions only through here, and this only through the
+replica layer (``ReplicaManager.append_coordinator_records``: origin COORDINATOR, offsets
+assigned, producer epoch checked, no sequences, acks=all). Refusals come back as
+``CoordinatorAppendError`` carrying the Kafka error; each coordinator maps it onto what its
+clients should see.
 """
 
 from __future__ import annotations
@@ -16,19 +16,24 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from eoslog.config import BrokerConfig
 from eoslog.errors import Errors, KafkaError
-from eoslog.records import CompressionType, InvalidRecordError, build_batch
+from eoslog.records import CompressionType, build_batch
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from eoslog.storage import LogManager, PartitionLog, TopicError
+from eoslog.replica import ReplicaManager
+from eoslog.storage import PartitionLog, TopicError
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 T = TypeVar("T")
 
 
 class CoordinatorAppendError(KafkaError):
-    """A coordinator's append refused by storage; ``error`` is storage's Kafka error."""
+    """A coordinator's append refused; ``error`` is the replica layer's Kafka error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,40 +42,75 @@ class InternalTopicConfig:
     num_partitions: int
     segment_bytes: int
     compression: CompressionType = CompressionType.NONE
+    # The topic's min.insync.replicas, when the coordinator sets one (__transaction_state).
+    min_insync_replicas: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopicReplication:
+    """The replication the internal topics get on ``brokers`` brokers, and why it differs
+    from the configured one."""
+
+    offsets_replication_factor: int
+    transaction_replication_factor: int
+    transaction_min_isr: int
+    warning: str | None
+
+
+def internal_topic_replication(config: BrokerConfig, brokers: int) -> InternalTopicReplication:
+    """Kafka refuses to create ``__consumer_offsets`` / ``__transaction_state`` while fewer
+    brokers are alive than their replication factor (3 by default), so a single Kafka
+    broker needs them set to 1. eoslog caps them at the brokers there are instead (and
+    ``transaction.state.log.min.isr`` at the capped factor, or no transaction could commit),
+    and says so once with the settings' names: docs/architecture.md, "Decisions"."""
+    offsets_rf = int(config["offsets.topic.replication.factor"])
+    txn_rf = int(config["transaction.state.log.replication.factor"])
+    txn_min_isr = int(config["transaction.state.log.min.isr"])
+    capped = InternalTopicReplication(min(offsets_rf, brokers), min(txn_rf, brokers),
+                                      min(txn_min_isr, txn_rf, brokers), None)
+    over = [f"{name}={value}" for name, value in (
+        ("offsets.topic.replication.factor", offsets_rf), ("transaction.state.log.replication.factor", txn_rf),
+        ("transaction.state.log.min.isr", txn_min_isr),
+    ) if value > brokers]
+    if not over:
+        return capped
+    warning = (f"{', '.join(over)} exceed the {brokers} broker(s) of this cluster: {OFFSETS_TOPIC} and "
+               f"{TRANSACTION_STATE_TOPIC} get replication factor {capped.offsets_replication_factor} and "
+               f"{capped.transaction_replication_factor}, min.insync.replicas of {TRANSACTION_STATE_TOPIC} "
+               f"{capped.transaction_min_isr} (Kafka would refuse to create them; set these to {brokers} "
+               "to silence this warning)")
+    return InternalTopicReplication(capped.offsets_replication_factor, capped.transaction_replication_factor,
+                                    capped.transaction_min_isr, warning)
 
 
 class InternalTopic:
-    def __init__(
-        self, logs: LogManager, config: InternalTopicConfig, clock_ms: Callable[[], int],
-        on_append: Callable[[tuple[str, int]], None] | None = None,
-    ) -> None:
-        self.logs = logs
+    def __init__(self, replicas: ReplicaManager, config: InternalTopicConfig, clock_ms: Callable[[], int]) -> None:
+        self.replicas = replicas
         self.config = config
         self.name = config.name
         self._clock_ms = clock_ms
-        self._on_append = on_append
 
     @property
     def exists(self) -> bool:
-        return self.name in self.logs.topics
+        return self.name in self.replicas.logs.topics
 
     @property
     def num_partitions(self) -> int:
         """The existing topic's partition count wins over the config, as in Kafka."""
-        info = self.logs.topics.get(self.name)
+        info = self.replicas.logs.topics.get(self.name)
         return info.num_partitions if info is not None else self.config.num_partitions
 
     def create(self) -> bool:
         """Create the topic (compacted) if it does not exist; True if this call created it."""
         if self.exists:
             return False
+        overrides: dict[str, object] = {
+            "cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes, "compression.type": "producer",
+        }
+        if self.config.min_insync_replicas is not None:
+            overrides["min.insync.replicas"] = self.config.min_insync_replicas
         try:
-            self.logs.create_topic(
-                self.name, self.config.num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes,
-                 "compression.type": "producer"},
-                internal=True,
-            )
+            self.replicas.logs.create_topic(self.name, self.config.num_partitions, overrides, internal=True)
         except TopicError as e:
             if e.error != Errors.TOPIC_ALREADY_EXISTS:
                 raise
@@ -78,32 +118,27 @@ class InternalTopic:
         return True
 
     def partition_log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get_log(self.name, partition)
-        if plog is None:
+        p = self.replicas.get_partition(TopicPartition(self.name, partition))
+        if p is None:
             raise CoordinatorAppendError(
                 Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name}-{partition} does not exist"
             )
-        return plog
+        return p.log
 
     def append(
         self, partition: int, records: Sequence[KeyValue], *, producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH, transactional: bool = False,
     ) -> int:
         """Append one batch of (key, value) records; returns the batch's base offset."""
-        plog = self.partition_log(partition)
         batch = build_batch(
             [(k, v, ()) for k, v in records], timestamp=self._clock_ms(),
             compression=self.config.compression, producer_id=producer_id,
             producer_epoch=producer_epoch, transactional=transactional,
         )
         try:
-            info = plog.append_from_coordinator(batch)
-        except InvalidRecordError as e:
+            info = self.replicas.append_coordinator_records(TopicPartition(self.name, partition), batch)
+        except KafkaError as e:
             raise CoordinatorAppendError(e.error, str(e)) from e
-        except OSError as e:
-            raise CoordinatorAppendError(Errors.KAFKA_STORAGE_ERROR, f"{self.name}-{partition}: {e}") from e
-        if self._on_append is not None:
-            self._on_append((self.name, partition))
         return info.first_offset
 
 

@@ -14,9 +14,13 @@ from eoslog.errors import Errors
 __all__ = ["ErrorCode", "error_code", "from_code"]
 
 
+_CODES: dict[Errors, ErrorCode] = {e: ErrorCode(e.code) for e in Errors}
+
+
 def error_code(error: Errors) -> ErrorCode:
-    """``Errors.MESSAGE_TOO_LARGE`` → ``ErrorCode.message_too_large``."""
-    return ErrorCode(error.code)
+    """``Errors.MESSAGE_TOO_LARGE`` → ``ErrorCode.message_too_large`` (a dict look-up: this
+    runs for every partition of every response)."""
+    return _CODES[error]
 
 
 def from_code(code: int) -> Errors:

@@ -15,16 +15,15 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from eoslog.config import TopicConfig
 from eoslog.errors import Errors
 from eoslog.records.batch import (
     BatchHeader,
-    ControlRecordType,
     InvalidRecordError,
     assign_offsets,
-    build_control_batch,
     control_marker,
     decode_records,
     iter_batch_headers,
@@ -77,6 +76,14 @@ class OffsetOutOfRange(Exception):
 # The leader epoch a single eoslog node stamps on the batches it appends (Kafka's leader
 # stamps its epoch; a one-node partition never changes leader, so its epoch stays 0).
 SINGLE_NODE_LEADER_EPOCH = 0
+
+
+class AppendOrigin(Enum):
+    """Who appends, which decides the checks a batch gets (Kafka's AppendOrigin)."""
+
+    CLIENT = "client"  # a producer: full validation, sequences, offsets assigned
+    COORDINATOR = "coordinator"  # a coordinator of this broker: its batches and markers
+    REPLICATION = "replication"  # a follower copying its leader: offsets kept (append_as_follower)
 
 
 class PartitionLog:
@@ -164,7 +171,7 @@ class PartitionLog:
         """Add an aborted transaction to the txn index of the segment holding its marker."""
         seg = self._segments_from(txn.last_offset)[0]
         seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
-                                        self.last_stable_offset))
+                                        self._stable_offset(self.log_end_offset)))
 
     # -- loading -------------------------------------------------------------
 
@@ -232,10 +239,13 @@ class PartitionLog:
         An open transaction that began below the log start offset (DeleteRecords may cut
         into it, as in Kafka) holds the LSO at the log start offset, as Kafka's
         maybeIncrementFirstUnstableOffset does."""
+        return self._stable_offset(self.high_watermark)
+
+    def _stable_offset(self, bound: int) -> int:
         first_unstable = self.producer_state.first_unstable_offset
         if first_unstable is None:
-            return self.high_watermark
-        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
+            return bound
+        return min(max(first_unstable, self.log_start_offset), bound)
 
     @property
     def size_bytes(self) -> int:
@@ -243,27 +253,39 @@ class PartitionLog:
 
     # -- appending ----------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes) -> AppendInfo:
-        """Validate a producer's record set, assign offsets and append it.
+    def append_as_leader(self, records: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Validate a record set as ``origin`` requires, assign offsets and append it.
 
-        Raises InvalidRecordError (carrying the Kafka error) without writing anything
-        if any batch is invalid.
+        CLIENT (a producer's batch): Kafka's full validation (magic, CRC, sizes, one batch,
+        no control batch, a key on every record of a compacted topic), a retried batch
+        among its producer's last five is answered with its first offsets and not written
+        again, and the producer's epoch and sequence are checked. COORDINATOR (a coordinator
+        of this broker: its own batches and COMMIT/ABORT markers): batch structure and sizes,
+        the producer epoch (and a marker's coordinator epoch), no sequences.
+
+        Raises InvalidRecordError / ProducerStateError (carrying the Kafka error) without
+        writing anything. The high watermark is not moved: that is the replica layer's job
+        (``update_high_watermark``), as only it knows which replicas have the records.
         """
-        batches = validate_produce_batches(records, self.config.max_message_bytes)
-        if not self.config.log_append_time:
-            now = self._clock_ms()
-            for pos, h in batches:
-                validate_timestamps(memoryview(records)[pos : pos + h.size], h, now,
-                                    self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms)
-        if self.config.compact:
-            # Kafka's LogValidator: compaction keeps the last value per key, so a record
-            # without one could never be kept or removed correctly.
-            for pos, h in batches:
-                if any(r.key is None for r in decode_records(memoryview(records)[pos : pos + h.size])):
-                    raise InvalidRecordError(
-                        Errors.INVALID_RECORD,
-                        f"compacted topic {self.topic} requires a key on every record",
-                    )
+        client = origin is AppendOrigin.CLIENT
+        if client:
+            batches = validate_produce_batches(records, self.config.max_message_bytes)
+            if not self.config.log_append_time:
+                now = self._clock_ms()
+                for pos, h in batches:
+                    validate_timestamps(memoryview(records)[pos : pos + h.size], h, now,
+                                        self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms)
+            if self.config.compact:
+                # Kafka's LogValidator: compaction keeps the last value per key, so a record
+                # without one could never be kept or removed correctly.
+                for pos, h in batches:
+                    if any(r.key is None for r in decode_records(memoryview(records)[pos : pos + h.size])):
+                        raise InvalidRecordError(
+                            Errors.INVALID_RECORD,
+                            f"compacted topic {self.topic} requires a key on every record",
+                        )
+        else:
+            batches = self._coordinator_batches(records)
         if len(records) > self.config.segment_bytes:
             # Checked after the batch itself, as in Kafka's UnifiedLog.append.
             raise InvalidRecordError(
@@ -272,23 +294,54 @@ class PartitionLog:
                 f"{self.config.segment_bytes} of {self.topic}-{self.partition}",
             )
         producers = self.producer_state.prepare()
-        for _, h in batches:
-            if h.producer_id >= 0 and (dup := producers.find_duplicate(h)) is not None:
-                # Kafka answers a retried batch with where it was first written, and with that
-                # batch's max timestamp in log_append_time (its BatchMetadata.timestamp),
-                # whatever the topic's timestamp type.
-                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, 0, True)
         offset = self.log_end_offset
-        for _, h in batches:
-            if h.producer_id >= 0:
-                producers.validate(h, offset)  # raises ProducerStateError
-            offset += h.last_offset_delta + 1
-        return self._append(records, batches, producers)
+        markers: dict[int, tuple[bool, int]] | None = None
+        if client:
+            for _, h in batches:
+                if h.producer_id >= 0 and (dup := producers.find_duplicate(h)) is not None:
+                    # Kafka answers a retried batch with where it was first written, and with that
+                    # batch's max timestamp in log_append_time (its BatchMetadata.timestamp),
+                    # whatever the topic's timestamp type.
+                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, 0,
+                                      True)
+            for _, h in batches:
+                if h.producer_id >= 0:
+                    producers.validate(h, offset)  # raises ProducerStateError
+                offset += h.last_offset_delta + 1
+        else:
+            view = memoryview(records)
+            for pos, h in batches:
+                if h.is_control:
+                    markers = markers or {}
+                    _, coordinator_epoch = markers[pos] = control_marker(view[pos : pos + h.size])
+                    producers.validate_marker(h.producer_id, h.producer_epoch, coordinator_epoch, offset)
+                elif h.producer_id >= 0:
+                    producers.validate_epoch(h, offset)
+                offset += h.last_offset_delta + 1
+        return self._append(records, batches, producers, markers, assign=True)
 
-    def append_from_coordinator(self, records: bytes) -> AppendInfo:
-        """Append batches a coordinator on this broker built (group metadata, offsets,
-        transaction state): offsets are assigned, producer state records the batches, but
-        no sequence validation applies (Kafka's AppendOrigin.COORDINATOR)."""
+    def append_as_follower(self, records: bytes) -> AppendInfo:
+        """Append a leader's batches as they are (Kafka's AppendOrigin.REPLICATION): offsets
+        kept, CRCs checked, no producer validation — the leader validated them — while
+        producer state, open transactions and the aborted-transaction index are rebuilt
+        from them exactly as the leader's were."""
+        batches = list(iter_batch_headers(records))
+        if not batches:
+            return AppendInfo(self.log_end_offset, self.log_end_offset - 1, -1, self.log_start_offset, 0)
+        expected = self.log_end_offset
+        for _, h in batches:
+            if h.base_offset < expected:
+                raise InvalidRecordError(
+                    Errors.CORRUPT_MESSAGE,
+                    f"replicated batch at offset {h.base_offset} of {self.topic}-{self.partition} is "
+                    f"below the log end offset {expected}: offsets must increase",
+                )
+            expected = h.next_offset
+        view = memoryview(records)
+        markers = {pos: control_marker(view[pos : pos + h.size]) for pos, h in batches if h.is_control} or None
+        return self._append(records, batches, self.producer_state.prepare(), markers, assign=False)
+
+    def _coordinator_batches(self, records: bytes) -> list[tuple[int, BatchHeader]]:
         batches = list(iter_batch_headers(records))
         if not batches:
             raise InvalidRecordError(Errors.INVALID_RECORD, "coordinator append without a batch")
@@ -298,41 +351,13 @@ class PartitionLog:
                     Errors.MESSAGE_TOO_LARGE,
                     f"batch of {h.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
                 )
-        if len(records) > self.config.segment_bytes:
-            raise InvalidRecordError(
-                Errors.RECORD_LIST_TOO_LARGE,
-                f"record set of {len(records)} bytes exceeds segment.bytes={self.config.segment_bytes}",
-            )
-        producers = self.producer_state.prepare()
-        for _, h in batches:
-            if h.producer_id >= 0:
-                # Kafka's AppendOrigin.COORDINATOR: the epoch is checked, sequences are not.
-                producers.validate_epoch(h, self.log_end_offset)
-        return self._append(records, batches, producers)
+        return batches
 
-    def append_marker(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
-    ) -> AppendInfo:
-        """Write a transaction's COMMIT or ABORT marker (the WriteTxnMarkers path).
-
-        The producer's open transaction here ends; an aborted one is added to the active
-        segment's txn index; the last stable offset moves. Raises ProducerStateError for a
-        stale producer epoch (INVALID_PRODUCER_EPOCH) or coordinator epoch
-        (TRANSACTION_COORDINATOR_FENCED).
-        """
-        producers = self.producer_state.prepare()
-        producers.validate_marker(producer_id, producer_epoch, coordinator_epoch, self.log_end_offset)
-        batch = build_control_batch(
-            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
-            producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, timestamp=self._clock_ms(),
-        )
-        info = self._append(batch, list(iter_batch_headers(batch)), producers,
-                            marker=(commit, coordinator_epoch))
-        for txn in producers.completed:
-            if txn.is_aborted:
-                self._index_aborted(txn)
-        return info
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (kept within [log start offset, log end offset]); the
+        replica layer moves it once the in-sync replicas have the records below it."""
+        self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        return self.high_watermark
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions that may hold records in [start, end), for read_committed
@@ -347,18 +372,22 @@ class PartitionLog:
 
     def _append(
         self, records: bytes, batches: list[tuple[int, BatchHeader]], producers: ProducerAppendInfo,
-        marker: tuple[bool, int] | None = None,
+        markers: dict[int, tuple[bool, int]] | None, *, assign: bool,
     ) -> AppendInfo:
+        """Write validated batches; ``markers`` holds (is_commit, coordinator epoch) of each
+        control batch by its position in ``records``."""
         now = self._clock_ms()
-        append_time = now if self.config.log_append_time else None
-        first = self.log_end_offset
+        append_time = now if self.config.log_append_time and assign else None
+        first = self.log_end_offset if assign else batches[0][1].base_offset
         incoming_ts = (
             append_time if append_time is not None else max(h.max_timestamp for _, h in batches)
         )
         incoming_offsets = sum(h.last_offset_delta + 1 for _, h in batches)
         self._maybe_roll(len(records), incoming_offsets, incoming_ts, now)
         chunks: list[bytes | bytearray | memoryview]
-        if append_time is None:
+        if not assign:
+            next_offset, chunks, patched = batches[-1][1].next_offset, [records], batches
+        elif append_time is None:
             # The common case: only baseOffset changes, so the batch is written from the
             # request's buffer as it is, with 8 new bytes in front of each batch's rest.
             next_offset, offset_bufs, patched = offset_chunks(records, batches, first, self.leader_epoch)
@@ -369,13 +398,15 @@ class PartitionLog:
             chunks = [buf]
         seg = self.active_segment
         seg.append(chunks, patched)
-        for _, h in patched:
-            if marker is not None and h.is_control:
+        for pos, h in patched:
+            if markers is not None and (marker := markers.get(pos)) is not None:
                 producers.append_marker(h, marker[1], marker[0])
             else:
                 producers.append(h)
         self.producer_state.commit(producers, next_offset)
-        self.high_watermark = next_offset
+        for txn in producers.completed:
+            if txn.is_aborted:
+                self._index_aborted(txn)
         if seg.unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendInfo(

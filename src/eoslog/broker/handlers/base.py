@@ -17,7 +17,9 @@ from eoslog.broker.context import RequestContext
 from eoslog.protocol.messages import build
 from eoslog.protocol.messages import response_types as protocol_response_types
 
-__all__ = ["NO_THROTTLE", "ApiSpec", "Handler", "build", "response_module", "response_types"]
+__all__ = [
+    "NO_THROTTLE", "ApiSpec", "CloseConnection", "Handler", "build", "response_module", "response_types", "to_ms",
+]
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any | None]]
 
@@ -39,6 +41,10 @@ class AclOperation(IntEnum):
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; close this connection only (the dispatcher does)."""
 
 
 # Operations that apply to each resource type (Kafka's AclEntry.supportedOperations).
@@ -78,6 +84,10 @@ class ApiSpec:
         """The (min, max) version range ApiVersions reports for this API."""
         low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
         return low, self.max_version
+
+
+def to_ms(value: datetime.timedelta) -> int:
+    return value // datetime.timedelta(milliseconds=1)
 
 
 def response_module(api_key: int, version: int) -> ModuleType:

@@ -14,16 +14,17 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.errors import KafkaError
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.storage import TopicError
+from eoslog.types import TopicPartition
 
 NO_LOW_WATERMARK = -1
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     try:
-        return ErrorCode.none, ctx.state.logs.delete_records(topic, partition, offset)
-    except TopicError as e:
+        return ErrorCode.none, ctx.state.replicas.delete_records(TopicPartition(topic, partition), offset)
+    except KafkaError as e:
         return error_code(e.error), NO_LOW_WATERMARK
     except OSError:
         return ErrorCode.kafka_storage_error, NO_LOW_WATERMARK

@@ -1,29 +1,29 @@
-"""Fetch (key 1), v4-v12: long-poll reads woken by appends.
+"""Fetch (key 1), v4-v12: the request becomes one ``ReplicaManager.fetch_messages`` call
+(which long-polls, woken by appends), its results the response.
 
-Byte limits follow Kafka (KIP-74): ``max_bytes`` caps the response and
-``partition_max_bytes`` each partition, except that the first batch of the first
-partition with data is returned whole even when it is larger, so consumers always
-progress. Fetch sessions (KIP-227) are declined: every response carries session id 0,
-which tells clients to keep sending full fetch requests.
-read_committed (isolation level 1) reads only below the last stable offset.
-Fetch v4-v9 clients cannot read zstd (KIP-110): a partition whose data is zstd
-answers them UNSUPPORTED_COMPRESSION_TYPE instead, as Kafka does.
+Byte limits follow Kafka (KIP-74): ``max_bytes`` (capped by ``fetch.max.bytes``) caps the
+response and ``partition_max_bytes`` each partition, except that the first batch of the
+first partition with data is returned whole. Fetch sessions (KIP-227) are declined: every
+response carries session id 0, which tells clients to keep sending full fetch requests.
+read_committed (isolation level 1) reads only below the last stable offset, with the
+aborted transactions of the range read. Fetch v4-v9 clients cannot read zstd (KIP-110): a
+partition whose data is zstd answers them UNSUPPORTED_COMPRESSION_TYPE instead, as Kafka's
+KafkaApis does after the read.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.protocol.errors import ErrorCode
+from eoslog.errors import Errors
+from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import CompressionType, iter_batch_headers
-from eoslog.storage import OffsetOutOfRange, PartitionLog
+from eoslog.replica import FetchedRecords, FetchParams, FetchPartition, IsolationLevel
+from eoslog.types import TopicPartition
 
-READ_COMMITTED = 1
 INVALID_SESSION_ID = 0
-FINAL_EPOCH = -1
 ZSTD_MIN_VERSION = 10
 _COMPRESSION_MASK = 0x07
 
@@ -35,73 +35,27 @@ def _has_zstd(records: bytes) -> bool:
     )
 
 
-def _aborted_in(module: Any, plog: PartitionLog, fetch_offset: int, records: bytes) -> tuple[Any, ...]:
-    """The aborted transactions a read_committed consumer must filter out of ``records``:
-    (producer id, first offset) of each one overlapping the fetched range."""
-    end = fetch_offset
-    for _, h in iter_batch_headers(records):
-        end = h.next_offset
-    return tuple(
-        build(module.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
-        for a in plog.aborted_transactions(fetch_offset, end)
+def _partition_data(module: Any, index: int, r: FetchedRecords, version: int, read_committed: bool) -> Any:
+    records, error = r.records, r.error
+    if version < ZSTD_MIN_VERSION and records and _has_zstd(records):
+        error, records = Errors.UNSUPPORTED_COMPRESSION_TYPE, b""
+    if error is Errors.NONE:
+        hw, lso, log_start = r.high_watermark, r.last_stable_offset, r.log_start_offset
+        aborted = tuple(
+            build(module.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in r.aborted or ()
+        ) if read_committed else None
+    else:
+        # Kafka's error answers carry no offsets; its unknown-topic answer is built apart,
+        # with an empty (not null) aborted-transaction list.
+        hw = lso = log_start = -1
+        aborted = () if error is Errors.UNKNOWN_TOPIC_OR_PARTITION else None
+    return build(
+        module.PartitionData,
+        partition_index=index, error_code=error_code(error), high_watermark=hw,
+        last_stable_offset=lso, log_start_offset=log_start, aborted_transactions=aborted,
+        preferred_read_replica=-1, records=records,
     )
-
-
-def _read_all(ctx: RequestContext, request: Any, module: Any) -> tuple[list[Any], int, bool]:
-    """One pass over the requested partitions → (topic responses, bytes, any error)."""
-    logs = ctx.state.logs
-    read_committed = request.isolation_level == READ_COMMITTED
-    remaining = min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"]))
-    total = 0
-    errors = False
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            index = int(p.partition)
-            plog = logs.get_log(topic.topic, index)
-            code = ErrorCode.none
-            records = b""
-            aborted: tuple[Any, ...] | None = ()
-            hw = lso = lso_start = -1
-            if plog is None:
-                code = ErrorCode.unknown_topic_or_partition
-            else:
-                hw, lso_start = plog.high_watermark, plog.log_start_offset
-                lso = plog.last_stable_offset
-                try:
-                    info = plog.read(
-                        int(p.fetch_offset),
-                        min(int(p.partition_max_bytes), remaining),
-                        upper_bound=lso if read_committed else None,
-                        min_one=total == 0,
-                    )
-                    records = info.records
-                    if ctx.api_version < ZSTD_MIN_VERSION and records and _has_zstd(records):
-                        code, records = ErrorCode.unsupported_compression_type, b""
-                    elif read_committed and records:
-                        aborted = _aborted_in(module, plog, int(p.fetch_offset), records)
-                except OffsetOutOfRange:
-                    code = ErrorCode.offset_out_of_range
-            if code != ErrorCode.none:
-                errors = True
-                # Kafka's error answers carry no offsets; its unknown-topic answer is built
-                # apart, with an empty (not null) aborted-transaction list.
-                hw = lso = lso_start = -1
-                aborted = () if code == ErrorCode.unknown_topic_or_partition else None
-            total += len(records)
-            remaining = max(0, remaining - len(records))
-            partitions.append(
-                build(
-                    module.PartitionData,
-                    partition_index=index, error_code=code, high_watermark=hw,
-                    last_stable_offset=lso, log_start_offset=lso_start,
-                    aborted_transactions=aborted if read_committed or code != ErrorCode.none else None,
-                    preferred_read_replica=-1, records=records,
-                )
-            )
-        topics.append(build(module.FetchableTopicResponse, topic=topic.topic, partitions=tuple(partitions)))
-    return topics, total, errors
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
@@ -113,18 +67,29 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             module.FetchResponse, throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(),
         )
-    deadline = time.monotonic() + request.max_wait.total_seconds()
-    min_bytes = max(1, int(request.min_bytes))
-    wanted = [(t.topic, int(p.partition)) for t in request.topics for p in t.partitions]
-    while True:
-        topics, total, errors = _read_all(ctx, request, module)
-        left = deadline - time.monotonic()
-        if total >= min_bytes or errors or left <= 0 or not wanted:
-            break
-        await ctx.state.purgatory.wait(wanted, left)
+    params = FetchParams(
+        replica_id=int(getattr(request, "replica_id", -1)),
+        max_wait_ms=int(request.max_wait.total_seconds() * 1000),
+        min_bytes=int(request.min_bytes),
+        max_bytes=min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"])),
+        isolation=IsolationLevel(int(request.isolation_level)),
+    )
+    wanted = [
+        FetchPartition(TopicPartition(t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
+        for t in request.topics for p in t.partitions
+    ]
+    read_committed = params.isolation is IsolationLevel.READ_COMMITTED
+    results = iter(await ctx.state.replicas.fetch_messages(params, wanted))
+    topics = tuple(
+        build(module.FetchableTopicResponse, topic=t.topic, partitions=tuple(
+            _partition_data(module, int(p.partition), next(results), ctx.api_version, read_committed)
+            for p in t.partitions
+        ))
+        for t in request.topics
+    )
     return build(
         module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-        session_id=INVALID_SESSION_ID, responses=tuple(topics),
+        session_id=INVALID_SESSION_ID, responses=topics,
     )
 
 

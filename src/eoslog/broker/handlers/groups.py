@@ -7,21 +7,18 @@ rebalance gets there, which holds this connection's later requests back, as a Ka
 broker does. Versions are those kio has and clients send: JoinGroup v0-v9 (v4+ with the
 MEMBER_ID_REQUIRED round, v5+ static membership, v9 skip_assignment), SyncGroup v0-v5.
 
-FindCoordinator answers for every key type registered in ``COORDINATOR_KEY_TYPES``: GROUP
-here; the transaction coordinator registers TRANSACTION when it lands.
+FindCoordinator answers GROUP and TRANSACTION keys: this node coordinates them all.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
 from eoslog.coordinator.group import (
-    GroupCoordinator,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -39,27 +36,6 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 # READ | DELETE | DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows.
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_GROUP_TYPE = "classic"
-
-# key type → lookup(ctx, key) returning Errors.NONE when this node coordinates the key, or the
-# error to answer with.
-CoordinatorLookup = Callable[[RequestContext, str], Errors]
-COORDINATOR_KEY_TYPES: dict[int, CoordinatorLookup] = {}
-
-
-def register_coordinator_key_type(key_type: int, lookup: CoordinatorLookup) -> None:
-    COORDINATOR_KEY_TYPES[key_type] = lookup
-
-
-def group_coordinator(ctx: RequestContext) -> GroupCoordinator:
-    coordinator = ctx.state.group_coordinator
-    if coordinator is None:
-        raise RuntimeError("the broker runs without a group coordinator")
-    return coordinator
-
-
-def to_ms(value: datetime.timedelta) -> int:
-    return value // datetime.timedelta(milliseconds=1)
-
 
 def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as Java's InetAddress.toString: ``/127.0.0.1``."""
@@ -81,23 +57,16 @@ async def wait_for(register: Callable[[Callable[[T], None]], None]) -> T:
 # -- FindCoordinator ------------------------------------------------------------------------
 
 
-def _group_lookup(ctx: RequestContext, key: str) -> Errors:
-    group_coordinator(ctx).ensure_offsets_topic()
-    return Errors.NONE
-
-
-register_coordinator_key_type(GROUP_KEY_TYPE, _group_lookup)
-
-
-def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
-    lookup = COORDINATOR_KEY_TYPES.get(key_type)
-    if lookup is None and key_type == TRANSACTION_KEY_TYPE:
-        # A key type Kafka knows but no coordinator here serves yet: retriable.
-        return ErrorCode.coordinator_not_available, "no transaction coordinator on this broker"
-    if lookup is None:
+def _find(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
+    """This node coordinates every key; its internal topic is created on first use, as
+    Kafka does."""
+    if key_type == GROUP_KEY_TYPE:
+        ctx.state.group_coordinator.ensure_offsets_topic()
+    elif key_type == TRANSACTION_KEY_TYPE:
+        ctx.state.txn_coordinator.ensure_state_topic()
+    else:
         return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
-    error = lookup(ctx, key)
-    return error_code(error), None if error == Errors.NONE else error.name
+    return ErrorCode.none, None
 
 
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
@@ -113,11 +82,11 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         )
 
     if ctx.api_version < 4:
-        code, message = _find(ctx, key_type, request.key)
+        code, message = _find(ctx, key_type)
         return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(code, message))
     coordinators = []
     for key in request.coordinator_keys:
-        code, message = _find(ctx, key_type, key)
+        code, message = _find(ctx, key_type)
         coordinators.append(build(module.Coordinator, key=key, **fields(code, message)))
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
@@ -144,7 +113,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         supports_skip_assignment=version >= 9,
         reason=getattr(request, "reason", None),
     )
-    result: JoinResult = await wait_for(lambda cb: group_coordinator(ctx).join_group(join, cb))
+    result: JoinResult = await wait_for(lambda cb: ctx.state.group_coordinator.join_group(join, cb))
     members = tuple(
         build(module.JoinGroupResponseMember, member_id=m.member_id,
               group_instance_id=m.group_instance_id, metadata=m.metadata)
@@ -175,7 +144,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
             protocol_name=protocol_name,
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
-        result = await wait_for(lambda cb: group_coordinator(ctx).sync_group(sync, cb))
+        result = await wait_for(lambda cb: ctx.state.group_coordinator.sync_group(sync, cb))
     return build(
         module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
         protocol_type=result.protocol_type, protocol_name=result.protocol_name,
@@ -188,7 +157,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    error = group_coordinator(ctx).heartbeat(
+    error = ctx.state.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id),
     )
@@ -201,7 +170,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
         leaving = [(request.member_id, None, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in request.members]
-    error, member_errors = group_coordinator(ctx).leave_group(request.group_id, leaving)
+    error, member_errors = ctx.state.group_coordinator.leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         # One member, one error code: the group's, else the member's.
         if error == Errors.NONE and member_errors:
@@ -220,7 +189,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    coordinator = group_coordinator(ctx)
+    coordinator = ctx.state.group_coordinator
     include_ops = bool(getattr(request, "include_authorized_operations", False))
     groups = []
     for group_id in request.groups:
@@ -250,7 +219,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
         if state is not None:
             states.add(state)
     unknown_state_only = bool(getattr(request, "states_filter", ())) and not states
-    error, listed = group_coordinator(ctx).list_groups(states or None)
+    error, listed = ctx.state.group_coordinator.list_groups(states or None)
     if unknown_state_only or (wanted_types and CLASSIC_GROUP_TYPE not in wanted_types):
         listed = []
     groups = tuple(
@@ -264,7 +233,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    results = group_coordinator(ctx).delete_groups(request.groups_names)
+    results = ctx.state.group_coordinator.delete_groups(request.groups_names)
     return build(
         module.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
         results=tuple(

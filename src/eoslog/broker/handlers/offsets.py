@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.broker.handlers.groups import group_coordinator, to_ms
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
 from eoslog.errors import Errors
 from eoslog.protocol.errors import error_code
@@ -62,7 +61,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, expire) for tp, p in parts if tp not in errors}
     if offsets:
-        errors.update(group_coordinator(ctx).commit_offsets(
+        errors.update(ctx.state.group_coordinator.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             int(request.generation_id_or_member_epoch), offsets,
         ))
@@ -88,7 +87,7 @@ def _fetch_group(
     tps = None if topics is None else [
         TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes
     ]
-    error, fetched = group_coordinator(ctx).fetch_offsets(group_id, tps, require_stable)
+    error, fetched = ctx.state.group_coordinator.fetch_offsets(group_id, tps, require_stable)
     if error != Errors.NONE and tps is not None:
         fetched = [FetchedOffset(tp, None, error) for tp in tps]
     return error, fetched
@@ -148,7 +147,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     parts, errors = requested_partitions(ctx, request)
     order = [tp for tp, _ in parts]
     wanted = [tp for tp in order if tp not in errors]
-    error, results = group_coordinator(ctx).delete_offsets(request.group_id, wanted)
+    error, results = ctx.state.group_coordinator.delete_offsets(request.group_id, wanted)
     if error != Errors.NONE:
         return build(module.OffsetDeleteResponse, error_code=error_code(error),
                      throttle_time=NO_THROTTLE, topics=())

@@ -1,11 +1,12 @@
-"""Produce (key 0), v3+ (record batch v2 only).
+"""Produce (key 0), v3+ (record batch v2 only): the request becomes one
+``ReplicaManager.append_records`` call, its results the response.
 
-Validation and offset assignment live in the partition log; this module maps its
-results and errors onto the response. acks=0 requests get no response at all, as in
-Kafka; when such a request fails, the connection is closed instead, which is the
-only way Kafka has to tell the producer (it then refreshes metadata and reconnects).
-With one node, acks=1 and acks=-1 both mean "appended to the leader's log", which is
-also the whole ISR.
+The replica layer checks acks, verifies transactional batches (KIP-890), appends with the
+client's checks and holds acks=all until the in-sync replicas have the records; this module
+only adds what depends on the request's version (zstd needs v7+) and answers. acks=0
+requests get no response at all, as in Kafka; when such a request fails, the connection is
+closed instead, which is the only way Kafka has to tell the producer (it then refreshes
+metadata and reconnects).
 """
 
 from __future__ import annotations
@@ -15,17 +16,12 @@ import logging
 from typing import Any
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.broker.handlers.transactions import verify_transactional_produce
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
+from eoslog.errors import Errors
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.records import (
-    BATCH_HEADER_SIZE,
-    CompressionType,
-    InvalidRecordError,
-    RecordValidationError,
-    read_batch_header,
-)
-from eoslog.storage.producer_state import ProducerStateError
+from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
+from eoslog.replica import ProduceResult
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -35,91 +31,57 @@ ZSTD_MIN_VERSION = 7
 _COMPRESSION_MASK = 0x07
 
 
-_REFUSED_BEFORE_THE_LOG = frozenset(
-    {ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.corrupt_message})
-
-
 def _is_zstd(records: bytes) -> bool:
     if len(records) < BATCH_HEADER_SIZE:
         return False
     return read_batch_header(records).attributes & _COMPRESSION_MASK == CompressionType.ZSTD
 
 
-def _partition_response(
-    module: Any, index: int, code: ErrorCode, base_offset: int = -1,
-    log_append_time: int = -1, log_start_offset: int = -1, message: str | None = None,
-    record_errors: tuple[tuple[int, str], ...] = (),
-) -> Any:
+def _partition_response(module: Any, index: int, r: ProduceResult) -> Any:
     return build(
         module.PartitionProduceResponse,
-        index=index, error_code=code, base_offset=base_offset,
+        index=index, error_code=error_code(r.error), base_offset=r.base_offset,
         log_append_time=(
-            datetime.datetime.fromtimestamp(log_append_time / 1000, _UTC)
-            if log_append_time >= 0 else None
+            datetime.datetime.fromtimestamp(r.log_append_time / 1000, _UTC) if r.log_append_time >= 0 else None
         ),
-        log_start_offset=log_start_offset, error_message=message,
+        log_start_offset=r.log_start_offset, error_message=r.message,
         record_errors=tuple(build(module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m)
-                            for i, m in record_errors),
+                            for i, m in r.record_errors),
     )
 
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
     module = response_types(ctx)
-    state = ctx.state
+    replicas = ctx.state.replicas
     acks = int(request.acks)
-    topics = []
+    entries: dict[TopicPartition, bytes] = {}
+    refused: dict[TopicPartition, ProduceResult] = {}
+    order: list[tuple[str, list[tuple[int, TopicPartition]]]] = []
     for topic_data in request.topic_data:
-        name = topic_data.name
-        partitions = []
+        indexes = []
         for pdata in topic_data.partition_data:
-            index = int(pdata.index)
-            if acks not in (0, 1, -1):
-                partitions.append(_partition_response(module, index, ErrorCode.invalid_required_acks))
-                continue
-            plog = state.logs.get_log(name, index)
-            if plog is None:
-                partitions.append(
-                    _partition_response(module, index, ErrorCode.unknown_topic_or_partition)
-                )
-                continue
+            tp = TopicPartition(topic_data.name, int(pdata.index))
+            indexes.append((tp.partition, tp))
             records = pdata.records or b""
-            if ctx.api_version < ZSTD_MIN_VERSION and _is_zstd(records):
-                partitions.append(
-                    _partition_response(module, index, ErrorCode.unsupported_compression_type)
-                )
-                continue
-            refused = verify_transactional_produce(ctx, request.transactional_id, plog, records)
-            if refused is not None:
-                log.info("rejected transactional produce to %s-%d from %s: %s", name, index,
-                         ctx.client_id, refused[1])
-                partitions.append(_partition_response(module, index, refused[0], message=refused[1]))
-                continue
-            try:
-                # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).
-                info = plog.append_as_leader(records)
-            except (InvalidRecordError, ProducerStateError) as e:
-                log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, e)
-                # Kafka answers append errors with the partition's log start offset: on
-                # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to
-                # tell retention (retry after an epoch bump) from data loss. Batches refused
-                # before they reach the log (empty, too large, corrupt) get -1, as in Kafka's
-                # KafkaApis and ReplicaManager.
-                code = error_code(e.error)
-                refused_early = code in _REFUSED_BEFORE_THE_LOG or not records
-                partitions.append(_partition_response(
-                    module, index, code, message=str(e),
-                    log_start_offset=-1 if refused_early else plog.log_start_offset,
-                    record_errors=tuple(e.record_errors) if isinstance(e, RecordValidationError) else (),
-                ))
-                continue
-            if not info.duplicate:
-                state.purgatory.notify((name, index))
-            partitions.append(
-                _partition_response(
-                    module, index, ErrorCode.none, info.first_offset, info.log_append_time,
-                    info.log_start_offset,
-                )
-            )
+            if (ctx.api_version < ZSTD_MIN_VERSION and _is_zstd(records)
+                    and replicas.get_partition(tp) is not None):
+                refused[tp] = ProduceResult(Errors.UNSUPPORTED_COMPRESSION_TYPE)
+            else:
+                entries[tp] = records
+        order.append((topic_data.name, indexes))
+    results = await replicas.append_records(
+        entries, required_acks=acks, timeout_ms=int(request.timeout.total_seconds() * 1000),
+        transactional_id=request.transactional_id,
+    )
+    results.update(refused)
+    topics = []
+    for name, indexes in order:
+        partitions = []
+        for index, tp in indexes:
+            r = results[tp]
+            if r.message is not None:
+                log.info("rejected produce to %s-%d from %s: %s", name, index, ctx.client_id, r.message)
+            partitions.append(_partition_response(module, index, r))
         topics.append(build(module.TopicProduceResponse, name=name, partition_responses=tuple(partitions)))
     if acks == 0:
         failed = [
@@ -127,8 +89,6 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
             if p.error_code != ErrorCode.none
         ]
         if failed:
-            from eoslog.broker.dispatcher import CloseConnection
-
             raise CloseConnection(f"acks=0 produce failed, closing as Kafka does: {failed}")
         return None
     return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

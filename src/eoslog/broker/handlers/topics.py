@@ -342,17 +342,12 @@ async def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID, timeout_s
         except KafkaError as e:
             return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
         return DeleteOutcome(name, topic_id, ErrorCode.none)
-    logs = ctx.state.logs
-    info = logs.topics[name]
     try:
-        logs.delete_topic(name)
+        ctx.state.replicas.delete_topic(name)
     except TopicError as e:
         return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
     except OSError as e:
         return DeleteOutcome(name, topic_id, ErrorCode.kafka_storage_error, f"cannot delete topic {name}: {e}")
-    # Fetches parked on the topic answer UNKNOWN_TOPIC_OR_PARTITION now, not at max_wait.
-    for p in range(info.num_partitions):
-        ctx.state.purgatory.notify((name, p))
     return DeleteOutcome(name, topic_id, ErrorCode.none)
 
 

@@ -1,7 +1,6 @@
 """Producer-id and transaction APIs: InitProducerId (22), AddPartitionsToTxn (24),
 AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
-DescribeProducers (61), DescribeTransactions (65), ListTransactions (66); FindCoordinator's
-TRANSACTION key type; and the KIP-890 check of transactional Produce.
+DescribeProducers (61), DescribeTransactions (65), ListTransactions (66).
 
 Requests become ``TransactionCoordinator`` calls; results (``Errors`` members) become codes,
 translated for the versions that predate them as Kafka's KafkaApis does: PRODUCER_FENCED
@@ -16,48 +15,31 @@ and WriteTxnMarkers v2 belong to KIP-890 part 2 and are not served. AddPartition
 KIP-939's two-phase commit (``enable_2pc``, ``keep_prepared_txn``, and the kept
 transaction's producer id and epoch in the response).
 
-``LocalMarkerSender`` is how the coordinator's markers reach this broker's own
-WriteTxnMarkers handler: through the same v1 request a remote broker would receive.
+WriteTxnMarkers and DescribeProducers go to the replica layer (``ReplicaManager``), which
+also runs the KIP-890 check of transactional Produce.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from kio.static.primitive import i16, i32, i64
-
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.broker.handlers.groups import TRANSACTION_KEY_TYPE, register_coordinator_key_type, to_ms
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
 from eoslog.broker.handlers.offsets import committed_offset, requested_partitions
-from eoslog.broker.security import Principal
-from eoslog.coordinator.group import TopicPartition
-from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
-from eoslog.coordinator.transaction import DescribedTransaction, TransactionCoordinator, TxnMarker
-from eoslog.errors import Errors
-from eoslog.protocol.errors import ErrorCode, error_code, from_code
+from eoslog.coordinator.transaction import DescribedTransaction
+from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
-from eoslog.records import BATCH_HEADER_SIZE, InvalidRecordError, read_batch_header
-from eoslog.storage import PartitionLog
-from eoslog.storage.producer_state import ProducerStateError
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = 27
-MARKERS_VERSION = 1
-BROKER_PRINCIPAL = Principal("User", "eoslog-broker")
 _UTC = datetime.UTC
-
-
-def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    coordinator = ctx.state.txn_coordinator
-    if coordinator is None:
-        raise RuntimeError("the broker runs without a transaction coordinator")
-    return coordinator
 
 
 def _fenced(name: Errors, version: int, first_version: int) -> Errors:
@@ -69,12 +51,6 @@ def _abortable(name: Errors, version: int, first_version: int) -> Errors:
     return Errors.INVALID_TXN_STATE if name == Errors.TRANSACTION_ABORTABLE and version < first_version else name
 
 
-def _lookup(ctx: RequestContext, key: str) -> Errors:
-    txn_coordinator(ctx).ensure_state_topic()
-    return Errors.NONE
-
-
-register_coordinator_key_type(TRANSACTION_KEY_TYPE, _lookup)
 
 
 # -- InitProducerId ----------------------------------------------------------------------------
@@ -96,7 +72,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     elif (expected_pid == -1) != (expected_epoch == -1):
         error = Errors.INVALID_REQUEST  # KIP-360: both or neither
     else:
-        result = txn_coordinator(ctx).init_producer_id(
+        result = ctx.state.txn_coordinator.init_producer_id(
             request.transactional_id, to_ms(request.transaction_timeout),
             None if expected_pid == -1 else (expected_pid, expected_epoch),
             enable_2pc=bool(getattr(request, "enable2_pc", False)),
@@ -122,7 +98,7 @@ def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) ->
     if unknown:
         return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
                 for tp in tps}
-    coordinator = txn_coordinator(ctx)
+    coordinator = ctx.state.txn_coordinator
     if verify_only:
         return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
     error = coordinator.add_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
@@ -168,10 +144,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    groups = ctx.state.group_coordinator
-    if groups is not None:
-        groups.ensure_offsets_topic()  # the group's partition must exist to take a marker
-    error = txn_coordinator(ctx).add_offsets(
+    ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
+    error = ctx.state.txn_coordinator.add_offsets(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
     )
     return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
@@ -183,34 +157,11 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    error = txn_coordinator(ctx).end_transaction(
+    error = ctx.state.txn_coordinator.end_transaction(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
     )
     return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2)))
-
-
-def _write_marker(ctx: RequestContext, marker: Any, topic: str, partition: int) -> Errors:
-    plog = ctx.state.logs.get_log(topic, partition)
-    if plog is None:
-        return Errors.UNKNOWN_TOPIC_OR_PARTITION
-    commit = bool(marker.transaction_result)
-    try:
-        plog.append_marker(int(marker.producer_id), int(marker.producer_epoch),
-                           int(marker.coordinator_epoch), commit)
-    except (ProducerStateError, InvalidRecordError) as e:
-        log.warning("marker for %s-%d refused: %s", topic, partition, e)
-        return e.error
-    except OSError as e:
-        log.error("marker for %s-%d not written: %s", topic, partition, e)
-        return Errors.KAFKA_STORAGE_ERROR
-    ctx.state.purgatory.notify((topic, partition))  # the last stable offset moved
-    groups = ctx.state.group_coordinator
-    if topic == OFFSETS_TOPIC and groups is not None:
-        # Offsets the transaction committed become visible (or are dropped), as Kafka's
-        # handleWriteTxnMarkers tells its group coordinator.
-        groups.complete_transaction(partition, int(marker.producer_id), commit)
-    return Errors.NONE
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
@@ -220,44 +171,15 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
         topics = tuple(
             build(module.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(
                 build(module.WritableTxnMarkerPartitionResult, partition_index=p,
-                      error_code=error_code(_write_marker(ctx, marker, t.name, int(p))))
+                      error_code=error_code(ctx.state.replicas.write_txn_marker(
+                          TopicPartition(t.name, int(p)), int(marker.producer_id), int(marker.producer_epoch),
+                          int(marker.coordinator_epoch), bool(marker.transaction_result))))
                 for p in t.partition_indexes
             ))
             for t in marker.topics
         )
         markers.append(build(module.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=topics))
     return build(module.WriteTxnMarkersResponse, markers=tuple(markers))
-
-
-class LocalMarkerSender:
-    """The transaction coordinator's markers, as WriteTxnMarkers v1 to this node's handler."""
-
-    def __init__(self, state: Any) -> None:
-        self.state = state
-
-    async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
-        if node_id != self.state.node_id:
-            raise RuntimeError(f"no inter-broker channel to node {node_id}")
-        m = request_types(WRITE_TXN_MARKERS, MARKERS_VERSION)
-        request = m.WriteTxnMarkersRequest(markers=tuple(
-            m.WritableTxnMarker(
-                producer_id=i64(mk.producer_id), producer_epoch=i16(mk.producer_epoch),
-                transaction_result=mk.commit, coordinator_epoch=i32(mk.coordinator_epoch),
-                topics=tuple(
-                    m.WritableTxnMarkerTopic(name=topic, partition_indexes=tuple(i32(p) for p in parts))
-                    for topic, parts in _by_topic(mk.partitions).items()
-                ),
-            )
-            for mk in markers
-        ))
-        ctx = RequestContext(WRITE_TXN_MARKERS, MARKERS_VERSION, 0, "txn-coordinator", BROKER_PRINCIPAL,
-                             "local", self.state)
-        response = await handle_write_txn_markers(ctx, request)
-        return [
-            {TopicPartition(t.name, int(p.partition_index)): from_code(p.error_code)
-             for t in result.topics for p in t.partitions}
-            for result in response.markers
-        ]
 
 
 def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -272,12 +194,9 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
     """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890)."""
-    groups = ctx.state.group_coordinator
-    if groups is None:
-        return Errors.NONE
-    error = txn_coordinator(ctx).verify_partition(
+    error = ctx.state.txn_coordinator.verify_partition(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch),
-        OFFSETS_TOPIC, groups.partition_for(request.group_id),
+        OFFSETS_TOPIC, ctx.state.group_coordinator.partition_for(request.group_id),
     )
     # As Kafka's AddPartitionsToTxnManager and maybeConvertOffsetCommitError.
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
@@ -289,13 +208,12 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     parts, errors = requested_partitions(ctx, request)
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, None) for tp, p in parts if tp not in errors}
-    groups = ctx.state.group_coordinator
-    if offsets and groups is not None:
+    if offsets:
         error = _verify_offsets_partition(ctx, request)
         if error != Errors.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
-            errors.update(groups.commit_transactional_offsets(
+            errors.update(ctx.state.group_coordinator.commit_transactional_offsets(
                 request.group_id, int(request.producer_id), int(request.producer_epoch),
                 getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
                 int(getattr(request, "generation_id", -1)), offsets,
@@ -311,50 +229,6 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
-# -- Produce: KIP-890 part 1 ------------------------------------------------------------------------
-
-# Verification errors an old producer would not retry: retried as NOT_ENOUGH_REPLICAS, which
-# needs no metadata refresh (Kafka's ReplicaManager does the same).
-_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
-    Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_COORDINATOR, Errors.NETWORK_EXCEPTION,
-})
-
-
-def verify_transactional_produce(
-    ctx: RequestContext, transactional_id: str | None, plog: PartitionLog, records: bytes
-) -> tuple[ErrorCode, str] | None:
-    """None when the records may be appended; else the error and message to answer with.
-
-    A transactional batch whose producer has no open transaction in this partition must
-    belong to a partition the coordinator added to that producer's transaction: a late
-    or stray write must never open a transaction nobody will close.
-    """
-    coordinator = ctx.state.txn_coordinator
-    if transactional_id is None or coordinator is None or len(records) < BATCH_HEADER_SIZE:
-        return None
-    h = read_batch_header(records)
-    if not h.is_transactional or h.producer_id < 0:
-        return None
-    entry = plog.producer_state.producers.get(h.producer_id)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == h.producer_epoch:
-        if coordinator.is_fenced_by_kept_transaction(transactional_id, h.producer_id, h.producer_epoch):
-            # KIP-939: a newer instance kept this transaction; nothing may join it now.
-            return ErrorCode.invalid_producer_epoch, "a newer producer kept this prepared transaction"
-        return None
-    error = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
-                                         plog.topic, plog.partition)
-    if error == Errors.NONE:
-        return None
-    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
-        return ErrorCode.not_enough_replicas, (
-            f"Unable to verify the partition has been added to the transaction. Underlying error: {error}"
-        )
-    if error in (Errors.TRANSACTION_ABORTABLE, Errors.INVALID_TXN_STATE):
-        return ErrorCode.invalid_txn_state, "Partition was not added to the transaction"
-    return error_code(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error), error.name
-
-
 # -- DescribeProducers / DescribeTransactions / ListTransactions --------------------------------------
 
 
@@ -366,12 +240,13 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            plog = ctx.state.logs.get_log(topic.name, int(index))
-            if plog is None:
+            try:
+                active = ctx.state.replicas.active_producers(TopicPartition(topic.name, int(index)))
+            except KafkaError as e:
                 partitions.append(build(
-                    module.PartitionResponse, partition_index=index,
-                    error_code=ErrorCode.unknown_topic_or_partition,
-                    error_message=f"{topic.name}-{index} does not exist", active_producers=(),
+                    module.PartitionResponse, partition_index=index, error_code=error_code(e.error),
+                    error_message=f"{topic.name}-{index} does not exist"
+                    if e.error is Errors.UNKNOWN_TOPIC_OR_PARTITION else str(e), active_producers=(),
                 ))
                 continue
             producers = tuple(
@@ -381,7 +256,7 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
                     coordinator_epoch=e.coordinator_epoch,
                     current_txn_start_offset=e.current_txn_first_offset,
                 )
-                for e in plog.producer_state.producers.values()
+                for e in active
             )
             partitions.append(build(
                 module.PartitionResponse, partition_index=index, error_code=ErrorCode.none,
@@ -395,7 +270,7 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     module = response_types(ctx)
     states = []
     for txn_id in request.transactional_ids:
-        d = txn_coordinator(ctx).describe(txn_id)
+        d = ctx.state.txn_coordinator.describe(txn_id)
         if d.error != Errors.NONE:  # Kafka leaves the fields at their schema defaults: zeros
             d = DescribedTransaction(d.error, txn_id, start_ms=0, producer_id=0, producer_epoch=0)
         states.append(build(
@@ -411,7 +286,7 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
 
 async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
-    error, unknown, listed = txn_coordinator(ctx).list_transactions(
+    error, unknown, listed = ctx.state.txn_coordinator.list_transactions(
         tuple(request.state_filters), {int(p) for p in request.producer_id_filters},
         int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
     )

@@ -8,10 +8,11 @@ the wire protocol: handlers translate requests into these calls.
 
 from eoslog.coordinator.group.coordinator import FetchedOffset, GroupConfig, GroupCoordinator, ListedGroup
 from eoslog.coordinator.group.member import JoinedMember, JoinResult, SyncResult
-from eoslog.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group.offsets import OffsetAndMetadata
 from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, OffsetsTopicConfig
 from eoslog.coordinator.group.rebalance import JoinRequest, SyncRequest
 from eoslog.coordinator.group.state import GroupState
+from eoslog.types import TopicPartition
 
 __all__ = [
     "OFFSETS_TOPIC",

@@ -27,8 +27,9 @@ from eoslog.config import BrokerConfig
 from eoslog.coordinator.group.group import GroupMetadata, GroupSummary
 from eoslog.coordinator.group.loader import load_partition
 from eoslog.coordinator.group.member import JoinCallback, JoinResult, SyncCallback, SyncResult
-from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata
 from eoslog.coordinator.group.offsets_topic import (
+    OFFSETS_TOPIC,
     CoordinatorAppendError,
     KeyValue,
     OffsetsTopic,
@@ -53,11 +54,12 @@ from eoslog.coordinator.group.records import (
     offsets_partition_for,
 )
 from eoslog.coordinator.group.state import GroupState
-from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.internal_topic import drive_loader
+from eoslog.coordinator.timers import AsyncioScheduler, Scheduler
 from eoslog.errors import Errors
 from eoslog.records import CompressionType
-from eoslog.storage import LogManager
+from eoslog.replica import ReplicaManager
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -130,20 +132,22 @@ class GroupCoordinator:
 
     @classmethod
     def for_broker(
-        cls, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int],
-        on_append: Callable[[tuple[str, int]], None] | None = None,
+        cls, config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int]
     ) -> GroupCoordinator:
-        """The coordinator of a running broker: its logs, timers on the event loop."""
+        """The coordinator of a running broker: its partitions, timers on the event loop.
+        Markers written to ``__consumer_offsets`` complete its transactional offset commits."""
         topic = OffsetsTopic(
-            logs,
+            replicas,
             OffsetsTopicConfig(
                 int(config["offsets.topic.num.partitions"]),
                 int(config["offsets.topic.segment.bytes"]),
                 CompressionType(int(config["offsets.topic.compression.codec"])),
             ),
-            clock_ms, on_append,
+            clock_ms,
         )
-        return cls(GroupConfig.from_broker_config(config), topic, AsyncioScheduler(clock_ms))
+        coordinator = cls(GroupConfig.from_broker_config(config), topic, AsyncioScheduler(clock_ms))
+        replicas.on_txn_marker(OFFSETS_TOPIC, coordinator.complete_transaction)
+        return coordinator
 
     # -- partitions and loading ---------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from eoslog.coordinator.group.group import GroupMetadata
-from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata
 from eoslog.coordinator.group.offsets_topic import OffsetsTopic
 from eoslog.coordinator.group.records import (
     GroupMetadataKey,
@@ -34,6 +34,7 @@ from eoslog.coordinator.group.records import (
 from eoslog.coordinator.group.state import GroupState
 from eoslog.records import ControlRecordType, decode_records, iter_batch_headers, parse_control_record
 from eoslog.records.batch import InvalidRecordError
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

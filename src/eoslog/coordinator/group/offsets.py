@@ -21,12 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+from eoslog.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eoslog.coordinator.internal_topic import (
+    OFFSETS_TOPIC,
     CoordinatorAppendError,
     InternalTopic,
     InternalTopicConfig,
     KeyValue,
 )
 from eoslog.records import CompressionType
-from eoslog.storage import LogManager
-
-OFFSETS_TOPIC = "__consumer_offsets"
+from eoslog.replica import ReplicaManager
 
 __all__ = ["OFFSETS_TOPIC", "CoordinatorAppendError", "KeyValue", "OffsetsTopic", "OffsetsTopicConfig"]
 
@@ -27,12 +26,9 @@ class OffsetsTopicConfig:
 
 
 class OffsetsTopic(InternalTopic):
-    def __init__(
-        self, logs: LogManager, config: OffsetsTopicConfig, clock_ms: Callable[[], int],
-        on_append: Callable[[tuple[str, int]], None] | None = None,
-    ) -> None:
+    def __init__(self, replicas: ReplicaManager, config: OffsetsTopicConfig, clock_ms: Callable[[], int]) -> None:
         super().__init__(
-            logs,
+            replicas,
             InternalTopicConfig(OFFSETS_TOPIC, config.num_partitions, config.segment_bytes, config.compression),
-            clock_ms, on_append,
+            clock_ms,
         )

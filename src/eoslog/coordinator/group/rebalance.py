@@ -38,7 +38,7 @@ from eoslog.coordinator.group.member import (
     SyncResult,
 )
 from eoslog.coordinator.group.state import GroupState
-from eoslog.coordinator.group.timers import Scheduler
+from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ start-up replay and ``marker_channel`` the delivery of COMMIT/ABORT markers. Not
 imports the wire protocol: handlers translate requests into these calls.
 """
 
+from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction.coordinator import (
     CRASH_ENV,
     DescribedTransaction,
@@ -17,7 +18,6 @@ from eoslog.coordinator.transaction.coordinator import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction.marker_channel import MarkerSender, TxnMarker
 from eoslog.coordinator.transaction.state import VALID_PREVIOUS, TxnState
 

@@ -39,13 +39,17 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from eoslog.config import BrokerConfig
-from eoslog.coordinator.group.offsets import TopicPartition
-from eoslog.coordinator.group.offsets_topic import OFFSETS_TOPIC
-from eoslog.coordinator.group.timers import AsyncioScheduler, Scheduler
-from eoslog.coordinator.internal_topic import drive_loader, finish_loader
+from eoslog.coordinator.internal_topic import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    drive_loader,
+    finish_loader,
+    internal_topic_replication,
+)
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
+from eoslog.coordinator.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.transaction.loader import load_partition
-from eoslog.coordinator.transaction.log import TRANSACTION_STATE_TOPIC, TWO_PHASE_COMMIT_TIMEOUT_MS
+from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS
 from eoslog.coordinator.transaction.marker_channel import (
     LeaderLookup,
     MarkerSender,
@@ -62,7 +66,8 @@ from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnStat
 from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
-from eoslog.storage import LogManager
+from eoslog.replica import ReplicaManager
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -146,19 +151,21 @@ class TransactionCoordinator:
 
     @classmethod
     def for_broker(
-        cls, config: BrokerConfig, logs: LogManager, clock_ms: Callable[[], int],
+        cls, config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int],
         generate_producer_id: Callable[[], int], sender: MarkerSender,
-        offsets_partition_for: Callable[[str], int],
+        offsets_partition_for: Callable[[str], int], brokers: int = 1,
     ) -> TransactionCoordinator:
-        """The coordinator of a running broker: its logs, timers on the event loop, every
-        partition led by this node."""
+        """The coordinator of a running broker: its partitions, timers on the event loop,
+        every partition led by this node."""
         txn_config = TransactionConfig.from_broker_config(config)
+        min_isr = internal_topic_replication(config, brokers).transaction_min_isr
         topic = TransactionStateTopic(
-            logs, TransactionStateTopicConfig(txn_config.num_partitions, txn_config.segment_bytes), clock_ms
+            replicas, TransactionStateTopicConfig(txn_config.num_partitions, txn_config.segment_bytes, min_isr),
+            clock_ms,
         )
 
         def leader_for(tp: TopicPartition) -> int | None:
-            return config.node_id if logs.get_log(tp.topic, tp.partition) is not None else None
+            return config.node_id if replicas.get_partition(tp) is not None else None
 
         return cls(txn_config, TransactionStateManager(topic), AsyncioScheduler(clock_ms),
                    generate_producer_id, sender, leader_for, offsets_partition_for,

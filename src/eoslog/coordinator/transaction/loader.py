@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator
 
+from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction.log import (
-    TRANSACTION_STATE_TOPIC,
     TransactionLogFormatError,
     TransactionLogValue,
     decode_key,

@@ -35,12 +35,11 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.partitioning import coordinator_partition_for
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.records.varint import VarintError, decode_uvarint, encode_uvarint
+from eoslog.types import TopicPartition
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 TRANSACTION_LOG_KEY_TYPE = 0
 VALUE_VERSION = 0
 FLEXIBLE_VALUE_VERSION = 1

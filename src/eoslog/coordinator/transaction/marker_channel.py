@@ -20,10 +20,10 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

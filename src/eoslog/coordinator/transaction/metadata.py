@@ -27,10 +27,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eoslog.coordinator.group.offsets import TopicPartition
 from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionLogValue
 from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState, validate_transition
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

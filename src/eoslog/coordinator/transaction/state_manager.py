@@ -20,9 +20,8 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from eoslog.coordinator.internal_topic import CoordinatorAppendError, KeyValue
+from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC, CoordinatorAppendError, KeyValue
 from eoslog.coordinator.transaction.log import (
-    TRANSACTION_STATE_TOPIC,
     encode_key,
     encode_value,
     transaction_partition_for,

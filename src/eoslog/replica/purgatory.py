@@ -1,8 +1,11 @@
-"""Fetch requests waiting for data: woken by appends, never by polling.
+"""Requests waiting for a partition to change: woken by the change, never by polling.
 
-A waiting fetch registers one future under each partition it reads; an append to a
-partition resolves the futures registered there. Kafka's DelayedFetch purgatory plays
-the same role (with min_bytes re-checked by the waiter once woken).
+Kafka keeps delayed operations in purgatories keyed by partition: a fetch waits for
+records (DelayedFetch), an acks=all produce for its in-sync replicas (DelayedProduce).
+Both are the same mechanism here: a waiter registers one future under each partition it
+waits on; ``notify(tp)`` resolves the futures there, and the waiter checks its condition
+again (min_bytes for a fetch, the high watermark for a produce) and answers or waits for
+the rest of its time.
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
-TopicPartition = tuple[str, int]
+from eoslog.types import TopicPartition
 
 
-class FetchPurgatory:
+class Purgatory:
     def __init__(self) -> None:
         self._waiters: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
 
@@ -26,7 +29,7 @@ class FetchPurgatory:
                     fut.set_result(None)
 
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when any of ``partitions`` gets an append or ``timeout_s`` passes."""
+        """Return when any of ``partitions`` is notified or ``timeout_s`` passes."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(partitions)
         for tp in keys:

@@ -1,0 +1,354 @@
+"""The one door to this broker's partitions (Kafka's ``ReplicaManager``).
+
+Produce, Fetch, ListOffsets, DeleteRecords, DescribeProducers, the transaction markers
+and the coordinators' own appends all go through here, so a partition's role (leader or
+follower), its ISR and its high watermark are checked and moved in one place:
+
+- ``append_records``: a client's produce: acks checked, a transactional batch verified
+  against its transaction (KIP-890, ``verification``), appended as leader with the checks
+  of its ``AppendOrigin``, then, for acks=all, held in the produce purgatory until the ISR
+  has it (at once on a single node, where the ISR is this broker);
+- ``append_coordinator_records`` / ``write_txn_marker``: a coordinator's batches and the
+  COMMIT/ABORT markers (origin COORDINATOR, acks=all); a marker in a topic with a listener
+  (the group coordinator's ``__consumer_offsets``) is reported to it;
+- ``fetch_messages``: consumers read up to the high watermark (or the last stable offset),
+  followers (replica id >= 0) up to the log end, and a fetch with too little to return
+  waits in the fetch purgatory, woken by appends;
+- ``fetch_offset_for_timestamp``, ``delete_records``, ``active_producers``.
+
+Nothing here speaks the wire protocol: handlers translate requests into these calls and
+the results (``Errors`` members and domain values) into responses.
+
+Single node: every local log is a partition led here (leader epoch 0, ISR and replicas
+{this broker}), created on first use. In a cluster the cluster layer creates partitions
+and moves them between leader and follower (``Partition.make_leader`` / ``make_follower``)
+instead (``leads_every_local_log=False``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from eoslog.errors import Errors, KafkaError
+from eoslog.records import ControlRecordType, RecordValidationError, build_control_batch
+from eoslog.replica.partition import (
+    ACKS_ALL,
+    FetchedRecords,
+    IsolationLevel,
+    OffsetAndTimestamp,
+    Partition,
+)
+from eoslog.replica.purgatory import Purgatory
+from eoslog.replica.verification import TransactionVerifier, verify_transactional_batch
+from eoslog.storage import AppendInfo, AppendOrigin, LogManager
+from eoslog.storage.producer_state import ProducerStateEntry
+from eoslog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+VALID_ACKS = (0, 1, ACKS_ALL)
+_REFUSED_BEFORE_THE_LOG = frozenset({
+    Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.CORRUPT_MESSAGE, Errors.NOT_LEADER_OR_FOLLOWER,
+    Errors.KAFKA_STORAGE_ERROR,
+})
+# (partition, producer id, committed) of a marker written to a topic with a listener.
+MarkerListener = Callable[[int, int, bool], None]
+
+
+class ProduceResult(NamedTuple):  # tuples: built per partition of every request
+    """One partition's answer to a produce (Kafka's PartitionResponse)."""
+
+    error: Errors
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (record index in its batch, why)
+
+
+class FetchParams(NamedTuple):
+    replica_id: int  # -1 for a consumer, the follower's broker id for a replica
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: IsolationLevel
+
+
+class FetchPartition(NamedTuple):
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, logs: LogManager, clock_ms: Callable[[], int], *,
+                 leads_every_local_log: bool = True) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self.clock_ms = clock_ms
+        self.leads_every_local_log = leads_every_local_log
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory = Purgatory()
+        self.produce_purgatory = Purgatory()
+        # Set by the broker once its transaction coordinator exists (it appends through
+        # here, so it is built after this): a transactional produce before that is a bug
+        # and fails loudly, never skipping its check.
+        self.verifier: TransactionVerifier | None = None
+        self._marker_listeners: dict[str, MarkerListener] = {}
+
+    def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
+        """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
+        coordinator about markers in ``__consumer_offsets``: pending offsets commit or go)."""
+        self._marker_listeners[topic] = listener
+
+    # -- this broker's partitions -------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        plog = self.logs.logs.get(tp)
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.log is plog:
+            return partition
+        if plog is None:
+            self._partitions.pop(tp, None)  # its topic was deleted
+            return None
+        if not self.leads_every_local_log:
+            return None
+        # A new log (or a recreated topic's): on a single node, led here.
+        partition = self.create_partition(tp)
+        partition.make_leader(0, (self.node_id,), (self.node_id,))
+        return partition
+
+    def create_partition(self, tp: TopicPartition) -> Partition:
+        """The partition object of a local log, not yet leader or follower (the cluster
+        layer then calls ``make_leader`` or ``make_follower``)."""
+        plog = self.logs.get_log(tp.topic, tp.partition)
+        if plog is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no local log for {tp.topic}-{tp.partition}")
+        partition = self._partitions[tp] = Partition(tp, plog, self.node_id, self.clock_ms)
+        return partition
+
+    def partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.get_partition(tp)
+        if partition is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {tp.topic}-{tp.partition}")
+        return partition
+
+    def delete_topic(self, name: str) -> None:
+        """Stop serving ``name`` and delete its logs (Kafka's stopReplicas with delete);
+        raises TopicError. Fetches parked on it answer UNKNOWN_TOPIC_OR_PARTITION now, not at
+        their max_wait."""
+        info = self.logs.topics.get(name)
+        self.logs.delete_topic(name)
+        for p in range(info.num_partitions if info is not None else 0):
+            tp = TopicPartition(name, p)
+            self._partitions.pop(tp, None)
+            self._appended(tp)
+
+    def _appended(self, tp: TopicPartition) -> None:
+        """Records were appended to ``tp``: waiting fetches (followers read up to the log
+        end, consumers up to the high watermark it may have moved) and acks=all produces
+        look again."""
+        self.fetch_purgatory.notify(tp)
+        self.produce_purgatory.notify(tp)
+
+    def high_watermark_moved(self, tp: TopicPartition) -> None:
+        """The cluster layer moved a high watermark (a follower fetched, the ISR changed)."""
+        self._appended(tp)
+
+    # -- produce --------------------------------------------------------------------------------
+
+    async def append_records(
+        self, entries: Mapping[TopicPartition, bytes], *, required_acks: int, timeout_ms: int,
+        transactional_id: str | None = None, origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append each partition's records as leader; with acks=all, answer once the ISR has
+        them or after ``timeout_ms`` (REQUEST_TIMED_OUT)."""
+        if required_acks not in VALID_ACKS:
+            return dict.fromkeys(entries, ProduceResult(Errors.INVALID_REQUIRED_ACKS))
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            partition = self.get_partition(tp)
+            if partition is None:
+                results[tp] = ProduceResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if transactional_id is not None:
+                if self.verifier is None:
+                    raise RuntimeError("a transactional produce reached a broker without a transaction verifier")
+                refused = await verify_transactional_batch(self.verifier, transactional_id, partition, records)
+                if refused is not None:
+                    results[tp] = ProduceResult(refused[0], message=refused[1])
+                    continue
+            result, info = self._append_to_leader(partition, records, origin, required_acks)
+            results[tp] = result
+            if (info is not None and required_acks == ACKS_ALL
+                    and not self._replicated(tp, partition, info.last_offset + 1, results)):
+                waiting[tp] = info.last_offset + 1
+        if waiting:
+            await self._wait_for_isr(waiting, results, timeout_ms)
+        return results
+
+    def _append_to_leader(self, partition: Partition, records: bytes, origin: AppendOrigin,
+                          required_acks: int) -> tuple[ProduceResult, AppendInfo | None]:
+        try:
+            # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).
+            info = partition.append_records_to_leader(records, origin, required_acks)
+        except KafkaError as e:
+            # Kafka answers append errors with the partition's log start offset: on
+            # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to tell
+            # retention (retry after an epoch bump) from data loss. Batches refused before
+            # they reach the log (empty, too large, corrupt, or no leader here) get -1, as
+            # from Kafka's ReplicaManager.appendToLocalLog.
+            early = e.error in _REFUSED_BEFORE_THE_LOG or not records
+            return ProduceResult(
+                e.error, log_start_offset=-1 if early else partition.log.log_start_offset, message=str(e),
+                record_errors=tuple(e.record_errors) if isinstance(e, RecordValidationError) else (),
+            ), None
+        if not info.duplicate:
+            self._appended(partition.tp)
+        return ProduceResult(Errors.NONE, info.first_offset, info.log_append_time, info.log_start_offset), info
+
+    def _replicated(self, tp: TopicPartition, partition: Partition | None, required_offset: int,
+                    results: dict[TopicPartition, ProduceResult]) -> bool:
+        """Is an acks=all append below ``required_offset`` done (Kafka's DelayedProduce
+        check for one partition)? An error completes it and replaces the partition's result."""
+        done, error = (partition.check_enough_replicas_reach_offset(required_offset) if partition is not None
+                       else (True, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+        if error is not Errors.NONE:
+            results[tp] = ProduceResult(error, message=f"{error} while waiting for the ISR")
+            return True
+        return done
+
+    async def _wait_for_isr(self, waiting: dict[TopicPartition, int], results: dict[TopicPartition, ProduceResult],
+                            timeout_ms: int) -> None:
+        """Kafka's DelayedProduce: wait, woken by high watermark moves, until each partition's
+        high watermark reaches the end of what was appended, or REQUEST_TIMED_OUT."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await self.produce_purgatory.wait(waiting, left)
+            for tp, required in list(waiting.items()):
+                if self._replicated(tp, self.get_partition(tp), required, results):
+                    del waiting[tp]
+        for tp in waiting:
+            results[tp] = ProduceResult(Errors.REQUEST_TIMED_OUT, message="the ISR did not reach the appended offset "
+                                        f"within {timeout_ms} ms")
+
+    def append_coordinator_records(self, tp: TopicPartition, records: bytes) -> AppendInfo:
+        """A coordinator's batch (origin COORDINATOR, acks=all). Raises KafkaError; OSError
+        as KAFKA_STORAGE_ERROR. Does not wait for followers: on a single node the ISR is
+        this broker, and the append is complete when this returns."""
+        partition = self.partition_or_error(tp)
+        try:
+            info = partition.append_records_to_leader(records, AppendOrigin.COORDINATOR, ACKS_ALL)
+        except OSError as e:
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"{tp.topic}-{tp.partition}: {e}") from e
+        self._appended(tp)
+        return info
+
+    def write_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, commit: bool) -> Errors:
+        """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers): the producer's
+        transaction in ``tp`` ends and the last stable offset moves."""
+        batch = build_control_batch(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=self.clock_ms(),
+        )
+        try:
+            self.append_coordinator_records(tp, batch)
+        except KafkaError as e:
+            if e.error is Errors.KAFKA_STORAGE_ERROR:
+                log.error("marker for %s-%d not written: %s", tp.topic, tp.partition, e)
+            else:
+                log.warning("marker for %s-%d refused: %s", tp.topic, tp.partition, e)
+            return e.error
+        listener = self._marker_listeners.get(tp.topic)
+        if listener is not None:
+            listener(tp.partition, producer_id, commit)
+        return Errors.NONE
+
+    # -- fetch ------------------------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]) -> list[FetchedRecords]:
+        """Read each partition; with fewer than ``min_bytes`` and no error, wait (woken by
+        appends) up to ``max_wait_ms`` and read again. ``max_bytes`` caps the answer, but the
+        first batch of the first partition with data is returned whole, so consumers progress."""
+        deadline = time.monotonic() + params.max_wait_ms / 1000
+        min_bytes = max(1, params.min_bytes)
+        wanted = [p.tp for p in partitions]
+        while True:
+            results, total, errors = self._read_all(params, partitions)
+            left = deadline - time.monotonic()
+            if total >= min_bytes or errors or left <= 0 or not wanted:
+                return results
+            await self.fetch_purgatory.wait(wanted, left)
+
+    def _read_all(self, params: FetchParams,
+                  partitions: Sequence[FetchPartition]) -> tuple[list[FetchedRecords], int, bool]:
+        remaining = params.max_bytes
+        total = 0
+        errors = False
+        results = []
+        for p in partitions:
+            partition = self.get_partition(p.tp)
+            if partition is None:
+                result = FetchedRecords(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            elif params.replica_id >= 0 and (refused := self._follower_fetched(partition, params.replica_id,
+                                                                               p.fetch_offset)) is not None:
+                result = FetchedRecords(refused)
+            else:
+                result = partition.read_records(
+                    p.fetch_offset, min(p.max_bytes, remaining), replica_id=params.replica_id,
+                    isolation=params.isolation, min_one=total == 0,
+                )
+            if result.error != Errors.NONE:
+                errors = True
+            size = len(result.records)
+            total += size
+            remaining = max(0, remaining - size)
+            results.append(result)
+        return results, total, errors
+
+    def _follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> Errors | None:
+        """A follower's fetch offset is its log end offset: the leader learns it, which may
+        move the high watermark and complete acks=all produces (Kafka's
+        updateFollowerFetchState). None, or why the fetch is refused."""
+        if not partition.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        try:
+            moved = partition.update_follower_fetch_state(replica_id, fetch_offset)
+        except KafkaError as e:
+            return e.error
+        if moved:
+            self._appended(partition.tp)
+        return None
+
+    # -- offsets, deletion, producers ------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int,
+                                   isolation: IsolationLevel) -> OffsetAndTimestamp:
+        """ListOffsets for one partition; raises KafkaError."""
+        return self.partition_or_error(tp).fetch_offset_for_timestamp(timestamp, isolation)
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """DeleteRecords on the leader: the new log start offset (Kafka's low watermark on
+        one replica). Raises KafkaError; OSError is the caller's KAFKA_STORAGE_ERROR."""
+        partition = self.partition_or_error(tp)
+        if not partition.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"{tp.topic}-{tp.partition} is not led here")
+        low_watermark = self.logs.delete_records(tp.topic, tp.partition, offset)
+        self._appended(tp)  # fetches below the new log start offset answer OFFSET_OUT_OF_RANGE now
+        return low_watermark
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
+        """DescribeProducers: the producers the partition's leader keeps state for."""
+        partition = self.partition_or_error(tp)
+        if not partition.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"{tp.topic}-{tp.partition} is not led here")
+        return list(partition.log.producer_state.producers.values())

@@ -1,0 +1,278 @@
+"""One partition as this broker holds it: its log, its role and, when leading, what it
+knows of the other replicas (Kafka's ``cluster.Partition``).
+
+The leader tracks every follower's log end offset (learnt from the follower's fetches);
+the high watermark is the smallest log end offset of the in-sync replicas, so consumers
+only read what every ISR member has. ``append_records_to_leader`` refuses an acks=all write
+while the ISR is smaller than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS), and
+``check_enough_replicas_reach_offset`` says when an acks=all write is acknowledged. A
+partition that does not lead answers NOT_LEADER_OR_FOLLOWER to clients.
+
+On a single node every partition is led here with ISR = {this broker}: the high watermark
+follows the log end offset at once and acks=all completes with the append.
+
+What changes the ISR (a follower caught up, or behind for ``replica.lag.time.max.ms``) is
+decided by the cluster layer, which must have ZooKeeper accept the new ISR before calling
+``update_isr``; this class only applies it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import NamedTuple
+
+from eoslog.errors import Errors, KafkaError
+from eoslog.records import iter_batch_headers
+from eoslog.storage import AppendInfo, AppendOrigin, OffsetOutOfRange, PartitionLog
+from eoslog.storage.txn_index import AbortedTxn
+from eoslog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+ACKS_ALL = -1
+CONSUMER_REPLICA_ID = -1  # Fetch's replica id when a client, not a follower, fetches
+
+
+class IsolationLevel(IntEnum):
+    """What a consumer may read (the values are the protocol's)."""
+
+    READ_UNCOMMITTED = 0  # up to the high watermark
+    READ_COMMITTED = 1  # up to the last stable offset
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower (Kafka's ``Replica``)."""
+
+    broker_id: int
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: int = 0  # the last time it had everything the leader had
+    last_fetch_ms: int = 0
+
+
+class FetchedRecords(NamedTuple):  # a tuple: one is built per partition of every fetch
+    """One partition's part of a fetch answer. ``aborted`` is None unless read_committed."""
+
+    error: Errors
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    aborted: tuple[AbortedTxn, ...] | None = None
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@dataclass
+class Partition:
+    tp: TopicPartition
+    log: PartitionLog
+    local_broker_id: int
+    clock_ms: Callable[[], int]
+    role: Role = Role.FOLLOWER
+    leader_id: int | None = None
+    leader_epoch: int = -1
+    replicas: tuple[int, ...] = ()
+    isr: frozenset[int] = frozenset()
+    remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+
+    # -- leadership ----------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def make_leader(self, leader_epoch: int, isr: Iterable[int], replicas: Iterable[int]) -> None:
+        """Lead from ``leader_epoch`` on (stamped on every batch appended from now). Followers'
+        positions are unknown until they fetch."""
+        self.role, self.leader_id, self.leader_epoch = Role.LEADER, self.local_broker_id, leader_epoch
+        self.log.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)
+        self.isr = frozenset(isr)
+        now = self.clock_ms()
+        self.remote_replicas = {
+            r: ReplicaState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_broker_id
+        }
+        self.maybe_increment_high_watermark()
+
+    def make_follower(self, leader_id: int | None, leader_epoch: int, isr: Iterable[int],
+                      replicas: Iterable[int]) -> None:
+        self.role, self.leader_id, self.leader_epoch = Role.FOLLOWER, leader_id, leader_epoch
+        self.log.leader_epoch = leader_epoch
+        self.replicas = tuple(replicas)
+        self.isr = frozenset(isr)
+        self.remote_replicas = {}
+
+    def update_isr(self, isr: Iterable[int]) -> bool:
+        """Apply an ISR the cluster accepted; True if the high watermark moved."""
+        self.isr = frozenset(isr)
+        return self.maybe_increment_high_watermark()
+
+    def _require_leader(self) -> None:
+        if self.role is not Role.LEADER:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.local_broker_id} is not the leader of {self.log.topic}-"
+                             f"{self.log.partition} (leader: {self.leader_id}, epoch {self.leader_epoch})")
+
+    # -- the high watermark -----------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """The smallest log end offset of the ISR (the leader's own included), if larger
+        than the current high watermark (Kafka's maybeIncrementLeaderHW)."""
+        if self.role is not Role.LEADER:
+            return False
+        new = self.log.log_end_offset
+        for broker_id in self.isr:
+            if broker_id != self.local_broker_id:
+                follower = self.remote_replicas.get(broker_id)
+                new = min(new, follower.log_end_offset if follower is not None else -1)
+        if new <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new)
+        return True
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
+        """(done, error) for an acks=all write ending below ``required_offset``: done once
+        the high watermark reached it; then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
+        shrank below min.insync.replicas meanwhile (Kafka's checkEnoughReplicasReachOffset)."""
+        if self.role is not Role.LEADER:
+            return False, Errors.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < required_offset:
+            return False, Errors.NONE
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, Errors.NONE
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append_records_to_leader(self, records: bytes, origin: AppendOrigin, required_acks: int) -> AppendInfo:
+        """Append as leader; raises KafkaError (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        or storage's refusal) with nothing written."""
+        self._require_leader()
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == ACKS_ALL and len(self.isr) < min_isr:
+            raise KafkaError(
+                Errors.NOT_ENOUGH_REPLICAS,
+                f"the size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {min_isr} for partition {self.log.topic}-{self.log.partition}",
+            )
+        info = self.log.append_as_leader(records, origin)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def append_records_to_follower(self, records: bytes, leader_high_watermark: int) -> AppendInfo:
+        """A follower appends what it fetched from its leader, offsets kept, and takes the
+        leader's high watermark (bounded by its own log end)."""
+        if self.role is not Role.FOLLOWER:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"{self.log.topic}-{self.log.partition} is led here: no replicated appends")
+        info = self.log.append_as_follower(records)
+        if leader_high_watermark > self.log.high_watermark:
+            self.log.update_high_watermark(leader_high_watermark)
+        return info
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetching from ``fetch_offset`` has everything below it; True if the
+        high watermark moved."""
+        follower = self.remote_replicas.get(replica_id)
+        if follower is None:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {replica_id} is not a replica of {self.log.topic}-{self.log.partition}")
+        now = self.clock_ms()
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now
+        if fetch_offset >= self.log.log_end_offset:
+            follower.last_caught_up_ms = now
+        return self.maybe_increment_high_watermark()
+
+    def read_records(self, fetch_offset: int, max_bytes: int, *, replica_id: int = CONSUMER_REPLICA_ID,
+                     isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+                     min_one: bool = True) -> FetchedRecords:
+        """Records from ``fetch_offset``: up to the high watermark for a consumer (the last
+        stable offset for read_committed), up to the log end for a follower (whose fetch
+        state the caller updated first)."""
+        if self.role is not Role.LEADER:
+            return FetchedRecords(Errors.NOT_LEADER_OR_FOLLOWER)
+        plog = self.log
+        hw, log_start = plog.high_watermark, plog.log_start_offset
+        lso = plog.last_stable_offset
+        read_committed = isolation is IsolationLevel.READ_COMMITTED
+        # A follower copies everything; a consumer reads what the ISR has (and is decided).
+        bound = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
+        try:
+            info = plog.read(fetch_offset, max_bytes, upper_bound=bound, min_one=min_one)
+        except OffsetOutOfRange:
+            return FetchedRecords(Errors.OFFSET_OUT_OF_RANGE)
+        records = info.records
+        aborted: tuple[AbortedTxn, ...] | None = None
+        if read_committed and replica_id < 0:
+            aborted = self._aborted_in(fetch_offset, records) if records else ()
+        return FetchedRecords(Errors.NONE, hw, lso, log_start, records, aborted)
+
+    def _aborted_in(self, fetch_offset: int, records: bytes) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed consumer must filter out of ``records``:
+        each one overlapping the fetched range."""
+        end = fetch_offset
+        for _, h in iter_batch_headers(records):
+            end = h.next_offset
+        return tuple(self.log.aborted_transactions(fetch_offset, end))
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation: IsolationLevel) -> OffsetAndTimestamp:
+        """ListOffsets: -1 latest (the high watermark, or the LSO for read_committed), -2
+        earliest (the log start offset), -3 the record with the largest timestamp, else the
+        first record at or after ``timestamp`` below that bound (offset and timestamp -1 when
+        there is none). Raises KafkaError NOT_LEADER_OR_FOLLOWER, or INVALID_REQUEST for another negative."""
+        self._require_leader()
+        plog = self.log
+        bound = plog.last_stable_offset if isolation is IsolationLevel.READ_COMMITTED else plog.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(bound, -1, self.leader_epoch)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return OffsetAndTimestamp(plog.log_start_offset, -1, self.leader_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            ts, offset = self._max_timestamp()
+            return OffsetAndTimestamp(offset, ts, self.leader_epoch)
+        if timestamp < 0:
+            raise KafkaError(Errors.INVALID_REQUEST, f"timestamp {timestamp} is not a ListOffsets target")
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= bound:
+            return OffsetAndTimestamp(-1, -1, self.leader_epoch)
+        return OffsetAndTimestamp(found[0], found[1], self.leader_epoch)
+
+    def _max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the first record carrying the log's largest timestamp.
+
+        The log tracks the maximum per batch (its last offset, as Kafka's batch header
+        does); since KAFKA-16310 Kafka answers with the record's own offset, so the batch
+        is searched for the first record at that timestamp.
+        """
+        ts, offset = self.log.max_timestamp()
+        if ts < 0:
+            return -1, -1
+        found = self.log.offset_for_timestamp(ts)
+        return (ts, found[0]) if found is not None else (ts, offset)
+
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
