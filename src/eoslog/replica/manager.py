@@ -42,7 +42,11 @@ from eoslog.replica.partition import (
     Partition,
 )
 from eoslog.replica.purgatory import Purgatory
-from eoslog.replica.verification import TransactionVerifier, verify_transactional_batch
+from eoslog.replica.verification import (
+    TransactionSupportedOperation,
+    TransactionVerifier,
+    verify_transactional_batch,
+)
 from eoslog.storage import AppendInfo, AppendOrigin, LogManager
 from eoslog.storage.producer_state import ProducerStateEntry
 from eoslog.types import TopicPartition
@@ -163,6 +167,7 @@ class ReplicaManager:
     async def append_records(
         self, entries: Mapping[TopicPartition, bytes], *, required_acks: int, timeout_ms: int,
         transactional_id: str | None = None, origin: AppendOrigin = AppendOrigin.CLIENT,
+        operation: TransactionSupportedOperation = TransactionSupportedOperation.DEFAULT_ERROR,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as leader; with acks=all, answer once the ISR has
         them or after ``timeout_ms`` (REQUEST_TIMED_OUT)."""
@@ -178,7 +183,8 @@ class ReplicaManager:
             if transactional_id is not None:
                 if self.verifier is None:
                     raise RuntimeError("a transactional produce reached a broker without a transaction verifier")
-                refused = await verify_transactional_batch(self.verifier, transactional_id, partition, records)
+                refused = await verify_transactional_batch(self.verifier, transactional_id, partition, records,
+                                                           operation)
                 if refused is not None:
                     results[tp] = ProduceResult(refused[0], message=refused[1])
                     continue

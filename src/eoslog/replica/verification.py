@@ -14,6 +14,7 @@ takes no more writes from the instance that opened it.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Protocol
 
 from eoslog.errors import Errors
@@ -33,6 +34,20 @@ class TransactionVerifier(Protocol):
         ...
 
 
+class TransactionSupportedOperation(Enum):
+    """What the client's request version lets a verification answer (Kafka's enum of the
+    same name; its ADD_PARTITION, Produce v12+ of transactions v2, is not offered here)."""
+
+    DEFAULT_ERROR = "default"  # INVALID_TXN_STATE for a partition not in the transaction
+    GENERIC_ERROR_SUPPORTED = "generic"  # TRANSACTION_ABORTABLE instead (KIP-1050)
+
+
+def produce_request_operation(version: int) -> TransactionSupportedOperation:
+    """Kafka's AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation."""
+    return (TransactionSupportedOperation.GENERIC_ERROR_SUPPORTED if version >= 11
+            else TransactionSupportedOperation.DEFAULT_ERROR)
+
+
 # Verification errors an old producer would not retry: retried as NOT_ENOUGH_REPLICAS, which
 # needs no metadata refresh (Kafka's ReplicaManager does the same).
 _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
@@ -42,7 +57,8 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
 
 
 async def verify_transactional_batch(
-    verifier: TransactionVerifier, transactional_id: str, partition: Partition, records: bytes
+    verifier: TransactionVerifier, transactional_id: str, partition: Partition, records: bytes,
+    operation: TransactionSupportedOperation = TransactionSupportedOperation.DEFAULT_ERROR,
 ) -> tuple[Errors, str] | None:
     """None when the records may be appended; else the error and message to answer with."""
     if len(records) < BATCH_HEADER_SIZE:
@@ -63,5 +79,7 @@ async def verify_transactional_batch(
             f"Unable to verify the partition has been added to the transaction. Underlying error: {error}"
         )
     if error in (Errors.TRANSACTION_ABORTABLE, Errors.INVALID_TXN_STATE):
-        return Errors.INVALID_TXN_STATE, "Partition was not added to the transaction"
+        abortable = operation is TransactionSupportedOperation.GENERIC_ERROR_SUPPORTED
+        return (Errors.TRANSACTION_ABORTABLE if abortable else Errors.INVALID_TXN_STATE,
+                "Partition was not added to the transaction")
     return (Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error), error.name

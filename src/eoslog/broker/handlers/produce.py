@@ -21,6 +21,7 @@ from eoslog.errors import Errors
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
+from eoslog.replica.verification import produce_request_operation
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
         order.append((topic_data.name, indexes))
     results = await replicas.append_records(
         entries, required_acks=acks, timeout_ms=int(request.timeout.total_seconds() * 1000),
-        transactional_id=request.transactional_id,
+        transactional_id=request.transactional_id, operation=produce_request_operation(ctx.api_version),
     )
     results.update(refused)
     topics = []

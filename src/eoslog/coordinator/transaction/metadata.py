@@ -303,6 +303,7 @@ class TransactionMetadata:
                     or transit.partitions or transit.txn_start_timestamp != -1):
                 raise self._fail(transit)
             self.txn_timeout_ms = transit.txn_timeout_ms
+            self.txn_start_timestamp = transit.txn_start_timestamp  # -1: no transaction (DescribeTransactions)
             self.producer_epoch = transit.producer_epoch
             self.last_producer_epoch = transit.last_producer_epoch
             self.producer_id = transit.producer_id
