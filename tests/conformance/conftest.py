@@ -51,9 +51,13 @@ def warm_up(bootstrap: str, version: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
-    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", SHARED_SETTINGS)
-    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data", overrides=EOSLOG_SETTINGS)
+def brokers(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
+    """Both brokers, with the module's BROKER_SETTINGS (Kafka's names) on top of the shared ones."""
+    module_settings = getattr(request.module, "BROKER_SETTINGS", {})
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", {**SHARED_SETTINGS, **module_settings})
+    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data",
+                           overrides={**EOSLOG_SETTINGS, **module_settings})
     kafka.start()
     try:
         eoslog.start()

@@ -29,6 +29,12 @@ ALIASED_FIELDS = {
 }
 # Lists whose order carries no meaning, compared as maps by their elements' names.
 KEYED_BY_NAME = {"configs"}
+# What is compared without its order, and why (listed in docs/compatibility.md).
+UNORDERED = [
+    ("config entries", "compared by name"),
+    ("per-partition results (elements with a partition_index)", "Kafka builds them from hash maps"),
+    ("group members (elements with a member_id)", "Kafka lists them from a hash map"),
+]
 NO_ID = {-1, "", None, uuid.UUID(int=0)}
 
 
@@ -90,7 +96,12 @@ def tree(value: Any, aliases: Aliases, field: str = "") -> object:
     if isinstance(value, tuple | list):
         if field in KEYED_BY_NAME and all(hasattr(v, "name") for v in value):
             return {str(v.name): tree(v, aliases) for v in value}
-        return [tree(v, aliases, field) for v in value]
+        if value and all(hasattr(v, "partition_index") for v in value):
+            value = sorted(value, key=lambda v: int(v.partition_index))
+        items = [tree(v, aliases, field) for v in value]
+        if items and all(isinstance(v, dict) and "member_id" in v for v in items):
+            items.sort(key=lambda v: str(v["member_id"]))  # by symbol: member#1 first
+        return items
     if field == "records" and isinstance(value, bytes | bytearray | memoryview | type(None)):
         return batches(None if value is None else bytes(value), aliases)
     if isinstance(value, enum.Enum):

@@ -93,6 +93,7 @@ def text_table(table: dict[str, dict[str, object]]) -> list[str]:
 
 def markdown(table: dict[str, dict[str, object]]) -> str:
     from conformance.allowed import ALLOWED
+    from conformance.observe import UNORDERED
 
     out = [BEGIN, "", "## Differential conformance against Apache Kafka", "",
            "Each session of `tests/conformance/` sends the same requests, byte for byte, to eoslog",
@@ -101,6 +102,10 @@ def markdown(table: dict[str, dict[str, object]]) -> str:
            f"Last run: {summary(table)}.", "",
            "Differences that are not defects (any two clusters differ in them):", ""]
     out += [f"- `{r.pattern}`: {r.reason}" for r in ALLOWED]
+    out += ["", "Compared without their order: "
+            + "; ".join(f"{what} ({why})" for what, why in UNORDERED) + ". Ids a broker allocates "
+            "(producer, member, topic and fetch-session ids) are compared as symbols numbered in order of "
+            "appearance, so a reused or swapped id still shows."]
     out += ["", "| session | what it checks | result |", "| --- | --- | --- |"]
     for name, row in table.items():
         result = str(row["status"])

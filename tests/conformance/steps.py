@@ -123,3 +123,96 @@ def stable(t: Target, topic: str, partition: int = 0) -> None:
         return tuple(int(list_offsets(t, topic, partition, LATEST, isolation=i, record=False)
                          .topics[0].partitions[0].offset) for i in (READ_COMMITTED, READ_UNCOMMITTED))
     t.until(f"a stable {topic}-{partition}", lso_hw, lambda x: x[0] == x[1])
+
+
+# -- transactions -------------------------------------------------------------------------
+
+def find_coordinator(t: Target, key: str, key_type: int = 1) -> Any:
+    """FindCoordinator, retried quietly while the coordinator loads; the final answer recorded."""
+    v = t.v(FIND_COORDINATOR)
+    m = t.types(FIND_COORDINATOR, v)
+    req = build(m.FindCoordinatorRequest, key=key, key_type=i8(key_type), coordinator_keys=(key,))
+    t.until(f"a coordinator for {key}", lambda: t.quiet_call(req),
+            lambda r: all(int(c.error_code) == 0 for c in getattr(r, "coordinators", [r])))
+    return t.call(req, f"FindCoordinator {key}")
+
+
+def init_txn(t: Target, txn_id: str | None, *, timeout_ms: int = 60000, pid: int = -1, epoch: int = -1,
+             version: int | None = None, label: str | None = None, record: bool = True) -> tuple[int, int, Any]:
+    resp = call(t, INIT_PRODUCER_ID, "InitProducerIdRequest", version=version, label=label, record=record,
+                transactional_id=txn_id, transaction_timeout=ms(timeout_ms), producer_id=i64(pid),
+                producer_epoch=i16(epoch))
+    return int(resp.producer_id), int(resp.producer_epoch), resp
+
+
+def add_partitions(t: Target, txn_id: str, pid: int, epoch: int, topic: str, partitions: list[int], *,
+                   version: int = 3, label: str | None = None) -> Any:
+    """AddPartitionsToTxn as clients send it (v3 and below; v4+ is the brokers' batched form)."""
+    m = t.types(ADD_PARTITIONS_TO_TXN, version)
+    return call(t, ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxnRequest", version=version, label=label,
+                v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=i64(pid),
+                v3_and_below_producer_epoch=i16(epoch),
+                v3_and_below_topics=(build(m.AddPartitionsToTxnTopic, name=topic,
+                                           partitions=tuple(i32(p) for p in partitions)),))
+
+
+def add_offsets(t: Target, txn_id: str, pid: int, epoch: int, group: str, *, version: int | None = None,
+                label: str | None = None) -> Any:
+    return call(t, ADD_OFFSETS_TO_TXN, "AddOffsetsToTxnRequest", version=version, label=label,
+                transactional_id=txn_id, producer_id=i64(pid), producer_epoch=i16(epoch), group_id=group)
+
+
+def end_txn(t: Target, txn_id: str, pid: int, epoch: int, commit: bool, *, version: int | None = None,
+            label: str | None = None) -> Any:
+    return call(t, END_TXN, "EndTxnRequest", version=version, label=label, transactional_id=txn_id,
+                producer_id=i64(pid), producer_epoch=i16(epoch), committed=commit)
+
+
+def txn_offset_commit(t: Target, txn_id: str, group: str, pid: int, epoch: int, topic: str, partition: int,
+                      offset: int, *, version: int | None = None, label: str | None = None) -> Any:
+    v = t.v(TXN_OFFSET_COMMIT) if version is None else version
+    m = t.types(TXN_OFFSET_COMMIT, v)
+    part = build(m.TxnOffsetCommitRequestPartition, partition_index=i32(partition),
+                 committed_offset=i64(offset), committed_leader_epoch=i32(-1), committed_metadata="")
+    return call(t, TXN_OFFSET_COMMIT, "TxnOffsetCommitRequest", version=v, label=label,
+                transactional_id=txn_id, group_id=group, producer_id=i64(pid), producer_epoch=i16(epoch),
+                generation_id=i32(-1), member_id="", group_instance_id=None,
+                topics=(build(m.TxnOffsetCommitRequestTopic, name=topic, partitions=(part,)),))
+
+
+def describe_txn(t: Target, *txn_ids: str, label: str | None = None, record: bool = True) -> Any:
+    return call(t, DESCRIBE_TRANSACTIONS, "DescribeTransactionsRequest", label=label, record=record,
+                transactional_ids=txn_ids)
+
+
+def txn_state(t: Target, txn_id: str) -> str:
+    return str(describe_txn(t, txn_id, record=False).transaction_states[0].state)
+
+
+def settle(t: Target, txn_id: str) -> None:
+    """Wait until the coordinator has written every marker (Complete*/Empty): markers go out
+    after EndTxn is answered, at each broker's own pace."""
+    t.until(f"{txn_id} complete", lambda: txn_state(t, txn_id),
+            lambda s: s in ("CompleteCommit", "CompleteAbort", "Empty"))
+
+
+def list_txns(t: Target, *, states: tuple[str, ...] = (), pids: tuple[int, ...] = (),
+              label: str | None = None) -> Any:
+    return call(t, LIST_TRANSACTIONS, "ListTransactionsRequest", label=label, state_filters=states,
+                producer_id_filters=tuple(i64(p) for p in pids), duration_filter=i64(-1))
+
+
+def describe_producers(t: Target, topic: str, partitions: list[int], *, label: str | None = None) -> Any:
+    m = t.types(DESCRIBE_PRODUCERS, t.v(DESCRIBE_PRODUCERS))
+    return call(t, DESCRIBE_PRODUCERS, "DescribeProducersRequest", label=label,
+                topics=(build(m.TopicRequest, name=topic, partition_indexes=tuple(i32(p) for p in partitions)),))
+
+
+def offset_fetch(t: Target, group: str, topic: str, partitions: list[int], *, require_stable: bool,
+                 label: str | None = None) -> Any:
+    v = t.v(OFFSET_FETCH)
+    m = t.types(OFFSET_FETCH, v)
+    topics = (build(m.OffsetFetchRequestTopics, name=topic, partition_indexes=tuple(i32(p) for p in partitions)),)
+    return call(t, OFFSET_FETCH, "OffsetFetchRequest", version=v, label=label, require_stable=require_stable,
+                groups=(build(m.OffsetFetchRequestGroup, group_id=group, member_id=None, member_epoch=i32(-1),
+                              topics=topics),))
