@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eoslog.broker.dispatcher import REGISTRY
+from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.records import build_batch, decode_records
 from harness import BrokerProcess

@@ -262,6 +262,8 @@ def test_add_offsets_then_txn_offset_commit() -> None:
     assert add.handle_response(build(m.AddOffsetsToTxnResponse, throttle_time=0, error_code=ErrorCode.none)) \
         is Outcome.DONE
     assert not result.done and tm.transaction_started
+    assert add.follow_up is not None
+    tm.enqueue(add.follow_up)  # as the sender does with a done request's follow-up
     commit = tm.next_request_handler(False)
     assert isinstance(commit, TxnOffsetCommitHandler) and commit.coordinator_key() == "g"
     r = response_types(28, 3)

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eoslog.broker.connection import KafkaProtocol
-from eoslog.broker.dispatcher import REGISTRY
 from eoslog.broker.handlers.base import CloseConnection
+from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.broker.security import ANONYMOUS
 from eoslog.broker.server import Broker
 from eoslog.config import BrokerConfig

@@ -29,12 +29,11 @@ from eoslog.records import (
     read_batch_header,
 )
 from eoslog.storage import LogManager, OffsetOutOfRange, PartitionLog
+from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
-    read_checkpoint,
-    write_checkpoint,
 )
 from leader_log import append
 

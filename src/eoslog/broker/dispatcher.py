@@ -1,7 +1,7 @@
 """Request dispatch: frame → (version check, decode, authorize, handle) → frame.
 
-The registry is built from each handler module's ``APIS`` list; ApiVersions advertises
-exactly what is registered. What Kafka does with a request it cannot serve:
+The registry (``handlers/registry.py``) is built from each handler module's ``APIS``
+list; ApiVersions advertises exactly what is registered. What Kafka does with a request it cannot serve:
 
 - ApiVersions of an unknown (newer) version → a v0 response with UNSUPPORTED_VERSION
   and the supported ranges;
@@ -11,13 +11,12 @@ exactly what is registered. What Kafka does with a request it cannot serve:
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import Any
 
 from eoslog.broker.context import BrokerState, RequestContext
-from eoslog.broker.handlers import api_versions, fetch, list_offsets, metadata, produce, transactions
-from eoslog.broker.handlers.base import ApiSpec, CloseConnection
+from eoslog.broker.handlers.api_versions import unsupported_version_response
+from eoslog.broker.handlers.base import CloseConnection
+from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.broker.security import Authorizer, Principal
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
@@ -29,18 +28,6 @@ from eoslog.protocol.codec import (
 )
 
 log = logging.getLogger(__name__)
-
-_MODULES: list[Any] = [api_versions, metadata, produce, fetch, list_offsets, transactions]
-# Handler families added alongside the core, each optional until it lands (one missing
-# module must not unregister the others).
-for _name in ("topics", "configs", "alter_configs", "cluster", "groups", "offsets", "delete_records"):
-    try:
-        _MODULES.append(importlib.import_module(f"eoslog.broker.handlers.{_name}"))
-    except ModuleNotFoundError as _e:  # pragma: no cover - during bring-up only
-        if _e.name != f"eoslog.broker.handlers.{_name}":
-            raise
-
-REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for m in _MODULES for spec in m.APIS}
 
 
 class Dispatcher:
@@ -60,7 +47,7 @@ class Dispatcher:
             if prefix.api_key == API_VERSIONS_KEY:
                 return encode_response_chunks(
                     prefix.correlation_id,
-                    api_versions.unsupported_version_response(REGISTRY),
+                    unsupported_version_response(REGISTRY),
                     API_VERSIONS_KEY,
                 )
             raise CloseConnection(

@@ -20,7 +20,7 @@ keeps none disappears. Offsets are never reassigned: readers skip the gaps.
 
 Each group of segments is replaced atomically: write ``<base>.log.cleaned``, fsync,
 rename to ``<base>.log.swap`` (the commit point), delete the old segments, rename the
-swap to ``<base>.log``. ``complete_interrupted_swaps`` (run when a partition loads)
+swap to ``<base>.log``. ``swap.complete_interrupted_swaps`` (run when a partition loads)
 finishes a replacement cut short by a crash, or discards one that never committed.
 
 The active segment is never touched. Transactions (KIP-98, Kafka's CleanedTransactionMetadata):
@@ -44,7 +44,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
@@ -58,28 +57,23 @@ from eoslog.records.batch import (
     compute_crc,
     decode_records,
     encode_record,
-    iter_batch_headers,
 )
 from eoslog.records.compression import CompressionType, compress
-from eoslog.storage.segment import LogSegment, parse_segment_base, segment_file_name
+from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
+from eoslog.storage.fileio import fsync_dir
+from eoslog.storage.log import PartitionLog
+from eoslog.storage.log_manager import LogManager
+from eoslog.storage.segment import LogSegment, segment_file_name
+from eoslog.storage.swap import CLEANED_SUFFIX, SWAP_SUFFIX
 from eoslog.storage.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from eoslog.storage.log import PartitionLog
-    from eoslog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 MAP_ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: a 16-byte hash and an 8-byte offset
 MAP_LOAD_FACTOR = 0.9
 INT32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header (see records.batch)
-# A committed swap leaves the old segments' txn indexes stale: they are deleted, and the
-# partition log rebuilds transaction state from the log when one is missing.
-_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,47 +90,6 @@ class CleanerStats:
 
 
 # -- crash recovery ------------------------------------------------------------------------
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _next_offset(path: Path, base: int) -> int:
-    data = path.read_bytes()
-    end = base
-    for _, h in iter_batch_headers(data):
-        end = h.next_offset
-    return end
-
-
-def complete_interrupted_swaps(directory: Path) -> None:
-    """Finish or discard a segment replacement that a crash interrupted.
-
-    ``*.cleaned`` files never reached the commit point: they go. A ``<base>.log.swap``
-    did: every segment it replaces (bases in [base, its next offset)) is deleted and the
-    swap becomes ``<base>.log``.
-    """
-    for leftover in directory.glob(f"*{CLEANED_SUFFIX}"):
-        log.info("discarding unfinished cleaning output %s", leftover)
-        leftover.unlink()
-    for swap in sorted(directory.glob(f"*.log{SWAP_SUFFIX}")):
-        base = parse_segment_base(Path(swap.name.removesuffix(SWAP_SUFFIX)))
-        if base is None:
-            continue
-        end = max(_next_offset(swap, base), base + 1)
-        for path in list(directory.iterdir()):
-            if path.suffix in (".log", *_INDEX_SUFFIXES):
-                b = parse_segment_base(path)
-                if b is not None and base <= b < end:
-                    path.unlink()
-        os.replace(swap, directory / segment_file_name(base, ".log"))
-        _fsync_dir(directory)
-        log.warning("completed an interrupted segment swap in %s at offset %d", directory, base)
 
 
 # -- rebuilding batches -----------------------------------------------------------------------
@@ -178,8 +131,6 @@ def rebuild_batch(h: BatchHeader, records: list[Record], delete_horizon: int | N
 
 class LogCleaner:
     def __init__(self, logs: LogManager, clock_ms: Callable[[], int], dedupe_buffer_bytes: int) -> None:
-        from eoslog.storage.log_manager import read_checkpoint
-
         self.logs = logs
         self._clock_ms = clock_ms
         self.map_capacity = 1
@@ -207,8 +158,6 @@ class LogCleaner:
         return done
 
     def _write_checkpoint(self) -> None:
-        from eoslog.storage.log_manager import write_checkpoint
-
         live = {tp: off for tp, off in self._first_dirty.items() if tp in self.logs.logs}
         write_checkpoint(self._checkpoint_path, live)
 
@@ -353,7 +302,7 @@ class LogCleaner:
         for seg in out.segments:
             seg.delete()
         os.replace(swap, directory / segment_file_name(base, ".log"))
-        _fsync_dir(directory)
+        fsync_dir(directory)
         new = LogSegment(directory, base, plog.config.index_interval_bytes, self._clock_ms())
         new.load(verify=False)
         new.txn_index.entries = []
@@ -390,7 +339,7 @@ class _Output:
         self._fh.close()
         swap = self.path.with_name(self.path.name.removesuffix(CLEANED_SUFFIX) + SWAP_SUFFIX)
         os.replace(self.path, swap)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return swap
 
 

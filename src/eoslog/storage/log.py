@@ -31,9 +31,9 @@ from eoslog.records.batch import (
     validate_produce_batches,
     validate_timestamps,
 )
-from eoslog.storage.cleaner import complete_interrupted_swaps
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
+from eoslog.storage.swap import complete_interrupted_swaps
 from eoslog.storage.txn_index import AbortedTxn, CorruptTxnIndexError
 
 log = logging.getLogger(__name__)

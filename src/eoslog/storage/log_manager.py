@@ -29,6 +29,7 @@ from typing import Any
 
 from eoslog.config import TopicConfig
 from eoslog.errors import Errors, KafkaError
+from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.fileio import atomic_write
 from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
 
@@ -81,30 +82,6 @@ class TopicInfo:
     num_partitions: int
     config: TopicConfig
     internal: bool = False
-
-
-def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
-
-
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """A malformed file reads as empty (as Kafka resets its checkpoints): recovery then
-    starts from offset 0, which is slow but safe."""
-    if not path.exists():
-        return {}
-    try:
-        lines = path.read_text().splitlines()
-        if lines[0] != "0" or len(lines) != 2 + int(lines[1]):
-            raise ValueError(f"version {lines[0]!r}, {len(lines) - 2} of {lines[1]} entries")
-        out = {}
-        for line in lines[2:]:
-            topic, part, off = line.rsplit(" ", 2)
-            out[(topic, int(part))] = int(off)
-        return out
-    except (ValueError, IndexError, UnicodeDecodeError) as e:
-        log.warning("ignoring malformed checkpoint %s: %s", path, e)
-        return {}
 
 
 class LogManager:

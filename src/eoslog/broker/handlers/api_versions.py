@@ -1,4 +1,5 @@
-"""ApiVersions (key 18): advertises exactly the version ranges registered by handlers.
+"""ApiVersions (key 18): advertises exactly the version ranges of the registry it is built
+for (``handlers/registry.py`` builds it last, over every other handler's ``APIS``).
 
 v3+ requests carry the client's software name and version (KIP-511); Kafka answers
 INVALID_REQUEST, without any API ranges, when either is not of its allowed form.
@@ -7,6 +8,7 @@ INVALID_REQUEST, without any API ranges, when either is not of its allowed form.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from eoslog.broker.context import RequestContext
@@ -29,7 +31,7 @@ def _valid_client_software(request: Any, version: int) -> bool:
     )
 
 
-def _api_keys(module: Any, registry: dict[int, ApiSpec]) -> tuple[Any, ...]:
+def _api_keys(module: Any, registry: Mapping[int, ApiSpec]) -> tuple[Any, ...]:
     return tuple(
         build(module.ApiVersion, api_key=s.api_key, min_version=s.advertised[0],
               max_version=s.advertised[1])
@@ -37,7 +39,7 @@ def _api_keys(module: Any, registry: dict[int, ApiSpec]) -> tuple[Any, ...]:
     )
 
 
-def unsupported_version_response(registry: dict[int, ApiSpec]) -> Any:
+def unsupported_version_response(registry: Mapping[int, ApiSpec]) -> Any:
     """Kafka's answer to an ApiVersions request of a version it does not know: a v0
     response with UNSUPPORTED_VERSION and the supported ranges, so the client can retry
     with a version both sides speak."""
@@ -47,9 +49,7 @@ def unsupported_version_response(registry: dict[int, ApiSpec]) -> Any:
     )
 
 
-async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
-    from eoslog.broker.dispatcher import REGISTRY
-
+async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
     if not _valid_client_software(request, ctx.api_version):
         return build(
@@ -60,7 +60,7 @@ async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     return build(
         module.ApiVersionsResponse,
         error_code=ErrorCode.none,
-        api_keys=_api_keys(module, REGISTRY),
+        api_keys=_api_keys(module, registry),
         throttle_time=NO_THROTTLE,
         supported_features=(),
         finalized_features_epoch=-1,
@@ -69,4 +69,10 @@ async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS = [ApiSpec(API_KEY, "ApiVersions", 0, MAX_VERSION, handle_api_versions)]
+def api_versions_spec(registry: Mapping[int, ApiSpec]) -> ApiSpec:
+    """ApiVersions answering from ``registry`` (which it is then added to)."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        return await handle_api_versions(registry, ctx, request)
+
+    return ApiSpec(API_KEY, "ApiVersions", 0, MAX_VERSION, handle)

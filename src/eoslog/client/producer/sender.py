@@ -447,6 +447,8 @@ class Sender:
                 handler.result.fail(e)
                 return
             if outcome is Outcome.DONE:
+                if handler.follow_up is not None:
+                    tm.enqueue(handler.follow_up)
                 return
             if outcome is Outcome.LOOKUP and kind is not None:
                 tm.invalidate_coordinator(kind, handler.coordinator_key())

@@ -27,145 +27,43 @@ which ``send()`` calls from the application's threads (hence ``_lock``).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import logging
 import threading
 from collections.abc import Mapping
-from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
 
 from eoslog.client.errors import (
     IllegalStateError,
     InvalidTxnStateError,
     KafkaError,
-    KafkaTimeoutError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
     UnresolvedSequenceError,
 )
 from eoslog.client.producer.batch import ProducerBatch, increment_sequence
+from eoslog.client.producer.partition_sequences import NO_LAST_ACKED, PartitionSequences
+from eoslog.client.producer.txn_requests import (
+    AddOffsetsToTxnHandler,
+    AddPartitionsToTxnHandler,
+    EndTxnHandler,
+    FindCoordinatorHandler,
+    InitProducerIdHandler,
+    TxnRequestHandler,
+)
+from eoslog.client.producer.txn_state import (
+    MAX_EPOCH,
+    NO_PRODUCER_ID,
+    VALID_PREVIOUS,
+    CoordinatorType,
+    ProducerIdAndEpoch,
+    State,
+    TopicPartition,
+    TxnResult,
+)
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
 from eoslog.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from eoslog.client.producer.txn_requests import TxnRequestHandler
-
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-MAX_EPOCH = 32767
-NO_LAST_ACKED = -1
-
-
-class State(Enum):
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"  # KIP-939: flushed, waiting for the external decision
-    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
-    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-
-S = State
-# The legal transitions, as each state's set of states it may be entered from (Kafka's
-# TransactionManager.isTransitionValid). FATAL_ERROR can be entered from anywhere and left
-# for nowhere: the only way out is close().
-VALID_PREVIOUS: dict[State, frozenset[State]] = {
-    # An idempotent producer drops its producer id (epoch exhausted) and asks for another.
-    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
-    # init_transactions(); or the epoch bump after an abort that needs one (KIP-360).
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    # prepare_transaction(); or init_transactions(keep_prepared_txn) found a transaction open.
-    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION, S.INITIALIZING}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.PREPARED_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
-    S.FATAL_ERROR: frozenset(State),
-}
-
-
-class ProducerIdAndEpoch(NamedTuple):
-    producer_id: int
-    epoch: int
-
-    @property
-    def valid(self) -> bool:
-        return self.producer_id >= 0
-
-
-NO_PRODUCER_ID = ProducerIdAndEpoch(-1, -1)
-
-
-class CoordinatorType(Enum):
-    GROUP = 0
-    TRANSACTION = 1
-
-
-class TxnResult:
-    """The outcome of a transactional API call; awaited in the producer's loop."""
-
-    def __init__(self, operation: str) -> None:
-        self.operation = operation
-        self.done = False
-        self.error: BaseException | None = None
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def succeed(self) -> None:
-        self._finish(None)
-
-    def fail(self, error: BaseException) -> None:
-        self._finish(error)
-
-    def _finish(self, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.error = error
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
-
-    async def wait(self, timeout_s: float | None) -> None:
-        if not self.done:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, timeout_s)
-            except TimeoutError:
-                raise KafkaTimeoutError(
-                    f"{self.operation} did not complete within {timeout_s * 1000 if timeout_s else 0:.0f} ms; "
-                    "call it again to keep waiting"
-                ) from None
-        if self.error is not None:
-            raise self.error
-
-
-class PartitionSequences:
-    """Java's TxnPartitionEntry: one partition's sequence numbers."""
-
-    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence", "on_wire", "producer")
-
-    def __init__(self, producer: ProducerIdAndEpoch) -> None:
-        self.producer = producer  # the id and epoch these sequences belong to
-        self.next_sequence = 0
-        self.last_acked_sequence = NO_LAST_ACKED
-        self.last_acked_offset = -1
-        self.in_flight: list[ProducerBatch] = []  # sent and not completed, by base sequence
-        self.on_wire = 0  # of those, in a request not answered yet
-
-    def add_in_flight(self, batch: ProducerBatch) -> None:
-        bisect.insort(self.in_flight, batch, key=lambda b: b.base_sequence)
-
-    def remove_in_flight(self, batch: ProducerBatch) -> None:
-        if batch in self.in_flight:
-            self.in_flight.remove(batch)
 
 
 class TransactionManager:
@@ -343,7 +241,6 @@ class TransactionManager:
         return self._begin_completing(commit=False)
 
     def _begin_completing(self, *, commit: bool) -> TxnResult:
-        from eoslog.client.producer.txn_requests import EndTxnHandler
 
         operation = "commit_transaction" if commit else "abort_transaction"
         result = TxnResult(operation)
@@ -354,7 +251,6 @@ class TransactionManager:
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata,
     ) -> TxnResult:
-        from eoslog.client.producer.txn_requests import AddOffsetsToTxnHandler
 
         self._ensure_transactional()
         self._fail_if_error("send_offsets_to_transaction")
@@ -465,13 +361,11 @@ class TransactionManager:
         bisect.insort(self._pending, (handler.priority, self._order, handler), key=lambda e: (e[0], e[1]))
 
     def _enqueue_init(self, result: TxnResult, *, epoch_bump: bool) -> None:
-        from eoslog.client.producer.txn_requests import InitProducerIdHandler
 
         self.enqueue(InitProducerIdHandler(self, result, epoch_bump=epoch_bump))
 
     def next_request_handler(self, has_incomplete_batches: bool) -> TxnRequestHandler | None:
         """The coordinator request to send now, if any (Java's nextRequestHandler)."""
-        from eoslog.client.producer.txn_requests import AddPartitionsToTxnHandler, EndTxnHandler, FindCoordinatorHandler
 
         with self._lock:
             if self.new_partitions and self.state in (State.IN_TRANSACTION, State.COMMITTING_TRANSACTION):
@@ -507,6 +401,14 @@ class TransactionManager:
 
     def invalidate_coordinator(self, kind: CoordinatorType, key: str) -> None:
         self.coordinators.pop((kind, key), None)
+
+    def on_epoch_bumped(self, producer: ProducerIdAndEpoch) -> None:
+        """InitProducerId gave this producer a new epoch (KIP-360): every partition starts at
+        sequence 0 under it."""
+        self.set_producer_id(producer)
+        self.epoch_bump_required = False
+        self.partitions.clear()
+        self.transition_to(State.READY)
 
     def set_producer_id(self, producer: ProducerIdAndEpoch) -> None:
         self.producer = producer

@@ -21,12 +21,11 @@ from enum import Enum, auto
 from typing import Any, ClassVar
 
 from eoslog.client.errors import KafkaError, ProducerFencedError, error_for
-from eoslog.client.producer.transaction_manager import (
+from eoslog.client.producer.txn_state import (
     CoordinatorType,
     ProducerIdAndEpoch,
-    State,
     TopicPartition,
-    TransactionManager,
+    TransactionView,
     TxnResult,
 )
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
@@ -78,10 +77,13 @@ class TxnRequestHandler:
     ERRORS: ClassVar[Mapping[int, Action]] = _COORDINATOR_ERRORS
     DEFAULT: ClassVar[Action] = Action.FATAL
 
-    def __init__(self, tm: TransactionManager, result: TxnResult) -> None:
+    def __init__(self, tm: TransactionView, result: TxnResult) -> None:
         self.tm = tm
         self.result = result
         self.backoff_s: float | None = None  # overrides retry.backoff.ms for the next retry
+        # A request to queue once this one is done (AddOffsetsToTxn → TxnOffsetCommit): the
+        # sender queues it, so handlers never reach into the manager's queue.
+        self.follow_up: TxnRequestHandler | None = None
 
     def __repr__(self) -> str:
         return type(self).__name__
@@ -163,7 +165,7 @@ class FindCoordinatorHandler(TxnRequestHandler):
         E.group_authorization_failed: Action.ABORTABLE,
     }
 
-    def __init__(self, tm: TransactionManager, result: TxnResult, kind: CoordinatorType, key: str,
+    def __init__(self, tm: TransactionView, result: TxnResult, kind: CoordinatorType, key: str,
                  on_found: Callable[[int, str, int], None]) -> None:
         super().__init__(tm, result)
         self.kind = kind
@@ -189,7 +191,7 @@ class InitProducerIdHandler(TxnRequestHandler):
     max_version = 6
     priority = 1
 
-    def __init__(self, tm: TransactionManager, result: TxnResult, *, epoch_bump: bool) -> None:
+    def __init__(self, tm: TransactionView, result: TxnResult, *, epoch_bump: bool) -> None:
         super().__init__(tm, result)
         self.epoch_bump = epoch_bump
         if not tm.transactional:
@@ -224,10 +226,7 @@ class InitProducerIdHandler(TxnRequestHandler):
         tm = self.tm
         producer = ProducerIdAndEpoch(int(response.producer_id), int(response.producer_epoch))
         if self.epoch_bump:
-            tm.set_producer_id(producer)
-            tm.epoch_bump_required = False
-            tm.partitions.clear()  # every partition starts at sequence 0 under the new epoch
-            tm.transition_to(State.READY)
+            tm.on_epoch_bumped(producer)
         else:
             ongoing = ProducerIdAndEpoch(int(getattr(response, "ongoing_txn_producer_id", -1)),
                                          int(getattr(response, "ongoing_txn_producer_epoch", -1)))
@@ -251,7 +250,7 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
     }
     DEFAULT = Action.ABORTABLE
 
-    def __init__(self, tm: TransactionManager, result: TxnResult, partitions: set[TopicPartition]) -> None:
+    def __init__(self, tm: TransactionView, result: TxnResult, partitions: set[TopicPartition]) -> None:
         super().__init__(tm, result)
         self.partitions = partitions
 
@@ -302,7 +301,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
         E.invalid_txn_state: Action.FATAL,
     }
 
-    def __init__(self, tm: TransactionManager, result: TxnResult,
+    def __init__(self, tm: TransactionView, result: TxnResult,
                  offsets: dict[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata) -> None:
         super().__init__(tm, result)
         self.offsets = offsets
@@ -317,7 +316,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
             return self.on_error(code)
         # The __consumer_offsets partition is in the transaction; now the offsets themselves.
         self.tm.transaction_started = True
-        self.tm.enqueue(TxnOffsetCommitHandler(self.tm, self.result, self.offsets, self.group))
+        self.follow_up = TxnOffsetCommitHandler(self.tm, self.result, self.offsets, self.group)
         return Outcome.DONE
 
 
@@ -345,7 +344,7 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
         E.unsupported_for_message_format: Action.FATAL,
     }
 
-    def __init__(self, tm: TransactionManager, result: TxnResult,
+    def __init__(self, tm: TransactionView, result: TxnResult,
                  offsets: dict[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata) -> None:
         super().__init__(tm, result)
         self.pending = dict(offsets)
@@ -392,7 +391,7 @@ class EndTxnHandler(TxnRequestHandler):
     ERRORS = {**_COORDINATOR_ERRORS, E.invalid_txn_state: Action.FATAL,
               E.unknown_producer_id: Action.ABORTABLE_BUMP, E.invalid_producer_id_mapping: Action.ABORTABLE_BUMP}
 
-    def __init__(self, tm: TransactionManager, result: TxnResult, *, commit: bool) -> None:
+    def __init__(self, tm: TransactionView, result: TxnResult, *, commit: bool) -> None:
         super().__init__(tm, result)
         self.commit = commit
 

@@ -1,0 +1,28 @@
+"""Every API this broker serves: each handler family's ``APIS``, then ApiVersions, which
+advertises exactly this registry (and is the one entry built from it)."""
+
+from __future__ import annotations
+
+from eoslog.broker.handlers import (
+    alter_configs,
+    cluster,
+    configs,
+    delete_records,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+    topics,
+    transactions,
+)
+from eoslog.broker.handlers.api_versions import api_versions_spec
+from eoslog.broker.handlers.base import ApiSpec
+
+_FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
+             offsets, delete_records)
+
+REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
+_api_versions = api_versions_spec(REGISTRY)
+REGISTRY[_api_versions.api_key] = _api_versions
