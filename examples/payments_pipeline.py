@@ -87,7 +87,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def reset_topics(bootstrap: str) -> None:
     """Drop what an earlier run left and create the pipeline's topics afresh."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False})
+    # log_level 4: librdkafka's notices (such as purging its queue at close) are not the user's.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False, "log_level": 4})
     existing = set(admin.list_topics(timeout=10).topics) & set(TOPICS)
     if existing:
         for future in admin.delete_topics(sorted(existing), operation_timeout=30).values():
@@ -127,6 +128,7 @@ def end_offsets(bootstrap: str) -> dict[str, int]:
 def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Verdict]) -> None:
     from payments import job
 
+    from eoslog.spark.quiet import stop_queries
     from eoslog.spark.session import spark_session
 
     events = ev.plan_events(args.events, args.invalid_share, args.seed)
@@ -183,10 +185,9 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
                     restarted = True
                     progress.console.print(
                         "[bold yellow]restart[/]  stopping the Spark job half-way, in the middle of its batches, and "
-                        "starting it again from its checkpoints (Spark logs the interrupted batches' aborted "
-                        "writes; the restarted job replays them over the same offsets)")
-                    for query in queries.values():
-                        query.stop()
+                        "starting it again from its checkpoints (the interrupted batches' writes are aborted; "
+                        "the restarted job replays them over the same offsets)")
+                    stop_queries(spark, queries.values())
                     queries = start_job()
                 if stats.done and final_end is None:
                     final_end = end_offsets(bootstrap)
@@ -204,9 +205,8 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
                                        f"finishing (read {states}, end {final_end})")
                 time.sleep(0.25)
     finally:
-        for query in queries.values():
-            with contextlib.suppress(Exception):
-                query.stop()
+        with contextlib.suppress(Exception):
+            stop_queries(spark, queries.values())
         upstream.join(30)
         spark.stop()
 

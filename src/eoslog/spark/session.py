@@ -63,6 +63,13 @@ logger.dagscheduler.name = org.apache.spark.scheduler.DAGScheduler
 logger.dagscheduler.level = error
 logger.trigger.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
 logger.trigger.level = error
+# "Disabling AQE since AQE is not supported in stateful workloads", at every query start;
+# the other warnings of the streaming engine stay.
+logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
+logger.microbatch.filter.aqe.type = RegexFilter
+logger.microbatch.filter.aqe.regex = Disabling AQE since AQE is not supported.*
+logger.microbatch.filter.aqe.onMatch = DENY
+logger.microbatch.filter.aqe.onMismatch = NEUTRAL
 """
 
 
