@@ -45,6 +45,8 @@ from eoslog.records.batch import (
     read_batch_header,
 )
 from eoslog.storage.producer_state import ProducerStateEntry, ProducerStateManager
+from eoslog.storage.txn_index import VERSION as TXN_INDEX_VERSION
+from eoslog.storage.txn_index import CorruptTxnIndexError, TxnIndex
 
 RECORD_INDENT = "|"
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -217,11 +219,11 @@ def dump_index(path: Path, out: TextIO) -> list[str]:
 
 
 def dump_time_index(path: Path, out: TextIO) -> list[str]:
-    """Print ``timestamp: T offset: O`` per entry; returns problems found (for stderr)."""
+    """Print ``timestamp: T offset: O`` per entry; returns problems found (for stderr). An empty
+    time index prints nothing, as kafka-dump-log.sh's."""
     base = _base_offset(path)
     data = path.read_bytes()
     if not data:
-        out.write(f"{path} is empty.\n")
         return []
     headers = _log_headers(path.with_suffix(".log"))
     log_end = headers[-1][1].next_offset if headers else None
@@ -247,6 +249,18 @@ def dump_time_index(path: Path, out: TextIO) -> list[str]:
     if usable != len(data):
         problems.append(f"{path.name}: {len(data) - usable} trailing bytes do not form an index entry")
     return problems
+
+
+def dump_txn_index(path: Path, out: TextIO) -> None:
+    """Print each aborted transaction of a .txnindex as kafka-dump-log.sh does."""
+    index = TxnIndex(path)
+    try:
+        index.load()
+    except CorruptTxnIndexError as e:
+        raise DumpError(str(e)) from None
+    for t in index.entries:
+        out.write(f"version: {TXN_INDEX_VERSION} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                  f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
 
 
 # -- producer state (.snapshot files, --producers) --------------------------------------
@@ -329,7 +343,8 @@ def dump_producers(directory: Path, out: TextIO) -> None:
 @app.command("dump-log")
 def dump_log_command(
     paths: Annotated[
-        list[Path], typer.Argument(help=".log segment(s), or .index/.timeindex files", metavar="PATH...")
+        list[Path], typer.Argument(help=".log segment(s), or .index/.timeindex/.txnindex/.snapshot files",
+                                   metavar="PATH...")
     ],
     print_data_log: Annotated[
         bool, typer.Option("--print-data-log", help="Print each record with its key and payload")
@@ -342,7 +357,7 @@ def dump_log_command(
     ] = False,
 ) -> None:
     """Print the batches of a segment (and with --print-data-log, its records), like
-    kafka-dump-log.sh; also .index, .timeindex and producer .snapshot files, and with
+    kafka-dump-log.sh; also .index, .timeindex, .txnindex and producer .snapshot files, and with
     --producers the producer state of a partition directory."""
     failed = False
     out = sys.stdout
@@ -358,9 +373,9 @@ def dump_log_command(
             typer.echo(f"eoslog dump-log: error: {path}: no such file", err=True)
             failed = True
             continue
-        if path.suffix not in (".log", ".index", ".timeindex", ".snapshot"):
+        if path.suffix not in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
             typer.echo(
-                f"eoslog dump-log: error: {path}: not a .log, .index, .timeindex or .snapshot file",
+                f"eoslog dump-log: error: {path}: not a .log, .index, .timeindex, .txnindex or .snapshot file",
                 err=True,
             )
             failed = True
@@ -372,6 +387,9 @@ def dump_log_command(
                 problems: list[str] = []
             elif path.suffix == ".snapshot":
                 dump_snapshot(path, out)
+                problems = []
+            elif path.suffix == ".txnindex":
+                dump_txn_index(path, out)
                 problems = []
             elif path.suffix == ".index":
                 problems = dump_index(path, out)
@@ -390,5 +408,6 @@ def dump_log_command(
 
 __all__ = [
     "ControlRecordType", "dump_index", "dump_log", "dump_producers", "dump_snapshot", "dump_time_index",
+    "dump_txn_index",
     "partition_producer_state",
 ]
