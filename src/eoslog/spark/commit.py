@@ -37,12 +37,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from pyspark.sql.datasource import WriterCommitMessage
@@ -51,6 +49,7 @@ from eoslog.client.admin import AIOAdmin
 from eoslog.client.errors import KafkaError
 from eoslog.client.producer import AIOProducer, Producer
 from eoslog.client.types import PreparedTxnState
+from eoslog.faults import pause_until_released
 from eoslog.spark.decisions import (
     Decider,
     Decision,
@@ -329,15 +328,6 @@ async def list_open_transactions(options: SinkOptions, key: str | None, admin: A
     return sorted({t.transactional_id for t in listed})
 
 
-def _fault_pause(path: str) -> None:
-    """Write this process's id to ``path`` and wait until the test kills the driver (this
-    process with it) or deletes ``path`` to let the commit go on."""
-    marker = Path(path)
-    marker.write_text(str(os.getpid()))
-    while marker.exists():
-        time.sleep(0.1)
-
-
 async def _open_all(options: SinkOptions, tids: Sequence[str]) -> dict[str, AIOProducer]:
     """A keeping producer per id (at most DRIVER_CONCURRENCY opening at once); if one cannot
     be opened, the others are closed and the first error is raised."""
@@ -384,12 +374,12 @@ async def _decide(options: SinkOptions, decider: Decider, key: str, batch_id: in
         raise RuntimeError(f"test fault: commit of batch {batch_id} fails before its decision")
     for pause_batch, path in faults.pause_before_decision:
         if pause_batch == batch_id:
-            _fault_pause(path)
+            pause_until_released(path)
     await decider.record(decision)
     log.info("batch %d of %s decided: %d transactions", batch_id, key, len(chosen))
     for pause_batch, path in faults.pause_after_decision:
         if pause_batch == batch_id:
-            _fault_pause(path)
+            pause_until_released(path)
     if batch_id in faults.raise_after_decision:
         raise RuntimeError(f"test fault: commit of batch {batch_id} fails after its decision")
     settled: dict[str, str] = {}
@@ -515,8 +505,3 @@ def abort_batch(options: SinkOptions, batch_id: int, messages: Sequence[TaskComm
 
 def recover(options: SinkOptions, key: str | None = None) -> dict[str, Outcome]:
     return asyncio.run(recover_async(options, key))
-
-
-def crash_now() -> None:
-    """The ``task-crash`` fault: leave the Python worker as a crash would (no cleanup)."""
-    os._exit(17)

@@ -33,12 +33,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from eoslog.client.producer import Producer
+from eoslog.faults import exit_now
 from eoslog.spark.commit import (
     Rows,
     TaskCommitMessage,
     TaskIdentity,
     abort_batch,
-    crash_now,
     finish_batch,
     prepare_task,
     write_task_at_least_once,
@@ -82,7 +82,7 @@ class _ArrowRecords:
             sent += self._send_batch(producer, batch)
             if self.crash_after_rows is not None and sent >= self.crash_after_rows:
                 producer.flush()
-                crash_now()
+                exit_now(17)  # the task-crash fault: a crashed Python worker
         return sent
 
     def drain(self) -> None:

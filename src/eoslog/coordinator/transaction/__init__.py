@@ -11,7 +11,6 @@ imports the wire protocol: handlers translate requests into these calls.
 
 from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction.coordinator import (
-    CRASH_ENV,
     DescribedTransaction,
     InitProducerIdResult,
     ListedTransaction,
@@ -22,7 +21,6 @@ from eoslog.coordinator.transaction.marker_channel import MarkerSender, TxnMarke
 from eoslog.coordinator.transaction.state import VALID_PREVIOUS, TxnState
 
 __all__ = [
-    "CRASH_ENV",
     "TRANSACTION_STATE_TOPIC",
     "VALID_PREVIOUS",
     "DescribedTransaction",

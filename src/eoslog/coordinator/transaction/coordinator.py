@@ -23,18 +23,16 @@ Jobs (Kafka's ``TransactionCoordinator``):
 Results are ``eoslog.errors.Errors`` members; handlers map them to codes and to what older request
 versions understand. Everything runs on the event loop; log appends are synchronous.
 
-Test hook: ``EOSLOG_TEST_CRASH_AT`` = ``before_prepare`` | ``after_prepare`` |
-``after_markers`` | ``after_complete`` makes the broker SIGKILL itself at that point of
-the first transaction it ends, so crash recovery is tested on the real process.
+Test hook (``eoslog.faults``): ``EOSLOG_TEST_CRASH_AT`` = ``before_prepare`` |
+``after_prepare`` | ``after_markers`` | ``after_complete`` makes the broker SIGKILL itself at
+that point of the first transaction it ends, so crash recovery is tested on the real process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
-import signal
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
@@ -66,12 +64,12 @@ from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnStat
 from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
+from eoslog.faults import CrashPoints
 from eoslog.replica import ReplicaManager
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CRASH_ENV = "EOSLOG_TEST_CRASH_AT"
 CRASH_POINTS = ("before_prepare", "after_prepare", "after_markers", "after_complete")
 _ABORT_TIMER = ("txn", "abort-timed-out")
 _EXPIRE_TIMER = ("txn", "expire-transactional-ids")
@@ -139,7 +137,7 @@ class TransactionCoordinator:
     def __init__(
         self, config: TransactionConfig, state: TransactionStateManager, scheduler: Scheduler,
         generate_producer_id: Callable[[], int], sender: MarkerSender, leader_for: LeaderLookup,
-        offsets_partition_for: Callable[[str], int], crash_at: str | None = None,
+        offsets_partition_for: Callable[[str], int], crash_points: CrashPoints | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -147,7 +145,7 @@ class TransactionCoordinator:
         self._generate_producer_id = generate_producer_id
         self._offsets_partition_for = offsets_partition_for
         self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written)
-        self._crash_at = crash_at if crash_at in CRASH_POINTS else None
+        self._crash_points = crash_points or CrashPoints()
 
     @classmethod
     def for_broker(
@@ -169,16 +167,10 @@ class TransactionCoordinator:
 
         return cls(txn_config, TransactionStateManager(topic), AsyncioScheduler(clock_ms),
                    generate_producer_id, sender, leader_for, offsets_partition_for,
-                   os.environ.get(CRASH_ENV))
+                   CrashPoints.from_env(CRASH_POINTS))
 
     def _now(self) -> int:
         return self.scheduler.now_ms()
-
-    def _maybe_crash(self, point: str) -> None:
-        if self._crash_at == point:
-            log.warning("%s=%s: killing the broker (SIGKILL)", CRASH_ENV, point)
-            logging.shutdown()
-            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -438,7 +430,7 @@ class TransactionCoordinator:
             m.begin_fenced_abort(producer_epoch)
         prepared = m.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                                              self._now())
-        self._maybe_crash("before_prepare")
+        self._crash_points.reached("before_prepare")
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
         if error != Errors.NONE:
             if fencing:
@@ -446,7 +438,7 @@ class TransactionCoordinator:
                 log.warning("%s: fencing epoch %d not written (%s); it was never handed out",
                             transactional_id, producer_epoch, error)
             return error
-        self._maybe_crash("after_prepare")
+        self._crash_points.reached("after_prepare")
         # The outcome is decided: answer now, deliver the markers, then write COMPLETE_*.
         marker_producer = m.marker_producer
         complete = m.prepare_complete(self._now())
@@ -464,12 +456,12 @@ class TransactionCoordinator:
                 or m.pending_state is not p.transit.state):
             log.info("%s: not writing %s, the coordinator moved on", p.transactional_id, p.transit.state.kafka_name)
             return False
-        self._maybe_crash("after_markers")
+        self._crash_points.reached("after_markers")
         error = self.state.append_transition(m, p.coordinator_epoch, p.transit,
                                              keep_pending_on=frozenset({Errors.COORDINATOR_NOT_AVAILABLE}))
         if error != Errors.NONE:
             return error == Errors.COORDINATOR_NOT_AVAILABLE
-        self._maybe_crash("after_complete")
+        self._crash_points.reached("after_complete")
         log.debug("%s: %s (producer %d epoch %d)", p.transactional_id, p.transit.state.kafka_name,
                   p.transit.producer_id, p.transit.producer_epoch)
         return False
