@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from eoslog.client.errors import KafkaConnectionError
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
 from eoslog.cluster.channel import BrokerChannel
 from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.znodes import BrokerRegistration
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 from harness import BrokerProcess
 

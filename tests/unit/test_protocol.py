@@ -282,3 +282,13 @@ def test_acks_zero_produce_gets_no_response(broker: Broker) -> None:
     assert [struct.unpack_from(">i", f)[0] for f in transport.frames()] == [2]
     plog = broker.logs.get_log("t", 0)
     assert plog is not None and plog.log_end_offset == 1
+
+
+def test_api_key_enum_is_kios_index() -> None:
+    """One ApiKey for broker and client: Kafka's names and numbers, all of kio's APIs."""
+    from kio.index import api_key_map
+
+    from eoslog.protocol.api_keys import ApiKey
+
+    assert {k.value: k.name.lower() for k in ApiKey} == dict(api_key_map)
+    assert all(isinstance(spec.api_key, ApiKey) for spec in REGISTRY.values())

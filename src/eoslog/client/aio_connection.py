@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from eoslog.client.versions import ApiKey, ApiVersionTable, api_name, negotiation
+from eoslog.client.versions import ApiVersionTable, api_name, negotiation
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import decode_response, encode_request
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, error_for
-from eoslog.client.versions import ApiKey, ApiVersionTable, api_name, kio_versions, negotiation
+from eoslog.client.versions import ApiVersionTable, api_name, kio_versions, negotiation
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.protocol.messages import build, request_types
 

@@ -20,38 +20,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
-from enum import IntEnum
 from functools import cache
 from typing import Any
 
 from kio.schema.index import api_key_map, schema_name_map
 
 from eoslog.client.errors import KafkaConnectionError, KafkaProtocolError, error_for
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import decode_response
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 
 CLIENT_SOFTWARE_NAME = "eoslog"
 _API_VERSIONS_PREFIX = struct.Struct(">ih")  # response header v0 + error_code
-
-
-class ApiKey(IntEnum):
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    INIT_PRODUCER_ID = 22
-    ADD_PARTITIONS_TO_TXN = 24
-    ADD_OFFSETS_TO_TXN = 25
-    END_TXN = 26
-    TXN_OFFSET_COMMIT = 28
-    DESCRIBE_CONFIGS = 32
 
 
 @cache

@@ -23,9 +23,11 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from eoslog.protocol.api_keys import ApiKey
+
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 

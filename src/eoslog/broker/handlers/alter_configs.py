@@ -12,6 +12,7 @@ from typing import Any
 from eoslog.broker.config_admin import AlterOp, Refused, check_request
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import AlterConfigOpType
 from eoslog.protocol.errors import ErrorCode, error_code
 
@@ -51,6 +52,6 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
 
 
 APIS = [
-    ApiSpec(33, "AlterConfigs", 0, 2, handle_alter_configs),
-    ApiSpec(44, "IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+    ApiSpec(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2, handle_alter_configs),
+    ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
 ]

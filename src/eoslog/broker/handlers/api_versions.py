@@ -13,9 +13,10 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_module, response_types
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 MAX_VERSION = 4
 CLIENT_SOFTWARE_VERSION = 3  # first version naming the client software
 # ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN in Kafka.

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from eoslog.broker.context import RequestContext
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build
 from eoslog.protocol.messages import response_types as protocol_response_types
 
@@ -72,7 +73,7 @@ class ApiSpec:
     ``min_version..max_version`` are refused either way.
     """
 
-    api_key: int
+    api_key: ApiKey
     name: str
     min_version: int
     max_version: int

@@ -16,6 +16,7 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.cluster.metadata import TopicPartition
 from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 
 BROKER_ENDPOINT = 1
@@ -107,6 +108,6 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    ApiSpec(60, "DescribeCluster", 0, 2, handle_describe_cluster),
-    ApiSpec(43, "ElectLeaders", 0, 2, handle_elect_leaders),
+    ApiSpec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 2, handle_describe_cluster),
+    ApiSpec(ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2, handle_elect_leaders),
 ]

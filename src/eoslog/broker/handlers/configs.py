@@ -43,6 +43,7 @@ from eoslog.config import (
     TopicConfig,
     config_string,
 )
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
 from eoslog.protocol.errors import ErrorCode
 from eoslog.storage import TopicError
@@ -265,4 +266,4 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-APIS = [ApiSpec(32, "DescribeConfigs", 1, 4, handle_describe_configs)]
+APIS = [ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, handle_describe_configs)]

@@ -15,6 +15,7 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.types import TopicPartition
 
@@ -43,4 +44,4 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     return build(module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-APIS = [ApiSpec(21, "DeleteRecords", 0, 2, handle_delete_records)]
+APIS = [ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2, handle_delete_records)]

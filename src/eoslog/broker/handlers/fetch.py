@@ -18,7 +18,9 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.requests import FetchRequest
 from eoslog.records import CompressionType, iter_batch_headers
 from eoslog.replica import FetchedRecords, FetchParams, FetchPartition, IsolationLevel
 from eoslog.types import TopicPartition
@@ -58,7 +60,7 @@ def _partition_data(module: Any, index: int, r: FetchedRecords, version: int, re
     )
 
 
-async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Any:
     module = response_types(ctx)
     session_id = int(getattr(request, "session_id", 0))
     if session_id != INVALID_SESSION_ID:
@@ -94,4 +96,4 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
 
 
 # v13+ addresses topics by id (KIP-516); kept out until the whole id path exists.
-APIS = [ApiSpec(1, "Fetch", 4, 12, handle_fetch)]
+APIS = [ApiSpec(ApiKey.FETCH, "Fetch", 4, 12, handle_fetch)]

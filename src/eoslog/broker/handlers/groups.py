@@ -26,6 +26,7 @@ from eoslog.coordinator.group import (
     SyncResult,
 )
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 
 T = TypeVar("T")
@@ -244,13 +245,13 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    ApiSpec(10, "FindCoordinator", 0, 4, handle_find_coordinator),
-    ApiSpec(11, "JoinGroup", 0, 9, handle_join_group),
-    ApiSpec(12, "Heartbeat", 0, 4, handle_heartbeat),
-    ApiSpec(13, "LeaveGroup", 0, 5, handle_leave_group),
-    ApiSpec(14, "SyncGroup", 0, 5, handle_sync_group),
+    ApiSpec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 4, handle_find_coordinator),
+    ApiSpec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9, handle_join_group),
+    ApiSpec(ApiKey.HEARTBEAT, "Heartbeat", 0, 4, handle_heartbeat),
+    ApiSpec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 5, handle_leave_group),
+    ApiSpec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5, handle_sync_group),
     # v6 (KIP-1043) answers GROUP_ID_NOT_FOUND for unknown groups; kept to v5's Dead state.
-    ApiSpec(15, "DescribeGroups", 0, 5, handle_describe_groups),
-    ApiSpec(16, "ListGroups", 0, 5, handle_list_groups),
-    ApiSpec(42, "DeleteGroups", 0, 2, handle_delete_groups),
+    ApiSpec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 5, handle_describe_groups),
+    ApiSpec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5, handle_list_groups),
+    ApiSpec(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2, handle_delete_groups),
 ]

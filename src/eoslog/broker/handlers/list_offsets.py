@@ -8,12 +8,14 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.requests import ListOffsetsRequest
 from eoslog.replica import IsolationLevel
 from eoslog.types import TopicPartition
 
 
-async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Any:
     module = response_types(ctx)
     isolation = IsolationLevel(int(getattr(request, "isolation_level", 0)))
     topics = []
@@ -39,4 +41,4 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-APIS = [ApiSpec(2, "ListOffsets", 1, 7, handle_list_offsets)]
+APIS = [ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 7, handle_list_offsets)]

@@ -26,6 +26,7 @@ from eoslog.broker.handlers.base import (
 from eoslog.broker.handlers.topics import INTERNAL_TOPICS, create_with_defaults
 from eoslog.cluster.metadata import PartitionView
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 
@@ -154,4 +155,4 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-APIS = [ApiSpec(3, "Metadata", 0, 12, handle_metadata)]
+APIS = [ApiSpec(ApiKey.METADATA, "Metadata", 0, 12, handle_metadata)]

@@ -16,6 +16,7 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
 
 INVALID_OFFSET = -1
@@ -167,7 +168,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    ApiSpec(8, "OffsetCommit", 2, 9, handle_offset_commit),
-    ApiSpec(9, "OffsetFetch", 1, 9, handle_offset_fetch),
-    ApiSpec(47, "OffsetDelete", 0, 0, handle_offset_delete),
+    ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 9, handle_offset_commit),
+    ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 9, handle_offset_fetch),
+    ApiSpec(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0, handle_offset_delete),
 ]

@@ -18,7 +18,9 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.requests import ProduceRequest
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
 from eoslog.replica.verification import produce_request_operation
@@ -51,7 +53,7 @@ def _partition_response(module: Any, index: int, r: ProduceResult) -> Any:
     )
 
 
-async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Any | None:
     module = response_types(ctx)
     replicas = ctx.state.replicas
     acks = int(request.acks)
@@ -101,4 +103,4 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any | None:
 # compresses with gzip, snappy or lz4 only when the broker's Produce range includes v0,
 # and otherwise silently sends uncompressed batches. Clients pick the highest common version, so none sends v0-v2;
 # one that did would have its connection closed, as by Kafka.
-APIS = [ApiSpec(0, "Produce", 3, 11, handle_produce, advertised_min_version=0)]
+APIS = [ApiSpec(ApiKey.PRODUCE, "Produce", 3, 11, handle_produce, advertised_min_version=0)]

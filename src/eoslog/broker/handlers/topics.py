@@ -33,6 +33,7 @@ from eoslog.cluster.controller.assignment import AssignmentError
 from eoslog.cluster.errors import TopicExists
 from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
 from eoslog.errors import KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
@@ -493,7 +494,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    ApiSpec(19, "CreateTopics", 2, 7, handle_create_topics),
-    ApiSpec(20, "DeleteTopics", 1, 6, handle_delete_topics),
-    ApiSpec(37, "CreatePartitions", 0, 3, handle_create_partitions),
+    ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7, handle_create_topics),
+    ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6, handle_delete_topics),
+    ApiSpec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3, handle_create_partitions),
 ]

@@ -33,6 +33,7 @@ from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
 from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
 from eoslog.types import TopicPartition
@@ -124,7 +125,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
     version = ctx.api_version
     if version < 4:
         txn = build(
-            request_types(24, 4).AddPartitionsToTxnTransaction,
+            request_types(ApiKey.ADD_PARTITIONS_TO_TXN, 4).AddPartitionsToTxnTransaction,
             transactional_id=request.v3_and_below_transactional_id,
             producer_id=request.v3_and_below_producer_id,
             producer_epoch=request.v3_and_below_producer_epoch, verify_only=False,
@@ -302,13 +303,13 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
 
 
 APIS = [
-    ApiSpec(22, "InitProducerId", 0, 6, handle_init_producer_id),
-    ApiSpec(24, "AddPartitionsToTxn", 0, 5, handle_add_partitions_to_txn),
-    ApiSpec(25, "AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
-    ApiSpec(26, "EndTxn", 0, 4, handle_end_txn),
-    ApiSpec(27, "WriteTxnMarkers", 1, 1, handle_write_txn_markers),
-    ApiSpec(28, "TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
-    ApiSpec(61, "DescribeProducers", 0, 0, handle_describe_producers),
-    ApiSpec(65, "DescribeTransactions", 0, 0, handle_describe_transactions),
-    ApiSpec(66, "ListTransactions", 0, 2, handle_list_transactions),
+    ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 6, handle_init_producer_id),
+    ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, handle_add_partitions_to_txn),
+    ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
+    ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4, handle_end_txn),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1, handle_write_txn_markers),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
+    ApiSpec(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, handle_describe_producers),
+    ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, handle_describe_transactions),
+    ApiSpec(ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 2, handle_list_transactions),
 ]

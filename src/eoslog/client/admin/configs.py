@@ -23,7 +23,8 @@ from eoslog.client.admin.types import (
     ConfigSynonym,
     ConfigType,
 )
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44

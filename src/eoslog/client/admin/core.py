@@ -44,7 +44,8 @@ from eoslog.client.errors import (
     error_for,
 )
 from eoslog.client.types import TopicPartition
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 log = logging.getLogger(__name__)

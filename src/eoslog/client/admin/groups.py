@@ -22,7 +22,8 @@ from eoslog.client.admin.core import GROUP_KEY_TYPE, AdminCore, MakeRequest, rai
 from eoslog.client.admin.types import GroupDescription, GroupListing, MemberDescription
 from eoslog.client.errors import UnsupportedVersionError
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_DELETE, DELETE_GROUPS = 15, 16, 47, 42

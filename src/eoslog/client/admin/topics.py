@@ -34,7 +34,8 @@ from eoslog.client.admin.types import (
 )
 from eoslog.client.errors import KafkaProtocolError, UnsupportedVersionError, error_for
 from eoslog.client.types import TopicPartition
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 DELETE_RECORDS, CREATE_PARTITIONS, ELECT_LEADERS, DESCRIBE_CLUSTER = 21, 37, 43, 60

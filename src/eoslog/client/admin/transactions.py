@@ -33,11 +33,13 @@ from eoslog.client.aio_connection import Buffer
 from eoslog.client.errors import KafkaError
 from eoslog.client.types import TopicPartition
 from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = (
+    ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS)
 
 
 # -- DescribeTransactions v0, decoded by hand -------------------------------------------------------

@@ -64,7 +64,8 @@ from eoslog.client.errors import (
     error_for,
 )
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 
@@ -72,10 +73,10 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 
 GROUP_KEY_TYPE = 0
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
+JOIN_GROUP = ApiKey.JOIN_GROUP
+HEARTBEAT = ApiKey.HEARTBEAT
+LEAVE_GROUP = ApiKey.LEAVE_GROUP
+SYNC_GROUP = ApiKey.SYNC_GROUP
 # Java's AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may wait a whole rebalance.
 JOIN_GROUP_TIMEOUT_LAPSE_S = 5.0
 MAX_VERSIONS = {ApiKey.FIND_COORDINATOR: 4, JOIN_GROUP: 9, HEARTBEAT: 4, LEAVE_GROUP: 5, SYNC_GROUP: 5,
@@ -194,7 +195,7 @@ class ConsumerCoordinator:
         log.debug("group %s: coordinator is node %d at %s:%s", self.group_id, node_id, found.host, found.port)
         return conn
 
-    async def _request(self, api_key: int, fill: Callable[[Any, int], Any], timeout_s: float | None = None) -> Any:
+    async def _request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None) -> Any:
         """Send a request built by ``fill(module, version)`` to the coordinator; connection
         failures forget the coordinator and are raised (the caller decides to retry)."""
         conn = await self.coordinator()
@@ -206,7 +207,7 @@ class ConsumerCoordinator:
             self.mark_coordinator_unknown(str(e))
             raise
 
-    async def _retriable_request(self, api_key: int, fill: Callable[[Any, int], Any], timeout_s: float | None = None,
+    async def _retriable_request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None,
                                  deadline: float | None = None) -> Any:
         """``_request``, or None after a back-off when it failed with a retriable error."""
         try:

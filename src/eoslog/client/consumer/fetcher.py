@@ -39,7 +39,8 @@ from eoslog.client.consumer.metrics import ConsumerMetrics
 from eoslog.client.consumer.subscription_state import EARLIEST, NO_RESET, SubscriptionState
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from eoslog.client.types import ConsumerRecord, TopicPartition
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 

@@ -29,7 +29,8 @@ from eoslog.client.producer.txn_state import (
     TxnResult,
 )
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from eoslog.client.producer.batch import ProducerBatch
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.records.varint import decode_uvarint, encode_uvarint
 
-PRODUCE = 0
+PRODUCE = ApiKey.PRODUCE
 MIN_VERSION = 3
 MAX_VERSION = 11
 FLEXIBLE_VERSION = 9
