@@ -19,7 +19,12 @@
    doubled. A rich table shows expected vs written; any difference makes the exit status 1.
 
 ``--bootstrap HOST:PORT`` uses a running broker (it needs
-``transaction.two.phase.commit.enable=true``) instead of step 1.
+``transaction.two.phase.commit.enable=true``) instead of step 1. ``--master
+spark://HOST:PORT`` runs the Spark job on a standalone cluster instead of ``local[2]``
+(docs/spark.md, "Running on a cluster": every executor needs eoslog — installed in its
+Python, or shipped with ``--py-files``; ``--conf`` passes Spark settings such as
+``spark.executor.memory``); the job first checks that every executor's Python can import
+eoslog, and says which copy.
 """
 
 from __future__ import annotations
@@ -76,13 +81,46 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--bootstrap", default=None,
                     help="use a broker already running at HOST:PORT (with two-phase commit enabled)")
     ap.add_argument("--work-dir", type=Path, default=Path(".spark"),
-                    help="Spark's scratch, warehouse and checkpoint directory (default ./.spark)")
+                    help="Spark's scratch, warehouse and checkpoint directory (default ./.spark; on a cluster the "
+                         "checkpoints must be where every executor can write them too)")
+    ap.add_argument("--master", default="local[2]",
+                    help="Spark master: local[N] (default local[2]) or a standalone cluster's spark://HOST:PORT")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting, e.g. spark.executor.memory=512m (repeatable)")
+    ap.add_argument("--py-files", default="",
+                    help="comma-separated .zip/.egg/.py files shipped to every executor's Python path "
+                         "(e.g. a zip of src/eoslog when the executors lack eoslog)")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds the Spark job may take to catch up after the upstream is done (default 300)")
     args = ap.parse_args(argv)
     if args.events < 1 or args.txn_size < 1 or not 0 <= args.abort_share < 1 or not 0 <= args.invalid_share < 1:
         ap.error("--events and --txn-size must be at least 1, the shares in [0, 1)")
+    if any("=" not in item for item in args.conf):
+        ap.error("--conf takes KEY=VALUE")
+    args.conf = dict(item.split("=", 1) for item in args.conf)
+    args.py_files = [p for p in args.py_files.split(",") if p]
     return args
+
+
+def start_spark(args: argparse.Namespace) -> Any:
+    """The job's SparkSession; on a cluster, first checks that every executor imports eoslog."""
+    from eoslog.spark.session import is_local, probe_executors, spark_session
+
+    started = time.monotonic()
+    spark = spark_session("payments-pipeline", master=args.master, work_dir=args.work_dir, conf=args.conf,
+                          py_files=args.py_files)
+    console.print(f"[bold]spark[/]    {spark.version} {args.master} started in {time.monotonic() - started:.1f} s "
+                  f"(work dir {args.work_dir})")
+    if not is_local(args.master):
+        found = probe_executors(spark)
+        for e in found:
+            console.print(f"[bold]executor[/] Python worker {e.pid} on {e.host} ({e.python}): "
+                          + ("eoslog from " if e.has_eoslog else "[bold red]") + escape(e.eoslog))
+        if not all(e.has_eoslog for e in found):
+            spark.stop()
+            raise JobError("an executor cannot import eoslog: install it in the executors' Python "
+                           "(spark.pyspark.python) or ship it with --py-files (docs/spark.md)")
+    return spark
 
 
 def reset_topics(bootstrap: str) -> None:
@@ -129,7 +167,6 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
     from payments import job
 
     from eoslog.spark.quiet import stop_queries
-    from eoslog.spark.session import spark_session
 
     events = ev.plan_events(args.events, args.invalid_share, args.seed)
     closing = ev.classify(events[-1].value)
@@ -139,10 +176,7 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
     reset_topics(bootstrap)
     created = ", ".join(f"{t} ({n} partition{'s' if n > 1 else ''})" for t, n in TOPICS.items())
     console.print(f"[bold]topics[/]   {created} created")
-    started = time.monotonic()
-    spark = spark_session("payments-pipeline", master="local[2]", work_dir=args.work_dir)
-    console.print(f"[bold]spark[/]    {spark.version} local[2] started in {time.monotonic() - started:.1f} s "
-                  f"(work dir {args.work_dir})")
+    spark = start_spark(args)
     checkpoints = args.work_dir.resolve() / "checkpoints" / "payments-pipeline"
     shutil.rmtree(checkpoints, ignore_errors=True)  # the topics are new: so is the job
 

@@ -19,6 +19,10 @@
 #
 #   ./scripts/main.sh                              # the default run
 #   ./scripts/main.sh --events 10000 --seconds 60  # extra arguments go to the job (see --help)
+#   ./scripts/main.sh --master spark://HOST:PORT   # the Spark job on a standalone cluster instead of
+#                                                  # local[2]; one on this machine: .venv/bin/python -m
+#                                                  # eoslog.spark.standalone (docs/spark.md, "Running on a
+#                                                  # cluster": eoslog on every executor, --conf, --py-files)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -9,7 +9,8 @@ one function here; unarmed, that is a set look-up and nothing happens. Armed by:
   ``after_complete`` of a transaction it ends (``CrashPoints``);
 - the Spark sink's ``eoslog.sink.test.failAt`` option (``spark.sink_options.FaultPoints``):
   the driver's commit raises or pauses (``pause_until_released``) around its decision, a write
-  task's Python worker exits as a crash would (``exit_now``).
+  task's Python worker exits as a crash would (``exit_now``) or pauses with its transaction
+  open (``pause_until_released``, for a test that kills its executor).
 
 No other code of eoslog fails on a test's behalf.
 """

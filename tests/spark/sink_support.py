@@ -1,5 +1,6 @@
 """What the sink's tests share: input written by librdkafka, a pass-through query
-(eoslog source → eoslog sink), and reading the output as a read_committed consumer.
+(eoslog source → eoslog sink), a driver of it in a process of its own (``sink_driver.py``)
+and its kill -9, and reading the output as a read_committed consumer.
 
 ``committed_output`` reads with librdkafka (confluent-kafka, isolation.level
 read_committed) — a client that is not eoslog's — up to each partition's last stable
@@ -9,6 +10,11 @@ watermark): an exactly-once sink must leave none behind once its query has finis
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -23,6 +29,7 @@ from eoslog.client.types import TopicPartition as EoslogTopicPartition
 from eoslog.spark.log_reader import LogReader
 
 WAIT_S = 120.0  # a generous bound on waiting for a condition; never an assertion on time
+DRIVER = Path(__file__).parent / "sink_driver.py"
 
 
 def create_topics(bootstrap: str, *names_and_partitions: tuple[str, int]) -> None:
@@ -55,6 +62,37 @@ def pass_through(spark: Any, bootstrap: str, source: str, sink: str, checkpoint:
         writer = writer.option(k, v)
     trigger = {"availableNow": True} if available_now else {"processingTime": "200 milliseconds"}
     return writer.trigger(**trigger).start()
+
+
+def start_driver(bootstrap: str, src: str, dst: str, tmp_path: Path, *args: str,
+                 log_name: str = "driver.log") -> subprocess.Popen[bytes]:
+    """``sink_driver.py`` as a session of its own (checkpoint ``tmp_path/ck``, Spark work dir
+    ``tmp_path/spark``), its output appended to ``tmp_path/log_name``."""
+    log = open(tmp_path / log_name, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [sys.executable, str(DRIVER), bootstrap, src, dst, str(tmp_path / "ck"), str(tmp_path / "spark"), *args],
+            stdout=log, stderr=log, start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def kill_session(driver: subprocess.Popen[bytes]) -> None:
+    """kill -9 the driver and everything it started (its JVM, the JVM's Python workers):
+    every process of the session the driver leads."""
+    sid = driver.pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+    driver.wait(30)
 
 
 def open_transactions(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:

@@ -12,11 +12,6 @@ written again and the old run's transactions are aborted. Then it finishes the i
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,43 +21,15 @@ from sink_support import (
     assert_exactly_once,
     committed_output,
     create_topics,
+    kill_session,
     open_transactions,
     pass_through,
     produce_input,
     raw_output,
+    start_driver,
 )
 
 from harness import BrokerProcess, wait_until
-
-DRIVER = Path(__file__).parent / "sink_driver.py"
-
-
-def start_driver(bootstrap: str, src: str, dst: str, tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    log = open(tmp_path / "driver.log", "ab")  # noqa: SIM115 - handed to the child
-    try:
-        return subprocess.Popen(
-            [sys.executable, str(DRIVER), bootstrap, src, dst, str(tmp_path / "ck"), str(tmp_path / "spark"), *args],
-            stdout=log, stderr=log, start_new_session=True,
-        )
-    finally:
-        log.close()
-
-
-def kill_session(driver: subprocess.Popen[bytes]) -> None:
-    """kill -9 the driver and everything it started (its JVM, the JVM's Python workers):
-    every process of the session the driver leads."""
-    sid = driver.pid
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
-    driver.wait(30)
 
 
 @pytest.mark.parametrize("moment", ["pause-after-decision", "pause-before-decision"])

@@ -55,9 +55,15 @@ def test_acks_1_is_fine_at_least_once() -> None:
 
 def test_fault_points() -> None:
     f = FaultPoints.parse("commit-before-decision@1, commit-after-decision@2,commit-after-decision@5,"
-                          "pause-after-decision@3:/tmp/x:y,task-crash:10")
-    assert f == FaultPoints(frozenset({1}), frozenset({2, 5}), ((3, "/tmp/x:y"),), 10)
+                          "pause-after-decision@3:/tmp/x:y,task-crash:10,task-pause@2/3:/tmp/p")
+    assert f == FaultPoints(frozenset({1}), frozenset({2, 5}), ((3, "/tmp/x:y"),), 10, task_pause=((2, 3, "/tmp/p"),))
     assert FaultPoints.parse(None) == FaultPoints.parse(" ") == FaultPoints()
+    # only partition 3's first attempt in batch 2 pauses
+    assert [f.task_pause_path(2, 3, 0), f.task_pause_path(2, 3, 1), f.task_pause_path(2, 2, 0)] == ["/tmp/p", None,
+                                                                                                    None]
+    for bad in ("task-pause@2:/tmp/p", "task-pause@2/3", "task-pause@x/3:/p", "task-pauses@1/1:/p"):
+        with pytest.raises(SinkOptionError, match="fault point"):
+            FaultPoints.parse(bad)
 
 
 def _schema(*fields: tuple[str, object]) -> StructType:

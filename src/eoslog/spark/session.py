@@ -1,21 +1,27 @@
-"""A local SparkSession set up for eoslog, with what otherwise takes an afternoon to find.
+"""A SparkSession set up for eoslog, with what otherwise takes an afternoon to find.
 
 What it owns: checking for Java 17 before Spark tries (and fails with a page of JVM
-output), and the session settings a local run needs:
+output), the session settings a run needs, and a probe of what the executors import:
 
 - ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` (and ``spark.pyspark.python``) set to this
   interpreter — without them Spark starts workers with whatever ``python3`` is on PATH,
-  which lacks eoslog and pyarrow, and tasks die with "Python worker failed to connect back";
-- every directory Spark writes to inside one work directory (default ``./.spark``):
+  which lacks eoslog and pyarrow, and tasks die with "Python worker failed to connect back".
+  On a cluster ``conf["spark.pyspark.python"]`` names the executors' Python instead (a path
+  on the executors' machines);
+- every directory the driver writes to inside one work directory (default ``./.spark``):
   ``spark.local.dir`` (shuffle and worker scratch), the SQL warehouse, the JVM's
-  ``java.io.tmpdir`` and the default root for streaming checkpoints;
+  ``java.io.tmpdir`` and the default root for streaming checkpoints — and, with a local
+  master only, the executors' too (a cluster's executors use their workers' directories);
 - a small ``spark.sql.shuffle.partitions`` (200 tasks per shuffle is for clusters), the UI
   and the console progress bar off, log level WARN from the JVM's first line, UTC as the
   session time zone, Arrow on, ``SPARK_LOCAL_IP`` on loopback;
+- ``py_files`` shipped to every executor (``SparkContext.addPyFile``: what ``spark-submit
+  --py-files`` does, which a session built in plain Python does not do for
+  ``spark.submit.pyFiles``);
 - format ``"eoslog"`` registered.
 
-What it must never do: start anything but a local Spark, or change a session it did not
-create beyond registering the data source.
+What it must never do: change a session it did not create beyond registering the data
+source, or point a cluster's executors at directories of the driver's machine.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,30 +46,31 @@ JAVA_INSTALL_HINT = (
     "or point JAVA_HOME at a Java 17 or newer."
 )
 
-_LOG4J2 = """\
-# Written by eoslog.spark.session: Spark's own log at WARN from the JVM's first line.
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-# Noise a local run always prints and nobody can act on: the native Hadoop library, the
-# spark.local.dir note (local mode honours it), "AQE is not supported in streaming", the
-# job-group cancel race when a query stops, and "falling behind the trigger interval",
-# which a laptop shared by a broker, Spark and its Python workers always is (the query
-# progress reports batch durations).
-logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
-logger.nativecode.level = error
-logger.sparkconf.name = org.apache.spark.SparkConf
-logger.sparkconf.level = error
-logger.resolvewrite.name = org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream
-logger.resolvewrite.level = error
-logger.dagscheduler.name = org.apache.spark.scheduler.DAGScheduler
-logger.dagscheduler.level = error
-logger.trigger.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
-logger.trigger.level = error
+def log4j2_properties(writer: str, root_level: str, quiet: Mapping[str, str], pattern: str, extra: str = "") -> str:
+    """A log4j2.properties for Spark's JVMs: everything to stderr at ``root_level``, the
+    loggers in ``quiet`` (name → level) turned down, then ``extra`` lines as they are."""
+    lines = [f"# Written by {writer}.", f"rootLogger.level = {root_level}",
+             "rootLogger.appenderRef.stderr.ref = console", "appender.console.type = Console",
+             "appender.console.name = console", "appender.console.target = SYSTEM_ERR",
+             "appender.console.layout.type = PatternLayout", f"appender.console.layout.pattern = {pattern}"]
+    for i, (name, level) in enumerate(quiet.items()):
+        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = {level}"]
+    return "\n".join(lines) + "\n" + extra
+
+
+# The driver's log: WARN from the JVM's first line, without the noise a local run always
+# prints and nobody can act on: the native Hadoop library, the spark.local.dir note (local
+# mode honours it), "AQE is not supported in streaming", the job-group cancel race when a
+# query stops, and "falling behind the trigger interval", which a laptop shared by a
+# broker, Spark and its Python workers always is (the query progress reports batch
+# durations).
+_LOG4J2 = log4j2_properties("eoslog.spark.session", "warn", {
+    "org.apache.hadoop.util.NativeCodeLoader": "error",
+    "org.apache.spark.SparkConf": "error",
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream": "error",
+    "org.apache.spark.scheduler.DAGScheduler": "error",
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor": "error",
+}, "%d{HH:mm:ss} %p %c{1}: %m%n%ex", """\
 # "Disabling AQE since AQE is not supported in stateful workloads", at every query start;
 # the other warnings of the streaming engine stay.
 logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
@@ -70,7 +78,7 @@ logger.microbatch.filter.aqe.type = RegexFilter
 logger.microbatch.filter.aqe.regex = Disabling AQE since AQE is not supported.*
 logger.microbatch.filter.aqe.onMatch = DENY
 logger.microbatch.filter.aqe.onMismatch = NEUTRAL
-"""
+""")
 
 
 class SparkSetupError(RuntimeError):
@@ -114,6 +122,12 @@ def require_java() -> str:
     return java
 
 
+def is_local(master: str) -> bool:
+    """True for ``local``, ``local[N]``, ``local[N,F]``, ``local[*]``: driver and executor
+    in one JVM."""
+    return master == "local" or master.startswith("local[")
+
+
 def spark_session(
     app_name: str = "eoslog",
     *,
@@ -121,12 +135,15 @@ def spark_session(
     work_dir: Path | str | None = None,
     shuffle_partitions: int = 2,
     conf: Mapping[str, str] | None = None,
+    py_files: Sequence[Path | str] = (),
 ) -> SparkSession:
-    """A local SparkSession with format ``"eoslog"`` registered (see the module docstring).
+    """A SparkSession with format ``"eoslog"`` registered (see the module docstring):
+    ``local[...]``, or a cluster's master URL (``spark://HOST:PORT``).
 
-    ``work_dir`` (default ``./.spark``) holds Spark's scratch space, warehouse, temp files
-    and default checkpoint root. ``conf`` adds or overrides settings. Raises
-    SparkSetupError when Java 17 is missing."""
+    ``work_dir`` (default ``./.spark``) holds the driver's scratch space, warehouse, temp
+    files and default checkpoint root. ``conf`` adds or overrides settings. ``py_files``
+    (.zip, .egg, .py) go to every executor's Python path. Raises SparkSetupError when Java
+    17 is missing."""
     require_java()
     root = Path(work_dir if work_dir is not None else DEFAULT_WORK_DIR).resolve()
     dirs = {name: root / name for name in ("local", "warehouse", "tmp", "checkpoints")}
@@ -137,18 +154,21 @@ def spark_session(
         log4j.write_text(_LOG4J2)
 
     python = sys.executable
-    os.environ["PYSPARK_PYTHON"] = python
+    # PySpark sends the executors the path in PYSPARK_PYTHON as their Python's.
+    executor_python = (conf or {}).get("spark.pyspark.python", python)
+    os.environ["PYSPARK_PYTHON"] = executor_python
     os.environ["PYSPARK_DRIVER_PYTHON"] = python
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     java_options = f"-Djava.io.tmpdir={dirs['tmp']} -Dlog4j2.configurationFile=file:{log4j}"
     settings = {
-        "spark.pyspark.python": python,
+        "spark.pyspark.python": executor_python,
         "spark.pyspark.driver.python": python,
         "spark.local.dir": str(dirs["local"]),
         "spark.sql.warehouse.dir": str(dirs["warehouse"]),
         "spark.sql.streaming.checkpointLocation": str(dirs["checkpoints"]),
         "spark.driver.extraJavaOptions": java_options,
-        "spark.executor.extraJavaOptions": java_options,
+        # A cluster's executors run elsewhere: the driver's paths are not theirs.
+        **({"spark.executor.extraJavaOptions": java_options} if is_local(master) else {}),
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(shuffle_partitions),
         "spark.ui.enabled": "false",
@@ -166,6 +186,8 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    for path in py_files:
+        spark.sparkContext.addPyFile(str(path))
     _quiet_dropped_accumulator_connections(spark)
     register(spark)
     return spark
@@ -192,3 +214,42 @@ def register(spark: SparkSession) -> None:
     from eoslog.spark.datasource import EoslogDataSource
 
     spark.dataSource.register(EoslogDataSource)
+
+
+@dataclass(frozen=True)
+class ExecutorPython:
+    """What one Python worker of an executor runs: where, which interpreter, which eoslog."""
+
+    host: str
+    pid: int
+    python: str
+    eoslog: str  # eoslog/__init__.py it imported, or "cannot import eoslog: ..."
+    cwd: str  # a standalone executor's work dir (work/<app id>/<executor id>)
+
+    @property
+    def has_eoslog(self) -> bool:
+        return not self.eoslog.startswith("cannot import")
+
+
+def probe_executors(spark: SparkSession, tasks: int | None = None) -> list[ExecutorPython]:
+    """Run ``tasks`` small tasks (default: twice the default parallelism) and report each
+    distinct Python worker that ran one: the check that every executor can import eoslog
+    (and which copy) before a query fails on it. The probe itself needs no eoslog."""
+
+    def probe(_: Iterable[int]) -> Iterator[tuple[str, int, str, str, str]]:
+        # Defined here, so it is pickled by value: executors need not import this module.
+        import os as os_
+        import socket
+        import sys as sys_
+
+        try:
+            import eoslog
+
+            where = str(eoslog.__file__)
+        except ImportError as e:
+            where = f"cannot import eoslog: {e}"
+        yield socket.gethostname(), os_.getpid(), sys_.executable, where, os_.getcwd()
+
+    n = tasks or 2 * spark.sparkContext.defaultParallelism
+    found = spark.sparkContext.parallelize(range(n), n).mapPartitions(probe).collect()
+    return sorted({ExecutorPython(*row) for row in found}, key=lambda e: (e.host, e.pid))

@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from eoslog.client.producer import Producer
-from eoslog.faults import exit_now
+from eoslog.faults import exit_now, pause_until_released
 from eoslog.spark.commit import (
     Rows,
     TaskCommitMessage,
@@ -57,11 +57,14 @@ class _ArrowRecords:
     """A task's Arrow batches, sent as records (``commit.Rows``)."""
 
     def __init__(self, options: SinkOptions, columns: Columns, batches: Iterator[pa.RecordBatch],
-                 crash_after_rows: int | None = None) -> None:
+                 task: TaskIdentity) -> None:
         self.options = options
         self.columns = columns
         self.batches = batches
-        self.crash_after_rows = crash_after_rows
+        # Fault points (tests only): only a task's first attempt crashes or pauses.
+        faults = options.faults
+        self.crash_after_rows = faults.task_crash_after_rows if task.attempt == 0 else None
+        self.pause_path = faults.task_pause_path(task.batch_id, task.partition, task.attempt)
         self._ahead: list[pa.RecordBatch] = []
 
     def is_empty(self) -> bool:
@@ -83,6 +86,9 @@ class _ArrowRecords:
             if self.crash_after_rows is not None and sent >= self.crash_after_rows:
                 producer.flush()
                 exit_now(17)  # the task-crash fault: a crashed Python worker
+        if self.pause_path is not None:
+            producer.flush()
+            pause_until_released(self.pause_path)  # the task-pause fault: until the test kills it
         return sent
 
     def drain(self) -> None:
@@ -145,10 +151,6 @@ def stream_task_identity() -> TaskIdentity:
     return TaskIdentity(query_id, run_id, int(batch_id), context.partitionId(), context.attemptNumber())
 
 
-def _crash_after(options: SinkOptions, task: TaskIdentity) -> int | None:
-    return options.faults.task_crash_after_rows if task.attempt == 0 else None
-
-
 def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage | None]:
     out: list[TaskCommitMessage | None] = []
     for m in messages:
@@ -168,7 +170,7 @@ class EoslogStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         task = stream_task_identity()
-        records = _ArrowRecords(self.options, self.columns, iterator, _crash_after(self.options, task))
+        records = _ArrowRecords(self.options, self.columns, iterator, task)
         return write_task(self.options, task, records)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -200,7 +202,7 @@ class EoslogBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = _task_context()
         task = TaskIdentity(self.job_key, "job", 0, context.partitionId(), context.attemptNumber(), replayable=False)
-        records = _ArrowRecords(self.options, self.columns, iterator, _crash_after(self.options, task))
+        records = _ArrowRecords(self.options, self.columns, iterator, task)
         return write_task(self.options, task, records)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -53,8 +53,9 @@ COMMIT_AFTER_DECISION = "commit-after-decision"
 PAUSE_BEFORE_DECISION = "pause-before-decision"
 PAUSE_AFTER_DECISION = "pause-after-decision"
 TASK_CRASH = "task-crash"
+TASK_PAUSE = "task-pause"
 _FAULT_NAMES = {COMMIT_BEFORE_DECISION, COMMIT_AFTER_DECISION, PAUSE_BEFORE_DECISION, PAUSE_AFTER_DECISION,
-                TASK_CRASH}
+                TASK_CRASH, TASK_PAUSE}
 
 
 class SinkOptionError(ValueError):
@@ -69,13 +70,17 @@ class FaultPoints:
     and ``pause-after-decision@B:PATH`` (the commit writes its process id to PATH just before /
     just after recording the decision and then sleeps until killed or PATH is deleted) and
     ``task-crash:N`` (the first attempt of every write task exits its Python worker, as a
-    crash, once N rows are sent and flushed)."""
+    crash, once N rows are sent and flushed) and ``task-pause@B/P:PATH`` (the first attempt
+    of partition P's write task in batch B sends and flushes its rows, writes its process id
+    to PATH and sleeps until killed — its transaction stays open, never prepared — or PATH is
+    deleted)."""
 
     raise_before_decision: frozenset[int] = frozenset()
     raise_after_decision: frozenset[int] = frozenset()
     pause_after_decision: tuple[tuple[int, str], ...] = ()
     task_crash_after_rows: int | None = None
     pause_before_decision: tuple[tuple[int, str], ...] = ()
+    task_pause: tuple[tuple[int, int, str], ...] = ()  # (batch, partition, path)
 
     @classmethod
     def parse(cls, raw: str | None) -> FaultPoints:
@@ -85,6 +90,7 @@ class FaultPoints:
         after: set[int] = set()
         pause: dict[str, list[tuple[int, str]]] = {PAUSE_BEFORE_DECISION: [], PAUSE_AFTER_DECISION: []}
         crash: int | None = None
+        task_pause: list[tuple[int, int, str]] = []
         for item in (i.strip() for i in raw.split(",")):
             if not item:
                 continue
@@ -94,6 +100,12 @@ class FaultPoints:
             try:
                 if name == TASK_CRASH:
                     crash = int(arg)
+                elif name == TASK_PAUSE:
+                    where, _, path = arg.partition(":")
+                    batch, slash, partition = where.partition("/")
+                    if not path or not slash:
+                        raise ValueError
+                    task_pause.append((int(batch), int(partition), path))
                 elif name in pause:
                     batch, _, path = arg.partition(":")
                     if not path:
@@ -104,7 +116,13 @@ class FaultPoints:
             except ValueError:
                 raise SinkOptionError(f"malformed fault point {item!r} in eoslog.sink.test.failAt") from None
         return cls(frozenset(before), frozenset(after), tuple(pause[PAUSE_AFTER_DECISION]), crash,
-                   tuple(pause[PAUSE_BEFORE_DECISION]))
+                   tuple(pause[PAUSE_BEFORE_DECISION]), tuple(task_pause))
+
+    def task_pause_path(self, batch_id: int, partition: int, attempt: int) -> str | None:
+        """Where the first attempt of this write task reports its pause, if it pauses."""
+        if attempt != 0:
+            return None
+        return next((path for b, p, path in self.task_pause if (b, p) == (batch_id, partition)), None)
 
 
 @dataclass(frozen=True)
