@@ -31,6 +31,7 @@ from eoslog.records.batch import (
     validate_produce_batches,
     validate_timestamps,
 )
+from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
 from eoslog.storage.swap import complete_interrupted_swaps
@@ -99,6 +100,7 @@ class PartitionLog:
         recovery_point: int = 0,
         clean_shutdown: bool = True,
         producer_id_expiration_ms: int = 86_400_000,
+        high_watermark: int | None = None,
     ) -> None:
         parsed = parse_partition_dir(directory.name)
         if parsed is None:
@@ -114,11 +116,28 @@ class PartitionLog:
         self._last_flush_ms = clock_ms()
         self._load(clean_shutdown)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
-        self.high_watermark = self.log_end_offset
+        # The checkpointed high watermark (replication-offset-checkpoint) when there is one:
+        # a replica must not expose what its ISR may not have. A leader moves it on at once
+        # when it is alone in the ISR, as a single node always is.
+        self.high_watermark = self.log_end_offset if high_watermark is None else max(
+            self.log_start_offset, min(high_watermark, self.log_end_offset))
         self.producer_state = ProducerStateManager(
             directory, f"{self.topic}-{self.partition}", producer_id_expiration_ms
         )
         self._load_producer_state()
+        self.epochs = LeaderEpochCache(directory)
+        self._load_epochs()
+
+    def _load_epochs(self) -> None:
+        """The leader-epoch cache agrees with the log: entries past a recovered log's end or
+        below its start go; a missing cache is rebuilt from the batches' leader epochs."""
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
+            for seg in self._segments_from(self.log_start_offset):
+                for _, h in seg.iter_headers():
+                    if h.partition_leader_epoch >= 0 and h.last_offset >= self.log_start_offset:
+                        self.epochs.assign(h.partition_leader_epoch, max(h.base_offset, self.log_start_offset))
 
     def _load_producer_state(self) -> None:
         """Producer state and the aborted-transaction indexes, which derive from the log.
@@ -398,6 +417,9 @@ class PartitionLog:
             chunks = [buf]
         seg = self.active_segment
         seg.append(chunks, patched)
+        for _, h in patched:
+            if h.partition_leader_epoch >= 0:
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)  # no-op within an epoch
         for pos, h in patched:
             if markers is not None and (marker := markers.get(pos)) is not None:
                 producers.append_marker(h, marker[1], marker[0])
@@ -541,6 +563,7 @@ class PartitionLog:
             return False
         self.log_start_offset = offset
         self.producer_state.on_log_start_offset(offset)
+        self.epochs.truncate_from_start(offset)
         log.info("log start offset of %s-%d advanced to %d", self.topic, self.partition, offset)
         return True
 
@@ -597,7 +620,49 @@ class PartitionLog:
             )
         if deleted:
             self.producer_state.on_log_start_offset(self.log_start_offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
         return deleted
+
+    # -- truncation (a follower diverged from its new leader) ------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log at ``offset`` (KIP-101: records a deposed leader wrote that the new
+        leader never had): the batch holding ``offset`` and everything after go, with their
+        index entries, producer state, aborted-transaction entries and leader epochs. Returns
+        the new log end offset. Below the log start offset the log starts over at ``offset``."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset
+        if offset <= self.log_start_offset:
+            return self.truncate_fully_and_start_at(max(offset, 0))
+        log.warning("truncating %s-%d from %d to %d", self.topic, self.partition, self.log_end_offset, offset)
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+        seg = self.active_segment
+        found = seg.find_position(offset)
+        if found is not None:
+            seg.truncate_to_position(found[0])
+            seg.recover()  # offsets, timestamps and both indexes from what remains
+        self._after_truncation()
+        return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Drop the whole log and start it at ``offset`` (a follower far behind a leader
+        whose log now starts later, Kafka's truncateFullyAndStartAt)."""
+        log.warning("truncating all of %s-%d; it now starts at %d", self.topic, self.partition, offset)
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [self._new_segment(offset)]
+        self.log_start_offset = offset
+        self.epochs.clear()
+        self._after_truncation()
+        return offset
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self.epochs.truncate_from_end(end)
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self._load_producer_state()  # snapshots past the end are deleted; the rest replayed
 
     # -- lifecycle --------------------------------------------------------------
 

@@ -39,6 +39,7 @@ CLEAN_SHUTDOWN_FILE = ".eoslog_cleanshutdown"
 LOCK_FILE = ".lock"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"  # Kafka's name
 TOPICS_FILE = "topics.json"
 META_FILE = "meta.properties"
 
@@ -87,9 +88,12 @@ class TopicInfo:
 class LogManager:
     def __init__(
         self, log_dir: Path, topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
-        node_id: int = 0, producer_id_expiration_ms: int = 86_400_000,
+        node_id: int = 0, producer_id_expiration_ms: int = 86_400_000, *, replicated: bool = False,
     ) -> None:
+        """``replicated`` (cluster mode): logs start at their checkpointed high watermarks,
+        since other replicas may lack what lies above; a single node's start at their end."""
         self.log_dir = log_dir
+        self.replicated = replicated
         self.topic_defaults = topic_defaults
         self._clock_ms = clock_ms
         self.node_id = node_id
@@ -118,6 +122,7 @@ class LogManager:
         self._load_topics()
         recovery = read_checkpoint(self.log_dir / RECOVERY_POINT_FILE)
         starts = read_checkpoint(self.log_dir / LOG_START_FILE)
+        high_watermarks = read_checkpoint(self.log_dir / HIGH_WATERMARK_FILE) if self.replicated else {}
         for topic in self.topics.values():
             for p in range(topic.num_partitions):
                 tp = (topic.name, p)
@@ -127,6 +132,7 @@ class LogManager:
                     recovery_point=recovery.get(tp, 0),
                     clean_shutdown=self.had_clean_shutdown,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
+                    high_watermark=high_watermarks.get(tp, 0) if self.replicated else None,
                 )
         self._remove_stray_dirs()
         self.checkpoint()
@@ -194,6 +200,12 @@ class LogManager:
                          {tp: lg.recovery_point for tp, lg in self.logs.items()})
         write_checkpoint(self.log_dir / LOG_START_FILE,
                          {tp: lg.log_start_offset for tp, lg in self.logs.items()})
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint`` (also every replica.high.watermark.checkpoint.interval.ms)."""
+        write_checkpoint(self.log_dir / HIGH_WATERMARK_FILE,
+                         {tp: lg.high_watermark for tp, lg in self.logs.items()})
 
     def shutdown(self) -> None:
         for lg in self.logs.values():
