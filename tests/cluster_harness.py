@@ -176,3 +176,33 @@ def _create_chroot(connect: str, name: str) -> None:
     finally:
         client.stop()
         client.close()
+
+
+def read_all(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record a read_committed consumer sees in one partition, read
+    from the log start until its position reached the end offset (the last stable offset)."""
+    import time
+
+    from eoslog.client import Consumer
+    from eoslog.client.types import TopicPartition
+
+    tp = TopicPartition(topic, partition)
+    with Consumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed",
+                   "enable.auto.commit": False, "group.id": f"read-all-{topic}"}) as consumer:
+        consumer.assign([tp])
+        consumer.seek_to_beginning([tp])
+        end = consumer.end_offsets([tp], timeout_s)[tp]
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout_s
+        while consumer.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}-{partition}: read {len(out)} records, stuck at "
+                                     f"{consumer.position(tp)} < {end}")
+            out += [(r.offset, r.value or b"") for r in consumer.poll(1.0)]
+        return out
+
+
+def segment_bytes(broker: BrokerProcess, topic: str, partition: int = 0) -> bytes:
+    """The partition's log on one broker, every segment concatenated (replicas must match)."""
+    directory = broker.data_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))

@@ -11,12 +11,13 @@ import pytest
 
 from eoslog.cluster import znodes
 from eoslog.cluster.controller.controller import Controller, ControllerMoved, ControllerSettings, register_controller
-from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
+from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.registry import create_topic, read_state, update_isr
 from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 SESSION_MS = 6000
 TP = TopicPartition("fenced", 0)

@@ -60,7 +60,7 @@ class Broker:
         self.config = config
         self.logs = LogManager(
             config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
-            int(config["producer.id.expiration.ms"]),
+            int(config["producer.id.expiration.ms"]), replicated=bool(config.zookeeper_connect),
         )
         self.cluster: ClusterMember | None = None
         if config.zookeeper_connect:
@@ -71,7 +71,8 @@ class Broker:
                         else self.cluster.producer_ids)
         # The partitions first (the coordinators append through them), then the coordinators,
         # then the state handlers share: nothing in it is ever missing.
-        self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms)
+        self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms,
+                                       leads_every_local_log=self.cluster is None)
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, producer_ids.generate_producer_id,
@@ -123,12 +124,15 @@ class Broker:
         self.state.advertised_port = adv_port if explicit_port else bound_port
         if self.cluster is not None:
             await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
+            self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms)
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
                                          self.logs.run_retention)),
             loop.create_task(self._every(int(self.config["log.flush.scheduler.interval.ms"]) / 1000,
                                          self.logs.run_time_flush)),
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
+            loop.create_task(self._every(int(self.config["replica.high.watermark.checkpoint.interval.ms"]) / 1000,
+                                         self.logs.checkpoint_high_watermarks)),
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
             loop.create_task(self._every(self._idle_check_s, self._close_idle_connections)),

@@ -20,6 +20,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from eoslog.cluster import znodes
+from eoslog.cluster.channel import BrokerChannel
 from eoslog.cluster.controller.assignment import assign_replicas
 from eoslog.cluster.controller.controller import (
     Controller,
@@ -28,7 +29,9 @@ from eoslog.cluster.controller.controller import (
     register_controller,
 )
 from eoslog.cluster.errors import ClusterError, TopicExists
-from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
+from eoslog.cluster.fetcher import FetcherManager, FetcherSettings
+from eoslog.cluster.leadership import Leadership
+from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.producer_ids import ZkProducerIdManager
 from eoslog.cluster.registry import (
     create_topic,
@@ -41,6 +44,9 @@ from eoslog.cluster.zk import SessionState, ZkSession, Znode
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.config import BrokerConfig
 from eoslog.errors import Errors, KafkaError
+from eoslog.replica import ReplicaManager
+from eoslog.storage import LogManager
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +108,9 @@ class ClusterMember:
         self._election: Any = None  # kazoo's Election (untyped)
         self._controllership_over: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.channel: BrokerChannel | None = None
+        self.fetchers: FetcherManager | None = None
+        self.leadership: Leadership | None = None
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -286,6 +295,29 @@ class ClusterMember:
         if self._controllership_over is not None:
             self._controllership_over.set()
 
+    # -- replication (once the broker's logs and partitions exist) ------------------------
+
+    def start_replication(self, logs: LogManager, replicas: ReplicaManager, clock_ms: Callable[[], int]) -> None:
+        """Follow the partition states: lead, follow (fetchers), keep the ISR."""
+        c = self.config
+        self.channel = BrokerChannel(self.metadata, self.broker_id, int(c["replica.socket.timeout.ms"]))
+        self.fetchers = FetcherManager(self.channel, replicas, FetcherSettings(
+            broker_id=self.broker_id, max_wait_ms=int(c["replica.fetch.wait.max.ms"]),
+            min_bytes=int(c["replica.fetch.min.bytes"]), max_bytes=int(c["replica.fetch.response.max.bytes"]),
+            partition_max_bytes=int(c["replica.fetch.max.bytes"]), backoff_s=int(c["replica.fetch.backoff.ms"]) / 1000,
+        ))
+        self.leadership = Leadership(self.broker_id, self.zk, self.metadata, logs, replicas, self.fetchers,
+                                     int(c["replica.lag.time.max.ms"]), clock_ms)
+        self.leadership.start()
+
+    def stop_fetching(self) -> None:
+        """Controlled shutdown's first step: a follower that keeps fetching would be taken
+        back into the ISR."""
+        if self.leadership is not None:
+            self.leadership.stop()
+        if self.channel is not None:
+            self.channel.close()
+
     # -- topics (any broker writes the assignment; the controller elects the leaders) ------
 
     async def create_topic(self, topic: str, assignment: Mapping[int, tuple[int, ...]],
@@ -329,6 +361,7 @@ class ClusterMember:
         that did not happen within ``timeout_s``."""
         if self.registration is None:
             return True
+        self.stop_fetching()
         path = znodes.controlled_shutdown_path(self.broker_id)
         data = str(self.registration.epoch).encode()
         try:
@@ -346,6 +379,7 @@ class ClusterMember:
         """Leave: no more candidacy, controller duties end, the session closes (which deletes
         the registration at once instead of after the session timeout)."""
         self._stopping = True
+        self.stop_fetching()
         if self._election is not None:
             self._election.cancel()
         self._end_controllership()

@@ -13,18 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from eoslog.cluster.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.errors import Errors
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+from eoslog.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from eoslog.cluster import znodes
-from eoslog.cluster.metadata import ClusterMetadata, TopicPartition
+from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.errors import Errors, KafkaError
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

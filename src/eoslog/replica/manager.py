@@ -85,6 +85,7 @@ class FetchPartition(NamedTuple):
     tp: TopicPartition
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1  # KIP-320: the epoch the fetcher believes in (-1: not said)
 
 
 class ReplicaManager:
@@ -102,6 +103,9 @@ class ReplicaManager:
         # and fails loudly, never skipping its check.
         self.verifier: TransactionVerifier | None = None
         self._marker_listeners: dict[str, MarkerListener] = {}
+        # Cluster mode: told of each follower fetch, to add a caught-up follower to the ISR
+        # (Kafka's maybeExpandIsr runs in that path too).
+        self.follower_fetch_listener: Callable[[Partition, int], None] | None = None
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -146,7 +150,7 @@ class ReplicaManager:
         their max_wait."""
         info = self.logs.topics.get(name)
         self.logs.delete_topic(name)
-        for p in range(info.num_partitions if info is not None else 0):
+        for p in info.local_partitions() if info is not None else ():
             tp = TopicPartition(name, p)
             self._partitions.pop(tp, None)
             self._appended(tp)
@@ -305,6 +309,8 @@ class ReplicaManager:
             partition = self.get_partition(p.tp)
             if partition is None:
                 result = FetchedRecords(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            elif (fenced := partition.check_leader_epoch(p.current_leader_epoch)) is not Errors.NONE:
+                result = FetchedRecords(fenced)
             elif params.replica_id >= 0 and (refused := self._follower_fetched(partition, params.replica_id,
                                                                                p.fetch_offset)) is not None:
                 result = FetchedRecords(refused)
@@ -333,6 +339,8 @@ class ReplicaManager:
             return e.error
         if moved:
             self._appended(partition.tp)
+        if self.follower_fetch_listener is not None:
+            self.follower_fetch_listener(partition, replica_id)
         return None
 
     # -- offsets, deletion, producers ------------------------------------------------------------------

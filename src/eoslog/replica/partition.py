@@ -99,6 +99,9 @@ class Partition:
         positions are unknown until they fetch."""
         self.role, self.leader_id, self.leader_epoch = Role.LEADER, self.local_broker_id, leader_epoch
         self.log.leader_epoch = leader_epoch
+        # The new epoch starts at the log end even before a batch of it is written, so that
+        # OffsetForLeaderEpoch tells a follower where its older epochs ended (Kafka's makeLeader).
+        self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
         self.replicas = tuple(replicas)
         self.isr = frozenset(isr)
         now = self.clock_ms()
@@ -119,6 +122,25 @@ class Partition:
         """Apply an ISR the cluster accepted; True if the high watermark moved."""
         self.isr = frozenset(isr)
         return self.maybe_increment_high_watermark()
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> Errors:
+        """KIP-320: a request naming the leader epoch it expects. Older than ours: the
+        sender's metadata is stale (FENCED_LEADER_EPOCH); newer: ours is (UNKNOWN_LEADER_EPOCH).
+        -1: the sender does not say (older clients)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return Errors.NONE
+        return Errors.FENCED_LEADER_EPOCH if current_leader_epoch < self.leader_epoch else Errors.UNKNOWN_LEADER_EPOCH
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[Errors, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, the largest epoch ≤ ``leader_epoch``,
+        where it ended here) — a follower truncates to that (KIP-101/KIP-279)."""
+        if self.role is not Role.LEADER:
+            return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
+        error = self.check_leader_epoch(current_leader_epoch)
+        if error is not Errors.NONE:
+            return error, -1, -1
+        epoch, end = self.log.epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
+        return Errors.NONE, epoch, end
 
     def _require_leader(self) -> None:
         if self.role is not Role.LEADER:

@@ -83,6 +83,12 @@ class TopicInfo:
     num_partitions: int
     config: TopicConfig
     internal: bool = False
+    # Cluster mode: the partitions this broker holds a replica of (None: all of them, as on
+    # a single node).
+    held: tuple[int, ...] | None = None
+
+    def local_partitions(self) -> range | tuple[int, ...]:
+        return range(self.num_partitions) if self.held is None else self.held
 
 
 class LogManager:
@@ -124,7 +130,7 @@ class LogManager:
         starts = read_checkpoint(self.log_dir / LOG_START_FILE)
         high_watermarks = read_checkpoint(self.log_dir / HIGH_WATERMARK_FILE) if self.replicated else {}
         for topic in self.topics.values():
-            for p in range(topic.num_partitions):
+            for p in topic.local_partitions():
                 tp = (topic.name, p)
                 self.logs[tp] = PartitionLog(
                     self.log_dir / partition_dir_name(*tp), topic.config, self._clock_ms,
@@ -166,10 +172,11 @@ class LogManager:
         if not path.exists():
             return
         for entry in json.loads(path.read_text())["topics"]:
+            held = entry.get("held")
             self.topics[entry["name"]] = TopicInfo(
                 entry["name"], uuid.UUID(entry["id"]), int(entry["partitions"]),
                 TopicConfig(self.topic_defaults, entry.get("config", {})),
-                bool(entry.get("internal", False)),
+                bool(entry.get("internal", False)), None if held is None else tuple(held),
             )
 
     def _save_topics(self) -> None:
@@ -177,7 +184,8 @@ class LogManager:
             "version": 1,
             "topics": [
                 {"name": t.name, "id": str(t.topic_id), "partitions": t.num_partitions,
-                 "config": t.config.overrides, "internal": t.internal}
+                 "config": t.config.overrides, "internal": t.internal,
+                 **({} if t.held is None else {"held": list(t.held)})}
                 for t in self.topics.values()
             ],
         }
@@ -273,14 +281,57 @@ class LogManager:
         if info is None:
             raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._save_topics()  # the delete is decided once the metadata no longer names it
-        for p in range(info.num_partitions):
-            lg = self.logs.pop((name, p))
-            lg.close()
-            target = lg.dir.with_name(lg.dir.name + ".deleted")
-            os.replace(lg.dir, target)
-            _rmtree(target)
+        for p in info.local_partitions():
+            self._delete_log(name, p)
         self.checkpoint()
         log.info("deleted topic %s", name)
+
+    def _delete_log(self, name: str, partition: int) -> None:
+        lg = self.logs.pop((name, partition), None)
+        if lg is None:
+            return
+        lg.close()
+        target = lg.dir.with_name(lg.dir.name + ".deleted")
+        os.replace(lg.dir, target)
+        _rmtree(target)
+
+    # -- cluster mode: replicas of some partitions of a topic ----------------------------
+
+    def ensure_replica(self, name: str, topic_id: uuid.UUID, num_partitions: int, partition: int,
+                       overrides: dict[str, Any], internal: bool) -> PartitionLog:
+        """This broker's replica of one partition, created if needed (Kafka's getOrCreateLog).
+        A local topic of that name with another id was deleted and recreated meanwhile: its
+        replicas go first."""
+        info = self.topics.get(name)
+        if info is not None and info.topic_id != topic_id:
+            log.info("topic %s was recreated (id %s → %s): deleting the old replicas", name, info.topic_id, topic_id)
+            self.delete_topic(name)
+            info = None
+        if info is None:
+            info = self.topics[name] = TopicInfo(name, topic_id, num_partitions,
+                                                 TopicConfig(self.topic_defaults, overrides), internal, ())
+        info.num_partitions = max(info.num_partitions, num_partitions)
+        plog = self.logs.get((name, partition))
+        if plog is None:
+            self._open_log(info, partition)
+            info.held = tuple(sorted({*(info.held or ()), partition}))
+            self._save_topics()
+            self.checkpoint()
+            plog = self.logs[(name, partition)]
+        return plog
+
+    def remove_replica(self, name: str, partition: int) -> None:
+        """Delete this broker's replica of one partition (its topic was deleted, or the
+        replica moved away); the topic goes when it holds no replica any more."""
+        info = self.topics.get(name)
+        if info is None:
+            return
+        info.held = tuple(p for p in (info.held or ()) if p != partition)
+        if not info.held:
+            del self.topics[name]
+        self._save_topics()
+        self._delete_log(name, partition)
+        self.checkpoint()
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         info = self.topics.get(name)
@@ -329,7 +380,7 @@ class LogManager:
 
     def _set_config(self, info: TopicInfo, config: TopicConfig) -> None:
         info.config = config
-        for p in range(info.num_partitions):
+        for p in info.local_partitions():
             plog = self.logs.get((info.name, p))
             if plog is not None:
                 plog.config = config

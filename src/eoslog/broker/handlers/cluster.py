@@ -14,10 +14,10 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
-from eoslog.cluster.metadata import TopicPartition
 from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.types import TopicPartition
 
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2

@@ -77,7 +77,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Any:
         isolation=IsolationLevel(int(request.isolation_level)),
     )
     wanted = [
-        FetchPartition(TopicPartition(t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
+        FetchPartition(TopicPartition(t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes),
+                       int(getattr(p, "current_leader_epoch", -1)))
         for t in request.topics for p in t.partitions
     ]
     read_committed = params.isolation is IsolationLevel.READ_COMMITTED

@@ -10,6 +10,7 @@ from eoslog.broker.handlers import (
     delete_records,
     fetch,
     groups,
+    leader_epoch,
     list_offsets,
     metadata,
     offsets,
@@ -21,7 +22,7 @@ from eoslog.broker.handlers.api_versions import api_versions_spec
 from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
-             offsets, delete_records)
+             offsets, delete_records, leader_epoch)
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
 _api_versions = api_versions_spec(REGISTRY)

@@ -37,11 +37,12 @@ from eoslog.cluster.controller.events import (
     TopicDeletion,
 )
 from eoslog.cluster.controller.states import PartitionState, check_transition
-from eoslog.cluster.metadata import Change, ClusterMetadata, TopicPartition
+from eoslog.cluster.metadata import Change, ClusterMetadata
 from eoslog.cluster.registry import load_metadata, read_state
 from eoslog.cluster.zk import Op, TransactionFailed, ZkSession
 from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 

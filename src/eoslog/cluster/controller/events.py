@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from eoslog.cluster.metadata import TopicPartition
 from eoslog.errors import Errors
+from eoslog.types import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

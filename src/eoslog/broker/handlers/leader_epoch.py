@@ -1,0 +1,37 @@
+"""OffsetForLeaderEpoch (key 23), v2-v4: where a leader epoch ended on this partition's leader.
+
+Followers ask it after a leader change and truncate to the answer before fetching (KIP-101,
+KIP-279); consumers ask it to validate their position after a leader change (KIP-320). The
+answer comes from the leader's leader-epoch cache (``Partition.last_offset_for_leader_epoch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eoslog.broker.context import RequestContext
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.errors import Errors
+from eoslog.protocol.errors import error_code
+from eoslog.types import TopicPartition
+
+
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+    module = response_types(ctx)
+    topics = []
+    for t in request.topics:
+        results = []
+        for p in t.partitions:
+            partition = ctx.state.replicas.get_partition(TopicPartition(t.topic, int(p.partition)))
+            if partition is None:
+                error, epoch, end = Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+            else:
+                error, epoch, end = partition.last_offset_for_leader_epoch(
+                    int(getattr(p, "current_leader_epoch", -1)), int(p.leader_epoch))
+            results.append(build(module.EpochEndOffset, error_code=error_code(error), partition=int(p.partition),
+                                 leader_epoch=epoch, end_offset=end))
+        topics.append(build(module.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(results)))
+    return build(module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+APIS = [ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch)]

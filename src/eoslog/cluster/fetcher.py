@@ -1,0 +1,253 @@
+"""Followers copying their leaders (Kafka's ReplicaFetcherManager / AbstractFetcherThread).
+
+One fetcher task per leader broker, for all the partitions this broker follows there. A
+partition that starts following (a new leader, a new epoch) first truncates: it asks the
+leader with OffsetForLeaderEpoch where its own latest epoch ended there and cuts its log at
+the answer (KIP-101, KIP-279; ``storage.leader_epoch.follower_truncation``), so that records
+a deposed leader wrote and the new leader never had go. Then it fetches with its replica id
+from its log end offset — which tells the leader how far it is — and appends what comes back
+as it is (``Partition.append_records_to_follower``: offsets kept, producer state, open
+transactions and the aborted-transaction index rebuilt from the batches), taking the leader's
+high watermark. Errors back off for ``replica.fetch.backoff.ms``; a leader change arrives
+through the metadata cache and moves the partition to another fetcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from eoslog.client.errors import KafkaError as ClientError
+from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.cluster.channel import BrokerChannel
+from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.errors import from_code
+from eoslog.protocol.messages import build, request_types
+from eoslog.replica import Partition, ReplicaManager
+from eoslog.storage.leader_epoch import follower_truncation
+from eoslog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSET_FOR_LEADER_EPOCH = 23
+# Errors after which the leader will soon be another (or the same with another epoch): wait
+# for the metadata cache to say so.
+_WAIT_FOR_METADATA = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
+                                Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    broker_id: int
+    max_wait_ms: int  # replica.fetch.wait.max.ms
+    min_bytes: int  # replica.fetch.min.bytes
+    max_bytes: int  # replica.fetch.response.max.bytes
+    partition_max_bytes: int  # replica.fetch.max.bytes
+    backoff_s: float  # replica.fetch.backoff.ms
+
+
+@dataclass(slots=True)
+class _FetchState:
+    leader_epoch: int
+    truncating: bool = True
+
+
+class ReplicaFetcher:
+    """The partitions followed on one leader broker, and the task fetching them."""
+
+    def __init__(self, leader_id: int, channel: BrokerChannel, replicas: ReplicaManager,
+                 settings: FetcherSettings) -> None:
+        self.leader_id = leader_id
+        self.channel = channel
+        self.replicas = replicas
+        self.settings = settings
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = _FetchState(leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                truncating = [tp for tp, s in self.partitions.items() if s.truncating]
+                if truncating:
+                    await self._truncate(truncating)
+                ready = {tp: s for tp, s in self.partitions.items() if not s.truncating}
+                if ready and not await self._fetch(ready):
+                    await asyncio.sleep(self.settings.backoff_s)
+            except (ClientError, OSError) as e:  # the leader is unreachable or went away
+                log.debug("fetcher for leader %d: %s", self.leader_id, e)
+                await asyncio.sleep(self.settings.backoff_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("fetcher for leader %d failed; backing off", self.leader_id)
+                await asyncio.sleep(self.settings.backoff_s)
+
+    def _partition(self, tp: TopicPartition, state: _FetchState) -> Partition | None:
+        """The local replica if it still follows this leader in that epoch."""
+        if self.partitions.get(tp) is not state:
+            return None
+        partition = self.replicas.get_partition(tp)
+        if partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch:
+            return None
+        return partition
+
+    # -- truncation (KIP-101 / KIP-279) --------------------------------------------------------
+
+    async def _truncate(self, tps: list[TopicPartition]) -> None:
+        states = {tp: self.partitions[tp] for tp in tps}
+        asked: dict[TopicPartition, int] = {}
+        for tp, st in states.items():
+            partition = self._partition(tp, st)
+            if partition is not None:
+                asked[tp] = partition.log.epochs.latest_epoch
+        if not asked:
+            return
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(OFFSET_FOR_LEADER_EPOCH, versions.pick(OFFSET_FOR_LEADER_EPOCH, 4, 3))
+            by_topic: dict[str, list[Any]] = {}
+            for tp, epoch in asked.items():
+                by_topic.setdefault(tp.topic, []).append(build(
+                    m.OffsetForLeaderPartition, partition=tp.partition,
+                    current_leader_epoch=states[tp].leader_epoch, leader_epoch=epoch))
+            return build(m.OffsetForLeaderEpochRequest, replica_id=self.settings.broker_id, topics=tuple(
+                build(m.OffsetForLeaderTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+        response = await self.channel.send(self.leader_id, make)
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(str(t.topic), int(p.partition))
+                state = states.get(tp)
+                partition = None if state is None else self._partition(tp, state)
+                if state is None or partition is None:
+                    continue
+                error = from_code(int(p.error_code))
+                if error is not Errors.NONE:
+                    log.debug("%s: OffsetForLeaderEpoch from %d: %s", tp, self.leader_id, error.name)
+                    continue
+                plog = partition.log
+                cut = follower_truncation(plog.epochs, plog.log_end_offset, plog.high_watermark,
+                                          int(p.leader_epoch), int(p.end_offset))
+                if cut.offset < plog.log_end_offset:
+                    plog.truncate_to(cut.offset)
+                state.truncating = not cut.complete
+
+    # -- fetching ----------------------------------------------------------------------------
+
+    async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
+        """One Fetch for every ready partition; False when it should back off."""
+        offsets: dict[TopicPartition, int] = {}
+        for tp, st in ready.items():
+            partition = self._partition(tp, st)
+            if partition is not None:
+                offsets[tp] = partition.log.log_end_offset
+        if not offsets:
+            return False
+        s = self.settings
+
+        def make(versions: ApiVersionTable) -> Any:
+            m = request_types(ApiKey.FETCH, versions.pick(ApiKey.FETCH, 12, 4))
+            by_topic: dict[str, list[Any]] = {}
+            for tp, offset in offsets.items():
+                plog = self.replicas.get_partition(tp)
+                by_topic.setdefault(tp.topic, []).append(build(
+                    m.FetchPartition, partition=tp.partition, current_leader_epoch=ready[tp].leader_epoch,
+                    fetch_offset=offset, last_fetched_epoch=-1,
+                    log_start_offset=plog.log.log_start_offset if plog is not None else -1,
+                    partition_max_bytes=s.partition_max_bytes))
+            return build(m.FetchRequest, cluster_id=None, replica_id=s.broker_id,
+                         max_wait=datetime.timedelta(milliseconds=s.max_wait_ms), min_bytes=s.min_bytes,
+                         max_bytes=s.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=tuple(build(m.FetchTopic, topic=t, partitions=tuple(ps))
+                                      for t, ps in by_topic.items()),
+                         forgotten_topics_data=(), rack_id="")
+
+        response = await self.channel.send(self.leader_id, make)
+        healthy = False
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(str(t.topic), int(p.partition_index))
+                state = ready.get(tp)
+                partition = None if state is None else self._partition(tp, state)
+                if state is None or partition is None:
+                    continue
+                healthy |= self._handle_partition(tp, state, partition, p, offsets[tp])
+        return healthy
+
+    def _handle_partition(self, tp: TopicPartition, state: _FetchState, partition: Partition, p: Any,
+                          fetched_from: int) -> bool:
+        """False when the partition's answer was an error (the fetcher backs off when every
+        partition's was)."""
+        error = from_code(int(p.error_code))
+        if error is Errors.NONE:
+            if partition.log.log_end_offset != fetched_from:
+                return True  # truncated meanwhile: the data is for an older position
+            try:
+                partition.append_records_to_follower(bytes(p.records or b""), int(p.high_watermark))
+            except KafkaError as e:
+                log.error("%s: cannot append what leader %d sent: %s", tp, self.leader_id, e)
+                return False
+            return True
+        if error is Errors.OFFSET_OUT_OF_RANGE:
+            leader_start = int(p.log_start_offset)
+            if leader_start > partition.log.log_end_offset:
+                partition.log.truncate_fully_and_start_at(leader_start)  # far behind a trimmed leader
+            else:
+                state.truncating = True  # ahead of the leader: find where we diverged
+            return True
+        if error not in _WAIT_FOR_METADATA:
+            log.warning("%s: fetch from leader %d: %s", tp, self.leader_id, error.name)
+        return False
+
+
+class FetcherManager:
+    """Which leader each followed partition is fetched from (Kafka's ReplicaFetcherManager)."""
+
+    def __init__(self, channel: BrokerChannel, replicas: ReplicaManager, settings: FetcherSettings) -> None:
+        self.channel = channel
+        self.replicas = replicas
+        self.settings = settings
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._leader_of: dict[TopicPartition, int] = {}
+
+    def follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        """Fetch ``tp`` from ``leader_id`` (after truncating) for ``leader_epoch``."""
+        self.stop(tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(leader_id, self.channel, self.replicas, self.settings)
+        fetcher.add(tp, leader_epoch)
+        self._leader_of[tp] = leader_id
+
+    def stop(self, tp: TopicPartition) -> None:
+        leader = self._leader_of.pop(tp, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(tp)
+
+    def stop_all(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.close()
+        self.fetchers.clear()
+        self._leader_of.clear()
+
+    def followed(self) -> dict[TopicPartition, int]:
+        return dict(self._leader_of)
+

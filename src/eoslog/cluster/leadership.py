@@ -1,0 +1,212 @@
+"""This broker's replicas follow the cluster's partition states (Kafka's
+``ReplicaManager.becomeLeaderOrFollower``, driven by ZooKeeper watches instead of
+LeaderAndIsr requests), and a leader keeps its ISR (Kafka ≤ 2.6's ``Partition.maybeShrinkIsr``
+/ ``maybeExpandIsr`` with a conditional ZooKeeper update).
+
+- A partition state naming this broker leader makes the local replica leader in that epoch
+  (its fetcher stops); naming another broker makes it a follower fetching from there, after
+  truncation; naming no leader stops fetching. A state is applied once per znode version.
+- Replicas of partitions this broker is no longer assigned (a deleted topic) are deleted.
+- As leader: a follower behind for ``replica.lag.time.max.ms`` leaves the ISR; a follower that
+  reached the high watermark (and the start of this leader's epoch) joins it. The change is
+  written to the state znode conditionally on the version this broker last saw; only once
+  ZooKeeper accepted it does the partition use the new ISR (through the cache, as any state).
+- ``on_leader`` / ``on_follower`` tell the coordinators when an internal partition moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from eoslog.cluster.fetcher import FetcherManager
+from eoslog.cluster.metadata import Change, ClusterMetadata
+from eoslog.cluster.registry import update_isr
+from eoslog.cluster.zk import ZkSession
+from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr
+from eoslog.replica import Partition, ReplicaManager
+from eoslog.storage import LogManager
+from eoslog.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+RoleListener = Callable[[TopicPartition, int], None]  # (partition, leader epoch)
+
+
+class Leadership:
+    def __init__(self, broker_id: int, zk: ZkSession, metadata: ClusterMetadata, logs: LogManager,
+                 replicas: ReplicaManager, fetchers: FetcherManager, lag_time_max_ms: int,
+                 clock_ms: Callable[[], int]) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.metadata = metadata
+        self.logs = logs
+        self.replicas = replicas
+        self.fetchers = fetchers
+        self.lag_time_max_ms = lag_time_max_ms
+        self.clock_ms = clock_ms
+        self.on_leader: list[RoleListener] = []
+        self.on_follower: list[RoleListener] = []
+        self._applied: dict[TopicPartition, tuple[int, int]] = {}  # (leader epoch, znode version)
+        self._isr_changes: set[TopicPartition] = set()  # one ZooKeeper update in flight each
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        self._unsubscribe = self.metadata.subscribe(self._on_change)
+        self.replicas.follower_fetch_listener = self._maybe_expand_isr
+        for topic in list(self.metadata.topics):
+            self._apply_topic(topic)
+        for topic in [t for t in self.logs.topics if t not in self.metadata.topics]:
+            self._drop_topic(topic)  # deleted while this broker was down
+        self._spawn(self._shrink_isr_forever())
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.replicas.follower_fetch_listener = None
+        for task in list(self._tasks):
+            task.cancel()
+        self.fetchers.stop_all()
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- states → roles ---------------------------------------------------------------------
+
+    def _on_change(self, change: Change) -> None:
+        kind, subject = change
+        if kind == "state":
+            assert isinstance(subject, TopicPartition)
+            self._apply(subject)
+        elif kind == "topic":
+            assert isinstance(subject, str)
+            if subject in self.metadata.topics:
+                self._apply_topic(subject)
+            else:
+                self._drop_topic(subject)
+        elif kind == "config":
+            assert isinstance(subject, str)
+            if subject in self.logs.topics:
+                self.logs.alter_topic_config(subject, dict(self.metadata.topic_configs.get(subject, {})))
+
+    def _apply_topic(self, topic: str) -> None:
+        assigned = {tp.partition for tp in self.metadata.partitions_of(topic)
+                    if self.broker_id in self.metadata.replicas(tp)}
+        local = self.logs.topics.get(topic)
+        for partition in set(local.local_partitions() if local is not None else ()) - assigned:
+            self._remove(TopicPartition(topic, partition))
+        for tp in self.metadata.partitions_of(topic):
+            self._apply(TopicPartition(tp.topic, tp.partition))
+
+    def _drop_topic(self, topic: str) -> None:
+        local = self.logs.topics.get(topic)
+        for partition in list(local.local_partitions() if local is not None else ()):
+            self._remove(TopicPartition(topic, partition))
+
+    def _remove(self, tp: TopicPartition) -> None:
+        self.fetchers.stop(tp)
+        self._applied.pop(tp, None)
+        for listener in self.on_follower:
+            listener(tp, -1)
+        self.logs.remove_replica(tp.topic, tp.partition)
+        self.replicas.high_watermark_moved(tp)  # parked fetches and produces answer now
+        log.info("%s: replica deleted", tp)
+
+    def _apply(self, tp: TopicPartition) -> None:
+        state = self.metadata.states.get(tp)
+        replicas = self.metadata.replicas(tp)
+        if state is None or self.broker_id not in replicas:
+            return
+        applied = self._applied.get(tp)
+        if applied is not None and (state.leader_epoch, state.zk_version) <= applied:
+            return
+        assignment = self.metadata.topics[tp.topic]
+        self.logs.ensure_replica(tp.topic, assignment.topic_id, len(assignment.partitions), tp.partition,
+                                 dict(self.metadata.topic_configs.get(tp.topic, {})), tp.topic in INTERNAL_TOPICS)
+        partition = self.replicas.get_partition(tp) or self.replicas.create_partition(tp)
+        new_epoch = applied is None or state.leader_epoch != applied[0] or partition.leader_epoch != state.leader_epoch
+        self._applied[tp] = (state.leader_epoch, state.zk_version)
+        if state.leader == self.broker_id:
+            if new_epoch or not partition.is_leader:
+                self.fetchers.stop(tp)
+                partition.make_leader(state.leader_epoch, state.isr, replicas)
+                log.info("%s: leader in epoch %d, isr %s", tp, state.leader_epoch, list(state.isr))
+                for listener in self.on_leader:
+                    listener(tp, state.leader_epoch)
+            elif partition.update_isr(state.isr):
+                pass  # the high watermark moved: waiting produces and fetches look again
+            self.replicas.high_watermark_moved(tp)
+            return
+        was_leader = partition.is_leader
+        if new_epoch or was_leader:
+            partition.make_follower(None if state.leader == NO_LEADER else state.leader, state.leader_epoch,
+                                    state.isr, replicas)
+            if state.leader == NO_LEADER:
+                self.fetchers.stop(tp)
+            else:
+                self.fetchers.follow(tp, state.leader, state.leader_epoch)
+            log.info("%s: follower of %d in epoch %d", tp, state.leader, state.leader_epoch)
+            for listener in self.on_follower:
+                listener(tp, state.leader_epoch)
+            self.replicas.high_watermark_moved(tp)  # clients parked here get NOT_LEADER_OR_FOLLOWER
+
+    # -- the leader's ISR -------------------------------------------------------------------
+
+    async def _shrink_isr_forever(self) -> None:
+        """Kafka's isr-expiration task, every half of replica.lag.time.max.ms."""
+        while True:
+            await asyncio.sleep(self.lag_time_max_ms / 2000)
+            now = self.clock_ms()
+            for tp in list(self._applied):
+                partition = self.replicas.get_partition(tp)
+                if partition is None or not partition.is_leader:
+                    continue
+                lagging = {r for r in partition.isr if r != self.broker_id
+                           and (st := partition.remote_replicas.get(r)) is not None
+                           and now - st.last_caught_up_ms > self.lag_time_max_ms}
+                if lagging:
+                    log.info("%s: shrinking the ISR %s: %s behind for more than %d ms", tp, sorted(partition.isr),
+                             sorted(lagging), self.lag_time_max_ms)
+                    self._propose_isr(tp, partition, tuple(r for r in partition.replicas
+                                                           if r in partition.isr and r not in lagging))
+
+    def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
+        """A follower fetched: it joins the ISR once it has everything up to the high
+        watermark and has reached this leader's epoch (Kafka's isFollowerInSync)."""
+        if replica_id in partition.isr or not partition.is_leader:
+            return
+        follower = partition.remote_replicas.get(replica_id)
+        if follower is None:
+            return
+        epoch_start = partition.log.epochs.entries[-1].start_offset if partition.log.epochs.entries else 0
+        if follower.log_end_offset >= partition.high_watermark and follower.log_end_offset >= epoch_start:
+            log.info("%s: follower %d caught up (offset %d): joins the ISR", partition.tp, replica_id,
+                     follower.log_end_offset)
+            self._propose_isr(partition.tp, partition, tuple(r for r in partition.replicas
+                                                             if r in partition.isr or r == replica_id))
+
+    def _propose_isr(self, tp: TopicPartition, partition: Partition, isr: tuple[int, ...]) -> None:
+        current = self.metadata.states.get(tp)
+        if (tp in self._isr_changes or current is None or current.leader != self.broker_id
+                or current.leader_epoch != partition.leader_epoch or set(isr) == set(current.isr)):
+            return
+        self._isr_changes.add(tp)
+        self._spawn(self._write_isr(tp, current, isr))
+
+    async def _write_isr(self, tp: TopicPartition, current: LeaderAndIsr, isr: tuple[int, ...]) -> None:
+        try:
+            accepted = await update_isr(self.zk, tp, current, isr)
+        except Exception as e:  # ZooKeeper unreachable: the ISR stays as it is
+            log.warning("%s: ISR change to %s not written: %s", tp, list(isr), e)
+            accepted = None
+        finally:
+            self._isr_changes.discard(tp)
+        if accepted is None:
+            log.info("%s: ISR change to %s refused (the state moved on); waiting for the new state", tp, list(isr))
+            return
+        self.metadata.set_state(tp, accepted)  # applied through _apply, as every state
