@@ -66,6 +66,7 @@ class Leadership:
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+            self._unsubscribe = None
         self.replicas.follower_fetch_listener = None
         for task in list(self._tasks):
             task.cancel()

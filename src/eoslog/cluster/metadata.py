@@ -54,7 +54,12 @@ class ClusterMetadata:
     def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
         """Call ``listener`` at each change; returns the function that unsubscribes it."""
         self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def _changed(self, change: Change) -> None:
         for listener in list(self._listeners):
