@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from eoslog.client.errors import KafkaError as ClientError
-from eoslog.client.versions import ApiKey, ApiVersionTable
+from eoslog.client.versions import ApiVersionTable
 from eoslog.cluster.channel import BrokerChannel
 from eoslog.errors import Errors, KafkaError
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import from_code
 from eoslog.protocol.messages import build, request_types
 from eoslog.replica import Partition, ReplicaManager
@@ -32,7 +33,6 @@ from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-OFFSET_FOR_LEADER_EPOCH = 23
 # Errors after which the leader will soon be another (or the same with another epoch): wait
 # for the metadata cache to say so.
 _WAIT_FOR_METADATA = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
@@ -122,7 +122,7 @@ class ReplicaFetcher:
             return
 
         def make(versions: ApiVersionTable) -> Any:
-            m = request_types(OFFSET_FOR_LEADER_EPOCH, versions.pick(OFFSET_FOR_LEADER_EPOCH, 4, 3))
+            m = request_types(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions.pick(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, 3))
             by_topic: dict[str, list[Any]] = {}
             for tp, epoch in asked.items():
                 by_topic.setdefault(tp.topic, []).append(build(

@@ -12,6 +12,7 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
 from eoslog.types import TopicPartition
 
@@ -34,4 +35,4 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
     return build(module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-APIS = [ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch)]
+APIS = [ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch)]
