@@ -232,6 +232,15 @@ fi
 # only when a pom changes. Needs Java (section 4) and Maven (apt-get install maven when root).
 
 step "Reference jars: Apache Kafka and Spark's Kafka connector (reference/pom.xml -> .reference/lib)"
+# Kafka Streams tests run a Java source file directly (java File.java), which needs a JDK's compiler.
+if [[ -z "$java_problem" ]] && ! command -v javac >/dev/null 2>&1; then
+    if is_root && command -v apt-get >/dev/null 2>&1; then
+        echo "    javac is missing; installing it: apt-get install -y openjdk-17-jdk-headless"
+        apt_install openjdk-17-jdk-headless || true
+    fi
+    command -v javac >/dev/null 2>&1 || missing_dep "a JDK (javac)" \
+        "Install it with: sudo apt-get install -y openjdk-17-jdk-headless (the Kafka Streams tests compile Java)"
+fi
 REF_LIB="$ROOT/.reference/lib"
 REF_STAMP="$REF_LIB/.pom-sha256"
 ref_hash="$(cat "$ROOT"/reference/pom.xml "$ROOT"/reference/*/pom.xml | sha256sum | cut -d' ' -f1)"
