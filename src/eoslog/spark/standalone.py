@@ -409,6 +409,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=Path(".spark-cluster"),
                     help="conf, logs and work dirs (default ./.spark-cluster)")
     args = ap.parse_args(argv)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C, and kill (SIGTERM), stop the cluster; also when started where SIGINT is ignored.
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     cluster = StandaloneCluster(args.dir, workers=args.workers, cores=args.cores, memory=args.memory)
     print(f"starting a Spark master and {args.workers} workers under {cluster.root} ...", flush=True)
     with cluster:
