@@ -20,17 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from clients import broker_api_versions
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from eoslog.client.connection import (
-    ApiKey,
-    BrokerConnection,
-    KafkaConnectionError,
-    KafkaProtocolError,
-    bootstrap,
-    parse_bootstrap,
-)
+from eoslog.client.settings import parse_bootstrap
 from eoslog.records import ControlRecordType, build_batch, build_control_batch
 from harness import BrokerProcess, free_port
 
@@ -252,19 +244,6 @@ def test_user_mistakes_get_a_message_not_a_traceback(shared_broker: BrokerProces
     # The line before the bad one was still sent, as kafka-console-producer does.
     rows = consume_lines(b, "cli-one", 1, "--from-beginning")
     assert [(r[2], r[3]) for r in rows] == [(b"k", b"v")]
-
-
-def test_broker_connection_negotiates_versions(shared_broker: BrokerProcess) -> None:
-    advertised = broker_api_versions(shared_broker.bootstrap)  # read with raw frames
-    with bootstrap(f"127.0.0.1:{free_port()},{shared_broker.bootstrap}") as conn:
-        assert conn.api_versions == advertised
-        assert conn.pick_version(ApiKey.METADATA, 12) == min(12, advertised[ApiKey.METADATA][1])
-        assert conn.pick_version(ApiKey.FETCH, 5) == 5
-        with pytest.raises(KafkaProtocolError) as e:
-            conn.pick_version(29, 3)  # DescribeAcls: not served by eoslog yet
-        assert e.value.name == "UNSUPPORTED_VERSION"
-    with pytest.raises(KafkaConnectionError):
-        BrokerConnection("127.0.0.1", free_port(), timeout_s=5).connect()
 
 
 def test_parse_bootstrap() -> None:

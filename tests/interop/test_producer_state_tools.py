@@ -5,7 +5,6 @@ from __future__ import annotations
 from clients import stored_batches
 from confluent_kafka import Producer
 
-from eoslog.client.connection import BrokerConnection
 from eoslog.coordinator.producer_id_manager import PID_BLOCK_SIZE
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
@@ -16,11 +15,9 @@ DESCRIBE_PRODUCERS = 61
 
 
 def describe_producers(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, list]:
-    host, port = bootstrap.rsplit(":", 1)
-    with BrokerConnection(host, int(port)) as conn:
-        version = conn.pick_version(DESCRIBE_PRODUCERS, 0)
-        m = request_types(DESCRIBE_PRODUCERS, version)
-        response = conn.send(build(m.DescribeProducersRequest, topics=(
+    with RawClient(bootstrap) as conn:
+        m = request_types(DESCRIBE_PRODUCERS, 0)
+        response = conn.call(build(m.DescribeProducersRequest, topics=(
             build(m.TopicRequest, name=topic, partition_indexes=tuple(partitions)),)))
     (t,) = response.topics
     return {int(p.partition_index): (p.error_code, list(p.active_producers)) for p in t.partitions}

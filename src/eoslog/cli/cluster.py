@@ -25,7 +25,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import DEFAULT_BOOTSTRAP_SERVER, BootstrapServer, app, open_admin, user_errors
+from eoslog.cli.common import DEFAULT_BOOTSTRAP_SERVER, BootstrapServer, app, open_admin, user_errors
 from eoslog.client.errors import ElectionNotNeededError
 from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable
 

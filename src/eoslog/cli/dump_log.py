@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import app
+from eoslog.cli.common import app
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_MASK,

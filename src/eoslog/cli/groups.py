@@ -17,7 +17,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from eoslog.cli.main import (
+from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
     CommandError,

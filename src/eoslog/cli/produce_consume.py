@@ -1,21 +1,22 @@
-"""``eoslog produce`` and ``eoslog consume``: line-oriented, like Kafka's console tools.
+"""``eoslog produce`` and ``eoslog consume``: line-oriented, like Kafka's console tools,
+on eoslog's public client (``eoslog.client.Producer`` / ``Consumer``).
 
 ``produce`` reads stdin one record per line (``KEY<sep>VALUE`` with --key-separator,
-as kafka-console-producer's parse.key/key.separator), groups the records per partition
-into record batches and sends them with Produce. ``consume`` long-polls with Fetch and
-writes one line per record (the value, optionally preceded by partition, offset, key).
-Both speak through one ``BrokerConnection``; neither keeps offsets in a group.
+as kafka-console-producer's parse.key/key.separator) and sends them with a producer whose
+batches leave when full (``--batch-size``) or when the input goes idle. ``consume`` assigns
+the topic's partitions (no group: no offsets are kept) and writes one line per record (the
+value, optionally preceded by partition, offset, key); the consumer skips control batches
+and, with read_committed, aborted and open transactions.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import select
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import IO, Annotated
 
@@ -23,49 +24,27 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import (
+from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
     CommandError,
     app,
-    connect,
+    check_reachable,
+    open_admin,
     user_errors,
 )
-from eoslog.cli.topics import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    TopicMetadata,
-    list_offsets,
-    topic_metadata,
-)
-from eoslog.client.connection import (
-    ApiKey,
-    BrokerConnection,
-    KafkaProtocolError,
-    build,
-    request_types,
-)
+from eoslog.client import Consumer, Producer, RecordMetadata, TopicPartition
+from eoslog.client.errors import KafkaError, KafkaTimeoutError, UnknownTopicOrPartitionError
 from eoslog.client.partitioner import RoundRobin, partition_for_key
-from eoslog.protocol.errors import ErrorCode
-from eoslog.records import (
-    BATCH_HEADER_SIZE,
-    BatchHeader,
-    CompressionType,
-    ControlRecordType,
-    InvalidRecordError,
-    build_batch,
-    decode_records,
-    parse_control_record,
-    read_batch_header,
-)
-from eoslog.records.batch import LOG_OVERHEAD, MAGIC_V2, compute_crc
+from eoslog.client.producer.futures import RecordFuture
 
-REQUEST_TIMEOUT_S = 30.0
 DEFAULT_BATCH_BYTES = 16384  # Kafka's batch.size
 MAX_REQUEST_BYTES = 1024 * 1024  # Kafka's max.request.size
 FETCH_MAX_BYTES = 50 * 1024 * 1024  # Kafka's fetch.max.bytes
 PARTITION_MAX_BYTES = 1024 * 1024  # Kafka's max.partition.fetch.bytes
 FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms
+METADATA_WAIT_MS = 10_000  # how long produce waits for its topic (auto-created or not)
+CLIENT_ID = "eoslog-cli"
 
 
 class Acks(StrEnum):
@@ -73,10 +52,6 @@ class Acks(StrEnum):
     minus_one = "-1"
     one = "1"
     zero = "0"
-
-    @property
-    def wire(self) -> int:
-        return {"all": -1, "-1": -1, "1": 1, "0": 0}[self.value]
 
 
 class Compression(StrEnum):
@@ -91,14 +66,8 @@ class IsolationLevel(StrEnum):
     read_uncommitted = "read_uncommitted"
     read_committed = "read_committed"
 
-    @property
-    def wire(self) -> int:
-        return 1 if self is IsolationLevel.read_committed else 0
-
 
 # -- produce -------------------------------------------------------------------------
-
-Pending = list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]
 
 
 @dataclass(slots=True)
@@ -108,91 +77,33 @@ class PartitionStats:
     last_offset: int | None = None
 
 
-@dataclass
-class _Accumulator:
-    """Per-partition batches waiting to be sent; a batch leaves when it reaches
-    ``batch_bytes``, when the input goes idle, or at the end."""
+class _Sent:
+    """The records handed to the producer and, once delivered, what the broker said."""
 
-    conn: BrokerConnection
-    topic: str
-    acks: int
-    compression: CompressionType
-    batch_bytes: int
-    pending: dict[int, Pending] = field(default_factory=dict)
-    pending_bytes: dict[int, int] = field(default_factory=dict)
-    timestamps: dict[int, list[int]] = field(default_factory=dict)
-    stats: dict[int, PartitionStats] = field(default_factory=dict)
-    sent: int = 0
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.pending: list[RecordFuture] = []
+        self.stats: dict[int, PartitionStats] = {}
+        self.sent = 0
 
-    def add(self, partition: int, key: bytes | None, value: bytes) -> None:
-        self.pending.setdefault(partition, []).append((key, value, ()))
-        self.timestamps.setdefault(partition, []).append(time.time_ns() // 1_000_000)
-        size = self.pending_bytes.get(partition, 0) + len(value) + len(key or b"") + 16
-        self.pending_bytes[partition] = size
-        if size >= self.batch_bytes:
-            self.flush()
-
-    def flush(self) -> None:
-        """Send every pending batch, in requests of at most MAX_REQUEST_BYTES."""
-        batches: list[tuple[int, bytes, int]] = []
-        for partition, records in self.pending.items():
-            batch = build_batch(
-                records, timestamp=self.timestamps[partition][0],
-                timestamps=self.timestamps[partition], compression=self.compression,
-            )
-            batches.append((partition, batch, len(records)))
-        self.pending.clear()
-        self.pending_bytes.clear()
-        self.timestamps.clear()
-        request: list[tuple[int, bytes, int]] = []
-        size = 0
-        for item in batches:
-            if request and size + len(item[1]) > MAX_REQUEST_BYTES:
-                self._send(request)
-                request, size = [], 0
-            request.append(item)
-            size += len(item[1])
-        if request:
-            self._send(request)
-
-    def _send(self, batches: list[tuple[int, bytes, int]]) -> None:
-        version = self.conn.pick_version(ApiKey.PRODUCE, 9, wanted_min=3)
-        m = request_types(ApiKey.PRODUCE, version)
-        request = build(
-            m.ProduceRequest, transactional_id=None, acks=self.acks,
-            timeout=datetime.timedelta(seconds=REQUEST_TIMEOUT_S),
-            topic_data=(
-                build(
-                    m.TopicProduceData, name=self.topic,
-                    partition_data=tuple(
-                        build(m.PartitionProduceData, index=p, records=b) for p, b, _ in batches
-                    ),
-                ),
-            ),
-        )
-        response = self.conn.send(request, timeout_s=REQUEST_TIMEOUT_S + 5)
-        counts = {p: n for p, _, n in batches}
-        if response is None:  # acks=0: nothing comes back, offsets stay unknown
-            for p, n in counts.items():
-                self.stats.setdefault(p, PartitionStats()).records += n
-            self.sent += sum(counts.values())
-            return
-        for t in response.responses:
-            for pr in t.partition_responses:
-                p = int(pr.index)
-                if pr.error_code != ErrorCode.none:
-                    raise CommandError(
-                        f"producing to {self.topic}-{p} failed: "
-                        f"{KafkaProtocolError(int(pr.error_code), getattr(pr, 'error_message', None))}"
-                        f" ({self.sent} records acknowledged before)"
-                    )
-                s = self.stats.setdefault(p, PartitionStats())
-                n = counts[p]
-                base = int(pr.base_offset)
-                s.records += n
-                s.first_offset = base if s.first_offset is None else min(s.first_offset, base)
-                s.last_offset = base + n - 1
-                self.sent += n
+    def settle(self, producer: Producer) -> None:
+        """Flush, then count every delivered record; the first failure stops the command."""
+        producer.flush()
+        pending, self.pending = self.pending, []
+        for future in pending:
+            try:
+                meta: RecordMetadata = future.result(0)
+            except KafkaError as e:
+                partition = getattr(future, "partition", None)
+                where = f"{self.topic}-{partition}" if partition is not None else self.topic
+                raise CommandError(f"producing to {where} failed: {e} ({self.sent} records acknowledged before)") \
+                    from None
+            s = self.stats.setdefault(meta.partition, PartitionStats())
+            s.records += 1
+            if meta.offset >= 0:  # acks=0: nothing comes back, offsets stay unknown
+                s.first_offset = meta.offset if s.first_offset is None else min(s.first_offset, meta.offset)
+                s.last_offset = meta.offset if s.last_offset is None else max(s.last_offset, meta.offset)
+            self.sent += 1
 
 
 def _read_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
@@ -253,59 +164,72 @@ def produce(
     separator = key_separator.encode() if key_separator is not None else None
     if separator == b"":
         raise typer.BadParameter("must not be empty", param_hint="--key-separator")
-    with user_errors("produce"), connect(bootstrap_server) as conn:
-        meta = topic_metadata(conn, topic, allow_auto_create=True)
-        n_partitions = len(meta.partitions)
-        if partition is not None and partition >= n_partitions:
-            raise CommandError(
-                f"--partition {partition}: topic '{topic}' has {n_partitions} partition(s)", 2
-            )
-        acc = _Accumulator(conn, topic, acks.wire, CompressionType.from_name(compression.value),
-                           batch_size)
-        round_robin = RoundRobin()
+    with user_errors("produce"):
+        check_reachable(bootstrap_server)
+        producer = Producer({
+            "bootstrap.servers": bootstrap_server, "client.id": CLIENT_ID,
+            "acks": "all" if acks is Acks.minus_one else acks.value,
+            "compression.type": compression.value, "batch.size": batch_size, "linger.ms": 1000,
+            # Plain batches, as Kafka's console producer sends them: no producer id.
+            "enable.idempotence": False, "max.request.size": MAX_REQUEST_BYTES,
+            "max.block.ms": METADATA_WAIT_MS,
+        })
+        sent = _Sent(topic)
         try:
-            for number, (line, idle) in enumerate(_read_lines(sys.stdin.buffer), start=1):
-                key: bytes | None = None
-                value = line
-                if separator is not None:
-                    key, sep, value = line.partition(separator)
-                    if not sep:
-                        raise CommandError(
-                            f"No key separator found on line number {number}: "
-                            f"'{line.decode('utf-8', 'replace')}'"
-                        )
-                if partition is not None:
-                    target = partition
-                elif key is not None:
-                    target = partition_for_key(key, n_partitions)
-                else:
-                    target = round_robin.partition(n_partitions)
-                acc.add(target, key, value)
-                if idle:
-                    acc.flush()
-        except (CommandError, KeyboardInterrupt):
-            # Lines read before bad input or Ctrl-C are still sent, as Kafka's console
-            # producer does when it closes.
-            acc.flush()
-            _print_summary(meta, acc, acks, compression)
-            raise
-        acc.flush()
-        _print_summary(meta, acc, acks, compression)
+            _produce_lines(producer, topic, partition, separator, sent)
+        finally:
+            producer.close(0)
+            _print_summary(topic, sent, acks, compression)
 
 
-def _print_summary(meta: TopicMetadata, acc: _Accumulator, acks: Acks, compression: Compression) -> None:
+def _produce_lines(producer: Producer, topic: str, partition: int | None, separator: bytes | None,
+                   sent: _Sent) -> None:
+    try:
+        n_partitions = len(producer.partitions_for(topic))  # auto-creates the topic if the broker does
+    except KafkaTimeoutError:
+        raise CommandError(f"Topic '{topic}' does not exist") from None
+    if partition is not None and partition >= n_partitions:
+        raise CommandError(f"--partition {partition}: topic '{topic}' has {n_partitions} partition(s)", 2)
+    round_robin = RoundRobin()
+    try:
+        for number, (line, idle) in enumerate(_read_lines(sys.stdin.buffer), start=1):
+            key: bytes | None = None
+            value = line
+            if separator is not None:
+                key, sep, value = line.partition(separator)
+                if not sep:
+                    raise CommandError(
+                        f"No key separator found on line number {number}: '{line.decode('utf-8', 'replace')}'"
+                    )
+            if partition is not None:
+                target = partition
+            elif key is not None:
+                target = partition_for_key(key, n_partitions)
+            else:
+                target = round_robin.partition(n_partitions)
+            sent.pending.append(producer.send(topic, value, key, partition=target))
+            if idle:
+                sent.settle(producer)
+    except (CommandError, KeyboardInterrupt):
+        # Lines read before bad input or Ctrl-C are still sent, as Kafka's console producer
+        # does when it closes.
+        sent.settle(producer)
+        raise
+    sent.settle(producer)
+
+
+def _print_summary(topic: str, sent: _Sent, acks: Acks, compression: Compression) -> None:
     console = Console(stderr=True, soft_wrap=True)
     console.print(
-        f"Produced {acc.sent} records to topic {meta.name} "
-        f"(acks={acks.value}, compression={compression.value})",
+        f"Produced {sent.sent} records to topic {topic} (acks={acks.value}, compression={compression.value})",
         highlight=False, markup=False,
     )
-    if not acc.stats:
+    if not sent.stats:
         return
     table = Table(show_edge=False, pad_edge=False, box=None)
     for column in ("Partition", "Records", "FirstOffset", "LastOffset"):
         table.add_column(column, justify="right")
-    for p, s in sorted(acc.stats.items()):
+    for p, s in sorted(sent.stats.items()):
         table.add_row(
             str(p), str(s.records),
             "-" if s.first_offset is None else str(s.first_offset),
@@ -315,31 +239,6 @@ def _print_summary(meta: TopicMetadata, acc: _Accumulator, acks: Acks, compressi
 
 
 # -- consume -------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _PartitionState:
-    position: int
-    # read_committed: (producer id, first offset) of aborted transactions not yet reached,
-    # and the producers whose open transaction is known to be aborted.
-    aborted_ahead: list[tuple[int, int]] = field(default_factory=list)
-    aborted_producers: set[int] = field(default_factory=set)
-
-
-def _complete_batches(records: bytes) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of every whole batch; a partial batch at the end is left out
-    (the broker may cut the last batch at the byte limit)."""
-    pos = 0
-    while len(records) - pos >= BATCH_HEADER_SIZE:
-        h = read_batch_header(records, pos)
-        if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
-            raise CommandError(f"corrupt record batch at offset {h.base_offset} (magic {h.magic})")
-        if pos + h.size > len(records):
-            return
-        if compute_crc(records, pos, h.size) != h.crc:
-            raise CommandError(f"record batch at offset {h.base_offset} fails its CRC check")
-        yield pos, h
-        pos += h.size
 
 
 class _Output:
@@ -365,13 +264,16 @@ class _Output:
         self.count += 1
 
 
+EARLIEST, LATEST = -2, -1  # --offset earliest / latest (ListOffsets' special timestamps)
+
+
 def _parse_start(offset: str | None) -> int | None:
     if offset is None:
         return None
     if offset == "earliest":
-        return EARLIEST_TIMESTAMP
+        return EARLIEST
     if offset == "latest":
-        return LATEST_TIMESTAMP
+        return LATEST
     try:
         value = int(offset)
     except ValueError:
@@ -420,24 +322,32 @@ def consume(
     output = _Output(print_partition, print_offset, print_key, key_separator.encode())
     started = False
     try:
-        with user_errors("consume"), connect(bootstrap_server) as conn:
-            meta = topic_metadata(conn, topic)
-            ids = [p.partition for p in meta.partitions]
-            if partition is not None:
-                if partition not in ids:
-                    raise CommandError(f"--partition {partition}: topic '{topic}' has {len(ids)} partition(s)", 2)
-                ids = [partition]
-            reset = EARLIEST_TIMESTAMP if from_beginning else LATEST_TIMESTAMP
-            if start is None or start < 0:
-                first = start if start is not None else reset
-                offsets = list_offsets(conn, topic, ids, first, isolation_level=isolation_level.wire)
-                states = {p: _PartitionState(offsets[p]) for p in ids}
-            else:
-                states = {p: _PartitionState(start) for p in ids}
-            started = True
-            _consume_loop(
-                conn, topic, states, output, max_messages, timeout_ms, isolation_level, reset
-            )
+        with user_errors("consume"):
+            ids = _partitions_of(bootstrap_server, topic, partition)
+            consumer = Consumer({
+                "bootstrap.servers": bootstrap_server, "client.id": CLIENT_ID, "group.id": None,
+                "enable.auto.commit": False, "isolation.level": isolation_level.value,
+                # Where a position out of range goes (Kafka's console consumer: the start it was given).
+                "auto.offset.reset": "earliest" if from_beginning or start == EARLIEST else "latest",
+                "fetch.max.wait.ms": FETCH_MAX_WAIT_MS, "fetch.max.bytes": FETCH_MAX_BYTES,
+                "max.partition.fetch.bytes": PARTITION_MAX_BYTES,
+            })
+            try:
+                tps = [TopicPartition(topic, p) for p in ids]
+                consumer.assign(tps)
+                if start is not None and start >= 0:
+                    for tp in tps:
+                        consumer.seek(tp, start)
+                elif from_beginning or start == EARLIEST:
+                    consumer.seek_to_beginning(tps)
+                else:
+                    consumer.seek_to_end(tps)
+                for tp in tps:
+                    consumer.position(tp)  # resolved now: records produced after this are read
+                started = True
+                _consume_loop(consumer, output, max_messages, timeout_ms)
+            finally:
+                consumer.close()
     except BrokenPipeError:  # `eoslog consume ... | head`: the reader is gone, stop quietly
         _silence_stdout()
     finally:
@@ -445,126 +355,40 @@ def consume(
             typer.echo(f"Processed a total of {output.count} messages", err=True)
 
 
-def _consume_loop(
-    conn: BrokerConnection,
-    topic: str,
-    states: dict[int, _PartitionState],
-    output: _Output,
-    max_messages: int | None,
-    timeout_ms: int | None,
-    isolation_level: IsolationLevel,
-    reset: int,
-) -> int:
-    version = conn.pick_version(ApiKey.FETCH, 12, wanted_min=4)
-    m = request_types(ApiKey.FETCH, version)
-    read_committed = isolation_level is IsolationLevel.read_committed
-    consumed = 0
+def _partitions_of(bootstrap_server: str, topic: str, partition: int | None) -> list[int]:
+    """The partitions to read; CommandError for an unknown topic or partition."""
+    with open_admin(bootstrap_server) as admin:
+        try:
+            described = admin.describe_topics([topic])[topic]
+        except UnknownTopicOrPartitionError:
+            raise CommandError(f"Topic '{topic}' does not exist") from None
+    ids = sorted(p.partition for p in described.partitions)
+    if partition is None:
+        return ids
+    if partition not in ids:
+        raise CommandError(f"--partition {partition}: topic '{topic}' has {len(ids)} partition(s)", 2)
+    return [partition]
+
+
+def _consume_loop(consumer: Consumer, output: _Output, max_messages: int | None, timeout_ms: int | None) -> None:
+    """Print what the consumer returns until ``max_messages`` or ``timeout_ms`` without records."""
     idle_deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
     while True:
-        wait_ms = FETCH_MAX_WAIT_MS
+        wait_s = FETCH_MAX_WAIT_MS / 1000
         if idle_deadline is not None:
-            wait_ms = max(0, min(wait_ms, int((idle_deadline - time.monotonic()) * 1000)))
-        request = build(
-            m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(milliseconds=wait_ms),
-            min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=isolation_level.wire,
-            session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
-            topics=(
-                build(
-                    m.FetchTopic, topic=topic,
-                    partitions=tuple(
-                        build(m.FetchPartition, partition=p, fetch_offset=s.position,
-                              partition_max_bytes=PARTITION_MAX_BYTES, log_start_offset=-1,
-                              current_leader_epoch=-1, last_fetched_epoch=-1)
-                        for p, s in states.items()
-                    ),
-                ),
-            ),
-        )
-        response = conn.send(request, timeout_s=REQUEST_TIMEOUT_S + wait_ms / 1000)
-        if response.error_code != ErrorCode.none:
-            raise KafkaProtocolError(int(response.error_code), "Fetch")
-        got = 0
-        for t in response.responses:
-            for pd in t.partitions:
-                p = int(pd.partition_index)
-                state = states[p]
-                code = int(pd.error_code)
-                if code == ErrorCode.offset_out_of_range:
-                    new = list_offsets(conn, topic, [p], reset, isolation_level=isolation_level.wire)[p]
-                    typer.echo(
-                        f"eoslog consume: offset {state.position} is out of range for "
-                        f"{topic}-{p}; resetting to {new}", err=True,
-                    )
-                    state.position = new
-                    continue
-                if code != ErrorCode.none:
-                    raise CommandError(f"fetching {topic}-{p} failed: {KafkaProtocolError(code)}")
-                if read_committed and pd.aborted_transactions:
-                    state.aborted_ahead = sorted(
-                        (int(a.producer_id), int(a.first_offset)) for a in pd.aborted_transactions
-                    )
-                limit = None if max_messages is None else max_messages - consumed - got
-                got += _emit_partition(p, bytes(pd.records or b""), state, output, read_committed, limit)
-                if max_messages is not None and consumed + got >= max_messages:
-                    break
-        consumed += got
+            wait_s = max(0.0, min(wait_s, idle_deadline - time.monotonic()))
+        records = consumer.poll(wait_s)
+        for r in records:
+            if max_messages is not None and output.count >= max_messages:
+                break
+            output.line(r.partition, r.offset, r.key, r.value)
         sys.stdout.buffer.flush()
-        if max_messages is not None and consumed >= max_messages:
-            return consumed
-        if got and timeout_ms is not None:
+        if max_messages is not None and output.count >= max_messages:
+            return
+        if records and timeout_ms is not None:
             idle_deadline = time.monotonic() + timeout_ms / 1000
         if idle_deadline is not None and time.monotonic() >= idle_deadline:
-            return consumed
-
-
-def _emit_partition(
-    partition: int,
-    records: bytes,
-    state: _PartitionState,
-    output: _Output,
-    read_committed: bool,
-    limit: int | None,
-) -> int:
-    """Print the records of one partition's fetched data; returns how many were printed.
-
-    Control batches are skipped. With read_committed, batches of transactions the broker
-    listed as aborted are skipped too, as Kafka's consumer does: a producer's batches are
-    dropped from its aborted transaction's first offset until its ABORT marker.
-    """
-    printed = 0
-    for pos, h in _complete_batches(records):
-        if h.last_offset < state.position:
-            continue
-        if read_committed and h.producer_id >= 0:
-            while state.aborted_ahead and state.aborted_ahead[0][1] <= h.last_offset:
-                state.aborted_producers.add(state.aborted_ahead.pop(0)[0])
-            if h.is_control:
-                try:
-                    marker, _ = parse_control_record(decode_records(records[pos : pos + h.size])[0])
-                except (InvalidRecordError, IndexError, ValueError):
-                    marker = None
-                if marker is ControlRecordType.ABORT:
-                    state.aborted_producers.discard(h.producer_id)
-            elif h.is_transactional and h.producer_id in state.aborted_producers:
-                state.position = h.next_offset
-                continue
-        if h.is_control:
-            state.position = h.next_offset
-            continue
-        try:
-            batch_records = decode_records(records[pos : pos + h.size])
-        except (InvalidRecordError, ValueError) as e:
-            raise CommandError(f"cannot decode batch at offset {h.base_offset}: {e}") from None
-        for r in batch_records:
-            if r.offset < state.position:
-                continue
-            if limit is not None and printed >= limit:
-                return printed
-            output.line(partition, r.offset, r.key, r.value)
-            printed += 1
-            state.position = r.offset + 1
-        state.position = max(state.position, h.next_offset)
-    return printed
+            return
 
 
 def _silence_stdout() -> None:

@@ -1,14 +1,10 @@
 """``eoslog topics create|list|describe|delete``, like kafka-topics.sh, and
 ``eoslog topics delete-records``, like kafka-delete-records.sh, on the admin client
 (``eoslog.client.Admin``).
-
-Also holds the small metadata and offset look-ups that ``produce`` and ``consume`` make
-on their own blocking connection (``topic_metadata``, ``list_offsets``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -16,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import (
+from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
     CommandError,
@@ -36,46 +32,17 @@ from eoslog.client.admin import (
     RecordsToDelete,
     TopicDescription,
 )
-from eoslog.client.connection import (
-    ApiKey,
-    BrokerConnection,
+from eoslog.client.errors import (
     KafkaProtocolError,
-    build,
-    request_types,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
-from eoslog.client.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, UnsupportedVersionError
 from eoslog.client.types import TopicPartition
 from eoslog.protocol.errors import ErrorCode
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionInfo:
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    error_code: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicMetadata:
-    name: str
-    topic_id: str | None
-    internal: bool
-    partitions: tuple[PartitionInfo, ...]
-
-    @property
-    def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
-
-
-# -- look-ups shared with produce/consume ----------------------------------------------
 
 
 def _topic_error(name: str, code: int, message: str | None = None) -> CommandError:
@@ -86,93 +53,7 @@ def _topic_error(name: str, code: int, message: str | None = None) -> CommandErr
     return CommandError(f"topic '{name}': {KafkaProtocolError(code, message)}")
 
 
-def fetch_metadata(
-    conn: BrokerConnection, names: list[str] | None, *, allow_auto_create: bool = False
-) -> list[TopicMetadata]:
-    """Metadata of ``names`` (None: every topic). Topics with an error raise CommandError."""
-    version = conn.pick_version(ApiKey.METADATA, 12, wanted_min=1)
-    m = request_types(ApiKey.METADATA, version)
-    wanted = None if names is None else tuple(
-        build(m.MetadataRequestTopic, name=n, topic_id=None) for n in names
-    )
-    response = conn.send(
-        build(
-            m.MetadataRequest, topics=wanted, allow_auto_topic_creation=allow_auto_create,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
-    )
-    out = []
-    for t in response.topics:
-        if t.error_code != ErrorCode.none:
-            raise _topic_error(str(t.name), int(t.error_code))
-        topic_id = getattr(t, "topic_id", None)
-        partitions = tuple(
-            sorted(
-                (
-                    PartitionInfo(
-                        int(p.partition_index), int(p.leader_id),
-                        tuple(int(r) for r in p.replica_nodes),
-                        tuple(int(r) for r in p.isr_nodes), int(p.error_code),
-                    )
-                    for p in t.partitions
-                ),
-                key=lambda p: p.partition,
-            )
-        )
-        out.append(
-            TopicMetadata(
-                str(t.name), str(topic_id) if topic_id is not None else None,
-                bool(getattr(t, "is_internal", False)), partitions,
-            )
-        )
-    return out
 
-
-def topic_metadata(
-    conn: BrokerConnection, name: str, *, allow_auto_create: bool = False
-) -> TopicMetadata:
-    """One topic's metadata; CommandError if it does not exist (and is not auto-created)."""
-    found = fetch_metadata(conn, [name], allow_auto_create=allow_auto_create)
-    if not found or not found[0].partitions:
-        raise CommandError(f"Topic '{name}' does not exist")
-    return found[0]
-
-
-def list_offsets(
-    conn: BrokerConnection,
-    topic: str,
-    partitions: list[int],
-    timestamp: int,
-    *,
-    isolation_level: int = 0,
-) -> dict[int, int]:
-    """ListOffsets for ``timestamp`` (-2 earliest, -1 latest) → {partition: offset}."""
-    version = conn.pick_version(ApiKey.LIST_OFFSETS, 7)
-    m = request_types(ApiKey.LIST_OFFSETS, version)
-    request = build(
-        m.ListOffsetsRequest, replica_id=-1, isolation_level=isolation_level,
-        topics=(
-            build(
-                m.ListOffsetsTopic, name=topic,
-                partitions=tuple(
-                    build(m.ListOffsetsPartition, partition_index=p, timestamp=timestamp,
-                          current_leader_epoch=-1)
-                    for p in partitions
-                ),
-            ),
-        ),
-    )
-    out: dict[int, int] = {}
-    for t in conn.send(request).topics:
-        for p in t.partitions:
-            if p.error_code != ErrorCode.none:
-                raise _topic_error(f"{topic}-{int(p.partition_index)}", int(p.error_code))
-            out[int(p.partition_index)] = int(p.offset)
-    return out
-
-
-# -- commands ------------------------------------------------------------------------
 
 
 @topics_app.command("create")

@@ -46,7 +46,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.main import (
+from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
     CommandError,

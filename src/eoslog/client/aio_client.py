@@ -23,8 +23,8 @@ from typing import Any
 
 from eoslog.client.aio_connection import AioConnection
 from eoslog.client.cluster import ClusterMetadata, TopicMetadata
-from eoslog.client.connection import parse_bootstrap
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from eoslog.client.settings import parse_bootstrap
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types

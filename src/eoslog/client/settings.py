@@ -60,3 +60,20 @@ def parse_int(name: str, value: Any, at_least: int | None = None) -> int:
     if at_least is not None and number < at_least:
         raise invalid(name, number, f"Value must be at least {at_least}")
     return number
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """``"host:port[,host:port]"`` (IPv6 as ``[::1]:9092``) → [(host, port), ...]."""
+    out: list[tuple[str, int]] = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError(f"no bootstrap server in {servers!r}")
+    return out
