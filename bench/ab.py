@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -98,11 +99,12 @@ def measure(build: Build, case: str, rnd: int, records: int, txn: Case, txn_seco
     build.runs.setdefault(case, []).append((m, build.cpu() - cpu0))
 
 
-def summary(build: Build, case: str) -> dict[str, float]:
+def summary(build: Build, case: str) -> dict[str, Any]:
     runs = build.runs[case]
-    return {"mb_s": max(m.mb_s for m, _ in runs),
-            "mb_per_cpu_s": max(m.bytes / MB / cpu for m, cpu in runs if cpu > 0),
-            "runs_mb_s": [round(m.mb_s, 1) for m, _ in runs]}  # type: ignore[dict-item]
+    per_cpu = [m.bytes / MB / cpu for m, cpu in runs if cpu > 0]
+    return {"mb_s": max(m.mb_s for m, _ in runs), "mb_per_cpu_s": max(per_cpu),
+            "median_mb_per_cpu_s": statistics.median(per_cpu),
+            "runs_mb_s": [round(m.mb_s, 1) for m, _ in runs], "runs_mb_per_cpu_s": [round(x, 1) for x in per_cpu]}
 
 
 def main() -> None:
@@ -129,15 +131,17 @@ def main() -> None:
                 b.broker.stop()
         shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"A = {builds[0].commit}, B = {builds[1].commit}: best of {args.rounds} rounds")
-    for col in ("case", "A MB/s", "B MB/s", "B/A", "A MB/cpu·s", "B MB/cpu·s", "B/A (cpu)"):
+    for col in ("case", "A MB/s", "B MB/s", "B/A", "A MB/cpu·s", "B MB/cpu·s", "B/A (cpu)", "B/A (cpu, median)"):
         table.add_column(col, justify="right" if col != "case" else "left")
     results: dict[str, Any] = {}
     for case in cases:
         a, b = summary(builds[0], case), summary(builds[1], case)
         results[case] = {"A": a, "B": b, "b_over_a": round(b["mb_s"] / a["mb_s"], 3),
-                         "b_over_a_cpu": round(b["mb_per_cpu_s"] / a["mb_per_cpu_s"], 3)}
-        table.add_row(case, f"{a['mb_s']:.1f}", f"{b['mb_s']:.1f}", f"{results[case]['b_over_a']:.2f}",
-                      f"{a['mb_per_cpu_s']:.1f}", f"{b['mb_per_cpu_s']:.1f}", f"{results[case]['b_over_a_cpu']:.2f}")
+                         "b_over_a_cpu": round(b["mb_per_cpu_s"] / a["mb_per_cpu_s"], 3),
+                         "b_over_a_cpu_median": round(b["median_mb_per_cpu_s"] / a["median_mb_per_cpu_s"], 3)}
+        r = results[case]
+        table.add_row(case, f"{a['mb_s']:.1f}", f"{b['mb_s']:.1f}", f"{r['b_over_a']:.2f}", f"{a['mb_per_cpu_s']:.1f}",
+                      f"{b['mb_per_cpu_s']:.1f}", f"{r['b_over_a_cpu']:.2f}", f"{r['b_over_a_cpu_median']:.2f}")
     console.print(table)
     console.print(f"load average at the end: {load_end:.2f}")
     if not args.no_save:
