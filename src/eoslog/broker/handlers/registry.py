@@ -7,6 +7,7 @@ from eoslog.broker.handlers import (
     alter_configs,
     cluster,
     configs,
+    consumer_group_heartbeat,
     delete_records,
     fetch,
     groups,
@@ -22,7 +23,7 @@ from eoslog.broker.handlers.api_versions import api_versions_spec
 from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
-             offsets, delete_records, leader_epoch)
+             offsets, delete_records, leader_epoch, consumer_group_heartbeat)
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
 _api_versions = api_versions_spec(REGISTRY)
