@@ -53,9 +53,12 @@ def warm_up(bootstrap: str, version: int) -> None:
 @pytest.fixture(scope="module")
 def brokers(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
-    """Both brokers, with the module's BROKER_SETTINGS (Kafka's names) on top of the shared ones."""
+    """Both brokers, with the module's BROKER_SETTINGS (Kafka's names) on top of the shared ones,
+    and its KAFKA_SETTINGS on the Kafka broker only."""
     module_settings = getattr(request.module, "BROKER_SETTINGS", {})
-    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", {**SHARED_SETTINGS, **module_settings})
+    kafka_only = getattr(request.module, "KAFKA_SETTINGS", {})  # Kafka settings with no eoslog name
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data",
+                        {**SHARED_SETTINGS, **module_settings, **kafka_only})
     eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data",
                            overrides={**EOSLOG_SETTINGS, **module_settings})
     kafka.start()

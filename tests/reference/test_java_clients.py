@@ -1,0 +1,68 @@
+"""Kafka's Java clients against eoslog and against Apache Kafka (java/ClientsCheck.java): Admin
+(topics, configs, consumer groups, transactions, producers, DeleteRecords), idempotent and
+transactional producers, read_committed consumers in a classic group, sendOffsetsToTransaction
+with the consumer's group metadata, and a consumer asking for the KIP-848 ``consumer`` protocol.
+Every check must answer the same on both brokers (Kafka with its consumer protocol off, which is
+what eoslog is), and only the KIP-848 consumer may fail: with Kafka's UnsupportedVersionException.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deps import require
+from harness import BrokerProcess
+from kafka_harness import JVM_FLAGS, KafkaBroker, kafka_classpath, write_log_config
+
+SOURCE = Path(__file__).parent / "java" / "ClientsCheck.java"
+
+
+def run_checks(bootstrap: str, work: Path) -> dict[str, str]:
+    require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
+            "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
+    cmd = ["java", *JVM_FLAGS, "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
+           "-cp", kafka_classpath(), str(SOURCE), bootstrap]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    checks = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("CHECK "):
+            _, name, answer = line.split(" ", 2)
+            checks[name] = answer
+    return checks
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
+    root = tmp_path_factory.mktemp("java-clients")
+    (root / "eoslog").mkdir()
+    eoslog = BrokerProcess(root / "eoslog" / "data", overrides={"group.initial.rebalance.delay.ms": "0"}).start()
+    try:
+        ours = run_checks(eoslog.bootstrap, root)
+    finally:
+        eoslog.stop()
+    kafka = KafkaBroker(root / "kafka" / "data", {"group.coordinator.rebalance.protocols": "classic"}).start()
+    try:
+        theirs = run_checks(kafka.bootstrap, root)
+    finally:
+        kafka.stop()
+    yield ours, theirs
+
+
+def test_java_clients_get_the_same_answers_from_eoslog_and_kafka(both: tuple[dict[str, str], dict[str, str]]) -> None:
+    ours, theirs = both
+    assert len(theirs) == 12, f"the check program ran {len(theirs)} checks: {theirs}"
+    assert ours == theirs
+
+
+def test_only_the_kip848_consumer_fails_and_as_kafka_fails_it(both: tuple[dict[str, str], dict[str, str]]) -> None:
+    ours, _ = both
+    failed = {name: answer for name, answer in ours.items() if answer.startswith("ERROR")}
+    assert failed == {"consumer-group-protocol": "ERROR UnsupportedVersionException"}
+    assert ours["read-read_committed"] == "10 0 aborted, end 15"
+    assert ours["read-read_uncommitted"] == "13 3 aborted, end 15"
