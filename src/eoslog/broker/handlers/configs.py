@@ -10,7 +10,10 @@ alike. What Kafka answers, and eoslog with it:
   (the properties file or a flag) — or DEFAULT_CONFIG. With ``include_synonyms`` the chain
   is listed in that order. Kafka drops synonyms listed before the primary broker name (its
   ``log.retention.ms`` has no default; ``log.retention.hours=168`` supplies it); eoslog's
-  primary names all have defaults, so the chain is kept whole and its head is the source.
+  primary names all have defaults, so the chain is kept whole and its head is the source. A
+  primary name whose Kafka default is null (``log.retention.ms``, ``log.roll.ms``,
+  ``log.flush.interval.ms``) gets no DEFAULT_CONFIG synonym, as from Kafka (checked by
+  tests/conformance, produce-fetch/describe-configs).
 - BROKER (4) named by this node's id: every broker config plus any other key that was
   set; unknown keys are reported as Kafka does (sensitive, value null, type UNKNOWN).
   BROKER with an empty name: the cluster-wide dynamic defaults that were set, each with
@@ -111,6 +114,11 @@ def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
     return ConfigType.STRING
 
 
+# Broker configs Kafka defines without a default (another unit, or nothing, supplies the value):
+# Kafka lists no DEFAULT_CONFIG synonym for them.
+_NULL_IN_KAFKA = frozenset({"log.retention.ms", "log.roll.ms", "log.flush.interval.ms"})
+
+
 def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = True) -> list[ConfigSynonym]:
     """The broker-level chain for ``primary`` as Kafka's ConfigHelper.configSynonyms lists
     it: the names set dynamically for this broker, then cluster-wide, then statically, then
@@ -130,7 +138,7 @@ def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = T
         for n in chain if n in layer
     ]
     head = BROKER_CONFIGS.get(chain[0])
-    if per_broker and head is not None and head.default is not None:
+    if per_broker and head is not None and head.default is not None and head.name not in _NULL_IN_KAFKA:
         out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
     return out
 
