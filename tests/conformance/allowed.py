@@ -46,7 +46,7 @@ KNOWN: dict[str, list[Rule]] = {
     "*": [
         Rule("*.configs.*", "topic configs eoslog does not offer (it offers those it acts on)",
              _eoslog_lacks),
-        Rule("*.configs.min.insync.replicas.config_source",
+        Rule("*.configs.min.insync.replicas.*source",
              "Kafka 4's storage format sets min.insync.replicas as a cluster-wide dynamic default "
              "(eligible leader replicas, KIP-966); eoslog's is its static default, with the same value"),
     ],

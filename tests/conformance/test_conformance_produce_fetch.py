@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import struct
 
-from conformance.session import Broker, Catalogue, Target, i32, i64, ms
+from conformance.session import Broker, Catalogue, Target, i8, i32, i64, ms
 from conformance.steps import (
     DELETE_RECORDS,
+    DESCRIBE_CONFIGS,
     EARLIEST,
     LATEST,
     MAX_TIMESTAMP,
@@ -182,3 +183,20 @@ def _produce_versions(t: Target) -> None:
     create_topic(t, "pversions")
     for v in range(3, t.v(0) + 1):
         produce(t, "pversions", 0, batch([struct.pack(">i", v)]), version=v, label=f"produce v{v}")
+
+
+@session("describe-configs", "DescribeConfigs of a topic with overrides, with synonyms, and of an unknown topic")
+def _describe_configs(t: Target) -> None:
+    create_topic(t, "described", configs={"retention.ms": "3600000", "cleanup.policy": "compact",
+                                          "max.message.bytes": "2000"})
+    m = t.types(DESCRIBE_CONFIGS, t.v(DESCRIBE_CONFIGS))
+    for synonyms in (False, True):
+        call(t, DESCRIBE_CONFIGS, "DescribeConfigsRequest", label=f"synonyms={synonyms}",
+             include_synonyms=synonyms, include_documentation=False,
+             resources=(m.DescribeConfigsResource(resource_type=i8(2), resource_name="described",
+                                                  configuration_keys=None),
+                        m.DescribeConfigsResource(resource_type=i8(2), resource_name="no-such-described",
+                                                  configuration_keys=None)))
+    call(t, DESCRIBE_CONFIGS, "DescribeConfigsRequest", label="some keys", include_synonyms=False,
+         include_documentation=False, resources=(m.DescribeConfigsResource(
+             resource_type=i8(2), resource_name="described", configuration_keys=("retention.ms", "segment.bytes")),))
