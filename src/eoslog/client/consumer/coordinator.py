@@ -1,15 +1,13 @@
-"""Group membership and committed offsets (Kafka's ConsumerCoordinator, classic protocol).
+"""What a consumer's group membership is for (Kafka's ConsumerCoordinator, classic
+protocol), over ``membership.GroupMembership`` (Java's AbstractCoordinator), which joins,
+syncs, heartbeats and leaves.
 
-What it owns: the coordinator connection (found with FindCoordinator and kept apart from
-the fetch connection, as Java does, so that group requests never wait behind a long-poll
-Fetch); the member's generation, member id and state; the join — JoinGroup (a second
-round after MEMBER_ID_REQUIRED; none for a static member, which sends its
-``group.instance.id``), the leader's assignment (every member's subscription decoded, the
-selected assignor run over the topics' partition counts), SyncGroup — which runs as a
-background task so that ``poll()`` keeps serving data meanwhile; heartbeats in a task of
-their own; the rebalance callbacks around a join; OffsetCommit (sync, async, auto) with
-the generation and member id; OffsetFetch (``require_stable`` under read_committed,
-KIP-447); LeaveGroup when a dynamic member closes or unsubscribes.
+What it owns: the protocols this member offers (its subscription per assignor), the
+leader's assignment (every member's subscription decoded, the selected assignor run over
+the topics' partition counts), the rebalance callbacks around a join, watching the
+subscribed topics' partition counts and the pattern's matches, and committed offsets:
+OffsetCommit (sync, async, auto) with the generation and member id, its error codes acted
+on through ``_COMMIT_ERRORS``; OffsetFetch (``require_stable`` under read_committed, KIP-447).
 
 Rebalance protocols, as Java's: EAGER (``range``, ``roundrobin``, or a mix) revokes every
 partition before joining; COOPERATIVE (every configured assignor is
@@ -29,12 +27,10 @@ import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from eoslog.client.aio_client import AioClient
-from eoslog.client.aio_connection import AioConnection, open_connection
 from eoslog.client.consumer.assignors import (
     Assignor,
     Member,
@@ -44,9 +40,15 @@ from eoslog.client.consumer.assignors import (
 )
 from eoslog.client.consumer.config import ConsumerConfig
 from eoslog.client.consumer.errors import CommitFailedError
+from eoslog.client.consumer.membership import (
+    COORDINATOR_MOVED,
+    NO_GENERATION,
+    Generation,
+    GroupMembership,
+    MemberState,
+)
 from eoslog.client.consumer.metrics import ConsumerMetrics
 from eoslog.client.consumer.protocol import (
-    CONSUMER_PROTOCOL_TYPE,
     Assignment,
     ProtocolError,
     Subscription,
@@ -57,13 +59,11 @@ from eoslog.client.consumer.protocol import (
 )
 from eoslog.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from eoslog.client.errors import (
-    KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
     RebalanceInProgressError,
     error_for,
 )
-from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from eoslog.client.types import OffsetAndMetadata, TopicPartition
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
@@ -72,37 +72,24 @@ from eoslog.protocol.messages import build, request_types
 log = logging.getLogger(__name__)
 E = ErrorCode
 
-GROUP_KEY_TYPE = 0
-JOIN_GROUP = ApiKey.JOIN_GROUP
-HEARTBEAT = ApiKey.HEARTBEAT
-LEAVE_GROUP = ApiKey.LEAVE_GROUP
-SYNC_GROUP = ApiKey.SYNC_GROUP
-# Java's AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may wait a whole rebalance.
-JOIN_GROUP_TIMEOUT_LAPSE_S = 5.0
-MAX_VERSIONS = {ApiKey.FIND_COORDINATOR: 4, JOIN_GROUP: 9, HEARTBEAT: 4, LEAVE_GROUP: 5, SYNC_GROUP: 5,
-                ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9}
-_COORDINATOR_MOVED = frozenset({E.not_coordinator, E.coordinator_not_available})
+
+class _Commit(Enum):
+    FIND_COORDINATOR = auto()
+    REJOIN = auto()  # the generation is over: CommitFailedError
+    REBALANCING = auto()
+    FENCED = auto()
 
 
-class MemberState(Enum):
-    UNJOINED = auto()
-    PREPARING_REBALANCE = auto()
-    COMPLETING_REBALANCE = auto()
-    STABLE = auto()
-
-
-@dataclass(frozen=True)
-class Generation:
-    generation_id: int = -1
-    member_id: str = ""
-    protocol_name: str | None = None
-
-    @property
-    def valid(self) -> bool:
-        return self.generation_id >= 0 and bool(self.member_id)
-
-
-NO_GENERATION = Generation()
+# OffsetCommit error codes (Java's OffsetCommitResponseHandler); any other code is raised as it is.
+_COMMIT_ERRORS: dict[int, _Commit] = {
+    E.not_coordinator: _Commit.FIND_COORDINATOR,
+    E.coordinator_not_available: _Commit.FIND_COORDINATOR,
+    E.request_timed_out: _Commit.FIND_COORDINATOR,
+    E.unknown_member_id: _Commit.REJOIN,
+    E.illegal_generation: _Commit.REJOIN,
+    E.rebalance_in_progress: _Commit.REBALANCING,
+    E.fenced_instance_id: _Commit.FENCED,
+}
 
 
 class RebalanceListener:
@@ -115,134 +102,26 @@ class RebalanceListener:
     async def lost(self, partitions: list[TopicPartition]) -> None: ...
 
 
-class ConsumerCoordinator:
+class ConsumerCoordinator(GroupMembership):
     def __init__(self, config: ConsumerConfig, client: AioClient, subscriptions: SubscriptionState,
                  metrics: ConsumerMetrics, wakeup: Callable[[], None],
                  on_assignment_change: Callable[[Iterable[TopicPartition]], None]) -> None:
-        assert config.group_id is not None
-        self.config = config
-        self.group_id: str = config.group_id
-        self.group_instance_id = config.group_instance_id
-        self.client = client
+        super().__init__(config, client, metrics, wakeup)
         self.subscriptions = subscriptions
-        self.metrics = metrics
-        self.wakeup = wakeup
         self.on_assignment_change = on_assignment_change
         self.listener = RebalanceListener()
         self.assignors: list[Assignor] = make_assignors(config.partition_assignment_strategy)
         self.protocol = rebalance_protocol(self.assignors)
-        self.generation = NO_GENERATION
-        self.member_id = ""
-        self.state = MemberState.UNJOINED
-        self.rejoin_needed = True
-        self._needs_join_prepare = True
-        self._join_task: asyncio.Task[tuple[Generation, bytes]] | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._heartbeat_wakeup = asyncio.Event()
-        self._conn: AioConnection | None = None
-        self._lookup: asyncio.Task[AioConnection] | None = None
-        self._fatal: KafkaError | None = None
-        self._closed = False
-        self._last_poll = time.monotonic()
-        self._last_heartbeat_ok = time.monotonic()
-        self._retry_s = config.retry_backoff_ms / 1000
-        self._request_timeout_s = config.request_timeout_ms / 1000
         self._next_auto_commit = time.monotonic() + config.auto_commit_interval_ms / 1000
         self._auto_commit_task: asyncio.Task[None] | None = None
         self._metadata_snapshot: dict[str, int] = {}
         self._next_pattern_refresh = 0.0
 
-    # -- the coordinator connection ---------------------------------------------------------
-
-    def mark_coordinator_unknown(self, why: str) -> None:
-        if self._conn is not None:
-            log.info("group %s: coordinator %s unknown: %s", self.group_id, self._conn, why)
-            self._conn.close()
-            self._conn = None
-
-    async def coordinator(self) -> AioConnection:
-        """The open coordinator connection, finding the coordinator first when needed."""
-        conn = self._conn
-        if conn is not None and conn.connected:
-            return conn
-        if self._lookup is None or self._lookup.done():
-            self._lookup = asyncio.get_running_loop().create_task(self._find_coordinator())
-        return await asyncio.shield(self._lookup)
-
-    async def _find_coordinator(self) -> AioConnection:
-        def make(versions: ApiVersionTable) -> Any:
-            version = versions.pick(ApiKey.FIND_COORDINATOR, MAX_VERSIONS[ApiKey.FIND_COORDINATOR])
-            m = request_types(ApiKey.FIND_COORDINATOR, version)
-            return build(m.FindCoordinatorRequest, key=self.group_id, key_type=GROUP_KEY_TYPE,
-                         coordinator_keys=(self.group_id,))
-
-        response = await self.client.send(make)
-        found = response.coordinators[0] if hasattr(response, "coordinators") else response
-        code = int(found.error_code)
-        if code != E.none:
-            raise error_for(code, f"FindCoordinator for group {self.group_id}: {found.error_message or ''}")
-        node_id = int(found.node_id)
-        # A connection of its own (Java: node id Integer.MAX_VALUE - id), apart from fetches.
-        conn = await open_connection(
-            str(found.host), int(found.port), node_id=2**31 - 1 - node_id, client_id=self.config.client_id,
-            request_timeout_s=self._request_timeout_s,
-            connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
-        )
-        if self._closed:
-            conn.close()
-            raise KafkaConnectionError("the consumer is closed")
-        self._conn = conn
-        log.debug("group %s: coordinator is node %d at %s:%s", self.group_id, node_id, found.host, found.port)
-        return conn
-
-    async def _request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None) -> Any:
-        """Send a request built by ``fill(module, version)`` to the coordinator; connection
-        failures forget the coordinator and are raised (the caller decides to retry)."""
-        conn = await self.coordinator()
-        version = conn.versions.pick(api_key, MAX_VERSIONS[api_key])
-        request = fill(request_types(api_key, version), version)
-        try:
-            return await conn.request(request, timeout_s=timeout_s)
-        except KafkaError as e:
-            self.mark_coordinator_unknown(str(e))
-            raise
-
-    async def _retriable_request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None,
-                                 deadline: float | None = None) -> Any:
-        """``_request``, or None after a back-off when it failed with a retriable error."""
-        try:
-            return await self._request(api_key, fill, timeout_s)
-        except KafkaError as e:
-            if not e.retriable:
-                raise
-            await self._backoff(deadline)
-            return None
-
-    async def _backoff(self, deadline: float | None) -> None:
-        if deadline is not None and time.monotonic() + self._retry_s > deadline:
-            raise KafkaTimeoutError("the group coordinator did not answer in time")
-        await asyncio.sleep(self._retry_s)
-
     # -- poll: drive the membership --------------------------------------------------------
 
-    def group_metadata(self) -> ConsumerGroupMetadata:
-        g = self.generation
-        return ConsumerGroupMetadata(self.group_id, g.generation_id, g.member_id, self.group_instance_id)
-
-    def request_rejoin(self, why: str) -> None:
-        if not self.rejoin_needed:
-            log.info("group %s: member %s rejoins: %s", self.group_id, self.member_id or "(new)", why)
-        self.rejoin_needed = True
-        self.wakeup()
-
-    @property
-    def rebalancing(self) -> bool:
-        return self._join_task is not None
-
     async def poll(self) -> None:
-        """Called at each poll(): start a join when one is needed, finish one that is done
-        (running the rebalance callbacks), commit when auto-commit is due. Never waits
-        for the join itself."""
+        """Called at each poll(): keep the membership going (a join started or finished, the
+        rebalance callbacks run), commit when auto-commit is due."""
         self._last_poll = time.monotonic()
         if self._fatal is not None:
             raise self._fatal
@@ -251,18 +130,7 @@ class ConsumerCoordinator:
             if subs.type is SubscriptionType.AUTO_PATTERN:
                 await self._maybe_refresh_pattern()
             self._check_metadata()
-            task = self._join_task
-            if task is not None and task.done():
-                self._join_task = None
-                await self._finish_join(task)
-            if self._join_task is None and self.rejoin_needed and not self._closed:
-                if self._needs_join_prepare:
-                    self._needs_join_prepare = False
-                    await self._on_join_prepare()
-                self.state = MemberState.PREPARING_REBALANCE
-                self._join_task = asyncio.get_running_loop().create_task(self._join_and_sync())
-                self._join_task.add_done_callback(lambda _: self.wakeup())
-            self._ensure_heartbeat()
+            await self.ensure_active_group()
         self._maybe_auto_commit()
 
     def time_to_next_poll(self) -> float:
@@ -270,26 +138,6 @@ class ConsumerCoordinator:
         if not self.config.enable_auto_commit:
             return float("inf")
         return max(0.0, self._next_auto_commit - time.monotonic())
-
-    async def _finish_join(self, task: asyncio.Task[tuple[Generation, bytes]]) -> None:
-        try:
-            generation, data = task.result()
-        except asyncio.CancelledError:
-            return
-        except KafkaError as e:
-            self.state = MemberState.UNJOINED
-            self.metrics.failed_rebalance_total += 1
-            if not e.retriable:
-                raise
-            log.info("group %s: join failed, retrying: %s", self.group_id, e)
-            return
-        self.generation = generation
-        self.state = MemberState.STABLE
-        self.metrics.rebalance_total += 1
-        self._last_heartbeat_ok = time.monotonic()
-        self._heartbeat_wakeup.set()
-        await self._on_join_complete(generation, data)
-        self._needs_join_prepare = True
 
     # -- join ---------------------------------------------------------------------------------
 
@@ -301,80 +149,10 @@ class ConsumerCoordinator:
             owned_partitions=owned, generation_id=generation, rack_id=self.config.client_rack or None,
         ))
 
-    async def _join_and_sync(self) -> tuple[Generation, bytes]:
-        """JoinGroup and SyncGroup until a generation's assignment arrives; retriable errors
-        are retried here, others end the task (poll raises them)."""
-        rebalance_timeout_ms = self.config.max_poll_interval_ms
-        join_timeout_s = max(self._request_timeout_s, rebalance_timeout_ms / 1000 + JOIN_GROUP_TIMEOUT_LAPSE_S)
-        while True:
-            protocols = [(a.name, self._subscription_for(a)) for a in self.assignors]
+    def join_protocols(self) -> list[tuple[str, bytes]]:
+        return [(a.name, self._subscription_for(a)) for a in self.assignors]
 
-            def join_request(m: Any, version: int, protocols: list[tuple[str, bytes]] = protocols) -> Any:
-                return build(
-                    m.JoinGroupRequest, group_id=self.group_id,
-                    session_timeout=datetime.timedelta(milliseconds=self.config.session_timeout_ms),
-                    rebalance_timeout=datetime.timedelta(milliseconds=rebalance_timeout_ms),
-                    member_id=self.member_id, group_instance_id=self.group_instance_id,
-                    protocol_type=CONSUMER_PROTOCOL_TYPE,
-                    protocols=tuple(build(m.JoinGroupRequestProtocol, name=n, metadata=md) for n, md in protocols),
-                    reason=None,
-                )
-
-            response = await self._retriable_request(JOIN_GROUP, join_request, join_timeout_s)
-            if response is None:
-                continue
-            code = int(response.error_code)
-            if code == E.member_id_required:
-                self.member_id = str(response.member_id)
-                continue
-            if code != E.none:
-                await self._join_error(code, "JoinGroup")
-                continue
-            self.member_id = str(response.member_id)
-            self.rejoin_needed = False
-            generation = Generation(int(response.generation_id), self.member_id, response.protocol_name)
-            self.state = MemberState.COMPLETING_REBALANCE
-            assignments: dict[str, bytes] = {}
-            if response.leader == response.member_id:
-                assignments = await self._assign_as_leader(str(response.protocol_name), response.members)
-
-            def sync_request(m: Any, version: int, g: Generation = generation,
-                             assignments: dict[str, bytes] = assignments) -> Any:
-                return build(
-                    m.SyncGroupRequest, group_id=self.group_id, generation_id=g.generation_id,
-                    member_id=g.member_id, group_instance_id=self.group_instance_id,
-                    protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=g.protocol_name,
-                    assignments=tuple(build(m.SyncGroupRequestAssignment, member_id=mid, assignment=a)
-                                      for mid, a in assignments.items()),
-                )
-
-            sync = await self._retriable_request(SYNC_GROUP, sync_request, join_timeout_s)
-            if sync is None:
-                continue
-            code = int(sync.error_code)
-            if code == E.none:
-                return generation, bytes(sync.assignment)
-            await self._join_error(code, "SyncGroup")
-
-    async def _join_error(self, code: int, what: str) -> None:
-        """React to a JoinGroup/SyncGroup error code: retry (after a back-off) or raise."""
-        if code == E.unknown_member_id:
-            self.member_id = ""
-            self.generation = NO_GENERATION
-        elif code == E.illegal_generation:
-            self.generation = Generation(-1, self.member_id)
-        elif code in _COORDINATOR_MOVED:
-            self.mark_coordinator_unknown(f"{what}: {error_for(code).name}")
-        elif code == E.rebalance_in_progress:
-            return  # join again at once
-        elif not (code == E.coordinator_load_in_progress or error_for(code).retriable):
-            error = error_for(code, f"{what} for group {self.group_id}")
-            if code == E.fenced_instance_id:
-                self._fatal = error  # another member took our group.instance.id: nothing left to do
-            raise error
-        await self._backoff(None)
-
-    async def _assign_as_leader(self, protocol_name: str, raw_members: Iterable[Any]) -> dict[str, bytes]:
+    async def perform_assignment(self, protocol_name: str, raw_members: Iterable[Any]) -> dict[str, bytes]:
         assignor = next((a for a in self.assignors if a.name == protocol_name), None)
         if assignor is None:
             raise error_for(E.inconsistent_group_protocol, f"the group chose assignor {protocol_name!r}, "
@@ -456,7 +234,7 @@ class ConsumerCoordinator:
 
     # -- rebalance callbacks ----------------------------------------------------------------------
 
-    async def _on_join_prepare(self) -> None:
+    async def on_join_prepare(self) -> None:
         subs = self.subscriptions
         if self.generation.valid:
             await self._commit_on_rebalance(subs.consumed_offsets())
@@ -479,7 +257,7 @@ class ConsumerCoordinator:
                 await self.listener.revoked(gone)
                 self._set_assignment([tp for tp in owned if tp.topic in subs.topics])
 
-    async def _on_join_complete(self, generation: Generation, data: bytes) -> None:
+    async def on_join_complete(self, generation: Generation, data: bytes) -> None:
         subs = self.subscriptions
         try:
             assignment = decode_assignment(data)
@@ -513,6 +291,9 @@ class ConsumerCoordinator:
                  generation.generation_id, sorted(assigned), added)
         await self.listener.assigned(added)
 
+    def on_left(self) -> None:
+        self._metadata_snapshot = {}
+
     def _set_assignment(self, partitions: list[TopicPartition]) -> None:
         self.subscriptions.assign_from_subscribed(partitions)
         self.on_assignment_change(partitions)
@@ -526,101 +307,7 @@ class ConsumerCoordinator:
         except KafkaError as e:
             log.warning("group %s: auto-commit before the rebalance failed: %s", self.group_id, e)
 
-    # -- heartbeats ----------------------------------------------------------------------------
-
-    def _ensure_heartbeat(self) -> None:
-        if self._heartbeat_task is None and not self._closed:
-            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.config.heartbeat_interval_ms / 1000
-        next_at = time.monotonic()
-        while not self._closed:
-            wait = next_at - time.monotonic()
-            if wait > 0:
-                self._heartbeat_wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._heartbeat_wakeup.wait(), wait)
-                continue
-            next_at = time.monotonic() + interval
-            if self.state is not MemberState.STABLE or not self.generation.valid:
-                continue
-            if time.monotonic() - self._last_poll > self.config.max_poll_interval_ms / 1000:
-                log.warning("group %s: no poll() within max.poll.interval.ms=%d; leaving the group so that its "
-                            "partitions go to others", self.group_id, self.config.max_poll_interval_ms)
-                await self.maybe_leave_group("consumer poll timeout has expired")
-                continue
-            try:
-                await self._heartbeat()
-            except KafkaError as e:
-                log.debug("group %s: heartbeat failed: %s", self.group_id, e)
-                next_at = time.monotonic() + self._retry_s
-                if time.monotonic() - self._last_heartbeat_ok > self.config.session_timeout_ms / 1000:
-                    self.mark_coordinator_unknown("no heartbeat answered within session.timeout.ms")
-            except Exception:
-                log.exception("group %s: heartbeat", self.group_id)
-
-    async def _heartbeat(self) -> None:
-        g = self.generation
-
-        def fill(m: Any, version: int) -> Any:
-            return build(m.HeartbeatRequest, group_id=self.group_id, generation_id=g.generation_id,
-                         member_id=g.member_id, group_instance_id=self.group_instance_id)
-
-        response = await self._request(HEARTBEAT, fill)
-        self.metrics.heartbeat_total += 1
-        code = int(response.error_code)
-        if self.generation is not g or self.state is not MemberState.STABLE:
-            return  # a rebalance started meanwhile; this answer is about the old generation
-        if code == E.none:
-            self._last_heartbeat_ok = time.monotonic()
-        elif code == E.rebalance_in_progress:
-            self._last_heartbeat_ok = time.monotonic()
-            self.request_rejoin("the group is rebalancing")
-        elif code in (E.illegal_generation, E.unknown_member_id, E.fenced_instance_id):
-            name = error_for(code).name
-            if code == E.fenced_instance_id:
-                self._fatal = error_for(code, f"group.instance.id {self.group_instance_id} was taken by another "
-                                              "member")
-            self.generation = NO_GENERATION
-            if code == E.unknown_member_id:
-                self.member_id = ""
-            self.state = MemberState.UNJOINED
-            self.request_rejoin(f"heartbeat answered {name}")
-        elif code in _COORDINATOR_MOVED:
-            self.mark_coordinator_unknown(error_for(code).name)
-        else:
-            raise error_for(code, "Heartbeat")
-
     # -- leaving ---------------------------------------------------------------------------------
-
-    async def maybe_leave_group(self, reason: str) -> None:
-        """LeaveGroup for a dynamic member (a static one keeps its place until its session
-        times out, KIP-345), then forget the generation."""
-        g = self.generation
-        if self.group_instance_id is None and self.member_id and self.state is not MemberState.UNJOINED:
-            member_id = self.member_id
-
-            def fill(m: Any, version: int) -> Any:
-                return build(m.LeaveGroupRequest, group_id=self.group_id, member_id=member_id,
-                             members=(build(m.MemberIdentity, member_id=member_id, group_instance_id=None,
-                                            reason=reason),))
-
-            try:
-                await asyncio.wait_for(self._request(LEAVE_GROUP, fill), self._request_timeout_s)
-                log.info("group %s: member %s left (%s)", self.group_id, member_id, reason)
-            except (KafkaError, TimeoutError) as e:
-                log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
-        if self._join_task is not None:
-            self._join_task.cancel()
-            self._join_task = None
-        if self.generation is g:
-            self.generation = NO_GENERATION
-        self.member_id = ""
-        self.state = MemberState.UNJOINED
-        self.rejoin_needed = True
-        self._needs_join_prepare = True
-        self._metadata_snapshot = {}
 
     async def on_leave_prepare(self) -> None:
         """Before leaving (close, unsubscribe): the owned partitions are revoked, or lost when
@@ -637,11 +324,7 @@ class ConsumerCoordinator:
     async def close(self, timeout_s: float) -> None:
         if self._closed:
             return
-        if self._join_task is not None:
-            self._join_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._join_task
-            self._join_task = None
+        await self.cancel_join()
         subs = self.subscriptions
         if self.config.enable_auto_commit and (self.generation.valid or not subs.auto_assigned):
             positions = subs.consumed_offsets()
@@ -656,17 +339,7 @@ class ConsumerCoordinator:
         await self.on_leave_prepare()
         if subs.auto_assigned:
             await self.maybe_leave_group("the consumer is being closed")
-        self._closed = True
-        self._heartbeat_wakeup.set()
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._heartbeat_task
-        if self._lookup is not None and not self._lookup.done():
-            self._lookup.cancel()
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        await self.close_membership()
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -764,26 +437,24 @@ class ConsumerCoordinator:
             raise first_error
 
     def _commit_error(self, code: int, where: str) -> KafkaError:
-        if code in _COORDINATOR_MOVED or code == E.request_timed_out:
-            self.mark_coordinator_unknown(error_for(code).name)
-            return error_for(code, f"OffsetCommit {where}")
-        if code in (E.unknown_member_id, E.illegal_generation):
-            if code == E.unknown_member_id:
-                self.member_id = ""
-            self.generation = NO_GENERATION
-            self.state = MemberState.UNJOINED
-            self.request_rejoin(f"OffsetCommit answered {error_for(code).name}")
+        """The error to raise for an OffsetCommit partition code, acting on it first as
+        ``_COMMIT_ERRORS`` says."""
+        action = _COMMIT_ERRORS.get(code)
+        name = error_for(code).name
+        if action is _Commit.FIND_COORDINATOR:
+            self.mark_coordinator_unknown(name)
+        elif action is _Commit.REJOIN:
+            self.lose_membership(f"OffsetCommit answered {name}", forget_member_id=code == E.unknown_member_id)
             return CommitFailedError(
                 "Commit cannot be completed since the group has already rebalanced and assigned the partitions to "
-                f"another member ({error_for(code).name} for {where}). The consumer rejoins on its next poll().")
-        if code == E.rebalance_in_progress:
+                f"another member ({name} for {where}). The consumer rejoins on its next poll().")
+        elif action is _Commit.REBALANCING:
             self.request_rejoin("OffsetCommit answered REBALANCE_IN_PROGRESS")
             return RebalanceInProgressError(f"OffsetCommit {where}: the group is rebalancing; poll() and retry")
-        if code == E.fenced_instance_id:
-            error = error_for(code, f"OffsetCommit {where}")
+        error = error_for(code, f"OffsetCommit {where}")
+        if action is _Commit.FENCED:
             self._fatal = error
-            return error
-        return error_for(code, f"OffsetCommit {where}")
+        return error
 
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout_s: float,
                               require_stable: bool) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -818,9 +489,9 @@ class ConsumerCoordinator:
             else:
                 code, topics = int(getattr(response, "error_code", 0)), response.topics
             if code != E.none:
-                if code in _COORDINATOR_MOVED:
+                if code in COORDINATOR_MOVED:
                     self.mark_coordinator_unknown(error_for(code).name)
-                if code in _COORDINATOR_MOVED or code == E.coordinator_load_in_progress:
+                if code in COORDINATOR_MOVED or code == E.coordinator_load_in_progress:
                     await self._backoff(deadline)
                     continue
                 raise error_for(code, f"OffsetFetch for group {self.group_id}")
