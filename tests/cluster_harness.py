@@ -178,14 +178,34 @@ def _create_chroot(connect: str, name: str) -> None:
         client.close()
 
 
-def read_all(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0) -> list[tuple[int, bytes]]:
+def settled(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0) -> None:
+    """Until no transaction is open on the partition (its last stable offset reached the high
+    watermark): a commit is answered before its markers are written."""
+    from eoslog.client.admin import Admin, IsolationLevel, OffsetSpec
+    from eoslog.client.types import TopicPartition
+
+    tp = TopicPartition(topic, partition)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        def done() -> bool:
+            committed = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
+            uncommitted = admin.list_offsets({tp: OffsetSpec.latest()})
+            return committed[tp].offset == uncommitted[tp].offset
+
+        wait_until(done, f"{topic}-{partition} without an open transaction", timeout_s)
+
+
+def read_all(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0,
+             settle: bool = True) -> list[tuple[int, bytes]]:
     """(offset, value) of every record a read_committed consumer sees in one partition, read
-    from the log start until its position reached the end offset (the last stable offset)."""
+    from the log start until its position reached the end offset (the last stable offset;
+    with ``settle``, once no transaction is open there)."""
     import time
 
     from eoslog.client import Consumer
     from eoslog.client.types import TopicPartition
 
+    if settle:
+        settled(bootstrap, topic, partition, timeout_s)
     tp = TopicPartition(topic, partition)
     with Consumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed",
                    "enable.auto.commit": False, "group.id": f"read-all-{topic}"}) as consumer:

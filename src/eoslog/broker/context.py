@@ -74,6 +74,13 @@ class BrokerState:
         return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack)
                 for _, b in sorted(self.cluster.metadata.brokers.items())]
 
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """In this broker's logs, or (cluster mode) in the cluster's metadata."""
+        if self.cluster is None:
+            return self.logs.get_log(topic, partition) is not None
+        assignment = self.cluster.metadata.topics.get(topic)
+        return assignment is not None and partition in assignment.partitions
+
     @property
     def controller_id(self) -> int:
         return self.node_id if self.cluster is None else self.cluster.metadata.controller_id

@@ -21,23 +21,24 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.marker_sender import MarkerSender
-from eoslog.broker.txn_verifier import LocalTransactionVerifier
+from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
-from eoslog.coordinator.internal_topic import internal_topic_replication
+from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, internal_topic_replication
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
+from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
@@ -53,6 +54,11 @@ class BrokerStatus:
     host: str
     port: int
     data_dir: str
+
+
+def _live_leader(cluster: ClusterMember, tp: TopicPartition) -> int | None:
+    leader = cluster.metadata.leader(tp)
+    return None if leader < 0 else leader
 
 
 class Broker:
@@ -74,11 +80,15 @@ class Broker:
         self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms,
                                        leads_every_local_log=self.cluster is None)
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
+        cluster = self.cluster
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, producer_ids.generate_producer_id,
-            MarkerSender(self.replicas), self.groups.partition_for,
+            MarkerSender(self.replicas, None if cluster is None else cluster.channel), self.groups.partition_for,
+            leader_for=None if cluster is None else lambda tp: _live_leader(cluster, tp),
         )
-        self.replicas.verifier = LocalTransactionVerifier(self.txns)
+        local_verifier = LocalTransactionVerifier(self.txns)
+        self.replicas.verifier = (local_verifier if cluster is None
+                                  else ClusterTransactionVerifier(local_verifier, cluster))
         self.state = BrokerState(
             config=config, logs=self.logs, producer_ids=producer_ids, replicas=self.replicas,
             group_coordinator=self.groups, txn_coordinator=self.txns, cluster=self.cluster,
@@ -91,6 +101,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._signals = 0
 
     async def startup(self) -> BrokerStatus:
@@ -102,10 +113,11 @@ class Broker:
             if replication.warning is not None:
                 log.warning(replication.warning)
         self.logs.startup(cluster_id)
-        # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
-        # until the loader (started below) has replayed it.
-        self.groups.begin_loading()
-        self.txns.begin_loading()
+        if self.cluster is None:
+            # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
+            # until the loader (started below) has replayed it.
+            self.groups.begin_loading()
+            self.txns.begin_loading()
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
@@ -124,7 +136,8 @@ class Broker:
         self.state.advertised_port = adv_port if explicit_port else bound_port
         if self.cluster is not None:
             await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
-            self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms)
+            self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms,
+                                           self._coordinator_elected, self._coordinator_resigned)
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
                                          self.logs.run_retention)),
@@ -157,12 +170,31 @@ class Broker:
         for conn in list(self.connections):
             conn.close_if_idle(now, max_idle_s)
 
+    def _coordinator_elected(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """Cluster mode: this broker leads an internal partition: its coordinator loads it."""
+        if tp.topic == OFFSETS_TOPIC:
+            self._spawn(self.groups.become_leader(tp.partition, leader_epoch))
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            self._spawn(self.txns.become_leader(tp.partition, leader_epoch))
+
+    def _coordinator_resigned(self, tp: TopicPartition, _leader_epoch: int) -> None:
+        if tp.topic == OFFSETS_TOPIC:
+            self.groups.resign(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            self.txns.resign(tp.partition)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _load_coordinators_then_clean(self) -> None:
         """__consumer_offsets first: markers the transaction loader sends again may complete
         transactional offset commits, which needs their groups loaded. The cleaner starts
         last: it must not rewrite a log that a loader is half-way through."""
-        await self.groups.load_all()
-        await self.txns.load_all()
+        if self.cluster is None:  # in a cluster they load as their partitions' leadership arrives
+            await self.groups.load_all()
+            await self.txns.load_all()
         self.txns.startup()
         if self.config["log.cleaner.enable"]:
             # log.cleaner.backoff.ms is dynamic: read before each pause.

@@ -30,7 +30,7 @@ from eoslog.cluster.controller.controller import (
 )
 from eoslog.cluster.errors import ClusterError, TopicExists
 from eoslog.cluster.fetcher import FetcherManager, FetcherSettings
-from eoslog.cluster.leadership import Leadership
+from eoslog.cluster.leadership import Leadership, RoleListener
 from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.producer_ids import ZkProducerIdManager
 from eoslog.cluster.registry import (
@@ -108,7 +108,9 @@ class ClusterMember:
         self._election: Any = None  # kazoo's Election (untyped)
         self._controllership_over: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.channel: BrokerChannel | None = None
+        # The inter-broker channel: followers' fetches, the transaction coordinator's markers.
+        self.channel = BrokerChannel(self.metadata, self.broker_id, int(config["replica.socket.timeout.ms"]))
+        self.internal_topic_creations: dict[str, asyncio.Task[None]] = {}
         self.fetchers: FetcherManager | None = None
         self.leadership: Leadership | None = None
 
@@ -297,10 +299,11 @@ class ClusterMember:
 
     # -- replication (once the broker's logs and partitions exist) ------------------------
 
-    def start_replication(self, logs: LogManager, replicas: ReplicaManager, clock_ms: Callable[[], int]) -> None:
-        """Follow the partition states: lead, follow (fetchers), keep the ISR."""
+    def start_replication(self, logs: LogManager, replicas: ReplicaManager, clock_ms: Callable[[], int],
+                          on_leader: RoleListener, on_follower: RoleListener) -> None:
+        """Follow the partition states: lead, follow (fetchers), keep the ISR. ``on_leader``
+        and ``on_follower`` hear of every role change (the coordinators' partitions)."""
         c = self.config
-        self.channel = BrokerChannel(self.metadata, self.broker_id, int(c["replica.socket.timeout.ms"]))
         self.fetchers = FetcherManager(self.channel, replicas, FetcherSettings(
             broker_id=self.broker_id, max_wait_ms=int(c["replica.fetch.wait.max.ms"]),
             min_bytes=int(c["replica.fetch.min.bytes"]), max_bytes=int(c["replica.fetch.response.max.bytes"]),
@@ -308,6 +311,8 @@ class ClusterMember:
         ))
         self.leadership = Leadership(self.broker_id, self.zk, self.metadata, logs, replicas, self.fetchers,
                                      int(c["replica.lag.time.max.ms"]), clock_ms)
+        self.leadership.on_leader.append(on_leader)
+        self.leadership.on_follower.append(on_follower)
         self.leadership.start()
 
     def stop_fetching(self) -> None:
@@ -315,8 +320,7 @@ class ClusterMember:
         back into the ISR."""
         if self.leadership is not None:
             self.leadership.stop()
-        if self.channel is not None:
-            self.channel.close()
+        self.channel.close()
 
     # -- topics (any broker writes the assignment; the controller elects the leaders) ------
 

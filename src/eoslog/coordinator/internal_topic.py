@@ -89,6 +89,9 @@ class InternalTopic:
         self.config = config
         self.name = config.name
         self._clock_ms = clock_ms
+        # Per partition: the end of this coordinator's last append, which must be replicated
+        # before its effects are shown (in a cluster; on one node the ISR is this broker).
+        self.appended_end: dict[int, int] = {}
 
     @property
     def exists(self) -> bool:
@@ -100,17 +103,24 @@ class InternalTopic:
         info = self.replicas.logs.topics.get(self.name)
         return info.num_partitions if info is not None else self.config.num_partitions
 
-    def create(self) -> bool:
-        """Create the topic (compacted) if it does not exist; True if this call created it."""
-        if self.exists:
-            return False
+    def overrides(self, min_insync_replicas: int | None = None) -> dict[str, object]:
+        """The topic's config: compacted, its segment size, the producer's compression, and
+        (``__transaction_state``) its min.insync.replicas."""
         overrides: dict[str, object] = {
             "cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes, "compression.type": "producer",
         }
+        min_isr = self.config.min_insync_replicas if min_insync_replicas is None else min_insync_replicas
         if self.config.min_insync_replicas is not None:
-            overrides["min.insync.replicas"] = self.config.min_insync_replicas
+            overrides["min.insync.replicas"] = min_isr
+        return overrides
+
+    def create(self) -> bool:
+        """Create the topic (compacted) if it does not exist; True if this call created it.
+        In a cluster the topic is created in ZooKeeper instead (``cluster.coordination``)."""
+        if self.exists or not self.replicas.leads_every_local_log:
+            return False
         try:
-            self.replicas.logs.create_topic(self.name, self.config.num_partitions, overrides, internal=True)
+            self.replicas.logs.create_topic(self.name, self.config.num_partitions, self.overrides(), internal=True)
         except TopicError as e:
             if e.error != Errors.TOPIC_ALREADY_EXISTS:
                 raise
@@ -139,7 +149,21 @@ class InternalTopic:
             info = self.replicas.append_coordinator_records(TopicPartition(self.name, partition), batch)
         except KafkaError as e:
             raise CoordinatorAppendError(e.error, str(e)) from e
+        self.appended_end[partition] = info.last_offset + 1
         return info.first_offset
+
+    def is_replicated(self, partition: int, offset: int) -> bool:
+        """Has the ISR of ``partition`` everything below ``offset``?"""
+        p = self.replicas.get_partition(TopicPartition(self.name, partition))
+        return p is not None and p.is_leader and p.high_watermark >= offset
+
+    async def wait_replicated(self, partition: int, timeout_ms: int) -> Errors:
+        """Until this coordinator's appends to ``partition`` so far are replicated (acks=all);
+        NONE, or the replica layer's reason why not."""
+        end = self.appended_end.get(partition)
+        if end is None:
+            return Errors.NONE
+        return await self.replicas.wait_for_replication(TopicPartition(self.name, partition), end, timeout_ms)
 
 
 def finish_loader(loader: Generator[None, None, T]) -> T:

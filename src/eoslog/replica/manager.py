@@ -249,6 +249,15 @@ class ReplicaManager:
             results[tp] = ProduceResult(Errors.REQUEST_TIMED_OUT, message="the ISR did not reach the appended offset "
                                         f"within {timeout_ms} ms")
 
+    async def wait_for_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> Errors:
+        """Until the ISR has everything below ``required_offset`` of ``tp`` (a coordinator's
+        appends are acks=all: answered only once replicated); NONE, or why not
+        (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT)."""
+        results: dict[TopicPartition, ProduceResult] = {}
+        if not self._replicated(tp, self.get_partition(tp), required_offset, results):
+            await self._wait_for_isr({tp: required_offset}, results, timeout_ms)
+        return results[tp].error if tp in results else Errors.NONE
+
     def append_coordinator_records(self, tp: TopicPartition, records: bytes) -> AppendInfo:
         """A coordinator's batch (origin COORDINATOR, acks=all). Raises KafkaError; OSError
         as KAFKA_STORAGE_ERROR. Does not wait for followers: on a single node the ISR is

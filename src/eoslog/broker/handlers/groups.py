@@ -25,6 +25,9 @@ from eoslog.coordinator.group import (
     SyncRequest,
     SyncResult,
 )
+from eoslog.coordinator.group.records import offsets_partition_for
+from eoslog.coordinator.internal_topic import InternalTopic
+from eoslog.coordinator.transaction.log import transaction_partition_for
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
@@ -70,25 +73,46 @@ def _find(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
     return ErrorCode.none, None
 
 
+def _find_in_cluster(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    """The leader of the key's internal partition (docs/cluster.md)."""
+    from eoslog.cluster.coordination import find_coordinator
+
+    assert ctx.state.cluster is not None
+    topic: InternalTopic
+    partition_for: Callable[[str, int], int]
+    if key_type == GROUP_KEY_TYPE:
+        topic, partition_for = ctx.state.group_coordinator.topic, offsets_partition_for
+    elif key_type == TRANSACTION_KEY_TYPE:
+        topic, partition_for = ctx.state.txn_coordinator.state.topic, transaction_partition_for
+    else:
+        return _coordinator_fields(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
+    error, broker = find_coordinator(ctx.state.cluster, ctx.state.config, topic, partition_for, key)
+    if broker is None:
+        return _coordinator_fields(error_code(error), error.name)
+    return _coordinator_fields(ErrorCode.none, None, broker.broker_id, broker.host, broker.port)
+
+
+def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1, host: str = "",
+                        port: int = -1) -> dict[str, Any]:
+    return dict(error_code=code, error_message=message, node_id=node_id, host=host, port=port)
+
+
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     module = response_types(ctx)
     state = ctx.state
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
 
-    def fields(code: ErrorCode, message: str | None) -> dict[str, Any]:
-        ok = code == ErrorCode.none
-        return dict(
-            error_code=code, error_message=message, node_id=state.node_id if ok else -1,
-            host=state.advertised_host if ok else "", port=state.advertised_port if ok else -1,
-        )
+    def fields(key: str) -> dict[str, Any]:
+        if state.cluster is not None:
+            return _find_in_cluster(ctx, key_type, key)
+        code, message = _find(ctx, key_type)
+        if code != ErrorCode.none:
+            return _coordinator_fields(code, message)
+        return _coordinator_fields(code, message, state.node_id, state.advertised_host, state.advertised_port)
 
     if ctx.api_version < 4:
-        code, message = _find(ctx, key_type)
-        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(code, message))
-    coordinators = []
-    for key in request.coordinator_keys:
-        code, message = _find(ctx, key_type)
-        coordinators.append(build(module.Coordinator, key=key, **fields(code, message)))
+        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(request.key))
+    coordinators = [build(module.Coordinator, key=key, **fields(key)) for key in request.coordinator_keys]
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
+from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
@@ -31,8 +32,25 @@ def requested_partitions(
     TxnOffsetCommit)."""
     parts = [(TopicPartition(t.name, int(p.partition_index)), p) for t in request.topics for p in t.partitions]
     errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp, _ in parts
-              if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
+              if not ctx.state.partition_exists(tp.topic, tp.partition)}
     return parts, errors
+
+
+# Kafka's offsets.commit.timeout.ms default: how long a coordinator's write may wait for the ISR.
+COORDINATOR_WRITE_TIMEOUT_MS = 5000
+
+
+async def replicated(ctx: RequestContext, topic: InternalTopic, partition: int, error: Errors) -> Errors:
+    """A coordinator's own writes are acks=all: in a cluster its answer waits until the ISR
+    has them (a new leader would not have a write its followers lacked). The error a client
+    should see when that fails, as Kafka maps its append errors (NOT_COORDINATOR when this
+    broker no longer leads the partition, else COORDINATOR_NOT_AVAILABLE, retriable)."""
+    if error is not Errors.NONE or ctx.state.cluster is None:
+        return error
+    outcome = await topic.wait_replicated(partition, COORDINATOR_WRITE_TIMEOUT_MS)
+    if outcome is Errors.NONE:
+        return Errors.NONE
+    return Errors.NOT_COORDINATOR if outcome is Errors.NOT_LEADER_OR_FOLLOWER else Errors.COORDINATOR_NOT_AVAILABLE
 
 
 def committed_offset(p: Any, now: int, expire: int | None) -> OffsetAndMetadata:
@@ -62,10 +80,15 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, expire) for tp, p in parts if tp not in errors}
     if offsets:
-        errors.update(ctx.state.group_coordinator.commit_offsets(
+        groups = ctx.state.group_coordinator
+        committed = groups.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             int(request.generation_id_or_member_epoch), offsets,
-        ))
+        )
+        if any(e is Errors.NONE for e in committed.values()):
+            outcome = await replicated(ctx, groups.topic, groups.partition_for(request.group_id), Errors.NONE)
+            committed = {tp: outcome if e is Errors.NONE else e for tp, e in committed.items()}
+        errors.update(committed)
     topics = tuple(
         build(
             module.OffsetCommitResponseTopic, name=name,

@@ -28,7 +28,7 @@ from typing import Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
-from eoslog.broker.handlers.offsets import committed_offset, requested_partitions
+from eoslog.broker.handlers.offsets import committed_offset, replicated, requested_partitions
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
@@ -81,6 +81,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         )
         producer_id, epoch, error = result.producer_id, result.producer_epoch, result.error
         ongoing = (result.ongoing_txn_producer_id, result.ongoing_txn_producer_epoch)
+        error = await _replicated_txn(ctx, request.transactional_id, error)
     return build(
         module.InitProducerIdResponse, throttle_time=NO_THROTTLE,
         error_code=error_code(_fenced(error, ctx.api_version, 4)),
@@ -89,13 +90,19 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     )
 
 
+async def _replicated_txn(ctx: RequestContext, transactional_id: str, error: Errors) -> Errors:
+    """The coordinator's write for ``transactional_id`` replicated before it is answered."""
+    coordinator = ctx.state.txn_coordinator
+    return await replicated(ctx, coordinator.state.topic, coordinator.state.partition_for(transactional_id), error)
+
+
 # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
 
 
 def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
     """Kafka's rules: unknown partitions fail, and then nothing else is attempted."""
     tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
-    unknown = {tp for tp in tps if ctx.state.logs.get_log(tp.topic, tp.partition) is None}
+    unknown = {tp for tp in tps if not ctx.state.partition_exists(tp.topic, tp.partition)}
     if unknown:
         return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
                 for tp in tps}
@@ -104,6 +111,14 @@ def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) ->
         return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
     error = coordinator.add_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
     return dict.fromkeys(tps, error)
+
+
+async def _add_partitions(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
+    results = _add_partitions_results(ctx, txn, verify_only)
+    if verify_only or any(e is not Errors.NONE for e in results.values()):
+        return results
+    outcome = await _replicated_txn(ctx, txn.transactional_id, Errors.NONE)
+    return dict.fromkeys(results, outcome)
 
 
 def _topic_results(module: Any, results: dict[TopicPartition, Errors], version: int) -> tuple[Any, ...]:
@@ -131,14 +146,14 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
             producer_epoch=request.v3_and_below_producer_epoch, verify_only=False,
             topics=request.v3_and_below_topics,
         )
-        results = _add_partitions_results(ctx, txn, verify_only=False)
+        results = await _add_partitions(ctx, txn, verify_only=False)
         return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                      results_by_topic_v3_and_below=_topic_results(module, results, version))
-    transactions = tuple(
+    transactions = tuple([
         build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
-              topic_results=_topic_results(module, _add_partitions_results(ctx, txn, txn.verify_only), version))
+              topic_results=_topic_results(module, await _add_partitions(ctx, txn, txn.verify_only), version))
         for txn in request.transactions
-    )
+    ])
     return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  results_by_transaction=transactions)
 
@@ -149,6 +164,7 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     error = ctx.state.txn_coordinator.add_offsets(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
     )
+    error = await _replicated_txn(ctx, request.transactional_id, error)
     return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2)))
 
@@ -161,6 +177,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
     error = ctx.state.txn_coordinator.end_transaction(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
     )
+    error = await _replicated_txn(ctx, request.transactional_id, error)
     return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2)))
 
@@ -214,11 +231,16 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         if error != Errors.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
-            errors.update(ctx.state.group_coordinator.commit_transactional_offsets(
+            groups = ctx.state.group_coordinator
+            committed = groups.commit_transactional_offsets(
                 request.group_id, int(request.producer_id), int(request.producer_epoch),
                 getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
                 int(getattr(request, "generation_id", -1)), offsets,
-            ))
+            )
+            if any(e is Errors.NONE for e in committed.values()):
+                outcome = await replicated(ctx, groups.topic, groups.partition_for(request.group_id), Errors.NONE)
+                committed = {tp: outcome if e is Errors.NONE else e for tp, e in committed.items()}
+            errors.update(committed)
     topics = tuple(
         build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
             build(module.TxnOffsetCommitResponsePartition, partition_index=p,

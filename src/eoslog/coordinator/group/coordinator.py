@@ -128,6 +128,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self._owned: set[int] = set()  # loaded partitions this coordinator serves
         self._loading: set[int] = set()
+        self._loading_epoch: dict[int, int] = {}  # cluster mode: the leader epoch being loaded
         self._active = True
 
     @classmethod
@@ -188,6 +189,27 @@ class GroupCoordinator:
             if groups is not None:
                 self._on_partition_loaded(partition, groups)
             await asyncio.sleep(0)
+
+    async def become_leader(self, partition: int, leader_epoch: int) -> None:
+        """Cluster mode: load a ``__consumer_offsets`` partition this broker now leads
+        (COORDINATOR_LOAD_IN_PROGRESS meanwhile), as Kafka's onElection."""
+        self._owned.discard(partition)
+        self._loading.add(partition)
+        self._loading_epoch[partition] = leader_epoch
+        loader = load_partition(self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes)
+        groups = await drive_loader(loader, f"{self.topic.name}-{partition}")
+        if groups is not None and self._loading_epoch.get(partition) == leader_epoch:
+            del self._loading_epoch[partition]
+            self._on_partition_loaded(partition, groups)
+
+    def resign(self, partition: int) -> None:
+        """Cluster mode: another broker leads the partition: its groups go, whoever waits in
+        them gets NOT_COORDINATOR (Kafka's onResignation)."""
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        self._loading_epoch.pop(partition, None)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            self.rebalancer.unload(self.groups.pop(group_id), Errors.NOT_COORDINATOR)
 
     def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata]) -> None:
         if not self._active:

@@ -144,7 +144,8 @@ class TransactionCoordinator:
         self.scheduler = scheduler
         self._generate_producer_id = generate_producer_id
         self._offsets_partition_for = offsets_partition_for
-        self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written)
+        self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written,
+                                        is_replicated=state.topic.is_replicated)
         self._crash_points = crash_points or CrashPoints()
 
     @classmethod
@@ -152,9 +153,11 @@ class TransactionCoordinator:
         cls, config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int],
         generate_producer_id: Callable[[], int], sender: MarkerSender,
         offsets_partition_for: Callable[[str], int], brokers: int = 1,
+        leader_for: LeaderLookup | None = None,
     ) -> TransactionCoordinator:
         """The coordinator of a running broker: its partitions, timers on the event loop,
-        every partition led by this node."""
+        every partition led by this node (``leader_for``: where each partition's leader is,
+        in a cluster)."""
         txn_config = TransactionConfig.from_broker_config(config)
         min_isr = internal_topic_replication(config, brokers).transaction_min_isr
         topic = TransactionStateTopic(
@@ -162,11 +165,11 @@ class TransactionCoordinator:
             clock_ms,
         )
 
-        def leader_for(tp: TopicPartition) -> int | None:
+        def local_leader(tp: TopicPartition) -> int | None:
             return config.node_id if replicas.get_partition(tp) is not None else None
 
         return cls(txn_config, TransactionStateManager(topic), AsyncioScheduler(clock_ms),
-                   generate_producer_id, sender, leader_for, offsets_partition_for,
+                   generate_producer_id, sender, leader_for or local_leader, offsets_partition_for,
                    CrashPoints.from_env(CRASH_POINTS))
 
     def _now(self) -> int:
@@ -194,8 +197,24 @@ class TransactionCoordinator:
                 self._on_partition_loaded(partition, loaded)
             await asyncio.sleep(0)
 
-    def _on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata]) -> None:
-        epoch = self.state.on_partition_loaded(partition, loaded)
+    async def become_leader(self, partition: int, leader_epoch: int) -> None:
+        """Cluster mode: load a ``__transaction_state`` partition this broker now leads, then
+        roll its prepared transactions forward (Kafka's onElection)."""
+        self.state.become_leader(partition, leader_epoch)
+        loader = load_partition(self.state.topic, partition, self.config.load_buffer_bytes)
+        loaded = await drive_loader(loader, f"{TRANSACTION_STATE_TOPIC}-{partition}")
+        if loaded is not None:
+            self._on_partition_loaded(partition, loaded, leader_epoch)
+
+    def resign(self, partition: int) -> None:
+        """Cluster mode: another broker leads the partition; stop sending its markers (Kafka's
+        onResignation)."""
+        self.state.resign(partition)
+        self.markers.remove_for(lambda p: self.state.partition_for(p.transactional_id) == partition)
+
+    def _on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata],
+                             leader_epoch: int | None = None) -> None:
+        epoch = self.state.on_partition_loaded(partition, loaded, leader_epoch)
         if epoch is None:
             return
         for m in loaded.values():
@@ -442,8 +461,10 @@ class TransactionCoordinator:
         # The outcome is decided: answer now, deliver the markers, then write COMPLETE_*.
         marker_producer = m.marker_producer
         complete = m.prepare_complete(self._now())
+        partition = self.state.partition_for(transactional_id)
         self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
-                                            set(prepared.partitions), marker_producer=marker_producer))
+                                            set(prepared.partitions), marker_producer=marker_producer,
+                                            durable_at=(partition, self.state.topic.appended_end.get(partition, 0))))
         return Errors.NONE
 
     def _on_markers_written(self, p: PendingCompleteTxn) -> bool:

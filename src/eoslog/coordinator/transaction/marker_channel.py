@@ -60,6 +60,10 @@ class PendingCompleteTxn:
     # The markers' (producer id, epoch) when not the COMPLETE_* pair: a kept KIP-939
     # transaction ends under its own producer id while its client may have moved on.
     marker_producer: tuple[int, int] | None = None
+    # (state partition, offset): no marker leaves before the PREPARE_* record below that
+    # offset is replicated — a coordinator that lost it on a leader change must not have
+    # decided anything (None: it is, e.g. loaded from the log by a new coordinator).
+    durable_at: tuple[int, int] | None = None
 
     @property
     def commit(self) -> bool:
@@ -74,10 +78,12 @@ class TxnMarkerChannel:
     def __init__(
         self, sender: MarkerSender, leader_for: LeaderLookup,
         on_markers_written: Callable[[PendingCompleteTxn], bool], retry_backoff_ms: int = 100,
+        is_replicated: Callable[[int, int], bool] | None = None,
     ) -> None:
         """``on_markers_written`` writes COMPLETE_*; it returns True to be called again
         after the back-off (its append failed with a retriable error)."""
         self._sender = sender
+        self._is_replicated = is_replicated or (lambda _partition, _offset: True)
         self._leader_for = leader_for
         self._on_markers_written = on_markers_written
         self._retry_backoff_s = retry_backoff_ms / 1000
@@ -127,6 +133,10 @@ class TxnMarkerChannel:
     async def _round(self) -> bool:
         """One request per leader for everything queued; True if something must wait."""
         batch, self._queue = self._queue, []
+        waiting = [p for p in batch if p.durable_at is not None and not self._is_replicated(*p.durable_at)]
+        if waiting:
+            batch = [p for p in batch if p not in waiting]
+            self._queue.extend(waiting)
         by_node: dict[int, list[tuple[PendingCompleteTxn, TxnMarker]]] = {}
         for p in batch:
             by_leader: dict[int, list[TopicPartition]] = {}
@@ -160,7 +170,7 @@ class TxnMarkerChannel:
             if again:
                 self._queue.append(p)
                 retry = True
-        return retry
+        return retry or bool(waiting)
 
     def _handle(self, p: PendingCompleteTxn, result: dict[TopicPartition, Errors]) -> None:
         for tp, error in result.items():

@@ -65,6 +65,7 @@ class TransactionStateManager:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._epochs: dict[int, int] = {}  # owned (loaded) partition → coordinator epoch
         self._loading: set[int] = set()
+        self._loading_epoch: dict[int, int] = {}  # cluster mode: the leader epoch being loaded
         self.active = True
 
     def partition_for(self, transactional_id: str) -> int:
@@ -89,15 +90,37 @@ class TransactionStateManager:
     def loading_partitions(self) -> list[int]:
         return sorted(self._loading)
 
-    def on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata]) -> int | None:
+    def on_partition_loaded(self, partition: int, loaded: dict[str, TransactionMetadata],
+                            leader_epoch: int | None = None) -> int | None:
         """Serve the ids of a loaded partition; returns its coordinator epoch (None if this
-        manager was shut down meanwhile)."""
+        manager was shut down, or — cluster mode, ``leader_epoch`` given — the partition
+        resigned or was led again in another epoch meanwhile)."""
         if not self.active:
             return None
+        if leader_epoch is not None:
+            if self._loading_epoch.get(partition) != leader_epoch or partition not in self._loading:
+                return None
+            del self._loading_epoch[partition]
+        epoch = COORDINATOR_EPOCH if leader_epoch is None else leader_epoch
         self.transactions.update(loaded)
         self._loading.discard(partition)
-        self._epochs[partition] = COORDINATOR_EPOCH
-        return COORDINATOR_EPOCH
+        self._epochs[partition] = epoch
+        return epoch
+
+    def become_leader(self, partition: int, leader_epoch: int) -> None:
+        """Cluster mode: this broker now leads ``partition``; its ids load, then are served at
+        coordinator epoch = the leader epoch (markers of an older coordinator are refused)."""
+        self._epochs.pop(partition, None)
+        self._loading.add(partition)
+        self._loading_epoch[partition] = leader_epoch
+
+    def resign(self, partition: int) -> None:
+        """Cluster mode: another broker leads ``partition`` now: its ids go (NOT_COORDINATOR)."""
+        self._epochs.pop(partition, None)
+        self._loading.discard(partition)
+        self._loading_epoch.pop(partition, None)
+        for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
+            del self.transactions[txn_id]
 
     @property
     def is_loading(self) -> bool:
