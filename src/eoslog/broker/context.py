@@ -19,6 +19,7 @@ from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
+from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
@@ -78,8 +79,7 @@ class BrokerState:
         """In this broker's logs, or (cluster mode) in the cluster's metadata."""
         if self.cluster is None:
             return self.logs.get_log(topic, partition) is not None
-        assignment = self.cluster.metadata.topics.get(topic)
-        return assignment is not None and partition in assignment.partitions
+        return self.cluster.partition_exists(TopicPartition(topic, partition))
 
     @property
     def controller_id(self) -> int:

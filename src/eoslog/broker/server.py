@@ -57,8 +57,9 @@ class BrokerStatus:
 
 
 def _live_leader(cluster: ClusterMember, tp: TopicPartition) -> int | None:
-    leader = cluster.metadata.leader(tp)
-    return None if leader < 0 else leader
+    """The marker channel's LeaderLookup: None only when the partition does not exist; -1
+    while it has no live leader (a marker then waits, it is never dropped)."""
+    return cluster.metadata.leader(tp) if cluster.partition_exists(tp) else None
 
 
 class Broker:

@@ -322,6 +322,10 @@ class ClusterMember:
             self.leadership.stop()
         self.channel.close()
 
+    def partition_exists(self, tp: TopicPartition) -> bool:
+        assignment = self.metadata.topics.get(tp.topic)
+        return assignment is not None and tp.partition in assignment.partitions
+
     # -- topics (any broker writes the assignment; the controller elects the leaders) ------
 
     async def create_topic(self, topic: str, assignment: Mapping[int, tuple[int, ...]],

@@ -46,7 +46,10 @@ class TxnMarker:
 
 # (node id, markers) → one {partition: error} per marker, in order.
 MarkerSender = Callable[[int, Sequence[TxnMarker]], Awaitable[list[dict[TopicPartition, Errors]]]]
+# The partition's leader; NO_LEADER while it has none (the marker waits); None when the
+# partition does not exist (its topic was deleted: the marker is dropped).
 LeaderLookup = Callable[[TopicPartition], int | None]
+NO_LEADER = -1
 
 
 @dataclass(eq=False)
@@ -145,8 +148,9 @@ class TxnMarkerChannel:
                 if leader is None:
                     log.info("%s: %s no longer exists; no marker for it", p.transactional_id, tp)
                     p.remaining.discard(tp)
-                else:
+                elif leader != NO_LEADER:
                     by_leader.setdefault(leader, []).append(tp)
+                # else: no leader now (an election is under way): the marker waits for one
             for node, tps in by_leader.items():
                 by_node.setdefault(node, []).append((p, p.marker(tps)))
         for node, entries in by_node.items():
