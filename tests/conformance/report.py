@@ -40,13 +40,14 @@ def add(session: str, what: str, verdict: Verdict) -> None:
     by_reason: dict[str, set[str]] = {}
     for d, r in verdict.known:
         by_reason.setdefault(r.reason, set()).add(_field(d.path))
-    notes = []
+    notes, notes_full = [], []
     for reason, fields in by_reason.items():
         shown = sorted(fields)[:6]
         more = f", +{len(fields) - 6} more" if len(fields) > 6 else ""
         notes.append(f"{reason} ({', '.join(shown)}{more})")
+        notes_full.append(f"{reason} ({', '.join(sorted(fields))})")
     _rows[session] = {
-        "what": what, "status": verdict.status, "known": notes,
+        "what": what, "status": verdict.status, "known": notes, "known_full": notes_full,
         "unexplained": [str(d) for d in verdict.unexplained[:20]],
         "allowed": len(verdict.allowed),
     }
@@ -109,7 +110,8 @@ def markdown(table: dict[str, dict[str, object]]) -> str:
     out += ["", "| session | what it checks | result |", "| --- | --- | --- |"]
     for name, row in table.items():
         result = str(row["status"])
-        details = list(map(str, row["known"])) + list(map(str, row["unexplained"]))  # type: ignore[call-overload]
+        known = row.get("known_full", row["known"])
+        details = list(map(str, known)) + list(map(str, row["unexplained"]))  # type: ignore[call-overload]
         if details:
             result += ": " + "; ".join(details)
         out.append(f"| `{name}` | {row['what']} | {result.replace('|', '/')} |")
