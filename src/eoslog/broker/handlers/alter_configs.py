@@ -7,7 +7,7 @@ one refused resource never fails the others, as in Kafka.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.config_admin import AlterOp, Refused, check_request
 from eoslog.broker.context import RequestContext
@@ -15,6 +15,9 @@ from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_ty
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import AlterConfigOpType
 from eoslog.protocol.errors import ErrorCode, error_code
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 
 def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
@@ -43,11 +46,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     return build(response_class, throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
-async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Any:
     return _alter(ctx, request, incremental=False)
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Any:
     return _alter(ctx, request, incremental=True)
 
 

@@ -20,6 +20,7 @@ from eoslog.protocol.messages import response_types as protocol_response_types
 
 __all__ = [
     "NO_THROTTLE", "ApiSpec", "CloseConnection", "Handler", "build", "response_module", "response_types", "to_ms",
+    "versioned",
 ]
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any | None]]
@@ -85,6 +86,13 @@ class ApiSpec:
         """The (min, max) version range ApiVersions reports for this API."""
         low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
         return low, self.max_version
+
+
+def versioned(request: object) -> Any:
+    """The request, for reading a field only some of its versions have, in a branch the
+    version was checked in (a request typed as the union of its versions has only the
+    fields common to all)."""
+    return request
 
 
 def to_ms(value: datetime.timedelta) -> int:

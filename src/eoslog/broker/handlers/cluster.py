@@ -10,7 +10,7 @@ No broker is ever fenced, so v2's ``include_fenced_brokers`` changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -18,6 +18,9 @@ from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import DescribeClusterRequest, ElectLeadersRequest
 
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
@@ -32,7 +35,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> Any:
     module = response_types(ctx)
     endpoint_type = int(getattr(request, "endpoint_type", BROKER_ENDPOINT))
     if endpoint_type != BROKER_ENDPOINT:
@@ -75,7 +78,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
 PREFERRED, UNCLEAN = 0, 1
 
 
-async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> Any:
     """ElectLeaders (43): answered by the controller (others: NOT_CONTROLLER). A null list asks
     for every partition and, as Kafka, reports only those an election was tried for."""
     module = response_types(ctx)

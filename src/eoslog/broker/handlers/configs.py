@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -51,6 +51,9 @@ from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSyno
 from eoslog.protocol.errors import ErrorCode
 from eoslog.storage import TopicError
 from eoslog.storage.log_manager import validate_topic_name
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import DescribeConfigsRequest
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
 # configs Kafka defines as INT (any other int is LONG):
@@ -245,7 +248,7 @@ def _filter(entries: list[ConfigEntry], keys: Iterable[str] | None) -> list[Conf
     return [e for e in entries if e.name in wanted] if wanted else entries
 
 
-async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Any:
     module = response_types(ctx)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))

@@ -10,7 +10,7 @@ watermark is reached at once, so the request's timeout never applies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -18,6 +18,9 @@ from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import DeleteRecordsRequest
 
 NO_LOW_WATERMARK = -1
 
@@ -31,7 +34,7 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tup
         return ErrorCode.kafka_storage_error, NO_LOW_WATERMARK
 
 
-async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> Any:
     module = response_types(ctx)
     topics = []
     for t in request.topics:

@@ -13,17 +13,19 @@ KafkaApis does after the read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.protocol.requests import FetchRequest
 from eoslog.records import CompressionType, iter_batch_headers
 from eoslog.replica import FetchedRecords, FetchParams, FetchPartition, IsolationLevel
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import FetchRequest
 
 INVALID_SESSION_ID = 0
 ZSTD_MIN_VERSION = 10

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.coordinator.group import (
     GroupState,
     JoinRequest,
@@ -31,6 +31,18 @@ from eoslog.coordinator.transaction.log import transaction_partition_for
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        DeleteGroupsRequest,
+        DescribeGroupsRequest,
+        FindCoordinatorRequest,
+        HeartbeatRequest,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        ListGroupsRequest,
+        SyncGroupRequest,
+    )
 
 T = TypeVar("T")
 
@@ -97,7 +109,7 @@ def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1,
     return dict(error_code=code, error_message=message, node_id=node_id, host=host, port=port)
 
 
-async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> Any:
     module = response_types(ctx)
     state = ctx.state
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
@@ -111,15 +123,15 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
         return _coordinator_fields(code, message, state.node_id, state.advertised_host, state.advertised_port)
 
     if ctx.api_version < 4:
-        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(request.key))
-    coordinators = [build(module.Coordinator, key=key, **fields(key)) for key in request.coordinator_keys]
+        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(versioned(request).key))
+    coordinators = [build(module.Coordinator, key=key, **fields(key)) for key in versioned(request).coordinator_keys]
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 
 
 # -- JoinGroup / SyncGroup ---------------------------------------------------------------------
 
 
-async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> Any:
     module = response_types(ctx)
     version = ctx.api_version
     session_timeout = to_ms(request.session_timeout)
@@ -131,7 +143,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         client_host=client_host(ctx),
         session_timeout_ms=session_timeout,
         # v0 has no rebalance timeout: the session timeout served both purposes.
-        rebalance_timeout_ms=to_ms(request.rebalance_timeout) if version >= 1 else session_timeout,
+        rebalance_timeout_ms=to_ms(versioned(request).rebalance_timeout) if version >= 1 else session_timeout,
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
         require_known_member_id=version >= 4,
@@ -154,7 +166,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> Any:
     module = response_types(ctx)
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
@@ -180,7 +192,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 # -- Heartbeat / LeaveGroup ---------------------------------------------------------------------------
 
 
-async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> Any:
     module = response_types(ctx)
     error = ctx.state.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
@@ -189,12 +201,13 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
 
 
-async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> Any:
     module = response_types(ctx)
+    leaving: list[tuple[str, str | None, str | None]]
     if ctx.api_version < 3:
-        leaving = [(request.member_id, None, None)]
+        leaving = [(versioned(request).member_id, None, None)]
     else:
-        leaving = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in request.members]
+        leaving = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in versioned(request).members]
     error, member_errors = ctx.state.group_coordinator.leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         # One member, one error code: the group's, else the member's.
@@ -212,7 +225,7 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
 # -- DescribeGroups / ListGroups / DeleteGroups --------------------------------------------------------
 
 
-async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> Any:
     module = response_types(ctx)
     coordinator = ctx.state.group_coordinator
     include_ops = bool(getattr(request, "include_authorized_operations", False))
@@ -235,7 +248,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
-async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> Any:
     module = response_types(ctx)
     wanted_types = {t.lower() for t in getattr(request, "types_filter", ())}
     states: set[GroupState] = set()
@@ -256,7 +269,7 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
                  groups=groups)
 
 
-async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> Any:
     module = response_types(ctx)
     results = ctx.state.group_coordinator.delete_groups(request.groups_names)
     return build(

@@ -3,16 +3,18 @@ answered by the partition's leader (``ReplicaManager.fetch_offset_for_timestamp`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.protocol.requests import ListOffsetsRequest
 from eoslog.replica import IsolationLevel
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import ListOffsetsRequest
 
 
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Any:

@@ -32,6 +32,7 @@ from eoslog.storage import TopicError, TopicInfo
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
+    from eoslog.protocol.requests import MetadataRequest
 
 
 def _topic_entry(module: Any, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
@@ -127,7 +128,7 @@ def _local_topics(ctx: RequestContext, request: Any, module: Any, topic_ops: int
     return topics
 
 
-async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Any:
     module = response_types(ctx)
     # v8+: the operations the principal may perform, only when asked for.
     topic_ops = authorized_operations(

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
 from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 
 INVALID_OFFSET = -1
 NO_RETENTION = -1
@@ -70,7 +73,7 @@ def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[tup
 # -- OffsetCommit -------------------------------------------------------------------------------
 
 
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Any:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
     retention = getattr(request, "retention_time", None)  # v2-v4 only
@@ -140,11 +143,11 @@ def _response_topics(module: Any, fetched: list[FetchedOffset], batched: bool) -
     )
 
 
-async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Any:
     module = response_types(ctx)
     require_stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version < 8:
-        error, fetched = _fetch_group(ctx, request.group_id, request.topics, require_stable)
+        error, fetched = _fetch_group(ctx, versioned(request).group_id, versioned(request).topics, require_stable)
         if ctx.api_version < 2:
             error = Errors.NONE  # v1 reports group errors per partition only
         elif error != Errors.NONE:
@@ -154,7 +157,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
             topics=_response_topics(module, fetched, batched=False),
         )
     groups = []
-    for g in request.groups:
+    for g in versioned(request).groups:  # v8+: several groups
         error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable)
         groups.append(build(
             module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(error),
@@ -166,7 +169,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 # -- OffsetDelete -------------------------------------------------------------------------------
 
 
-async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
     module = response_types(ctx)
     parts, errors = requested_partitions(ctx, request)
     order = [tp for tp, _ in parts]

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
-from eoslog.protocol.requests import ProduceRequest
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
 from eoslog.replica.verification import produce_request_operation
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import ProduceRequest
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
 from eoslog.broker.handlers.configs import topic_config_entries
 from eoslog.cluster.controller.assignment import AssignmentError
 from eoslog.cluster.errors import TopicExists
@@ -40,6 +40,7 @@ from eoslog.storage.log_manager import validate_topic_name
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
+    from eoslog.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 
 # Topic.isInternal: what Metadata reports as internal.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -279,7 +280,7 @@ def _refused_result(module: Any, name: str, refusal: Refusal) -> Any:
     )
 
 
-async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Any:
     module = response_types(ctx)
     duplicates = _duplicates(t.name for t in request.topics)
     plans: dict[str, Refusal | TopicPlan] = {
@@ -396,12 +397,12 @@ async def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uui
     return out
 
 
-async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> Any:
     module = response_types(ctx)
     if ctx.api_version >= 6:
-        wanted = [(t.name, t.topic_id) for t in request.topics]
+        wanted = [(t.name, t.topic_id) for t in versioned(request).topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        wanted = [(name, None) for name in versioned(request).topic_names]
     if not ctx.state.config["delete.topic.enable"]:
         # Kafka fails the whole request; before v3 there was no dedicated code.
         code = ErrorCode.invalid_request if ctx.api_version < 3 else ErrorCode.topic_deletion_disabled
@@ -471,7 +472,7 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s:
     return None
 
 
-async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> Any:
     module = response_types(ctx)
     duplicates = _duplicates(t.name for t in request.topics)
     outcomes: dict[str, Refusal | None] = dict.fromkeys(duplicates, Refusal(ErrorCode.invalid_request,

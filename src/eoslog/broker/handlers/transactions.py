@@ -24,10 +24,10 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.broker.handlers.offsets import committed_offset, replicated, requested_partitions
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
@@ -37,6 +37,19 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
 from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        DescribeProducersRequest,
+        DescribeTransactionsRequest,
+        EndTxnRequest,
+        InitProducerIdRequest,
+        ListTransactionsRequest,
+        TxnOffsetCommitRequest,
+        WriteTxnMarkersRequest,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +70,7 @@ def _abortable(name: Errors, version: int, first_version: int) -> Errors:
 # -- InitProducerId ----------------------------------------------------------------------------
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> Any:
     module = response_types(ctx)
     producer_id, epoch, error = -1, -1, Errors.NONE
     ongoing = (-1, -1)
@@ -135,16 +148,16 @@ def _topic_results(module: Any, results: dict[TopicPartition, Errors], version: 
     )
 
 
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Any:
     module = response_types(ctx)
     version = ctx.api_version
     if version < 4:
         txn = build(
             request_types(ApiKey.ADD_PARTITIONS_TO_TXN, 4).AddPartitionsToTxnTransaction,
-            transactional_id=request.v3_and_below_transactional_id,
-            producer_id=request.v3_and_below_producer_id,
-            producer_epoch=request.v3_and_below_producer_epoch, verify_only=False,
-            topics=request.v3_and_below_topics,
+            transactional_id=versioned(request).v3_and_below_transactional_id,
+            producer_id=versioned(request).v3_and_below_producer_id,
+            producer_epoch=versioned(request).v3_and_below_producer_epoch, verify_only=False,
+            topics=versioned(request).v3_and_below_topics,
         )
         results = await _add_partitions(ctx, txn, verify_only=False)
         return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
@@ -152,13 +165,13 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
     transactions = tuple([
         build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
               topic_results=_topic_results(module, await _add_partitions(ctx, txn, txn.verify_only), version))
-        for txn in request.transactions
+        for txn in versioned(request).transactions  # v4+: several transactions (brokers)
     ])
     return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  results_by_transaction=transactions)
 
 
-async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> Any:
     module = response_types(ctx)
     ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
     error = ctx.state.txn_coordinator.add_offsets(
@@ -172,7 +185,7 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 # -- EndTxn and the markers ----------------------------------------------------------------------
 
 
-async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> Any:
     module = response_types(ctx)
     error = ctx.state.txn_coordinator.end_transaction(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
@@ -182,7 +195,7 @@ async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
                  error_code=error_code(_fenced(error, ctx.api_version, 2)))
 
 
-async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> Any:
     module = response_types(ctx)
     markers = []
     for marker in request.markers:
@@ -220,7 +233,7 @@ def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
 
 
-async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
     parts, errors = requested_partitions(ctx, request)
@@ -255,7 +268,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
 # -- DescribeProducers / DescribeTransactions / ListTransactions --------------------------------------
 
 
-async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> Any:
     """DescribeProducers (key 61): the active producers of each partition, as kept by the
     partition's producer-state manager (Kafka's kafka-transactions.sh describe-producers)."""
     module = response_types(ctx)
@@ -289,7 +302,7 @@ async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     return build(module.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> Any:
     module = response_types(ctx)
     states = []
     for txn_id in request.transactional_ids:
@@ -307,7 +320,7 @@ async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any
     return build(module.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
 
 
-async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> Any:
     module = response_types(ctx)
     error, unknown, listed = ctx.state.txn_coordinator.list_transactions(
         tuple(request.state_filters), {int(p) for p in request.producer_id_filters},
