@@ -4,15 +4,15 @@ table printed at the end of the run and saved to build/conformance.json (report.
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from conformance import report
 from conformance.session import Broker, common_versions
 from eoslog.protocol.messages import build, request_types
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 from kafka_harness import KafkaBroker
 from rawkafka import RawClient
 
@@ -24,30 +24,28 @@ SHARED_SETTINGS = {
 EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}
 
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
+WARM_UP_KEY = "conformance-warm-up"
+WARM_UP_TIMEOUT_S = 240.0
 
 
 def warm_up(bootstrap: str, version: int) -> None:
-    """Create the internal topics (first FindCoordinator of each kind) before any session, so no
-    session sees a coordinator still loading."""
+    """Create the internal topics (first FindCoordinator of each kind) and let Kafka fetch its first
+    producer-id block before any session, so no session sees a coordinator still loading. Generous
+    bounds: on two loaded cores Kafka takes a while to create 50 partitions of each topic."""
     m = request_types(FIND_COORDINATOR, version)
     with RawClient(bootstrap) as c:
-        for key_type, key in ((0, "conformance-warm-up"), (1, "conformance-warm-up")):
-            req = build(m.FindCoordinatorRequest, key_type=key_type, key=key, coordinator_keys=(key,))
-            for _ in range(600):
+        for key_type in (0, 1):
+            req = build(m.FindCoordinatorRequest, key_type=key_type, key=WARM_UP_KEY, coordinator_keys=(WARM_UP_KEY,))
+
+            def found(req: Any = req) -> bool:
                 resp = c.call(req)
                 codes = [int(x.error_code) for x in getattr(resp, "coordinators", ())] or [int(resp.error_code)]
-                if codes == [0]:
-                    break
-                time.sleep(0.1)
-            else:
-                raise AssertionError(f"{bootstrap}: no coordinator for {key_type}/{key}")
-        # Kafka's first producer id block comes from the controller a moment after start-up.
-        m = request_types(INIT_PRODUCER_ID, 0)
-        init = m.InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
-        for _ in range(600):
-            if int(c.call(init).error_code) == 0:
-                break
-            time.sleep(0.1)
+                return codes == [0]
+
+            wait_until(found, f"{bootstrap}: a coordinator of key type {key_type}", WARM_UP_TIMEOUT_S)
+        init = request_types(INIT_PRODUCER_ID, 0).InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
+        wait_until(lambda: int(c.call(init).error_code) == 0, f"{bootstrap}: a first producer id", WARM_UP_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
