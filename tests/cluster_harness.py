@@ -18,6 +18,7 @@ from kio.static.primitive import i16, i32
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
 from harness import BrokerProcess, wait_until
+from netns import Host, Lab
 from rawkafka import RawClient, request_module
 from zk_harness import start_zookeeper
 
@@ -87,9 +88,13 @@ def create_topic(bootstrap: str, name: str, partitions: int = -1, replication_fa
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                 zookeeper: ZooKeeperServer | None = None) -> None:
-        """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own)."""
+                 zookeeper: ZooKeeperServer | None = None, lab: Lab | None = None) -> None:
+        """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own).
+        ``lab``: each broker in a network namespace of its own (tests/netns.py), ZooKeeper in
+        the test's namespace on the lab's bridge."""
         self.root = root
+        self.lab = lab
+        self.hosts: dict[int, Host] = {}
         self.size = size
         self.overrides = {**BROKER_OVERRIDES, **(overrides or {})}
         self.zookeeper = zookeeper
@@ -98,15 +103,20 @@ class Cluster:
 
     def start(self) -> Cluster:
         if self.zookeeper is None:
-            self.zookeeper = start_zookeeper(self.root / "zookeeper")
+            host = self.lab.gateway if self.lab is not None else "127.0.0.1"
+            self.zookeeper = start_zookeeper(self.root / "zookeeper", host=host)
             connect = self.zookeeper.connect_string
         else:
             connect = f"{self.zookeeper.connect_string}/{self.root.name}"
             _create_chroot(self.zookeeper.connect_string, self.root.name)
         for i in range(1, self.size + 1):
             (self.root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
+            placement: dict[str, Any] = {}
+            if self.lab is not None:
+                host = self.hosts[i] = self.lab.add_host(f"b{i}")
+                placement = {"host": host.address, "prefix": host.command()}
             self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", overrides={
-                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect})
+                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect}, **placement)
         self._in_parallel([b.start for b in self.brokers.values()])
         self.wait_for(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self
@@ -226,3 +236,24 @@ def segment_bytes(broker: BrokerProcess, topic: str, partition: int = 0) -> byte
     """The partition's log on one broker, every segment concatenated (replicas must match)."""
     directory = broker.data_dir / f"{topic}-{partition}"
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def find_coordinator(cluster: Cluster, key: str, key_type: int = 1, via: int | None = None) -> int:
+    """The broker coordinating a transactional id (key type 1) or a group (0), once there is one."""
+    m = request_module(10, 4)  # FindCoordinator
+    request = build(m.FindCoordinatorRequest, key_type=key_type, coordinator_keys=(key,), key="")
+    found: list[int] = []
+
+    def ask() -> bool:
+        try:
+            broker = cluster.brokers[via] if via is not None else cluster.any_alive()
+            with RawClient(broker.bootstrap, timeout_s=10) as client:
+                c = client.call(request).coordinators[0]
+        except OSError:
+            return False
+        if int(c.error_code) == 0:
+            found[:] = [int(c.node_id)]
+        return bool(found)
+
+    wait_until(ask, f"the coordinator of {key}", 60)
+    return found[0]

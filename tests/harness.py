@@ -83,8 +83,13 @@ class ServerProcess:
 
 class BrokerProcess(ServerProcess):
     def __init__(self, data_dir: Path, port: int | None = None,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
+                 prefix: list[str] | None = None) -> None:
+        """``host``/``prefix``: a broker in a network namespace of tests/netns.py listens on the
+        namespace's address and starts under ``ip netns exec`` (the same process id)."""
         self.data_dir = data_dir
+        self.host = host
+        self.prefix = list(prefix or [])
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[str] | None = None
@@ -93,11 +98,11 @@ class BrokerProcess(ServerProcess):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{self.port}"]
+        cmd = [*self.prefix, sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir),
+               "--listen", f"{self.host}:{self.port}"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child

@@ -11,14 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, read_all, segment_bytes
+from cluster_harness import Cluster, create_topic, find_coordinator, read_all, segment_bytes
 from eoslog.client import Producer
-from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
-from eoslog.protocol.messages import build
 from harness import wait_until
 from history import ABORT, COMMIT, OK, History, check
-from rawkafka import RawClient, request_module
 
 TOPIC = "txn-out"
 PARTITIONS = 3
@@ -38,25 +35,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def _all_brokers_up(cluster: Cluster) -> Iterator[None]:
     yield
     cluster.restart_dead()
-
-
-def _coordinator(cluster: Cluster, transactional_id: str) -> int:
-    m = request_module(ApiKey.FIND_COORDINATOR, 4)
-    request = build(m.FindCoordinatorRequest, key_type=1, coordinator_keys=(transactional_id,), key="")
-    found: list[int] = []
-
-    def ask() -> bool:
-        try:
-            with RawClient(cluster.any_alive().bootstrap, timeout_s=10) as client:
-                c = client.call(request).coordinators[0]
-        except OSError:
-            return False
-        if int(c.error_code) == 0:
-            found[:] = [int(c.node_id)]
-        return bool(found)
-
-    wait_until(ask, f"the coordinator of {transactional_id}", 60)
-    return found[0]
 
 
 def _transaction(producer: Producer, history: History, name: str, commit: bool, before_end: object = None) -> None:
@@ -105,10 +83,10 @@ def test_coordinator_killed_open_transaction_and_after_commit(cluster: Cluster) 
     with Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
                    "transaction.timeout.ms": 60000}) as producer:
         producer.init_transactions(60)
-        first = _coordinator(cluster, txn_id)
+        first = find_coordinator(cluster, txn_id)
         # Killed with the transaction open: the commit goes to the next coordinator.
         _transaction(producer, history, "moving-1", commit=True, before_end=lambda: cluster.brokers[first].kill())
-        second = _coordinator(cluster, txn_id)
+        second = find_coordinator(cluster, txn_id)
         assert second != first
         cluster.brokers[first].start()
         # Killed right after the commit was answered: the markers may still be on their way;
