@@ -64,6 +64,8 @@ MAX_RETRIES = 60
 CALL_TIMEOUT_S = 30.0
 
 RETRIABLE, ABORTABLE, FATAL, OTHER = "retriable", "abortable", "fatal", "other"
+# NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, librdkafka's _TIMED_OUT.
+_COORDINATOR_MOVING = frozenset({16, 15, 14, -185})
 
 T = TypeVar("T")
 
@@ -286,7 +288,9 @@ class ConfluentCopier(TimedTransactionCalls):
                 return FATAL
             if err.txn_requires_abort():
                 return ABORTABLE
-            if err.retriable():
+            # Kafka's retriable coordinator errors (a coordinator moving between brokers of a
+            # cluster), which librdkafka's committed() reports without the retriable flag.
+            if err.retriable() or err.code() in _COORDINATOR_MOVING:
                 return RETRIABLE
         return OTHER
 

@@ -18,6 +18,10 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
 - ``eoslog`` and ``eoslog-order``: 100,000 records 2 -> 3 and 33,333 records 1 -> 1 with
   eoslog.client's copiers (members of one consumer group, see ``copier.EoslogCopier``)
   and eoslog.client's read_committed readers; a final librdkafka reader must see the same.
+- ``cluster-confluent`` and ``cluster-eoslog`` (issue 13, test 1): the same on a ZooKeeper +
+  3-broker cluster, topics at replication factor 3 and min.insync.replicas 2, where the
+  broker killed in turn is the leader of an input partition, the leader of an output
+  partition and the transaction coordinator of a copier.
 
 Waits are hang guards (no progress for ``STALL_S``, a whole-run deadline); assertions are
 about what the readers saw. A failure names the numbers duplicated or missing with their
@@ -48,6 +52,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from copier import AIOKAFKA, CONFLUENT, EOSLOG, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
 from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, check_copy, end_offsets, explain
 
+from cluster_harness import Cluster, find_coordinator
 from harness import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -87,6 +92,7 @@ class Scenario:
     deadline_s: float = 180.0  # the copy takes ~15 s on an idle 2-core machine
     reader: str = CONFLUENT  # whose read_committed consumer verifies (concurrent and final)
     kill_after_progress: float = KILL_AFTER_PROGRESS
+    cluster: bool = False  # a ZooKeeper + 3-broker cluster instead of one broker
 
 
 SCENARIOS = {
@@ -99,6 +105,9 @@ SCENARIOS = {
     # 10% of an instance's share, or a restarted copier may finish before its third kill.
     "eoslog": Scenario(EOSLOG, 100_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1),
     "eoslog-order": Scenario(EOSLOG, 100_000 // 3, 1, 1, reader=EOSLOG, kill_after_progress=0.1),
+    "cluster-confluent": Scenario(CONFLUENT, 20_000, 2, 3, cluster=True, deadline_s=300.0),
+    "cluster-eoslog": Scenario(EOSLOG, 40_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1, cluster=True,
+                               deadline_s=300.0),
 }
 READERS: dict[str, type[CommittedReader]] = {CONFLUENT: CommittedReader, EOSLOG: EoslogCommittedReader}
 
@@ -246,7 +255,12 @@ class CopyRun:
         self.s = scenario
         self.tmp = tmp
         self.rng = random.Random(SEED)
-        self.broker = BrokerProcess(tmp / "data", overrides=BROKER_OVERRIDES).start()
+        self.cluster: Cluster | None = None
+        if scenario.cluster:
+            self.cluster = Cluster(tmp / "cluster", overrides=BROKER_OVERRIDES).start()
+            self.broker = self.cluster.brokers[1]  # where dump-log looks; any replica would do
+        else:
+            self.broker = BrokerProcess(tmp / "data", overrides=BROKER_OVERRIDES).start()
         self.copiers: list[CopierProcess] = []
         self.broker_kills = 0
         self.bouncer: threading.Thread | None = None
@@ -255,20 +269,26 @@ class CopyRun:
         self.t0 = time.monotonic()
         self.inputs: dict[int, list[bytes]] = {}
 
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap if self.cluster is None else self.cluster.bootstrap
+
     def note(self, what: str) -> None:
         self.timeline.append(f"{time.monotonic() - self.t0:7.1f}s {what}")
 
     # -- phases --------------------------------------------------------------------------
 
     def seed(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        replication = 3 if self.cluster is not None else 1
+        replicated = {"min.insync.replicas": "2"} if self.cluster is not None else {}
         for f in admin.create_topics([
-            NewTopic(INPUT, self.s.input_partitions, 1),
+            NewTopic(INPUT, self.s.input_partitions, replication, config=replicated),
             # small segments: the output's aborted-transaction index spans several segments
-            NewTopic(OUTPUT, self.s.output_partitions, 1, config={"segment.bytes": "262144"}),
+            NewTopic(OUTPUT, self.s.output_partitions, replication, config={"segment.bytes": "262144", **replicated}),
         ]).values():
             f.result(30)
-        p = Producer({"bootstrap.servers": self.broker.bootstrap, "enable.idempotence": True,
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
                       "linger.ms": 20, "batch.size": 65536})
         errors: list[str] = []
         for i in range(self.s.records):
@@ -282,8 +302,8 @@ class CopyRun:
                     p.poll(0.05)
         assert p.flush(120) == 0 and not errors, f"seeding failed: {errors[:5]}"
         # Read the input back: the checks compare against what is really there.
-        reader = CommittedReader(self.broker.bootstrap, INPUT, self.s.input_partitions, "input").start()
-        hw, _ = end_offsets(self.broker.bootstrap, INPUT, self.s.input_partitions)
+        reader = CommittedReader(self.bootstrap, INPUT, self.s.input_partitions, "input").start()
+        hw, _ = end_offsets(self.bootstrap, INPUT, self.s.input_partitions)
         assert reader.wait_caught_up(hw, DRAIN_S), f"input not readable: {reader.positions} of {hw}"
         reader.stop()
         for r in reader.records:
@@ -294,7 +314,7 @@ class CopyRun:
         self.note(f"seeded {self.s.records} records")
 
     def copy(self) -> None:
-        self.copiers = [CopierProcess(self.s, self.broker.bootstrap, p, self.tmp / f"copier-{p}.log")
+        self.copiers = [CopierProcess(self.s, self.bootstrap, p, self.tmp / f"copier-{p}.log")
                         for p in range(self.s.input_partitions)]
         for c in self.copiers:
             c.start()
@@ -340,19 +360,35 @@ class CopyRun:
 
     def bounce_broker(self, down_s: float) -> None:
         try:
-            self.broker.kill()
+            broker = self.broker if self.cluster is None else self._victim()
+            broker.kill()
             time.sleep(down_s)
-            self.broker.start()
+            broker.start()
             self.note("broker ready")
         except Exception as exc:  # reported by the control loop
             self.bounce_error = exc
+
+    def _victim(self) -> BrokerProcess:
+        """In turn the leader of an input partition, of an output partition, and a copier's
+        transaction coordinator (issue 13, test 1)."""
+        assert self.cluster is not None
+        turn = (self.broker_kills - 1) % 3
+        if turn == 2:
+            node = find_coordinator(self.cluster, self.copiers[0].transactional_id)
+            what = f"the coordinator of {self.copiers[0].transactional_id}"
+        else:
+            topic = INPUT if turn == 0 else OUTPUT
+            node = self.cluster.metadata([topic]).topics[topic][0].leader
+            what = f"the leader of {topic}-0"
+        self.note(f"kill -9 of broker {node}, {what}")
+        return self.cluster.brokers[node]
 
     def output_ends(self) -> dict[int, int]:
         """The output's end offsets once every transaction is complete: the markers of the
         last commits may still be on their way, so wait for LSO == high watermark."""
         deadline = time.monotonic() + DRAIN_S
         while True:
-            hw, lso = end_offsets(self.broker.bootstrap, OUTPUT, self.s.output_partitions)
+            hw, lso = end_offsets(self.bootstrap, OUTPUT, self.s.output_partitions)
             if hw == lso:
                 return lso
             if time.monotonic() > deadline:
@@ -363,8 +399,9 @@ class CopyRun:
     # -- reporting -----------------------------------------------------------------------
 
     def summary(self) -> str:
+        brokers = [self.broker] if self.cluster is None else list(self.cluster.brokers.values())
         lines = [f"scenario {self.s} seed {SEED}: broker kills {self.broker_kills}, "
-                 f"broker starts {self.broker.starts}"]
+                 f"broker starts {sum(b.starts for b in brokers)}"]
         lines += [c.summary() for c in self.copiers]
         return "\n".join(lines)
 
@@ -383,17 +420,20 @@ class CopyRun:
             parts.append("dump-log around the offending offsets:\n"
                          + explain(self.broker.data_dir, OUTPUT, findings_offending))
         with contextlib.suppress(Exception):
-            hw, lso = end_offsets(self.broker.bootstrap, OUTPUT, self.s.output_partitions)
+            hw, lso = end_offsets(self.bootstrap, OUTPUT, self.s.output_partitions)
             parts.append(f"output high watermarks {hw}, last stable offsets {lso}")
-        tail = self.broker.log_text().splitlines()[-60:]
-        parts.append(f"broker log tail ({self.broker.log_path}):\n" + "\n".join(tail))
+        for b in [self.broker] if self.cluster is None else list(self.cluster.brokers.values()):
+            tail = b.log_text().splitlines()[-60:]
+            parts.append(f"broker log tail ({b.log_path}):\n" + "\n".join(tail))
         parts.append(f"copier logs: {', '.join(str(c.log_path) for c in self.copiers)}")
         return "\n\n".join(parts)
 
     def close(self) -> None:
         for c in self.copiers:
             c.stop()
-        if self.broker.alive():
+        if self.cluster is not None:
+            self.cluster.stop()
+        elif self.broker.alive():
             self.broker.stop()
 
 
@@ -413,7 +453,7 @@ def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
     run, s = copy_run, copy_run.s
     run.seed()
     reader = READERS[s.reader]
-    concurrent = reader(run.broker.bootstrap, OUTPUT, s.output_partitions, "concurrent").start()
+    concurrent = reader(run.bootstrap, OUTPUT, s.output_partitions, "concurrent").start()
     try:
         run.copy()
         ends = run.output_ends()
@@ -421,9 +461,9 @@ def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
             f"concurrent reader stuck at {concurrent.positions} of {ends}\n{run.diagnosis()}"
     finally:
         concurrent.stop()
-    finals = [reader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final")]
+    finals = [reader(run.bootstrap, OUTPUT, s.output_partitions, "final")]
     if s.reader != CONFLUENT:  # and librdkafka must see what eoslog's reader saw
-        finals.append(CommittedReader(run.broker.bootstrap, OUTPUT, s.output_partitions, "final-librdkafka"))
+        finals.append(CommittedReader(run.bootstrap, OUTPUT, s.output_partitions, "final-librdkafka"))
     for final in finals:
         final.start()
         assert final.wait_caught_up(ends, DRAIN_S), \

@@ -42,6 +42,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, lab: Lab) -> Iterator[Clus
     c.stop()
 
 
+_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_writer_left() -> Iterator[None]:
+    """A failed test must not leave its writers running (they never see their stop file)."""
+    yield
+    while _RUNNING:
+        proc = _RUNNING.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 class Writer:
     def __init__(self, cluster: Cluster, tmp: Path, name: str, bootstrap: str, topic: str,
                  prefix: list[str] | None = None, transactional_id: str | None = None) -> None:
@@ -51,6 +65,7 @@ class Writer:
             cmd += ["--transactional-id", transactional_id]
         self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        _RUNNING.append(self.proc)
 
     def records(self) -> list[dict[str, object]]:
         return [json.loads(line) for line in self.out.read_text().splitlines()] if self.out.exists() else []

@@ -86,10 +86,11 @@ class ReplicaFetcher:
                 continue
             try:
                 truncating = [tp for tp, s in self.partitions.items() if s.truncating]
-                if truncating:
-                    await self._truncate(truncating)
+                progressed = await self._truncate(truncating) if truncating else False
                 ready = {tp: s for tp, s in self.partitions.items() if not s.truncating}
-                if ready and not await self._fetch(ready):
+                if ready:
+                    progressed = await self._fetch(ready) or progressed
+                if not progressed:  # every partition errored or waits for its leadership to settle
                     await asyncio.sleep(self.settings.backoff_s)
             except (ClientError, OSError) as e:  # the leader is unreachable or went away
                 log.debug("fetcher for leader %d: %s", self.leader_id, e)
@@ -111,7 +112,8 @@ class ReplicaFetcher:
 
     # -- truncation (KIP-101 / KIP-279) --------------------------------------------------------
 
-    async def _truncate(self, tps: list[TopicPartition]) -> None:
+    async def _truncate(self, tps: list[TopicPartition]) -> bool:
+        """False when no partition got an answer it could act on."""
         states = {tp: self.partitions[tp] for tp in tps}
         asked: dict[TopicPartition, int] = {}
         for tp, st in states.items():
@@ -119,7 +121,7 @@ class ReplicaFetcher:
             if partition is not None:
                 asked[tp] = partition.log.epochs.latest_epoch
         if not asked:
-            return
+            return False
 
         def make(versions: ApiVersionTable) -> Any:
             m = request_types(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions.pick(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, 3))
@@ -132,6 +134,7 @@ class ReplicaFetcher:
                 build(m.OffsetForLeaderTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
 
         response = await self.channel.send(self.leader_id, make)
+        acted = False
         for t in response.topics:
             for p in t.partitions:
                 tp = TopicPartition(str(t.topic), int(p.partition))
@@ -149,6 +152,8 @@ class ReplicaFetcher:
                 if cut.offset < plog.log_end_offset:
                     plog.truncate_to(cut.offset)
                 state.truncating = not cut.complete
+                acted = True
+        return acted
 
     # -- fetching ----------------------------------------------------------------------------
 

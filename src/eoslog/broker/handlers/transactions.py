@@ -223,11 +223,14 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 # -- TxnOffsetCommit ------------------------------------------------------------------------------
 
 
-def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
-    """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890)."""
-    error = ctx.state.txn_coordinator.verify_partition(
+async def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
+    """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890),
+    asking the transaction coordinator — another broker's, in a cluster."""
+    verifier = ctx.state.replicas.verifier
+    assert verifier is not None
+    error = await verifier.verify_partition(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch),
-        OFFSETS_TOPIC, ctx.state.group_coordinator.partition_for(request.group_id),
+        TopicPartition(OFFSETS_TOPIC, ctx.state.group_coordinator.partition_for(request.group_id)),
     )
     # As Kafka's AddPartitionsToTxnManager and maybeConvertOffsetCommitError.
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
@@ -240,7 +243,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, None) for tp, p in parts if tp not in errors}
     if offsets:
-        error = _verify_offsets_partition(ctx, request)
+        error = await _verify_offsets_partition(ctx, request)
         if error != Errors.NONE:
             errors.update(dict.fromkeys(offsets, error))
         else:
