@@ -8,13 +8,15 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
-from cluster_harness import Cluster, ClusterMeta, create_topic
+from cluster_harness import Cluster, ClusterMeta, create_topic, metadata
 from eoslog.client.admin import Admin, ElectionType, NewPartitions
 from eoslog.client.errors import (
     InvalidPartitionsError,
@@ -123,6 +125,26 @@ def test_controlled_shutdown_moves_leadership_before_stopping(cluster: Cluster) 
     assert all(1 not in p.isr for p in meta.values())
     assert meta[0].leader_epoch == 1 and meta[2].leader_epoch == 0  # partition 2 only lost a follower
 
+
+def test_a_restarted_broker_answers_once_it_has_joined(cluster: Cluster) -> None:
+    """After a kill -9 the restarted broker's port opens seconds before it may register (its
+    old session must expire first). Requests in between wait, as Kafka processes none before
+    its start-up ends: answered from the empty metadata cache, a Metadata response without
+    brokers made librdkafka decommission every broker it knew, the group coordinator with
+    them, and its send_offsets_to_transaction hung (tests/chaos/test_copy.py cluster-confluent)."""
+    victim = cluster.brokers[3]
+    victim.kill()
+    restart = threading.Thread(target=victim.start)
+    restart.start()
+    answers: list[tuple[int, ...]] = []
+    while restart.is_alive():
+        try:
+            answers.append(metadata(victim.bootstrap).brokers)
+        except OSError:  # not listening yet, or no answer within the client's timeout
+            time.sleep(0.05)
+    restart.join()
+    answers.append(metadata(victim.bootstrap).brokers)
+    assert set(answers) == {(1, 2, 3)}, answers
 
 
 def _set_state(cluster: Cluster, topic: str, partition: int, state: LeaderAndIsr) -> None:

@@ -6,6 +6,7 @@ ServerState), so tests can build a broker state around a temporary directory.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ class BrokerState:
     advertised_port: int = 9092
     # Cluster mode (zookeeper.connect set): this broker's ZooKeeper side; None on one node.
     cluster: ClusterMember | None = None
+    # Requests wait until the broker serves: in a cluster the listener opens (its port is
+    # part of the registration) before the broker has joined and knows the cluster's
+    # metadata, as Kafka's socket server does not process requests before start-up ends.
+    serving: asyncio.Event = field(default_factory=asyncio.Event)
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
     config_admin: ConfigAdmin = field(init=False)
 

@@ -38,6 +38,8 @@ class Dispatcher:
     async def handle(self, frame: Frame, principal: Principal, peer: str) -> list[bytes] | None:
         """Answer one request frame with the buffers of its response frame; None when no
         response is due (acks=0)."""
+        if not self.state.serving.is_set():
+            await self.state.serving.wait()
         try:
             prefix = read_prefix(frame)
         except DecodeError as e:

@@ -139,6 +139,7 @@ class Broker:
             await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
             self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms,
                                            self._coordinator_elected, self._coordinator_resigned)
+        self.state.serving.set()
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
                                          self.logs.run_retention)),
