@@ -30,6 +30,7 @@ from harness import BrokerProcess, ServerProcess, free_port, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_LIB = Path(os.environ.get("EOSLOG_REFERENCE_LIB", ROOT / ".reference" / "lib"))
 KAFKA_LIB = REFERENCE_LIB / "kafka"
+SPARK_KAFKA_LIB = REFERENCE_LIB / "spark-kafka"  # spark-sql-kafka-0-10 and the jars PySpark lacks
 SETUP_HINT = ("run scripts/setup.sh: it resolves reference/pom.xml with Maven into .reference/lib "
               "(needs Java 17 and Maven; as root it installs Maven with apt-get)")
 READY_TIMEOUT_S = 120.0
@@ -57,6 +58,17 @@ def kafka_classpath() -> str:
     if not jars:
         missing(f"Apache Kafka's jars ({KAFKA_LIB} has no kafka_2.13-*.jar)", SETUP_HINT)
     return str(KAFKA_LIB / "*")
+
+
+def spark_kafka_jars() -> list[Path]:
+    """The jars of Spark's Kafka connector (``spark.jars``); empty when they are not resolved."""
+    return sorted(SPARK_KAFKA_LIB.glob("*.jar")) if SPARK_KAFKA_LIB.is_dir() else []
+
+
+def require_spark_kafka() -> None:
+    """Fail the test, naming what to run, when Spark's Kafka connector jars are missing."""
+    if not any(j.name.startswith("spark-sql-kafka-0-10") for j in spark_kafka_jars()):
+        missing(f"Spark's Kafka connector ({SPARK_KAFKA_LIB} has no spark-sql-kafka-0-10_*.jar)", SETUP_HINT)
 
 
 def kafka_version() -> str:

@@ -6,6 +6,10 @@ retried up to 3 attempts, which the sink's task-retry test relies on) and the
 session-scoped ``spark_broker`` (``shared_broker`` is the same broker here). Tests use
 distinct topic names (``topic_name``) and their own checkpoint directories (``tmp_path``).
 
+The session carries Spark's own Kafka connector (``spark.jars`` from .reference/lib/spark-kafka,
+when setup.sh resolved it): format("kafka") sits beside format("eoslog"), and the tests that
+use it fail when the jars are missing.
+
 Without Java 17 every test that asks for ``spark`` fails saying what to install (skips only
 when the developer allows them: tests/deps.py).
 """
@@ -22,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from deps import require_java
 from harness import BrokerProcess
+from kafka_harness import spark_kafka_jars
 
 
 @pytest.fixture(scope="session")
@@ -30,8 +35,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require_java()
     from eoslog.spark.session import spark_session
 
+    jars = spark_kafka_jars()
     session = spark_session("eoslog-tests", master="local[2,3]", work_dir=tmp_path_factory.mktemp("spark"),
-                            shuffle_partitions=2)
+                            shuffle_partitions=2, conf={"spark.jars": ",".join(map(str, jars))} if jars else {})
     yield session
     for query in session.streams.active:
         query.stop()
