@@ -136,6 +136,22 @@ else
        "and its dependencies"
 fi
 
+# The optional C record decoder (issue 17), built in place next to its source for the
+# editable install; without a compiler eoslog runs its pure-Python decoder, but the tests of
+# both decoders need it, so a missing compiler is installed (root) or reported.
+step "C record decoder (scripts/build_speedups.py)"
+if ! command -v cc >/dev/null 2>&1 && [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" != "1" ]] && is_root \
+        && command -v apt-get >/dev/null 2>&1; then
+    apt_install gcc || warn "apt-get could not install gcc"
+fi
+if command -v cc >/dev/null 2>&1 && "$VPY" "$ROOT/scripts/build_speedups.py" >/dev/null 2>&1 \
+        && "$VPY" -c 'import eoslog.records._speedups' 2>/dev/null; then
+    ok "built"
+else
+    missing_dep "a C compiler for eoslog's optional C record decoder" \
+        "apt-get install -y gcc, then: python scripts/build_speedups.py (eoslog runs without it, slower)"
+fi
+
 if [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" == "1" ]]; then
     step "System packages: skipped (EOSLOG_SKIP_SYSTEM_DEPS=1)"
     exit 0

@@ -2,24 +2,48 @@
 codec, CRC checks, and read_committed's aborted-transaction filter exactly as Kafka's
 CompletedFetch applies it (a heap of aborted transactions by first offset, a set of aborted
 producer ids that an ABORT marker clears, control batches never returned); and the record
-decoder it runs on (``records.decode_record_fields``) against what was encoded."""
+decoder it runs on (``records.decode_record_fields``) against what was encoded.
+
+Every test runs twice: with the optional C decoder (``records/_speedups.c``) and with the
+pure-Python one, which must give the same results."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deps import require
 from eoslog.client.consumer.completed_fetch import CompletedFetch
 from eoslog.client.errors import CorruptMessageError
-from eoslog.client.types import TopicPartition
+from eoslog.client.types import ConsumerRecord, TopicPartition
 from eoslog.records import CompressionType, ControlRecordType, build_batch, build_control_batch
+from eoslog.records import batch as record_batch
 from eoslog.records.batch import InvalidRecordError, assign_offsets, decode_record_fields, read_batch_header
 
 TP = TopicPartition("t", 0)
 TS = 1_700_000_000_000
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The C decoder, then the pure-Python one (records.batch.speedups None)."""
+    if request.param == "python":
+        monkeypatch.setattr(record_batch, "speedups", None)
+    else:
+        try:
+            c = importlib.import_module("eoslog.records._speedups")
+        except ImportError:
+            c = None
+        require("eoslog's C record decoder", c is not None,
+                "a C compiler (apt-get install -y gcc), then: python scripts/build_speedups.py "
+                "(scripts/setup.sh does it)")
+        monkeypatch.setattr(record_batch, "speedups", c)
+    yield request.param
 
 
 class Log:
@@ -217,3 +241,71 @@ def test_a_truncated_record_is_corrupt() -> None:
         # The same with a whole batch after it: the record must not run into that one.
         with pytest.raises(InvalidRecordError):
             decode_record_fields(bytes(damaged) + bytes(batch))
+
+
+def corrupt_inside(batch: bytes, offset: int, value: int) -> bytes:
+    """``batch`` with one byte of its records changed and its CRC made right again: only
+    the decoder can notice."""
+    data = bytearray(batch)
+    data[offset] = value
+    h = read_batch_header(data)
+    data[17:21] = record_batch.compute_crc(data, 0, h.size).to_bytes(4, "big")
+    return bytes(data)
+
+
+@pytest.mark.parametrize(("where", "value"), [(61, 0x7F), (61, 0x16), (61, 0x12), (-1, 0x04), (-5, 0x7E)])
+def test_records_that_do_not_add_up_are_corrupt_on_every_path(where: int, value: int) -> None:
+    """A record length too long or too short, a header count or a value length that runs
+    past its record, behind a valid CRC: CorruptMessageError, never records out of
+    neighbouring bytes."""
+    log = Log()
+    log.records(b"abc", b"def")
+    log.records(b"next")
+    first = read_batch_header(log.data).size
+    data = corrupt_inside(bytes(log.data[:first]), where if where > 0 else first + where, value) \
+        + bytes(log.data[first:])
+    with pytest.raises(CorruptMessageError):
+        drain(CompletedFetch(TP, 0, data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=200)),
+                              st.lists(st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=9))),
+                                       max_size=2)), min_size=1, max_size=40),
+    skip=st.integers(min_value=0, max_value=45),
+    leader_epoch=st.integers(min_value=-1, max_value=5),
+    log_append_time=st.booleans(),
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+)
+def test_consumer_records_are_what_was_encoded(values: list[Any], skip: int, leader_epoch: int,
+                                               log_append_time: bool, codec: CompressionType) -> None:
+    """Whole ConsumerRecords (the C decoder builds them itself) from a fetch offset anywhere
+    in the batch, with headers, a leader epoch or none, CreateTime or LogAppendTime."""
+    batch = bytearray(build_batch([(b"k%d" % i, v, tuple(hs)) for i, (v, hs) in enumerate(values)],
+                                  timestamp=TS, timestamps=[TS + i for i in range(len(values))], compression=codec))
+    h = read_batch_header(batch)
+    assign_offsets(batch, [(0, h)], 1000, log_append_time=TS + 7 if log_append_time else None,
+                   leader_epoch=leader_epoch)
+    fetch_offset = 1000 + min(skip, len(values) - 1)
+    got = drain_records(CompletedFetch(TP, fetch_offset, bytes(batch)))
+    assert got == [ConsumerRecord(TP.topic, TP.partition, 1000 + i, TS + 7 if log_append_time else TS + i,
+                                  int(log_append_time), b"k%d" % i, v, tuple(hs),
+                                  leader_epoch if leader_epoch >= 0 else None)
+                   for i, (v, hs) in enumerate(values) if 1000 + i >= fetch_offset]
+    assert all(type(r) is ConsumerRecord for r in got)
+
+
+def drain_records(fetch: CompletedFetch) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    while records := fetch.take(7):
+        out += records
+    return out
+
+
+def test_deserializers_see_every_key_and_value() -> None:
+    log = Log()
+    log.records(b"1", b"2")
+    fetch = CompletedFetch(TP, 0, bytes(log.data), key_deserializer=lambda k: k and k.decode(),
+                           value_deserializer=lambda v: int(v or b"0"))
+    assert [(r.key, r.value) for r in fetch.take(10)] == [("k", 1), ("k", 2)]

@@ -32,10 +32,12 @@ A control batch (isControl) holds one record whose key is (version int16, type i
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from types import ModuleType
 from typing import NamedTuple
 
 import crc32c
@@ -43,6 +45,14 @@ import crc32c
 from eoslog.errors import Errors, KafkaError
 from eoslog.records.compression import CompressionType, compress, decompress
 from eoslog.records.varint import encode_varint
+
+speedups: ModuleType | None
+try:  # the optional C decoder (setup.py, scripts/build_speedups.py); EOSLOG_NO_EXTENSIONS=1 turns it off
+    from eoslog.records import _speedups as speedups
+except ImportError:
+    speedups = None
+if os.environ.get("EOSLOG_NO_EXTENSIONS"):
+    speedups = None
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
@@ -402,14 +412,10 @@ RecordFields = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, byte
 _ZIGZAG: list[int] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 
 
-def decode_record_fields(
-    batch: bytes | bytearray | memoryview, start: int = 0
-) -> tuple[BatchHeader, list[RecordFields]]:
-    """The header and the records of the complete batch at ``start`` of ``batch``
-    (decompressed when needed) as (offset, timestamp, key, value, headers) tuples. The
-    consumer's hot path: varints of one or two bytes, which most fields are, are decoded
-    inline rather than by a call, and an uncompressed batch inside ``bytes`` (a whole Fetch
-    response's records) is read in place: each key and value is its one copy."""
+def batch_body(batch: bytes | bytearray | memoryview, start: int = 0) -> tuple[BatchHeader, bytes, int, int]:
+    """The header of the complete batch at ``start`` and where its records are: (header,
+    buffer, start, end). An uncompressed batch inside ``bytes`` (a whole Fetch response's
+    records) is read in place; a compressed one is decompressed into a buffer of its own."""
     h = read_batch_header(batch, start)
     if len(batch) - start < h.size:
         raise InvalidRecordError(
@@ -419,22 +425,43 @@ def decode_record_fields(
     if codec > CompressionType.ZSTD:
         raise InvalidRecordError(Errors.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
     if codec == CompressionType.NONE and isinstance(batch, bytes):
-        body, pos, size = batch, start + BATCH_HEADER_SIZE, start + h.size
-    else:
-        try:
-            body = decompress(CompressionType(codec), bytes(batch[start + BATCH_HEADER_SIZE : start + h.size]))
-        except Exception as e:  # each codec library raises its own error type
-            raise InvalidRecordError(
-                Errors.CORRUPT_MESSAGE, f"cannot decompress {CompressionType(codec).name} batch: {e}"
-            ) from e
-        pos, size = 0, len(body)
+        return h, batch, start + BATCH_HEADER_SIZE, start + h.size
+    try:
+        body = decompress(CompressionType(codec), bytes(batch[start + BATCH_HEADER_SIZE : start + h.size]))
+    except Exception as e:  # each codec library raises its own error type
+        raise InvalidRecordError(
+            Errors.CORRUPT_MESSAGE, f"cannot decompress {CompressionType(codec).name} batch: {e}"
+        ) from e
+    return h, body, 0, len(body)
+
+
+def decode_record_fields(
+    batch: bytes | bytearray | memoryview, start: int = 0
+) -> tuple[BatchHeader, list[RecordFields]]:
+    """The header and the records of the complete batch at ``start`` of ``batch``
+    (decompressed when needed) as (offset, timestamp, key, value, headers) tuples, by the C
+    decoder when it is built, else in Python (the same results: tests run both)."""
+    h, body, pos, size = batch_body(batch, start)
+    if speedups is None:
+        return h, decode_fields_py(body, pos, size, h.records_count, h.base_offset, h.base_timestamp)
+    try:
+        return h, speedups.decode_fields(body, pos, size, h.records_count, h.base_offset, h.base_timestamp)
+    except ValueError as e:
+        raise InvalidRecordError(Errors.CORRUPT_MESSAGE, str(e)) from None
+
+
+def decode_fields_py(
+    body: bytes, pos: int, size: int, count: int, base_offset: int, base_timestamp: int
+) -> list[RecordFields]:
+    """``count`` records from ``pos`` of ``body`` (ending by ``size``): the pure-Python
+    decoder. Varints of one or two bytes, which most fields are, are decoded inline rather
+    than by a call; each key and value is its one copy."""
     records: list[RecordFields] = []
     append = records.append
-    base_offset, base_timestamp = h.base_offset, h.base_timestamp
     read = _read_varint
     zigzag = _ZIGZAG
     try:
-        for _ in range(h.records_count):
+        for _ in range(count):
             b = body[pos]
             if b < 0x80:
                 length, pos = zigzag[b], pos + 1
@@ -503,7 +530,7 @@ def decode_record_fields(
             append((base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
     except IndexError:
         raise InvalidRecordError(Errors.CORRUPT_MESSAGE, "record runs past the batch") from None
-    return h, records
+    return records
 
 
 def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:

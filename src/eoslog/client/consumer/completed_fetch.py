@@ -28,6 +28,7 @@ from typing import Any
 
 from eoslog.client.errors import CorruptMessageError
 from eoslog.client.types import ConsumerRecord, TopicPartition
+from eoslog.records import batch as record_batch
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -36,6 +37,7 @@ from eoslog.records.batch import (
     ControlRecordType,
     InvalidRecordError,
     TimestampType,
+    batch_body,
     compute_crc,
     decode_record_fields,
     read_batch_header,
@@ -185,21 +187,28 @@ class CompletedFetch:
             self._aborted_pids.add(heapq.heappop(heap)[1])
 
     def _decode(self, h: BatchHeader, pos: int) -> list[ConsumerRecord]:
-        try:
-            _, fields = decode_record_fields(self._buffer, pos)
-        except InvalidRecordError as e:
-            self.drain()
-            raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset}: {e}") from e
         topic, partition = self.tp
         ts_type = int(h.timestamp_type)
         epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
         start = self.next_fetch_offset
+        batch_ts = h.max_timestamp if ts_type == TimestampType.LOG_APPEND_TIME else None
         kd, vd = self._key_deserializer, self._value_deserializer
+        try:
+            _, body, begin, end = batch_body(self._buffer, pos)
+            if record_batch.speedups is not None and kd is None and vd is None:
+                # The C decoder builds the ConsumerRecords themselves: no per-record Python code.
+                built: list[ConsumerRecord] = record_batch.speedups.decode_consumer_records(
+                    body, begin, end, h.records_count, h.base_offset, h.base_timestamp, start, ConsumerRecord,
+                    topic, partition, ts_type, epoch, batch_ts)
+                return built
+            _, fields = decode_record_fields(self._buffer, pos)
+        except (InvalidRecordError, ValueError) as e:
+            self.drain()
+            raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset}: {e}") from e
         if kd is not None or vd is not None:
             fields = [(o, ts, k if kd is None else kd(k), v if vd is None else vd(v), hs) for o, ts, k, v, hs in fields]
         new = tuple.__new__  # ConsumerRecord without its Python-level __new__: this runs per record
-        if ts_type == TimestampType.LOG_APPEND_TIME:
-            batch_ts = h.max_timestamp
+        if batch_ts is not None:
             return [new(ConsumerRecord, (topic, partition, o, batch_ts, ts_type, k, v, hs, epoch))
                     for o, _, k, v, hs in fields if o >= start]
         return [new(ConsumerRecord, (topic, partition, o, ts, ts_type, k, v, hs, epoch))
