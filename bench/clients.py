@@ -5,6 +5,7 @@ confluent-kafka, producing and consuming, against one eoslog broker in one run.
     python bench/clients.py --quick                # fewer records, 1 round (noisier)
     python bench/clients.py --roles produce --clients eoslog,confluent --sizes 1024
     python bench/clients.py --profile              # where eoslog's producer spends its time (py-spy)
+    python bench/clients.py --roles consume --isolation read_committed --tag rc   # issue 17, transactional data
 
 Every case runs in a fresh process: one client, one role, one record size (no key, no
 compression), with either the client's own **defaults** or the **equal** settings that
@@ -22,7 +23,11 @@ processes only slow a run down); every round is in the JSON.
 - **consume**: a consumer without a group assigns the 3 partitions of a topic holding N
   records (filled once, by librdkafka) at offset 0 and reads them all, touching every
   value; timed from ``assign()`` to the last record, after reading one record of a
-  warm-up topic (connections are not timed).
+  warm-up topic (connections are not timed). ``eoslog-pure`` is eoslog's blocking consumer
+  with its optional C record decoder turned off (``EOSLOG_NO_EXTENSIONS=1``). With
+  ``--isolation read_committed`` every consumer reads read_committed and the topics are
+  filled by a transactional librdkafka producer (a transaction per 10,000 records, every
+  tenth of them aborted: the aborted records are in the log, not in the count read).
 
 MB/s counts record values (MB = 2^20 B). Client CPU seconds (user + system, all threads)
 are reported too (and the broker's, over the child's whole life: an upper bound): on two
@@ -40,6 +45,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -54,9 +60,9 @@ from baselines import recycle_pages
 from common import MB, RESULTS_DIR, BrokerProcess, prepare_run
 
 PRODUCERS = ["eoslog", "eoslog-asyncio", "confluent", "aiokafka", "kafka-python"]
-CONSUMERS = ["eoslog", "eoslog-asyncio", "confluent", "aiokafka", "kafka-python"]
+CONSUMERS = ["eoslog", "eoslog-asyncio", "eoslog-pure", "confluent", "aiokafka", "kafka-python"]
 PURE_PYTHON = ("aiokafka", "kafka-python")
-EOSLOG = ("eoslog", "eoslog-asyncio")
+EOSLOG = ("eoslog", "eoslog-asyncio")  # eoslog-pure has its own ratio
 PARTITIONS = 3
 RECORDS = {100: 300_000, 1024: 150_000}
 QUICK_RECORDS = {100: 100_000, 1024: 50_000}
@@ -78,7 +84,14 @@ EQUAL_CONSUME: dict[str, dict[str, Any]] = {
                      "max_poll_records": 500},
     "aiokafka": {**{k.replace(".", "_"): v for k, v in _FETCH.items()}, "fetch_max_wait_ms": 500, "poll_batch": 500},
 }
-EQUAL_CONSUME["eoslog-asyncio"] = EQUAL_CONSUME["eoslog"]
+EQUAL_CONSUME["eoslog-asyncio"] = EQUAL_CONSUME["eoslog-pure"] = EQUAL_CONSUME["eoslog"]
+# --isolation read_committed, in each client's spelling.
+READ_COMMITTED: dict[str, dict[str, Any]] = {
+    "eoslog": {"isolation.level": "read_committed"}, "confluent": {"isolation.level": "read_committed"},
+    "kafka-python": {"isolation_level": "read_committed"}, "aiokafka": {"isolation_level": "read_committed"},
+}
+READ_COMMITTED["eoslog-asyncio"] = READ_COMMITTED["eoslog-pure"] = READ_COMMITTED["eoslog"]
+TXN_RECORDS = 10_000  # records per transaction of the read_committed fill; every tenth aborted
 
 
 # -- the cases, run in a child process ----------------------------------------------------------
@@ -192,7 +205,7 @@ def consume_child(client: str, bootstrap: str, topic: str, n: int, size: int, se
                 raise RuntimeError(f"a {len(v)}-byte value in a topic of {size}-byte records")
         count += len(values)
 
-    if client == "eoslog":
+    if client in ("eoslog", "eoslog-pure"):  # eoslog-pure: EOSLOG_NO_EXTENSIONS=1 (run_child)
         from eoslog.client.consumer import Consumer
 
         c = Consumer({"bootstrap.servers": bootstrap, **settings})
@@ -302,39 +315,65 @@ def child(spec: dict[str, Any]) -> None:
 # -- the parent: broker, rounds, checks, results ----------------------------------------------------
 
 
-def case_settings(role: str, client: str, equal: bool) -> dict[str, Any]:
-    if not equal:
-        return {}
-    return dict((EQUAL_PRODUCE if role == "produce" else EQUAL_CONSUME)[client])
+def case_settings(role: str, client: str, equal: bool, isolation: str = "read_uncommitted") -> dict[str, Any]:
+    settings = dict(READ_COMMITTED[client]) if role == "consume" and isolation == "read_committed" else {}
+    if equal:
+        settings.update((EQUAL_PRODUCE if role == "produce" else EQUAL_CONSUME)[client])
+    return settings
 
 
 def child_command(spec: dict[str, Any]) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
 
 
+def child_env(spec: dict[str, Any]) -> dict[str, str] | None:
+    """eoslog-pure: eoslog's consumer without its optional C decoder."""
+    return {**os.environ, "EOSLOG_NO_EXTENSIONS": "1"} if spec["client"] == "eoslog-pure" else None
+
+
 def run_child(spec: dict[str, Any], timeout_s: float = 1800) -> dict[str, float]:
-    out = subprocess.run(child_command(spec), capture_output=True, text=True, timeout=timeout_s)
+    out = subprocess.run(child_command(spec), capture_output=True, text=True, timeout=timeout_s, env=child_env(spec))
     if out.returncode != 0:
         raise RuntimeError(f"{spec['client']} {spec['role']} {spec['size']} B failed:\n{out.stderr[-3000:]}")
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
-def fill(bootstrap: str, topic: str, n: int, size: int) -> None:
-    """``n`` records of ``size`` bytes spread over the topic's partitions (librdkafka)."""
+def fill(bootstrap: str, topic: str, n: int, size: int, transactional: bool = False) -> None:
+    """``n`` records of ``size`` bytes spread over the topic's partitions (librdkafka); with
+    ``transactional``, in transactions of TXN_RECORDS committed records, each tenth
+    transaction followed by an aborted one as large."""
     from confluent_kafka import Producer as RdProducer
 
-    p = RdProducer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": EQUAL_BATCH})
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": EQUAL_BATCH}
+    if transactional:
+        settings["transactional.id"] = f"bench-fill-{topic}"
+    p = RdProducer(settings)
+
+    def send(count: int) -> None:
+        for i in range(count):
+            while True:
+                try:
+                    p.produce(topic, value, partition=i % PARTITIONS)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+
     value = b"x" * size
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.01)
-    if p.flush(600) != 0:
-        raise RuntimeError(f"cannot fill {topic}")
+    if not transactional:
+        send(n)
+        if p.flush(600) != 0:
+            raise RuntimeError(f"cannot fill {topic}")
+        return
+    p.init_transactions(60)
+    for t, start in enumerate(range(0, n, TXN_RECORDS)):
+        p.begin_transaction()
+        send(min(TXN_RECORDS, n - start))
+        p.commit_transaction(600)
+        if t % 10 == 9:
+            p.begin_transaction()
+            send(TXN_RECORDS)
+            p.abort_transaction(600)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -343,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from eoslog.client.types import TopicPartition
 
     started = datetime.datetime.now(datetime.UTC)
-    records = QUICK_RECORDS if args.quick else RECORDS
+    records = {k: int(v * args.scale) for k, v in (QUICK_RECORDS if args.quick else RECORDS).items()}
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-clients-", args.broker_src)
     broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
     assert broker.proc is not None
@@ -358,7 +397,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     + [NewTopic(f"bench-read-{s}", PARTITIONS) for s in args.sizes])
                 fill(broker.bootstrap, WARMUP_TOPIC, 1, 10)
                 for s in args.sizes:
-                    fill(broker.bootstrap, f"bench-read-{s}", records[s], s)
+                    fill(broker.bootstrap, f"bench-read-{s}", records[s], s, args.isolation == "read_committed")
             for r in range(args.rounds):
                 shift = r % len(cases)
                 for role, client, size, equal in cases[shift:] + cases[:shift]:
@@ -368,7 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if role == "produce":
                         recycle_pages(data_dir, n * size)
                     spec = {"role": role, "client": client, "bootstrap": broker.bootstrap, "topic": topic, "n": n,
-                            "size": size, "settings": case_settings(role, client, equal)}
+                            "size": size, "settings": case_settings(role, client, equal, args.isolation)}
                     b0 = broker_cpu.cpu_times()
                     try:
                         res: dict[str, Any] = {"round": r + 1, **run_child(spec)}
@@ -411,7 +450,8 @@ def case_key(role: str, client: str, size: int, equal: bool) -> str:
 
 
 def goal_ratios(best: dict[str, Any], clients: dict[str, list[str]], sizes: list[int]) -> list[dict[str, Any]]:
-    """Issue 6's ratios from the best rounds, per role, size and settings."""
+    """Issue 6's and 17's ratios from the best rounds, per role, size and settings (issue 17's
+    consumer goals: 2x the fastest pure-Python client at 100 B, 1.5x at 1 KB)."""
     ratios: list[dict[str, Any]] = []
     for role, names in clients.items():
         for size in sizes:
@@ -426,8 +466,13 @@ def goal_ratios(best: dict[str, Any], clients: dict[str, list[str]], sizes: list
                 confluent = rate("confluent") if "confluent" in names else None
                 common = {"role": role, "size": size, "settings": settings}
                 if ours and python:
+                    goal = 1.5 if role == "consume" and size >= 1024 else 2.0
                     ratios.append({**common, "label": "eoslog / fastest pure-Python", "value": max(ours) / max(python),
-                                   "goal": 2.0})
+                                   "goal": goal})
+                pure = rate("eoslog-pure") if "eoslog-pure" in names else None
+                if pure and python:
+                    ratios.append({**common, "label": "eoslog-pure / fastest pure-Python",
+                                   "value": pure / max(python), "goal": None})
                 if ours and kafka_python:
                     # aiokafka decodes and encodes records in Cython (aiokafka.record._crecords).
                     ratios.append({**common, "label": "eoslog / kafka-python (no C)", "value": max(ours) / kafka_python,
@@ -442,14 +487,15 @@ def assemble(started: datetime.datetime, facts: dict[str, Any], args: argparse.N
              records: dict[int, int], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     best = {k: max((x for x in v if x["verified"]), key=lambda x: x["records_s"], default=None)
             for k, v in runs.items()}
+    facts = {**facts, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
     clients = {"produce": args.producers if "produce" in args.roles else [],
                "consume": args.consumers if "consume" in args.roles else []}
     return {
         "benchmark": "clients", "timestamp": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": facts,
         "workload": {"partitions": PARTITIONS, "records": {str(k): v for k, v in records.items()},
                      "sizes": args.sizes, "rounds": args.rounds, "equal_produce": EQUAL_PRODUCE,
-                     "equal_consume": EQUAL_CONSUME},
-        "clients": clients, "best": best, "runs": runs,
+                     "equal_consume": EQUAL_CONSUME, "isolation": args.isolation},
+        "clients": clients, "best": best, "runs": runs, "tag": args.tag,
         "ratios": goal_ratios(best, {r: c for r, c in clients.items() if c}, args.sizes),
     }
 
@@ -484,15 +530,16 @@ def save(results: dict[str, Any]) -> list[Path]:
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = results["timestamp"].replace("-", "").replace(":", "")
-    paths = [RESULTS_DIR / f"clients-{stamp}.json", RESULTS_DIR / "clients-latest.json"]
+    name = "clients" + (f"-{results['tag']}" if results.get("tag") else "")
+    paths = [RESULTS_DIR / f"{name}-{stamp}.json", RESULTS_DIR / f"{name}-latest.json"]
     for p in paths:
         p.write_text(json.dumps(results, indent=1))
-    png = RESULTS_DIR / "clients-latest.png"
+    png = RESULTS_DIR / f"{name}-latest.png"
     plot_clients(results, png)
     return [*paths, png]
 
 
-# -- --profile: where eoslog's producer spends its time ------------------------------------------------
+# -- --profile: where eoslog's producer or consumer spends its time ----------------------------------------
 
 
 def profile(args: argparse.Namespace) -> int:
@@ -503,24 +550,34 @@ def profile(args: argparse.Namespace) -> int:
         print("py-spy not found: pip install py-spy", file=sys.stderr)
         return 2
     size = args.sizes[-1]
-    n = (QUICK_RECORDS if args.quick else RECORDS)[size]
+    n = int((QUICK_RECORDS if args.quick else RECORDS)[size] * args.scale)
     work, data_dir, _ = prepare_run(args.work_dir, "eoslog-clients-profile-", args.broker_src)
     broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
     out: dict[str, Any] = {}
+    role = "consume" if args.roles == ["consume"] else "produce"
     try:
-        for client in [c for c in args.producers if c in EOSLOG]:
+        if role == "consume":
+            from eoslog.client import Admin, NewTopic
+
+            with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+                admin.create_topics([NewTopic(WARMUP_TOPIC, 1), NewTopic("bench-profile-read", PARTITIONS)])
+            fill(broker.bootstrap, WARMUP_TOPIC, 1, 10)
+            fill(broker.bootstrap, "bench-profile-read", n, size, args.isolation == "read_committed")
+        for client in [c for c in (args.consumers if role == "consume" else args.producers)
+                       if c in (*EOSLOG, "eoslog-pure")]:
             raw = work / f"{client}.txt"
-            spec = {"role": "produce", "client": client, "bootstrap": broker.bootstrap,
-                    "topic": f"bench-profile-{client}", "n": n, "size": size,
-                    "settings": case_settings("produce", client, args.profile_settings == "equal")}
+            spec = {"role": role, "client": client, "bootstrap": broker.bootstrap,
+                    "topic": "bench-profile-read" if role == "consume" else f"bench-profile-{client}", "n": n,
+                    "size": size,
+                    "settings": case_settings(role, client, args.profile_settings == "equal", args.isolation)}
             cmd = [spy, "record", "--rate", "250", "--format", "raw", "--output", str(raw), "--threads", "--",
                    *child_command(spec)]
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=child_env(spec))
             if done.returncode != 0 or not raw.exists():
                 raise RuntimeError(f"py-spy failed: {done.stderr[-2000:]}")
             timing = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
             found = analyse(raw, args.top)
-            out[client] = {"settings": args.profile_settings, "size": size, "records": n,
+            out[client] = {"role": role, "settings": args.profile_settings, "size": size, "records": n,
                            "records_s": n / timing["seconds"], "cpu_s": timing["cpu"], **found}
             print(f"\n{client}, {n} records of {size} B, {args.profile_settings} settings: "
                   f"{n / timing['seconds']:,.0f} rec/s "
@@ -535,7 +592,8 @@ def profile(args: argparse.Namespace) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (RESULTS_DIR / "clients-hotspots-latest.json").write_text(json.dumps(out, indent=1))
+    (RESULTS_DIR / f"clients-{role}-hotspots-latest.json" if role == "consume" else
+     RESULTS_DIR / "clients-hotspots-latest.json").write_text(json.dumps(out, indent=1))
     return 0
 
 
@@ -548,6 +606,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", default="100,1024", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--rounds", type=int, default=None, help="default 2 (1 with --quick)")
     p.add_argument("--quick", action="store_true", help=f"records per case {QUICK_RECORDS} instead of {RECORDS}")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply the records per case (a consumer at 1M "
+                   "records/s reads the default 300,000 in 0.3 s: too short to time on a loaded machine)")
     p.add_argument("--profile", action="store_true", help="profile eoslog's producers with py-spy instead")
     p.add_argument("--top", type=int, default=25, help="rows of the profile")
     p.add_argument("--profile-settings", choices=("defaults", "equal"), default="defaults",
@@ -556,6 +616,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--broker-src", type=Path, default=None)
     p.add_argument("--keep", action="store_true", help="keep the data directory")
     p.add_argument("--no-save", action="store_true")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
+                   help="consumers' isolation.level (read_committed: transactional fill, some aborted)")
+    p.add_argument("--tag", default="", help="results as clients-<tag>-latest.json / .png")
     p.add_argument("--render", type=Path, help="print and plot a saved results JSON again (ratios recomputed)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

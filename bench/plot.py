@@ -163,8 +163,8 @@ def plot_transactions(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-CLIENT_COLORS = {"eoslog": "#1f77b4", "eoslog-asyncio": "#4a98d3", "confluent": "#555555", "aiokafka": "#ff7f0e",
-                 "kafka-python": "#2ca02c"}
+CLIENT_COLORS = {"eoslog": "#1f77b4", "eoslog-asyncio": "#4a98d3", "eoslog-pure": "#9cc3e6", "confluent": "#555555",
+                 "aiokafka": "#ff7f0e", "kafka-python": "#2ca02c"}
 
 
 def plot_clients(results: dict[str, Any], path: Path) -> None:
@@ -201,8 +201,11 @@ def plot_clients(results: dict[str, Any], path: Path) -> None:
                 f"{r['label']} = {r['value']:.2f}" + (f" (goal {r['goal']})" if r["goal"] else "") for r in ratios),
                 fontsize=9)
     m = results["machine"]
-    fig.suptitle(f"eoslog client benchmark — one eoslog broker, {results['workload']['partitions']} partitions — "
-                 f"{m['cpu_count']} shared CPUs, Python {m['python']} — {results['timestamp']}", fontsize=10)
+    load = m.get("load_avg_at_start")
+    fig.suptitle(f"eoslog client benchmark — one eoslog broker, {results['workload']['partitions']} partitions, "
+                 f"{results['workload'].get('isolation', 'read_uncommitted')} — {m['cpu_count']} shared CPUs"
+                 + (f" (load average {load})" if load else "")
+                 + f", Python {m['python']} — {results['timestamp']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
