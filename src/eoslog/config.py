@@ -76,6 +76,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.dirs", str, "./eoslog-data", "directory holding partition logs"),
     ConfigDef("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where to accept connections"),
     ConfigDef("advertised.listeners", str, "", "address given to clients (default: listeners)"),
+    ConfigDef("metrics.listener", str, "", "http://HOST:PORT serving Prometheus metrics at /metrics (empty: off)"),
     ConfigDef("num.partitions", int, 1, "partitions of an auto-created topic"),
     ConfigDef("default.replication.factor", int, 1, "replication factor of new topics"),
     ConfigDef("auto.create.topics.enable", bool, True, "create topics on first use"),

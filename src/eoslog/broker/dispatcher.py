@@ -12,12 +12,14 @@ list; ApiVersions advertises exactly what is registered. What Kafka does with a 
 from __future__ import annotations
 
 import logging
+import time
 
 from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers.api_versions import unsupported_version_response
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.broker.security import Authorizer, Principal
+from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
     DecodeError,
@@ -31,15 +33,18 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, state: BrokerState, authorizer: Authorizer | None = None) -> None:
+    def __init__(self, state: BrokerState, authorizer: Authorizer | None = None,
+                 metrics: RequestMetrics | None = None) -> None:
         self.state = state
         self.authorizer = authorizer or Authorizer()
+        self.metrics = metrics  # None: metrics.listener unset, nothing observed
 
     async def handle(self, frame: Frame, principal: Principal, peer: str) -> list[bytes] | None:
         """Answer one request frame with the buffers of its response frame; None when no
         response is due (acks=0)."""
         if not self.state.serving.is_set():
             await self.state.serving.wait()
+        start = time.perf_counter()
         try:
             prefix = read_prefix(frame)
         except DecodeError as e:
@@ -69,6 +74,8 @@ class Dispatcher:
             # *_AUTHORIZATION_FAILED code here.
             raise CloseConnection(f"{principal} is not authorized for {spec.name}")
         response = await spec.handler(ctx, request)
+        if self.metrics is not None:
+            self.metrics.observe(spec.name, time.perf_counter() - start, response)
         if response is None:
             return None
         return encode_response_chunks(prefix.correlation_id, response, prefix.api_key)

@@ -35,6 +35,8 @@ from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, internal_topic_replication
 from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.metrics.broker import broker_registry
+from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
@@ -42,6 +44,7 @@ from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
+    from eoslog.metrics.server import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +100,17 @@ class Broker:
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
-        self.dispatcher = Dispatcher(self.state)
         self.connections: set[KafkaProtocol] = set()
+        # metrics.listener set: requests are observed and the registry is served at start-up.
+        self.metrics_facts = BrokerFacts(lambda: {self._listener_name: len(self.connections)})
+        self.metrics_server: MetricsServer | None = None
+        request_metrics = None
+        if str(config["metrics.listener"]).strip():
+            from eoslog.metrics.server import MetricsServer, parse_metrics_listener  # uvicorn only when asked
+
+            registry, request_metrics = broker_registry(self.state, self.metrics_facts)
+            self.metrics_server = MetricsServer(registry, *parse_metrics_listener(str(config["metrics.listener"])))
+        self.dispatcher = Dispatcher(self.state, metrics=request_metrics)
         self._server: asyncio.Server | None = None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -135,6 +147,8 @@ class Broker:
         self.state.advertised_host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         explicit_port = self.config["advertised.listeners"] and adv_port != 0
         self.state.advertised_port = adv_port if explicit_port else bound_port
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         if self.cluster is not None:
             await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
             self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms,
@@ -160,6 +174,11 @@ class Broker:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
+
+    @property
+    def _listener_name(self) -> str:
+        listeners = str(self.config["listeners"])
+        return listeners.split("://", 1)[0] if "://" in listeners else "PLAINTEXT"
 
     @property
     def _idle_check_s(self) -> float:
@@ -195,8 +214,11 @@ class Broker:
         transactional offset commits, which needs their groups loaded. The cleaner starts
         last: it must not rewrite a log that a loader is half-way through."""
         if self.cluster is None:  # in a cluster they load as their partitions' leadership arrives
+            started = time.monotonic()
             await self.groups.load_all()
+            loaded = time.monotonic()
             await self.txns.load_all()
+            self.metrics_facts.load_seconds.update(group=loaded - started, transaction=time.monotonic() - loaded)
         self.txns.startup()
         if self.config["log.cleaner.enable"]:
             # log.cleaner.backoff.ms is dynamic: read before each pause.
@@ -248,6 +270,8 @@ class Broker:
             conn.close()
         for task in self._tasks:
             task.cancel()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.cluster is not None:
             await self.cluster.close()
         self.logs.shutdown()

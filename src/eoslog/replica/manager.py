@@ -42,6 +42,7 @@ from eoslog.replica.partition import (
     Partition,
 )
 from eoslog.replica.purgatory import Purgatory
+from eoslog.replica.stats import TopicStats
 from eoslog.replica.verification import (
     TransactionSupportedOperation,
     TransactionVerifier,
@@ -106,6 +107,7 @@ class ReplicaManager:
         # Cluster mode: told of each follower fetch, to add a caught-up follower to the ISR
         # (Kafka's maybeExpandIsr runs in that path too).
         self.follower_fetch_listener: Callable[[Partition, int], None] | None = None
+        self.stats = TopicStats()
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -154,6 +156,7 @@ class ReplicaManager:
             tp = TopicPartition(name, p)
             self._partitions.pop(tp, None)
             self._appended(tp)
+        self.stats.forget(name)
 
     def _appended(self, tp: TopicPartition) -> None:
         """Records were appended to ``tp``: waiting fetches (followers read up to the log
@@ -213,12 +216,14 @@ class ReplicaManager:
             # they reach the log (empty, too large, corrupt, or no leader here) get -1, as
             # from Kafka's ReplicaManager.appendToLocalLog.
             early = e.error in _REFUSED_BEFORE_THE_LOG or not records
+            self.stats.failed_produce[partition.tp.topic] += 1
             return ProduceResult(
                 e.error, log_start_offset=-1 if early else partition.log.log_start_offset, message=str(e),
                 record_errors=tuple(e.record_errors) if isinstance(e, RecordValidationError) else (),
             ), None
         if not info.duplicate:
             self._appended(partition.tp)
+            self.stats.appended(partition.tp.topic, len(records), info.records)
         return ProduceResult(Errors.NONE, info.first_offset, info.log_append_time, info.log_start_offset), info
 
     def _replicated(self, tp: TopicPartition, partition: Partition | None, required_offset: int,
@@ -305,6 +310,9 @@ class ReplicaManager:
             results, total, errors = self._read_all(params, partitions)
             left = deadline - time.monotonic()
             if total >= min_bytes or errors or left <= 0 or not wanted:
+                follower = params.replica_id >= 0
+                for p, result in zip(partitions, results, strict=True):
+                    self.stats.fetched(p.tp.topic, len(result.records), follower)
                 return results
             await self.fetch_purgatory.wait(wanted, left)
 

@@ -507,6 +507,13 @@ class PartitionLog:
             data or b"", self.high_watermark, self.last_stable_offset, self.log_start_offset
         )
 
+    def batch_timestamp(self, offset: int) -> int | None:
+        """The first timestamp of the batch holding ``offset`` (an open transaction's start,
+        for the metrics), or None when no batch holds it."""
+        for _, h in self._batch_headers_from(offset):
+            return h.base_timestamp if h.base_offset <= offset else None
+        return None
+
     def _batch_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch whose last offset is >= ``offset``."""
         for seg in self._segments_from(offset):

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from eoslog.metrics.storage import timed_fsync
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -123,7 +124,7 @@ class LogSegment:
         self.time_index.flush(fsync)
         if fsync:
             self.txn_index.flush()
-            os.fsync(self._fd)
+            timed_fsync(self._fd)
         self.unflushed_messages = 0
 
     def close(self) -> None:

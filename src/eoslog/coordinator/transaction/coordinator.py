@@ -126,6 +126,15 @@ class DescribedTransaction:
         return self.timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS
 
 
+@dataclass(slots=True)
+class TransactionCounts:
+    """Transactions this coordinator finished since start-up (read by ``eoslog.metrics``)."""
+
+    committed: int = 0  # CompleteCommit written
+    aborted: int = 0  # CompleteAbort written, whatever asked for it
+    timed_out: int = 0  # aborts this coordinator started because a transaction outlived its timeout
+
+
 @dataclass(frozen=True, slots=True)
 class ListedTransaction:
     transactional_id: str
@@ -147,6 +156,7 @@ class TransactionCoordinator:
         self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written,
                                         is_replicated=state.topic.is_replicated)
         self._crash_points = crash_points or CrashPoints()
+        self.counts = TransactionCounts()
 
     @classmethod
     def for_broker(
@@ -483,6 +493,10 @@ class TransactionCoordinator:
         if error != Errors.NONE:
             return error == Errors.COORDINATOR_NOT_AVAILABLE
         self._crash_points.reached("after_complete")
+        if p.transit.state is TxnState.COMPLETE_COMMIT:
+            self.counts.committed += 1
+        elif p.transit.state is TxnState.COMPLETE_ABORT:
+            self.counts.aborted += 1
         log.debug("%s: %s (producer %d epoch %d)", p.transactional_id, p.transit.state.kafka_name,
                   p.transit.producer_id, p.transit.producer_epoch)
         return False
@@ -503,6 +517,7 @@ class TransactionCoordinator:
             error = self._fence_and_abort(m, fence)
             if error == Errors.NONE:
                 aborted += 1
+                self.counts.timed_out += 1
                 log.info("aborting transaction of %s (producer %d): open longer than %d ms; epoch now %d",
                          t.transactional_id, t.producer_id, m.txn_timeout_ms, fence.producer_epoch)
             else:

@@ -1,0 +1,216 @@
+"""The broker's state as Prometheus metrics, read when Prometheus scrapes (a custom
+Collector): nothing here runs on the request path.
+
+Names follow Kafka's JMX metrics as Prometheus' JMX exporter spells them
+(``kafka.log:type=Log,name=LogEndOffset`` → ``kafka_log_log_logendoffset``); metrics Kafka
+has no JMX name for are ``eoslog_*`` (the high watermark and LSO of a partition, its open
+transactions) or follow kafka_exporter (``kafka_consumergroup_lag``). docs/operations.md
+lists them all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from eoslog.coordinator.group.state import GroupState
+from eoslog.coordinator.transaction.state import TxnState
+from eoslog.types import TopicPartition
+
+if TYPE_CHECKING:
+    from eoslog.broker.context import BrokerState
+
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # KIP-939: such a transaction has no timeout
+_OPEN = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+_PARTITION = ["topic", "partition"]
+
+
+@dataclass
+class BrokerFacts:
+    """What the collector reads besides the shared state: live connections per listener
+    and the coordinators' last partition load times (seconds, set by the broker)."""
+
+    connections: Callable[[], Mapping[str, int]]
+    load_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+class BrokerCollector(Collector):
+    def __init__(self, state: BrokerState, facts: BrokerFacts) -> None:
+        self.state = state
+        self.facts = facts
+
+    def collect(self) -> Iterator[Metric]:
+        now_ms = self.state.clock_ms()
+        yield from self._partitions(now_ms)
+        yield from self._topics()
+        yield from self._transactions(now_ms)
+        yield from self._groups()
+        conns = _gauge("kafka_server_socket_server_metrics_connection_count",
+                       "open client connections (Kafka: socket-server-metrics connection-count)", ["listener"])
+        for listener, n in sorted(self.facts.connections().items()):
+            conns.add_metric([listener], n)
+        yield conns
+        load = _gauge("eoslog_coordinator_partition_load_time_max_seconds",
+                      "time the coordinator took to load its partitions at start-up (Kafka: "
+                      "group-coordinator-metrics / transaction-coordinator-metrics partition-load-time-max)",
+                      ["coordinator"])
+        for coordinator, seconds in sorted(self.facts.load_seconds.items()):
+            load.add_metric([coordinator], seconds)
+        yield load
+
+    def _partitions(self, now_ms: int) -> Iterator[Metric]:
+        leo = _gauge("kafka_log_log_logendoffset", "log end offset (Kafka: Log LogEndOffset)", _PARTITION)
+        lso_start = _gauge("kafka_log_log_logstartoffset", "log start offset (Kafka: Log LogStartOffset)", _PARTITION)
+        size = _gauge("kafka_log_log_size", "bytes in the partition's segments (Kafka: Log Size)", _PARTITION)
+        segments = _gauge("kafka_log_log_numlogsegments", "segments (Kafka: Log NumLogSegments)", _PARTITION)
+        hw = _gauge("eoslog_partition_highwatermark", "high watermark (no Kafka JMX metric)", _PARTITION)
+        lso = _gauge("eoslog_partition_laststableoffset", "last stable offset: read_committed consumers read "
+                     "below it (no Kafka JMX metric)", _PARTITION)
+        lso_lag = _gauge("kafka_cluster_partition_laststableoffsetlag", "high watermark minus last stable offset "
+                         "(Kafka: Partition LastStableOffsetLag)", _PARTITION)
+        open_txns = _gauge("eoslog_partition_open_transactions", "transactions open in the partition", _PARTITION)
+        oldest = _gauge("eoslog_partition_oldest_open_transaction_age_seconds", "age of the partition's oldest "
+                        "open transaction, from its first batch's timestamp (only partitions with one)", _PARTITION)
+        under = _gauge("kafka_cluster_partition_underreplicated", "1 when the ISR is smaller than the replicas "
+                       "(Kafka: Partition UnderReplicated)", _PARTITION)
+        producers = leaders = under_total = 0
+        logs = self.state.logs.logs
+        for (topic, p), plog in sorted(logs.items()):
+            labels = [topic, str(p)]
+            leo.add_metric(labels, plog.log_end_offset)
+            lso_start.add_metric(labels, plog.log_start_offset)
+            size.add_metric(labels, plog.size_bytes)
+            segments.add_metric(labels, len(plog.segments))
+            hw.add_metric(labels, plog.high_watermark)
+            stable = plog.last_stable_offset
+            lso.add_metric(labels, stable)
+            lso_lag.add_metric(labels, plog.high_watermark - stable)
+            ongoing = plog.producer_state.ongoing
+            open_txns.add_metric(labels, len(ongoing))
+            if ongoing:
+                started = plog.batch_timestamp(min(ongoing.values()))
+                if started is not None:
+                    oldest.add_metric(labels, max(0, now_ms - started) / 1000)
+            producers += len(plog.producer_state.producers)
+            partition = self.state.replicas.get_partition(TopicPartition(topic, p))
+            if partition is not None and partition.is_leader:
+                leaders += 1
+                lagging = int(len(partition.isr) < len(partition.replicas))
+                under.add_metric(labels, lagging)
+                under_total += lagging
+        yield from (leo, lso_start, size, segments, hw, lso, lso_lag, open_txns, oldest, under)
+        for name, doc, value in (
+            ("kafka_server_replicamanager_partitioncount", "partitions on this broker (Kafka: ReplicaManager "
+             "PartitionCount)", len(logs)),
+            ("kafka_server_replicamanager_leadercount", "partitions led here (Kafka: ReplicaManager LeaderCount)",
+             leaders),
+            ("kafka_server_replicamanager_underreplicatedpartitions", "led partitions whose ISR is smaller than "
+             "their replicas (Kafka: ReplicaManager UnderReplicatedPartitions)", under_total),
+            ("kafka_server_replicamanager_produceridcount", "producer ids with state in the partitions (Kafka: "
+             "ReplicaManager ProducerIdCount)", producers),
+        ):
+            g = _gauge(name, doc)
+            g.add_metric([], value)
+            yield g
+
+    def _topics(self) -> Iterator[Metric]:
+        stats = self.state.replicas.stats
+        for name, doc, counts in (
+            ("kafka_server_brokertopicmetrics_bytesin", "bytes produced by clients (Kafka: BrokerTopicMetrics "
+             "BytesInPerSec)", stats.bytes_in),
+            ("kafka_server_brokertopicmetrics_messagesin", "records produced by clients (Kafka: BrokerTopicMetrics "
+             "MessagesInPerSec)", stats.messages_in),
+            ("kafka_server_brokertopicmetrics_bytesout", "bytes fetched by consumers (Kafka: BrokerTopicMetrics "
+             "BytesOutPerSec)", stats.bytes_out),
+            ("kafka_server_brokertopicmetrics_replicationbytesout", "bytes fetched by followers (Kafka: "
+             "BrokerTopicMetrics ReplicationBytesOutPerSec)", stats.replication_bytes_out),
+            ("kafka_server_brokertopicmetrics_failedproducerequests", "partition appends refused (Kafka: "
+             "BrokerTopicMetrics FailedProduceRequestsPerSec)", stats.failed_produce),
+        ):
+            c = CounterMetricFamily(name, doc, labels=["topic"])
+            for topic, n in sorted(counts.items()):
+                c.add_metric([topic], n)
+            yield c
+
+    def _transactions(self, now_ms: int) -> Iterator[Metric]:
+        coordinator = self.state.txn_coordinator
+        by_state: Counter[str] = Counter()
+        oldest_s = 0.0
+        past_timeout = 0
+        for m in coordinator.state.owned_transactions():
+            if m.state is TxnState.DEAD:
+                continue
+            by_state[m.state.kafka_name] += 1
+            if m.state in _OPEN:
+                age_ms = max(0, now_ms - m.txn_start_timestamp)
+                oldest_s = max(oldest_s, age_ms / 1000)
+                if m.txn_timeout_ms != TWO_PHASE_COMMIT_TIMEOUT_MS and age_ms > m.txn_timeout_ms:
+                    past_timeout += 1
+        states = _gauge("eoslog_transaction_coordinator_transactions", "transactional ids this coordinator owns, "
+                        "by state", ["state"])
+        for state in TxnState:
+            if state is not TxnState.DEAD:
+                states.add_metric([state.kafka_name], by_state[state.kafka_name])
+        yield states
+        oldest = _gauge("eoslog_transaction_coordinator_oldest_open_seconds",
+                        "age of the oldest open transaction this coordinator owns (0: none)")
+        oldest.add_metric([], oldest_s)
+        yield oldest
+        late = _gauge("eoslog_transaction_coordinator_open_past_timeout", "open transactions older than their "
+                      "timeout (two-phase-commit ones excepted): the abort scan has not caught them yet")
+        late.add_metric([], past_timeout)
+        yield late
+        counts = coordinator.counts
+        completed = CounterMetricFamily("eoslog_transaction_coordinator_completed", "transactions completed "
+                                        "(CompleteCommit / CompleteAbort written)", labels=["result"])
+        completed.add_metric(["committed"], counts.committed)
+        completed.add_metric(["aborted"], counts.aborted)
+        yield completed
+        timed_out = CounterMetricFamily("eoslog_transaction_coordinator_timed_out", "transactions the coordinator "
+                                        "aborted because they outlived their timeout")
+        timed_out.add_metric([], counts.timed_out)
+        yield timed_out
+
+    def _groups(self) -> Iterator[Metric]:
+        groups = self.state.group_coordinator.groups
+        by_state: Counter[GroupState] = Counter(g.state for g in groups.values())
+        num = _gauge("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                     "groups (Kafka: GroupMetadataManager NumGroups)")
+        num.add_metric([], sum(n for s, n in by_state.items() if s is not GroupState.DEAD))
+        yield num
+        per_state = _gauge("kafka_coordinator_group_groupmetadatamanager_numgroupsbystate", "groups by state "
+                           "(Kafka: GroupMetadataManager NumGroupsStable, NumGroupsEmpty, ...)", ["state"])
+        for state in GroupState:
+            per_state.add_metric([state.value], by_state[state])
+        yield per_state
+        offsets = _gauge("kafka_coordinator_group_groupmetadatamanager_numoffsets",
+                         "committed offsets (Kafka: GroupMetadataManager NumOffsets)")
+        current = _gauge("kafka_consumergroup_current_offset", "a group's committed offset (kafka_exporter)",
+                         ["consumergroup", *_PARTITION])
+        lag = _gauge("kafka_consumergroup_lag", "high watermark minus the committed offset (kafka_exporter)",
+                     ["consumergroup", *_PARTITION])
+        stable_lag = _gauge("eoslog_consumergroup_lag_stable", "last stable offset minus the committed offset: "
+                            "what a read_committed consumer can still read", ["consumergroup", *_PARTITION])
+        total = 0
+        logs = self.state.logs.logs
+        for group_id, group in sorted(groups.items()):
+            for tp, record in sorted(group.offsets.committed.items()):
+                total += 1
+                labels = [group_id, tp.topic, str(tp.partition)]
+                committed = record.value.offset
+                current.add_metric(labels, committed)
+                plog = logs.get((tp.topic, tp.partition))
+                if plog is not None:
+                    lag.add_metric(labels, max(0, plog.high_watermark - committed))
+                    stable_lag.add_metric(labels, max(0, plog.last_stable_offset - committed))
+        offsets.add_metric([], total)
+        yield from (offsets, current, lag, stable_lag)

@@ -1,0 +1,157 @@
+"""The broker's Prometheus endpoint (``metrics.listener``) after a known workload: the
+scraped values equal what was done.
+
+One broker with metrics for the module. The workload, on topic ``paid`` (2 partitions,
+``flush.messages=1`` so every append is fsynced): 50 plain records to partition 0, one
+produce request each; 3 committed and 2 aborted transactions of 4 records each on
+partition 1; a group ``billing`` committed at offset 30 of partition 0. Then a transaction
+left open on partition 0 pins its LSO, and its abort frees it.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as RdTopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from eoslog.client import Admin, NewTopic
+from harness import BrokerProcess, free_port, wait_until
+from rawkafka import RawClient, fetch_request
+
+TOPIC = "paid"
+PLAIN, COMMITTED, ABORTED, PER_TXN = 50, 3, 2, 4
+GROUP, GROUP_OFFSET = "billing", 30
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+class Scraper:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def samples(self) -> Samples:
+        with urllib.request.urlopen(self.url, timeout=30) as r:
+            text = r.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    def value(self, name: str, **labels: str | int) -> float:
+        key = (name, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        samples = self.samples()
+        assert key in samples, f"{name}{labels} not scraped; have: " + ", ".join(
+            f"{n}{dict(ls)}" for n, ls in samples if n == name)
+        return samples[key]
+
+    def partition(self, name: str, partition: int) -> float:
+        return self.value(name, topic=TOPIC, partition=partition)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, Scraper]]:
+    port = free_port()
+    b = BrokerProcess(tmp_path_factory.mktemp("metrics") / "data",
+                      overrides={"metrics.listener": f"http://127.0.0.1:{port}"}).start()
+    with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+        admin.create_topics([NewTopic(TOPIC, 2, 1, configs={"flush.messages": "1"})])
+    yield b, Scraper(f"http://127.0.0.1:{port}/metrics")
+    b.stop()
+
+
+def transactional(bootstrap: str, txn_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+    p.init_transactions(60)
+    return p
+
+
+def test_scraped_values_equal_the_workload(broker: tuple[BrokerProcess, Scraper], tmp_path: Path) -> None:
+    b, scrape = broker
+    fsyncs_before = scrape.value("kafka_log_logflushstats_logflush_seconds_count")
+
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    for i in range(PLAIN):
+        plain.produce(TOPIC, value=f"plain-{i}".encode(), partition=0)
+        assert plain.flush(30) == 0  # one produce request per record
+    txn = transactional(b.bootstrap, "metrics-txn")
+    for t in range(COMMITTED + ABORTED):
+        txn.begin_transaction()
+        for i in range(PER_TXN):
+            txn.produce(TOPIC, value=f"txn-{t}-{i}".encode(), partition=1)
+        assert txn.flush(30) == 0  # librdkafka's abort drops what it has not sent
+        if t < COMMITTED:
+            txn.commit_transaction(60)
+        else:
+            txn.abort_transaction(60)
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": GROUP})
+    consumer.commit(offsets=[RdTopicPartition(TOPIC, 0, GROUP_OFFSET)], asynchronous=False)
+    consumer.close()
+    with RawClient(b.bootstrap) as raw:
+        resp = raw.call(fetch_request(TOPIC, 0, 10**6))
+        assert resp.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+
+    # EndTxn is answered once PREPARE_* is logged; the markers and COMPLETE_* follow.
+    wait_until(lambda: scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED,
+               "the transactions' markers")
+
+    # Records in, per topic: the plain and the transactional ones (markers are the coordinator's).
+    assert scrape.value("kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == (
+        PLAIN + (COMMITTED + ABORTED) * PER_TXN)
+    assert scrape.value("eoslog_transaction_coordinator_completed_total", result="committed") == COMMITTED
+    assert scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED
+    assert scrape.value("eoslog_transaction_coordinator_timed_out_total") == 0
+    # Partition 1: 20 records and one marker per transaction; nothing open.
+    end_1 = (COMMITTED + ABORTED) * (PER_TXN + 1)
+    for name in ("kafka_log_log_logendoffset", "eoslog_partition_highwatermark", "eoslog_partition_laststableoffset"):
+        assert scrape.partition(name, 1) == end_1, name
+        assert scrape.partition(name, 0) == PLAIN, name
+    assert scrape.partition("eoslog_partition_open_transactions", 1) == 0
+    assert scrape.partition("kafka_log_log_logstartoffset", 0) == 0
+    assert scrape.partition("kafka_log_log_size", 0) > sum(len(f"plain-{i}") for i in range(PLAIN))
+    # Each of the 50 plain appends was fsynced (flush.messages=1), and more for the rest.
+    assert scrape.value("kafka_log_logflushstats_logflush_seconds_count") - fsyncs_before >= PLAIN
+    assert scrape.value("kafka_network_requestmetrics_requests_total", request="Produce") >= PLAIN
+    assert scrape.value("kafka_network_requestmetrics_totaltime_seconds_count", request="Produce") >= PLAIN
+    assert scrape.value("kafka_network_requestmetrics_errors_total", request="Fetch",
+                        error="OFFSET_OUT_OF_RANGE") == 1
+    assert scrape.value("kafka_network_requestmetrics_requests_total", request="EndTxn") == COMMITTED + ABORTED
+    # The group's lag against the high watermark and the LSO.
+    assert scrape.value("kafka_consumergroup_current_offset", consumergroup=GROUP, topic=TOPIC,
+                        partition=0) == GROUP_OFFSET
+    assert scrape.value("kafka_consumergroup_lag", consumergroup=GROUP, topic=TOPIC,
+                        partition=0) == PLAIN - GROUP_OFFSET
+    assert scrape.value("kafka_coordinator_group_groupmetadatamanager_numgroupsbystate", state="Empty") >= 1
+    assert scrape.value("kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 1
+
+    # A transaction left open on partition 0 pins its LSO at its first offset.
+    hanging = transactional(b.bootstrap, "metrics-open")
+    hanging.begin_transaction()
+    for i in range(2):
+        hanging.produce(TOPIC, value=f"open-{i}".encode(), partition=0)
+    assert hanging.flush(30) == 0
+    assert scrape.partition("eoslog_partition_open_transactions", 0) == 1
+    assert scrape.partition("eoslog_partition_laststableoffset", 0) == PLAIN
+    assert scrape.partition("eoslog_partition_highwatermark", 0) == PLAIN + 2
+    assert scrape.partition("kafka_cluster_partition_laststableoffsetlag", 0) == 2
+    assert scrape.partition("eoslog_partition_oldest_open_transaction_age_seconds", 0) >= 0
+    assert scrape.value("eoslog_transaction_coordinator_transactions", state="Ongoing") == 1
+    assert scrape.value("eoslog_consumergroup_lag_stable", consumergroup=GROUP, topic=TOPIC,
+                        partition=0) == PLAIN - GROUP_OFFSET
+    assert scrape.value("kafka_consumergroup_lag", consumergroup=GROUP, topic=TOPIC,
+                        partition=0) == PLAIN + 2 - GROUP_OFFSET
+
+    hanging.abort_transaction(60)
+    wait_until(lambda: scrape.partition("eoslog_partition_open_transactions", 0) == 0, "the ABORT marker")
+    assert scrape.partition("eoslog_partition_laststableoffset", 0) == PLAIN + 3  # the ABORT marker
+    assert scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED + 1
+    assert scrape.value("eoslog_transaction_coordinator_transactions", state="Ongoing") == 0
+
+
+def test_metrics_listener_refuses_a_bad_address(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", overrides={"metrics.listener": "ftp://127.0.0.1:1"})
+    with pytest.raises(RuntimeError, match="exited"):
+        b.start()
+    assert "metrics.listener='ftp://127.0.0.1:1': expected http://HOST:PORT" in b.log_text()
