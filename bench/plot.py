@@ -209,3 +209,46 @@ def plot_clients(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+EOS_PARTS = [("in", "#c7dcef"), ("wait", "#fdd0a2"), ("commit", "#e6550d"), ("visible", "#756bb1")]
+
+
+def plot_eos_latency(results: dict[str, Any], path: Path) -> None:
+    """eos_latency.py's picture: per input rate, p50 (bar) and p99 (tick) end-to-end latency
+    of every client and mode; below, the p50 of each part of it, stacked."""
+    w = results["workload"]
+    rates, impls, modes = w["rates"], w["impls"], w["modes"]
+    fig, axes = plt.subplots(2, len(rates), figsize=(6 * len(rates), 9), squeeze=False)
+    labels = [f"{i}\n{m}" for i in impls for m in modes]
+    for col, rate in enumerate(rates):
+        top, bottom = axes[0][col], axes[1][col]
+        rows = [results["best"].get(f"{i}/{m}/{rate}") for i in impls for m in modes]
+        x = list(range(len(rows)))
+        p50 = [r["latency_ms"]["p50"] if r else 0.0 for r in rows]
+        p99 = [r["latency_ms"]["p99"] if r else 0.0 for r in rows]
+        colors = [CLIENT_COLORS.get("confluent" if i == "librdkafka" else i, "#999999") for i in impls for _ in modes]
+        top.bar(x, p50, color=colors)
+        top.scatter(x, p99, marker="_", s=300, color="black", label="p99")
+        for xi, v in zip(x, p50, strict=True):
+            top.text(xi, v, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+        top.set_yscale("log")
+        top.set_xticks(x, labels, fontsize=7)
+        top.set_ylabel("end-to-end latency, ms (bar p50, tick p99)")
+        ratio = "; ".join(f"{r['impl']} {r['mode']} {r['p50']:.1f}x" for r in results["ratios"] if r["rate"] == rate)
+        top.set_title(f"{rate:,} records/s\ntxn / alo p50: {ratio}", fontsize=8)
+        base = [0.0] * len(rows)
+        for part, color in EOS_PARTS:
+            values = [max(0.0, r["parts_ms"][part]["p50"]) if r else 0.0 for r in rows]
+            bottom.bar(x, values, bottom=base, color=color, label=part)
+            base = [b + v for b, v in zip(base, values, strict=True)]
+        bottom.set_xticks(x, labels, fontsize=7)
+        bottom.set_ylabel("p50 of each part, ms")
+        bottom.legend(fontsize=7)
+    m = results["machine"]
+    fig.suptitle(f"eoslog exactly-once latency — consume-transform-produce, one eoslog broker, "
+                 f"{w['record_bytes']} B records — {m['cpu_count']} shared CPUs (load average "
+                 f"{m.get('load_avg_at_start')}) — {results['timestamp']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
