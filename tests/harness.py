@@ -27,14 +27,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60.0) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout_s`` (generous:
-    it bounds a hang, it does not assert a speed)."""
+def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60.0, *,
+               describe: Callable[[], object] | None = None, interval_s: float = 0.05) -> None:
+    """Poll ``condition`` every ``interval_s`` until it holds; fail naming ``what`` (and what
+    ``describe()`` says about the state then) after ``timeout_s`` (generous: it bounds a hang,
+    it does not assert a speed)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
+            raise AssertionError(f"gave up waiting for {what}" + (f"; state: {describe()}" if describe else ""))
+        time.sleep(interval_s)
 
 
 class ServerProcess:

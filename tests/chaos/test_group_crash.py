@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.coordinator.group.records import offsets_partition_for
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -48,14 +48,6 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-
-
-def wait_until(what: str, condition: Callable[[], bool], describe: Callable[[], Any]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}: {describe()}")
-        time.sleep(0.2)
 
 
 def segment_sizes(directory: Path) -> list[tuple[str, int]]:
@@ -93,8 +85,8 @@ def test_commit_heavy_workload_keeps_consumer_offsets_bounded(broker: BrokerProc
     assert appended > 100 * OFFSETS_SEGMENT_BYTES
     # Bounded while the workload ran: a few segments, not the 100+ it wrote.
     assert max(samples) < 25 * OFFSETS_SEGMENT_BYTES, samples
-    wait_until("the cleaner to catch up", lambda: log_bytes(partition_dir) < 3 * OFFSETS_SEGMENT_BYTES,
-               lambda: segment_sizes(partition_dir))
+    wait_until(lambda: log_bytes(partition_dir) < 3 * OFFSETS_SEGMENT_BYTES, "the cleaner to catch up", WAIT_S,
+               describe=lambda: segment_sizes(partition_dir), interval_s=0.2)
 
     broker.restart(kill=True)
     check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
@@ -196,8 +188,8 @@ def test_compacted_topic_converges_to_the_last_value_per_key(broker: BrokerProce
             c.close()
         return out
 
-    wait_until("compaction to leave one record per key",
-               lambda: len(read_back()) == len(final), lambda: len(read_back()))
+    wait_until(lambda: len(read_back()) == len(final), "compaction to leave one record per key", WAIT_S,
+               describe=lambda: len(read_back()), interval_s=0.2)
     records = read_back()
     assert {k: v for _, k, v in records} == final  # the tombstone stays until its horizon
     offsets = [o for o, _, _ in records]

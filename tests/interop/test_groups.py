@@ -17,8 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ import pytest
 from clients import CLIENTS, CONFLUENT, Record, produce
 
 from deps import require_kcat
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms: the shortest a broker allows
@@ -147,15 +146,6 @@ class Member:
             self.proc.wait(60)
 
 
-def wait_until(what: str, condition: Callable[[], bool], describe: Callable[[], Any],
-               timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}; state: {describe()}")
-        time.sleep(0.2)
-
-
 def covers_all_disjointly(members: list[Member]) -> bool:
     parts = [p for m in members for p in m.assigned]
     return sorted(parts) == list(range(PARTITIONS))
@@ -207,24 +197,23 @@ def test_members_share_partitions_and_take_over(group_broker: BrokerProcess, mem
     a, b, c = (Member(client, bootstrap, group, topic, f"{client}-{n}") for n in "abc")
     members.extend([a, b, c])
 
-    wait_until("three members with disjoint assignments covering every partition",
-               lambda: all(m.assigned for m in (a, b, c)) and covers_all_disjointly([a, b, c]),
-               lambda: state(members))
+    wait_until(lambda: all(m.assigned for m in (a, b, c)) and covers_all_disjointly([a, b, c]),
+               "three members with disjoint assignments covering every partition", WAIT_S,
+               describe=lambda: state(members))
 
     a.leave()  # close() sends LeaveGroup: the others take its partitions at once
-    wait_until("b and c to cover every partition after a left",
-               lambda: covers_all_disjointly([b, c]) and bool(b.assigned) and bool(c.assigned),
-               lambda: state(members))
+    wait_until(lambda: covers_all_disjointly([b, c]) and bool(b.assigned) and bool(c.assigned),
+               "b and c to cover every partition after a left", WAIT_S, describe=lambda: state(members))
 
     b.kill()  # no LeaveGroup: its partitions move when its session times out
-    wait_until("c alone to own every partition after b's session expired",
-               lambda: covers_all_disjointly([c]), lambda: state(members))
+    wait_until(lambda: covers_all_disjointly([c]), "c alone to own every partition after b's session expired", WAIT_S,
+               describe=lambda: state(members))
 
     # Nothing was skipped: every record was consumed (and committed) by some member.
     produce_evenly(bootstrap, topic, 5, start=20)
     expected = {(p, o) for p in range(PARTITIONS) for o in range(25)}
-    wait_until("every record consumed", lambda: expected <= set(a.consumed + b.consumed + c.consumed),
-               lambda: sorted(expected - set(a.consumed + b.consumed + c.consumed))[:10])
+    wait_until(lambda: expected <= set(a.consumed + b.consumed + c.consumed), "every record consumed", WAIT_S,
+               describe=lambda: sorted(expected - set(a.consumed + b.consumed + c.consumed))[:10])
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -237,16 +226,16 @@ def test_committed_offsets_survive_a_broker_kill(tmp_path: Path, members: list[M
         produce_evenly(bootstrap, topic, 10)
         first = Member(client, bootstrap, group, topic, "first")
         members.append(first)
-        wait_until("the first member to consume and commit all 60 records",
-                   lambda: len(set(first.consumed)) == 10 * PARTITIONS, lambda: state(members))
+        wait_until(lambda: len(set(first.consumed)) == 10 * PARTITIONS,
+                   "the first member to consume and commit all 60 records", WAIT_S, describe=lambda: state(members))
         first.kill()
         broker.restart(kill=True)  # kill -9: committed offsets must come back from the log
         produce_evenly(bootstrap, topic, 10, start=10)
         second = Member(client, bootstrap, group, topic, "second")
         members.append(second)
         expected = {(p, o) for p in range(PARTITIONS) for o in range(10, 20)}
-        wait_until("the second member to consume the new records", lambda: expected <= set(second.consumed),
-                   lambda: (state(members), sorted(expected - set(second.consumed))[:10]))
+        wait_until(lambda: expected <= set(second.consumed), "the second member to consume the new records", WAIT_S,
+                   describe=lambda: (state(members), sorted(expected - set(second.consumed))[:10]))
         # It resumed exactly where the first one committed: nothing re-read, nothing skipped.
         assert min(o for _, o in second.consumed) == 10
         assert set(second.consumed) == expected
@@ -289,8 +278,8 @@ def test_groups_cli(group_broker: BrokerProcess, members: list[Member]) -> None:
     produce_evenly(bootstrap, topic, 10)
     member = Member(CONFLUENT, bootstrap, group, topic, "cli-member")
     members.append(member)
-    wait_until("the member to consume everything", lambda: len(set(member.consumed)) == 10 * PARTITIONS,
-               lambda: state(members))
+    wait_until(lambda: len(set(member.consumed)) == 10 * PARTITIONS, "the member to consume everything", WAIT_S,
+               describe=lambda: state(members))
     member.leave()
     produce_evenly(bootstrap, topic, 3, start=10)  # lag: 3 records the group has not read
 
