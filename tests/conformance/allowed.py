@@ -28,7 +28,7 @@ ALLOWED: list[Rule] = [
     Rule("*.throttle_time", "quotas are not compared; neither broker throttles these sessions"),
     Rule("*.marker_time.*", "a transaction marker is stamped with the broker's clock when written"),
     Rule("*.log_append_time", "LogAppendTime is the broker's clock", _both_set),
-    Rule("*.start_time_ms", "a transaction's start time is the coordinator's clock", _both_set),
+    Rule("*.transaction_start_time", "a transaction's start time is the coordinator's clock", _both_set),
     Rule("*.active_producers[*].last_timestamp", "a producer's last write may be a transaction "
          "marker, stamped with the broker's clock", _both_set),
     Rule("*.batch_index_error_message", "free text naming the broker's clock"),

@@ -98,6 +98,8 @@ def tree(value: Any, aliases: Aliases, field: str = "") -> object:
             return {str(v.name): tree(v, aliases) for v in value}
         if value and all(hasattr(v, "partition_index") for v in value):
             value = sorted(value, key=lambda v: int(v.partition_index))
+        if field == "partitions" and all(isinstance(v, int) for v in value):
+            value = sorted(value)  # a set of partition numbers (DescribeTransactions: Kafka's HashSet order)
         items = [tree(v, aliases, field) for v in value]
         if items and all(isinstance(v, dict) and "member_id" in v for v in items):
             items.sort(key=lambda v: str(v["member_id"]))  # by symbol: member#1 first

@@ -21,18 +21,11 @@ from kio.static.primitive import i8, i16, i32, i64
 from conformance import allowed, report
 from conformance.compare import judge
 from conformance.observe import Aliases, tree
-from eoslog.client.admin.transactions import DescribedTransactionState, decode_describe_transactions_v0
 from eoslog.protocol.codec import decode_response
 from eoslog.protocol.messages import build, request_types
 from rawkafka import ConnectionClosed, RawClient, api_versions_request
 
 SessionFn = Callable[["Target"], None]
-DESCRIBE_TRANSACTIONS = 65
-
-
-@dataclass(frozen=True)
-class DescribeTransactionsAnswer:
-    transaction_states: list[DescribedTransactionState]
 POLL_TIMEOUT_S = 60.0
 
 
@@ -119,15 +112,6 @@ class Target:
 
     def quiet_call(self, request: Any, conn: str = "main") -> Any:
         """A call whose answer is not part of the observation (set-up, polling)."""
-        if request.__api_key__ == DESCRIBE_TRANSACTIONS:
-            # kio cannot read the -1 start time both brokers send for a transactional id with
-            # no transaction in progress: eoslog's admin client decodes this response itself.
-            client = self.conn(conn)
-            cid, data = client.frame(request)
-            client.send(data)
-            frame = client.read_frame()
-            assert int.from_bytes(frame[:4], "big") == cid, "response to another request"
-            return DescribeTransactionsAnswer(decode_describe_transactions_v0(frame))
         return self.conn(conn).call(request)
 
     # -- observations ------------------------------------------------------------------

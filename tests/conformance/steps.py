@@ -187,7 +187,7 @@ def describe_txn(t: Target, *txn_ids: str, label: str | None = None, record: boo
 
 
 def txn_state(t: Target, txn_id: str) -> str:
-    return str(describe_txn(t, txn_id, record=False).transaction_states[0].state)
+    return str(describe_txn(t, txn_id, record=False).transaction_states[0].transaction_state)
 
 
 def settle(t: Target, txn_id: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.handlers.base import CloseConnection
@@ -25,8 +27,10 @@ from eoslog.protocol.codec import (
     decode_request,
     decode_response,
     encode_request,
+    encode_response,
     read_prefix,
 )
+from eoslog.protocol.messages import response_types
 from rawkafka import (
     api_versions_request,
     create_topics_request,
@@ -292,3 +296,24 @@ def test_api_key_enum_is_kios_index() -> None:
 
     assert {k.value: k.name.lower() for k in ApiKey} == dict(api_key_map)
     assert all(isinstance(spec.api_key, ApiKey) for spec in REGISTRY.values())
+
+
+def test_describe_transactions_reads_kafkas_minus_one_start_time() -> None:
+    """Kafka answers TransactionStartTimeMs -1 with no transaction in progress; kio 0.6.5's class
+    cannot read it, eoslog's copy reads it as None and writes None as the same -1."""
+    m = response_types(65, 0)
+
+    def state(start: datetime.datetime | None) -> Any:
+        return m.TransactionState(
+            error_code=ErrorCode.none, transactional_id="t", transaction_state="Empty" if start is None else "Ongoing",
+            transaction_timeout=datetime.timedelta(seconds=60), transaction_start_time=start,
+            producer_id=7, producer_epoch=1, topics=(m.TopicData(topic="a", partitions=(0, 2)),))
+
+    started = datetime.datetime.fromtimestamp(1_700_000_000.123, datetime.UTC)
+    frame = encode_response(9, m.DescribeTransactionsResponse(
+        throttle_time=datetime.timedelta(0), transaction_states=(state(None), state(started))), 65)
+    assert struct.pack(">q", -1) in frame  # the bytes Kafka sends
+    cid, resp = decode_response(frame[4:], 65, 0)
+    assert cid == 9
+    assert [s.transaction_start_time for s in resp.transaction_states] == [None, started]
+    assert resp.transaction_states[1].topics[0].partitions == (0, 2)

@@ -24,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.messages import response_types
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ def request_schema(api_key: int, version: int) -> type[Any]:
 
 @cache
 def response_schema(api_key: int, version: int) -> type[Any]:
-    return load_response_schema(api_key, version)
+    # By name from the module ``messages`` serves, which may be eoslog's copy of kio's.
+    cls: type[Any] = getattr(response_types(api_key, version), load_response_schema(api_key, version).__name__)
+    return cls
 
 
 # kio builds a reader/writer per class; building one is costly, so each is kept.

@@ -2,22 +2,30 @@
 
 kio generates one set of dataclasses per API *version*, and newer versions add fields.
 Code that serves or sends a range of versions builds messages through ``build`` with
-every field it knows of; ``build`` keeps those the chosen version defines.
+every field it knows of; ``build`` keeps those the chosen version defines. A few versions'
+classes are eoslog's own copies of kio's where kio reads stricter than Kafka writes
+(``_REPLACED``; each module says why); everything here and in ``codec`` serves those.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from types import ModuleType
 from typing import Any, Literal
 
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+from eoslog.protocol.api_keys import ApiKey
+
 PayloadKind = Literal[EntityType.request, EntityType.response]
 
 _fields: dict[type[Any], frozenset[str]] = {}
 _modules: dict[tuple[int, int, PayloadKind], ModuleType] = {}
+_REPLACED: dict[tuple[int, int, PayloadKind], str] = {
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, EntityType.response): "eoslog.protocol.describe_transactions_v0",
+}
 
 
 def build(cls: type[Any], **values: Any) -> Any:
@@ -32,7 +40,9 @@ def _module(api_key: int, version: int, kind: PayloadKind) -> ModuleType:
     key = (api_key, version, kind)
     module = _modules.get(key)
     if module is None:
-        module = _modules[key] = load_payload_module(api_key, version, kind)
+        replaced = _REPLACED.get(key)
+        module = _modules[key] = (
+            importlib.import_module(replaced) if replaced else load_payload_module(api_key, version, kind))
     return module
 
 

@@ -315,7 +315,8 @@ async def handle_describe_transactions(ctx: RequestContext, request: DescribeTra
         states.append(build(
             module.TransactionState, error_code=error_code(d.error), transactional_id=txn_id,
             transaction_state=d.state, transaction_timeout=datetime.timedelta(milliseconds=d.timeout_ms),
-            transaction_start_time=datetime.datetime.fromtimestamp(d.start_ms / 1000, _UTC),
+            transaction_start_time=(  # None writes Kafka's -1: no transaction in progress
+                datetime.datetime.fromtimestamp(d.start_ms / 1000, _UTC) if d.start_ms >= 0 else None),
             producer_id=d.producer_id, producer_epoch=d.producer_epoch,
             topics=tuple(build(module.TopicData, topic=t, partitions=tuple(sorted(ps)))
                          for t, ps in sorted(_by_topic(d.partitions).items())),

@@ -11,25 +11,16 @@
   epoch and a coordinator epoch the partition accepts (from ``describe_producers``). For
   a transaction no coordinator will ever finish; the partition's last stable offset then
   moves on.
-
-DescribeTransactions responses are decoded here, not by kio: kio 0.6.5 refuses a negative
-``datetime_i64`` (OutOfBoundValue), and Kafka brokers send -1 as the start time of every
-transactional id with no transaction in progress (Empty, and whatever a new epoch left
-behind).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
-
-from kio.serial import readers
 
 from eoslog.client.admin.core import TRANSACTION_KEY_TYPE, AdminCore, raise_for
 from eoslog.client.admin.types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
-from eoslog.client.aio_connection import Buffer
 from eoslog.client.errors import KafkaError
 from eoslog.client.types import TopicPartition
 from eoslog.client.versions import ApiVersionTable
@@ -40,79 +31,6 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = (
     ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS)
-
-
-# -- DescribeTransactions v0, decoded by hand -------------------------------------------------------
-
-
-class _FrameReader:
-    """Reads the compact (flexible-version) encoding field by field with kio's primitives."""
-
-    def __init__(self, frame: Buffer) -> None:
-        self.buf = memoryview(frame)
-        self.pos = 0
-
-    def _read(self, reader: Callable[[memoryview, int], tuple[Any, int]]) -> Any:
-        value, size = reader(self.buf, self.pos)  # kio's readers return (value, bytes read)
-        self.pos += size
-        return value
-
-    def int16(self) -> int:
-        return int(self._read(readers.read_int16))
-
-    def int32(self) -> int:
-        return int(self._read(readers.read_int32))
-
-    def int64(self) -> int:
-        return int(self._read(readers.read_int64))
-
-    def string(self) -> str:
-        return str(self._read(readers.read_compact_string))
-
-    def array_length(self) -> int:
-        length = self._read(readers.read_compact_array_length)
-        return 0 if length is None else int(length)
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(int(self._read(readers.read_unsigned_varint))):
-            self._read(readers.read_unsigned_varint)  # tag
-            self.pos += int(self._read(readers.read_unsigned_varint))
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedTransactionState:
-    """One entry of a DescribeTransactions v0 response."""
-
-    error_code: int
-    transactional_id: str
-    state: str
-    timeout_ms: int
-    start_time_ms: int  # -1: no transaction in progress
-    producer_id: int
-    producer_epoch: int
-    partitions: tuple[TopicPartition, ...]
-
-
-def decode_describe_transactions_v0(frame: Buffer) -> list[DescribedTransactionState]:
-    """The response frame (response header v1: correlation id, tagged fields; then the body)."""
-    r = _FrameReader(frame)
-    r.int32()  # correlation id, matched by the connection
-    r.skip_tagged_fields()
-    r.int32()  # throttle time
-    states = []
-    for _ in range(r.array_length()):
-        error_code, txn_id, state = r.int16(), r.string(), r.string()
-        timeout_ms, start_ms, producer_id, producer_epoch = r.int32(), r.int64(), r.int64(), r.int16()
-        partitions = []
-        for _ in range(r.array_length()):
-            topic = r.string()
-            partitions += [TopicPartition(topic, r.int32()) for _ in range(r.array_length())]
-            r.skip_tagged_fields()
-        r.skip_tagged_fields()
-        states.append(DescribedTransactionState(error_code, txn_id, state, timeout_ms, start_ms, producer_id,
-                                                producer_epoch, tuple(sorted(partitions))))
-    r.skip_tagged_fields()
-    return states
 
 
 # -- the API ----------------------------------------------------------------------------------------
@@ -162,24 +80,22 @@ class TransactionAdmin(AdminCore):
         transactional id, from its coordinator. Unknown ids raise TransactionalIdNotFoundError."""
 
         async def describe(txn_id: str) -> TransactionDescription:
-            async def attempt() -> TransactionDescription:
-                node_id = await self._coordinator(TRANSACTION_KEY_TYPE, txn_id)
-                conn = await self.client.connection(node_id)
-                m = request_types(DESCRIBE_TRANSACTIONS, conn.versions.pick(DESCRIBE_TRANSACTIONS, 0))
-                # The raw frame: see decode_describe_transactions_v0.
-                frame = await conn._raw_request(build(m.DescribeTransactionsRequest, transactional_ids=(txn_id,)))
-                try:
-                    [s] = decode_describe_transactions_v0(frame)
-                except Exception as e:  # kio's readers raise several types on a malformed frame
-                    conn.close()
-                    raise KafkaError(f"cannot decode the DescribeTransactions response of {conn}: "
-                                     f"{type(e).__name__}: {e}") from None
-                raise_for(s.error_code, f"transactional id {txn_id}")
-                return TransactionDescription(node_id, s.transactional_id, s.state, s.producer_id,
-                                              s.producer_epoch, s.timeout_ms,
-                                              s.start_time_ms if s.start_time_ms >= 0 else None, s.partitions)
+            def make(versions: ApiVersionTable) -> Any:
+                m = request_types(DESCRIBE_TRANSACTIONS, versions.pick(DESCRIBE_TRANSACTIONS, 0))
+                return build(m.DescribeTransactionsRequest, transactional_ids=(txn_id,))
 
-            return await self._retrying("describe_transactions", attempt, timeout_ms)
+            def handle(node_id: int | None, response: Any) -> TransactionDescription:
+                [s] = response.transaction_states
+                raise_for(s.error_code, f"transactional id {txn_id}")
+                start = s.transaction_start_time  # None: no transaction in progress
+                partitions = sorted(TopicPartition(str(t.topic), int(p)) for t in s.topics for p in t.partitions)
+                return TransactionDescription(
+                    int(node_id if node_id is not None else -1), str(s.transactional_id), str(s.transaction_state),
+                    int(s.producer_id), int(s.producer_epoch), round(s.transaction_timeout.total_seconds() * 1000),
+                    None if start is None else round(start.timestamp() * 1000), tuple(partitions))
+
+            return await self._call("describe_transactions", make, handle,
+                                    node=self._coordinator_of(TRANSACTION_KEY_TYPE, txn_id), timeout_ms=timeout_ms)
 
         return await self._each(transactional_ids, describe)
 
