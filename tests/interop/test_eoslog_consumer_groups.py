@@ -36,6 +36,7 @@ from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
+STATIC_SESSION_MS = 45000  # static members: time for a restarted one to come back
 PARTITIONS = 6
 
 
@@ -267,15 +268,18 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     topic, group = "static", "static-group"
     ensure_topic(group_broker.bootstrap, topic, 4)
     all_tps = {TopicPartition(topic, p) for p in range(4)}
-    one = eoslog_member(group_broker, group, [topic], "static-1", group_instance_id="i-1")
-    two = eoslog_member(group_broker, group, [topic], "static-2", group_instance_id="i-2")
+    # The restarted member must be back within the session timeout, or the coordinator expires
+    # it and rebalances: 6 s was sometimes too short for a consumer to start on a loaded machine.
+    settings = {"session_timeout_ms": STATIC_SESSION_MS}
+    one = eoslog_member(group_broker, group, [topic], "static-1", group_instance_id="i-1", **settings)
+    two = eoslog_member(group_broker, group, [topic], "static-2", group_instance_id="i-2", **settings)
     members = [one, two]
     try:
         wait_until(lambda: covered(members, all_tps) and one.generation == two.generation, "a stable group")
         generation, held, mark = two.generation, two.assignment, len(two.events)
         one.stop()  # a static member sends no LeaveGroup: its partitions wait for it
         assert one.events[-1] == ("revoke", sorted(one.final_assignment))
-        again = eoslog_member(group_broker, group, [topic], "static-1-again", group_instance_id="i-1")
+        again = eoslog_member(group_broker, group, [topic], "static-1-again", group_instance_id="i-1", **settings)
         members = [again, two]
         wait_until(lambda: covered(members, all_tps), "the static member back")
         assert again.assignment == one.final_assignment

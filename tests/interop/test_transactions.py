@@ -38,6 +38,7 @@ from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 ABORT_INTERVAL_MS = 500
+HUNG_TIMEOUT_MS = 8000  # the hung producer's transaction.timeout.ms
 CRASH_ENV = "EOSLOG_TEST_CRASH_AT"
 
 
@@ -165,10 +166,14 @@ def test_zombie_is_fenced(txn_broker: BrokerProcess, operation: str) -> None:
 def test_hung_transaction_is_aborted_and_its_producer_fenced(txn_broker: BrokerProcess) -> None:
     topic, txn_id = "hung", "hung-producer"
     ensure_topic(txn_broker.bootstrap, topic, 1)
-    hung = producer(txn_broker.bootstrap, txn_id, **{"transaction.timeout.ms": 2000})
+    # Long enough for the checks below to run while the transaction is still open on a loaded
+    # machine (2 s was not: the abort sometimes came first); the Ongoing state read after the
+    # offsets shows they were read while it was open.
+    hung = producer(txn_broker.bootstrap, txn_id, **{"transaction.timeout.ms": HUNG_TIMEOUT_MS})
     hung.begin_transaction()
     send(hung, topic, "never committed")
     assert partition_offsets(txn_broker.bootstrap, topic) == (0, 1)  # the open transaction pins the LSO
+    assert describe_transaction(txn_broker.bootstrap, txn_id).transaction_state == "Ongoing"
     # ... and the producer hangs. The coordinator aborts it with a bumped epoch.
     wait_until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the timed-out transaction's abort")
     data, marker = stored_batches(txn_broker.data_dir, topic, 0)

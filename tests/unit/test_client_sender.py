@@ -22,6 +22,7 @@ from eoslog.client.errors import (
 from eoslog.client.producer import AIOProducer, TransactionState
 from eoslog.protocol.errors import ErrorCode
 
+WAIT_S = 30.0  # bounds a hang, not a speed
 PRODUCE, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 3, 10, 22, 24, 26
 
 
@@ -110,17 +111,23 @@ def test_a_refused_batch_bumps_the_epoch_and_the_batches_behind_it_restart_at_ze
 
 def test_idempotent_batches_expired_after_being_sent_bump_the_epoch() -> None:
     async def scenario(double: BrokerDouble) -> None:
-        double.answer_produce = False
-        p = producer(double, request_timeout_ms=300, delivery_timeout_ms=400)
+        p = producer(double, request_timeout_ms=300, delivery_timeout_ms=1000)
         await p.start()
+        # Connected, with metadata and a producer id first: the timed batch is then sent at once
+        # (under load, the start-up alone could outlast a short delivery timeout, and a batch that
+        # expires unsent needs no new epoch).
+        await p.send_and_wait("t", b"first")
+        double.answer_produce = False
         with pytest.raises(KafkaTimeoutError):
             await p.send_and_wait("t", b"lost?")
+        assert double.count(PRODUCE) >= 2  # it was sent, and never answered
         double.answer_produce = True
         md = await p.send_and_wait("t", b"after")
         await p.close()
-        assert md.offset == 0
-        (appended,) = double.log[("t", 0)]
-        assert (appended.epoch, appended.base_sequence, appended.values) == (1, 0, [b"after"])
+        assert md.offset == 1
+        first, after = double.log[("t", 0)]
+        assert (first.epoch, first.base_sequence, first.values) == (0, 0, [b"first"])
+        assert (after.epoch, after.base_sequence, after.values) == (1, 0, [b"after"])
 
     run(scenario)
 
@@ -134,9 +141,10 @@ def test_transactional_batches_expired_after_being_sent_are_fatal() -> None:
         double.answer_produce = False
         with pytest.raises(KafkaTimeoutError):
             await p.send_and_wait("t", b"lost?")
-        for _ in range(100):
-            if p._tm is not None and p._tm.state is TransactionState.FATAL_ERROR:
-                break
+        # The expiry makes the transaction fatal a moment after send_and_wait has raised.
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while p._tm is None or p._tm.state is not TransactionState.FATAL_ERROR:
+            assert asyncio.get_running_loop().time() < deadline, "the transaction never became fatal"
             await asyncio.sleep(0.02)
         with pytest.raises(UnresolvedSequenceError) as info:
             await p.commit_transaction()
