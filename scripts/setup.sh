@@ -9,6 +9,8 @@
 #      apt-get (openjdk-17-jre-headless);
 #   5. ZooKeeper (cluster mode, tests/cluster): Debian's zookeeper package, installed with
 #      apt-get when missing and root;
+#   5b. Chromium (the console tests drive it headless with Playwright), installed with apt-get
+#      when missing and root;
 #   6. the reference implementations of reference/pom.xml (Apache Kafka, Spark's Kafka
 #      connector) copied by Maven into .reference/lib/, once per pom hash (issue 12).
 #
@@ -159,21 +161,27 @@ fi
 
 # -- 3. kcat ------------------------------------------------------------------------------
 
-step "kcat (Kafka command-line client, used by the interop tests)"
-if command -v kcat >/dev/null 2>&1; then
-    ok "$(command -v kcat) ($(kcat -V 2>&1 | head -n1))"
-elif is_root && command -v apt-get >/dev/null 2>&1; then
-    echo "    kcat is missing; installing it: apt-get update && apt-get install -y kcat"
-    if apt_install kcat && command -v kcat >/dev/null 2>&1; then
-        ok "installed $(command -v kcat)"
+# A command from a Debian package: report it; when missing, install it as root, else report it.
+ensure_command() {  # command, package, its version command, how to install it without root
+    local cmd="$1" pkg="$2" version="$3" hint="$4"
+    if command -v "$cmd" >/dev/null 2>&1; then
+        ok "$(command -v "$cmd") ($($version 2>/dev/null | head -n1))"
+    elif is_root && command -v apt-get >/dev/null 2>&1; then
+        echo "    $cmd is missing; installing it: apt-get update && apt-get install -y $pkg"
+        if apt_install "$pkg" && command -v "$cmd" >/dev/null 2>&1; then
+            ok "installed $(command -v "$cmd")"
+        else
+            missing_dep "$cmd (apt-get could not install it)" \
+                "Install it by hand: apt-get update && apt-get install -y $pkg"
+        fi
     else
-        missing_dep "kcat (apt-get could not install it)" \
-            "Install it by hand: apt-get update && apt-get install -y kcat"
+        missing_dep "$cmd (not on PATH; not installed here: no root shell or no apt-get)" "$hint"
     fi
-else
-    missing_dep "kcat (not on PATH; not installed here: no root shell or no apt-get)" \
-        "Install it with: sudo apt-get update && sudo apt-get install -y kcat (macOS: brew install kcat)"
-fi
+}
+
+step "kcat (Kafka command-line client, used by the interop tests)"
+ensure_command kcat kcat "kcat -V" \
+    "Install it with: sudo apt-get update && sudo apt-get install -y kcat (macOS: brew install kcat)"
 
 # -- 4. Java 17 ---------------------------------------------------------------------------
 
@@ -241,6 +249,12 @@ else
         "Install it with: sudo apt-get update && sudo apt-get install -y zookeeper,
     or set EOSLOG_ZOOKEEPER_CLASSPATH to the classpath of a ZooKeeper 3.5+ server."
 fi
+
+# -- 5b. Chromium (issue 16): the console tests drive Debian's chromium with Playwright ------
+
+step "Chromium (headless browser for the console tests, tests/observability)"
+ensure_command chromium chromium "chromium --version" \
+    "Install it with: sudo apt-get update && sudo apt-get install -y chromium, or set EOSLOG_CHROMIUM"
 
 # -- 6. Reference implementations (issue 12): Apache Kafka and Spark's Kafka connector ------
 # reference/pom.xml names them; Maven copies them with their transitive jars into .reference/lib/

@@ -17,7 +17,6 @@ guards with generous deadlines; nothing asserts on how long anything took.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -29,30 +28,10 @@ import pytest
 from clients import ensure_topic, read_values
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from hanging import lose_coordinator_state, open_transactions_app
 from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
-TXN_STATE_TOPIC = "__transaction_state"
-
-# A producer process that opens one transaction per (transactional id, partition) given,
-# writes to it, reports each producer's partition and stays open until it is killed.
-HANGING_PRODUCERS = r'''
-import json, sys, time
-from confluent_kafka import Producer
-bootstrap, topic = sys.argv[1:3]
-producers = []
-for spec in sys.argv[3:]:
-    txn_id, partition = spec.rsplit(":", 1)
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
-    p.init_transactions(60)
-    p.begin_transaction()
-    for i in range(3):
-        p.produce(topic, value=f"{txn_id}-uncommitted-{i}".encode(), partition=int(partition))
-    assert p.flush(60) == 0
-    producers.append(p)
-print(json.dumps("open"), flush=True)
-time.sleep(3600)
-'''
 
 
 def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -171,16 +150,6 @@ def without_duration(hanging: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in hanging.items() if k != "duration_ms"}
 
 
-def _state_partition_dirs_holding(data_dir: Path, transactional_id: str) -> list[Path]:
-    """The ``__transaction_state`` partition directories whose log holds records of the id
-    (the key embeds the id as plain bytes; the topic is never compressed)."""
-    needle = transactional_id.encode()
-    return sorted(
-        d for d in data_dir.glob(f"{TXN_STATE_TOPIC}-*")
-        if any(needle in f.read_bytes() for f in d.glob("*.log"))
-    )
-
-
 def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
     """A transaction no coordinator will ever end, and the operator's way out.
 
@@ -207,25 +176,12 @@ def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
         bootstrap, topic = b.bootstrap, "orders"
         ensure_topic(bootstrap, topic, 2)
         hanging_ids = {0: "orders-app-a", 1: "orders-app-b"}
-        app = subprocess.Popen(
-            [sys.executable, "-c", HANGING_PRODUCERS, bootstrap, topic,
-             *(f"{txn_id}:{partition}" for partition, txn_id in hanging_ids.items())],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        assert app.stdout is not None
-        assert json.loads(app.stdout.readline() or "null") == "open", app.stderr.read() if app.stderr else ""
+        app = open_transactions_app(bootstrap, topic, hanging_ids)
         open_txns = {p: ok_json(bootstrap, "describe-producers", "--topic", topic, "--partition", str(p))
                      for p in hanging_ids}
         assert all(len(ps) == 1 and ps[0]["current_txn_start_offset"] == 0 for ps in open_txns.values()), open_txns
 
-        app.kill()  # the application crashes ...
-        app.wait(30)
-        b.kill()  # ... and so does the broker
-        state_dirs = {d for txn_id in hanging_ids.values() for d in _state_partition_dirs_holding(b.data_dir, txn_id)}
-        assert state_dirs, "no __transaction_state partition holds the transactional ids"
-        for d in state_dirs:
-            shutil.rmtree(d)
-        b.start()
+        lose_coordinator_state(b, app, hanging_ids)  # the application and the broker crash
 
         for txn_id in hanging_ids.values():
             err = failed(cli(bootstrap, "describe", "--transactional-id", txn_id))

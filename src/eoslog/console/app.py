@@ -1,0 +1,111 @@
+"""The console's web application: Starlette, Jinja templates rendered on the server, one
+admin client shared by every request.
+
+Page handlers are plain functions (Starlette runs them in its thread pool), because the
+admin client is the blocking one: the same calls ``eoslog transactions`` makes. Pages
+refresh themselves in place (``static/refresh.js``: fetch the page, swap its ``<main>``),
+so a table follows the broker without a reload and without losing the scroll position.
+
+The one action, aborting a hanging transaction, is a POST the page asks to confirm; it
+is done only if the transaction is still found hanging (never on an open transaction a
+coordinator owns), as ``eoslog transactions abort`` would, and logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from eoslog.cli.common import CommandError
+from eoslog.cli.transactions import Cluster, write_abort_marker
+from eoslog.client import Admin
+from eoslog.client.errors import KafkaError
+from eoslog.console import views
+
+log = logging.getLogger("eoslog.console")
+
+HERE = Path(__file__).parent
+PAGES = (("/", "Cluster"), ("/transactions", "Transactions"), ("/partitions", "Partitions"),
+         ("/groups", "Groups"), ("/producers", "Producers"))
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    bootstrap_server: str
+    metrics_url: str | None = None
+    refresh_s: float = 5.0  # 0: no refresh in place
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    templates = Jinja2Templates(directory=HERE / "templates")
+    holder: dict[str, Admin] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        holder["admin"] = Admin({"bootstrap.servers": settings.bootstrap_server, "client.id": "eoslog-console"})
+        try:
+            yield
+        finally:
+            holder.pop("admin").close()
+
+    def page(template: str, gather: Callable[[Cluster], Mapping[str, Any]]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            context: dict[str, Any] = {"pages": PAGES, "path": request.url.path, "settings": settings,
+                                       "message": request.query_params.get("message"), "error": None}
+            try:
+                context.update(gather(Cluster(holder["admin"])))
+            except (CommandError, KafkaError, OSError) as e:
+                context["error"] = f"{type(e).__name__}: {e}"
+            return templates.TemplateResponse(request, template, context)
+        return endpoint
+
+    def transactions(cluster: Cluster) -> Mapping[str, Any]:
+        txns = views.transactions(cluster)
+        return {"transactions": txns, "open": views.open_transactions(cluster, txns)}
+
+    def abort(request: Request) -> Response:
+        form = request.query_params  # the form posts its fields in the URL: no form parser needed
+        try:
+            topic, partition, producer_id = form["topic"], int(form["partition"]), int(form["producer_id"])
+        except (KeyError, ValueError):
+            return RedirectResponse("/transactions?message=" + quote("abort: incomplete request"), 303)
+        cluster = Cluster(holder["admin"])
+        try:
+            found = [r for r in views.open_transactions(cluster, views.transactions(cluster))
+                     if (r.topic, r.partition, r.producer_id) == (topic, partition, producer_id)]
+            if not found or not found[0].hanging:
+                message = (f"not aborted: producer {producer_id} has no hanging transaction in "
+                           f"{topic}-{partition} any more")
+            else:
+                r = found[0]
+                write_abort_marker(cluster, topic, partition, r.producer_id, r.producer_epoch, r.coordinator_epoch)
+                message = (f"aborted the hanging transaction of producer {r.producer_id} (epoch {r.producer_epoch}) "
+                           f"in {topic}-{partition} from offset {r.start_offset}")
+                log.warning("console: %s", message)
+        except (CommandError, KafkaError, OSError) as e:
+            message = f"abort failed: {e}"
+        return RedirectResponse("/transactions?message=" + quote(message), 303)
+
+    routes = [
+        Route("/", page("cluster.html", lambda c: {"cluster": views.cluster_info(c)})),
+        Route("/transactions", page("transactions.html", transactions)),
+        Route("/transactions/abort", abort, methods=["POST"]),
+        Route("/partitions", page("partitions.html",
+                                  lambda c: {"partitions": views.partitions(c, settings.metrics_url)})),
+        Route("/groups", page("groups.html", lambda c: {"groups": views.groups(c)})),
+        Route("/producers", page("producers.html", lambda c: {"producers": views.producers(c)})),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,306 @@
+"""What each console page shows, gathered through the admin client.
+
+Every function takes the ``Cluster`` of ``eoslog transactions`` (the blocking admin
+client plus leader look-ups) and returns plain rows; nothing here renders. Offsets come
+from ListOffsets: the log start (earliest), the high watermark (latest, read_uncommitted)
+and the last stable offset (latest, read_committed) — the same numbers a consumer sees.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from eoslog.cli.transactions import (
+    Cluster,
+    OpenTransaction,
+    TransactionDescription,
+    candidate_open_transactions,
+    describe_transactions,
+    hanging_transactions,
+    list_transactions,
+)
+from eoslog.client.admin import IsolationLevel, OffsetSpec
+from eoslog.client.types import TopicPartition
+
+TP = tuple[str, int]
+_OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRow:
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    log_start: int
+    last_stable: int
+    high_watermark: int
+    log_end: int | None  # from the metrics endpoint, when given
+    size: int | None
+
+    @property
+    def held_back(self) -> int:
+        """Records read_committed consumers cannot read yet (high watermark - LSO)."""
+        return self.high_watermark - self.last_stable
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTxnRow:
+    """A transaction open in one partition, as its leader sees it, and who owns it."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_write_age_s: float
+    partition_lso: int
+    partition_hw: int
+    owner: str | None  # the transactional id a coordinator lists with this producer id
+    status: str  # "hanging", "open", "two-phase commit: awaiting its external coordinator"
+    coordinator_state: str | None
+    open_for_s: float | None  # since the coordinator's start of the transaction (unknown when hanging)
+
+    @property
+    def pins_lso(self) -> bool:
+        return self.start_offset == self.partition_lso
+
+    @property
+    def held_back(self) -> int:
+        """Records from the transaction's first offset to the high watermark: read_committed
+        consumers wait for them until it ends."""
+        return max(0, self.partition_hw - self.start_offset)
+
+    @property
+    def hanging(self) -> bool:
+        return self.status == "hanging"
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRow:
+    """A transactional id as its coordinator describes it."""
+
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    age_s: float | None  # None: no transaction in progress (Ongoing or Prepare*)
+    partitions: tuple[TP, ...]
+    two_phase_commit: bool
+
+    @property
+    def past_timeout(self) -> bool:
+        return (self.age_s is not None and not self.two_phase_commit and self.state in _OPEN_STATES
+                and self.age_s * 1000 > self.timeout_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionRow:
+    topic: str
+    partition: int
+    committed: int
+    high_watermark: int
+    last_stable: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.high_watermark - self.committed)
+
+    @property
+    def lag_stable(self) -> int:
+        """What a read_committed consumer of the group can still read."""
+        return max(0, self.last_stable - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    group_id: str
+    state: str
+    protocol: str
+    members: tuple[tuple[str, str, tuple[TP, ...]], ...]  # (member id, client id, assignment)
+    partitions: tuple[GroupPartitionRow, ...]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    @property
+    def lag_stable(self) -> int:
+        return sum(p.lag_stable for p in self.partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRow:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    open_txn_start: int | None
+
+
+# -- metrics endpoint -----------------------------------------------------------------------------
+
+
+def scrape_partition_gauges(url: str | None) -> dict[str, dict[TP, float]]:
+    """``kafka_log_log_logendoffset`` and ``kafka_log_log_size`` per partition from an eoslog
+    broker's metrics endpoint; empty without one (Kafka's protocol does not carry them)."""
+    wanted = {"kafka_log_log_logendoffset": "log_end", "kafka_log_log_size": "size"}
+    out: dict[str, dict[TP, float]] = {v: {} for v in wanted.values()}
+    if not url:
+        return out
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        key = wanted.get(family.name)
+        if key is not None:
+            for s in family.samples:
+                out[key][(s.labels["topic"], int(s.labels["partition"]))] = s.value
+    return out
+
+
+# -- pages -----------------------------------------------------------------------------------------
+
+
+def topics(cluster: Cluster, internal: bool = False) -> list[str]:
+    return sorted(t for t, listing in cluster.admin.list_topics(internal=internal).items()
+                  if internal or not listing.is_internal)
+
+
+def partitions(cluster: Cluster, metrics_url: str | None = None) -> list[PartitionRow]:
+    names = topics(cluster)
+    if not names:
+        return []
+    described = cluster.admin.describe_topics(names)
+    tps = [TopicPartition(t.name, p.partition) for t in described.values() for p in t.partitions]
+    offsets = offsets_of(cluster, tps)
+    gauges = scrape_partition_gauges(metrics_url)
+    rows = []
+    for t in described.values():
+        for p in t.partitions:
+            start, lso, hw = offsets[(t.name, p.partition)]
+            leo, size = gauges["log_end"].get((t.name, p.partition)), gauges["size"].get((t.name, p.partition))
+            rows.append(PartitionRow(t.name, p.partition, p.leader, tuple(p.replicas), tuple(p.isr), start, lso, hw,
+                                     None if leo is None else int(leo), None if size is None else int(size)))
+    return sorted(rows, key=lambda r: (r.topic, r.partition))
+
+
+def offsets_of(cluster: Cluster, tps: Iterable[TopicPartition]) -> dict[TP, tuple[int, int, int]]:
+    """(log start, last stable offset, high watermark) of each partition, by ListOffsets."""
+    wanted = list(tps)
+    if not wanted:
+        return {}
+    admin = cluster.admin
+    earliest = admin.list_offsets(dict.fromkeys(wanted, OffsetSpec.earliest()))
+    latest = admin.list_offsets(dict.fromkeys(wanted, OffsetSpec.latest()))
+    stable = admin.list_offsets(dict.fromkeys(wanted, OffsetSpec.latest()),
+                                isolation_level=IsolationLevel.READ_COMMITTED)
+    return {(tp.topic, tp.partition): (earliest[tp].offset, stable[tp].offset, latest[tp].offset) for tp in wanted}
+
+
+def transactions(cluster: Cluster) -> list[TxnRow]:
+    listings = list_transactions(cluster)
+    described = describe_transactions(cluster, [x.transactional_id for x in listings]) if listings else {}
+    now = now_ms()
+    rows = []
+    for x in listings:
+        d = described.get(x.transactional_id)
+        if not isinstance(d, TransactionDescription):
+            continue  # gone since it was listed (expired)
+        in_progress = d.start_time_ms is not None and d.state in _OPEN_STATES
+        rows.append(TxnRow(d.transactional_id, d.coordinator_id, d.state, d.producer_id, d.producer_epoch,
+                           d.timeout_ms, max(0, now - (d.start_time_ms or 0)) / 1000 if in_progress else None,
+                           tuple(d.partitions), d.two_phase_commit))
+    return rows
+
+
+def open_transactions(cluster: Cluster, txns: list[TxnRow]) -> list[OpenTxnRow]:
+    """Every transaction open in a partition (DescribeProducers at each leader), with its
+    owner from the coordinators, flagged hanging as ``eoslog transactions find-hanging``
+    decides: no coordinator counts that partition in a transaction of that producer id."""
+    leaders = cluster.leaders(None)
+    if not leaders:
+        return []
+    now = now_ms()
+    candidates = candidate_open_transactions(cluster, leaders, None, -1, now)  # -1: every open one
+    if not candidates:
+        return []
+    hanging, prepared = hanging_transactions(cluster, candidates)
+    hanging_keys = {_key(c) for c in hanging}
+    prepared_keys = {_key(c) for c, _ in prepared}
+    offsets = offsets_of(cluster, sorted({TopicPartition(c.topic, c.partition) for c in candidates}))
+    owners = {t.producer_id: t for t in txns}
+    rows = []
+    for c in candidates:
+        owner = owners.get(c.producer.producer_id)
+        _, lso, hw = offsets[(c.topic, c.partition)]
+        status = ("hanging" if _key(c) in hanging_keys
+                  else "two-phase commit: awaiting its external coordinator" if _key(c) in prepared_keys
+                  else "open")
+        owned = owner if owner is not None and status != "hanging" else None
+        rows.append(OpenTxnRow(
+            c.topic, c.partition, c.producer.producer_id, c.producer.producer_epoch, c.producer.coordinator_epoch,
+            c.producer.current_txn_start_offset or 0, max(0, now - c.producer.last_timestamp) / 1000, lso, hw,
+            None if owned is None else owned.transactional_id, status,
+            None if owned is None else owned.state, None if owned is None else owned.age_s,
+        ))
+    return sorted(rows, key=lambda r: (r.topic, r.partition, r.start_offset))
+
+
+def _key(c: OpenTransaction) -> tuple[str, int, int]:
+    return c.topic, c.partition, c.producer.producer_id
+
+
+def groups(cluster: Cluster) -> list[GroupRow]:
+    admin = cluster.admin
+    listed = admin.list_groups()
+    if not listed:
+        return []
+    described = admin.describe_groups([g.group_id for g in listed])
+    committed = {g.group_id: admin.list_consumer_group_offsets(g.group_id) for g in listed}
+    tps = sorted({tp for offsets in committed.values() for tp in offsets})
+    offsets = offsets_of(cluster, tps)
+    rows = []
+    for g in listed:
+        d = described[g.group_id]
+        parts = tuple(
+            GroupPartitionRow(tp.topic, tp.partition, o.offset, offsets[(tp.topic, tp.partition)][2],
+                              offsets[(tp.topic, tp.partition)][1])
+            for tp, o in sorted(committed[g.group_id].items())
+        )
+        members = tuple((m.member_id, m.client_id, tuple((tp.topic, tp.partition) for tp in m.assignment))
+                        for m in d.members)
+        rows.append(GroupRow(g.group_id, d.state, d.partition_assignor, members, parts))
+    return sorted(rows, key=lambda r: r.group_id)
+
+
+def producers(cluster: Cluster) -> list[ProducerRow]:
+    leaders = cluster.leaders(None)
+    if not leaders:
+        return []
+    found = cluster.admin.describe_producers([TopicPartition(t, p) for t, p in sorted(leaders)])
+    return [
+        ProducerRow(tp.topic, tp.partition, s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                    -1 if s.coordinator_epoch is None else s.coordinator_epoch, s.current_transaction_start_offset)
+        for tp, states in sorted(found.items()) for s in states
+    ]
+
+
+def cluster_info(cluster: Cluster) -> Mapping[str, object]:
+    d = cluster.admin.describe_cluster()
+    return {"cluster_id": d.cluster_id, "controller": d.controller, "nodes": sorted(d.nodes, key=lambda n: n.id)}
