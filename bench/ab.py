@@ -11,6 +11,10 @@ machine hits both builds alike: acks=1, acks=all and idempotent produce (``load.
 a transactional produce committing every ``--txn-ms`` ms (``transactions.py``'s case, its
 result verified by read_committed afterwards), and a fetch of the round's acks=1 topic.
 
+With ``--b-metrics`` B also serves its Prometheus metrics (``metrics.listener``) and is scraped
+every ``--scrape-s`` seconds while it is under load: with ``--a-src src`` (the same build) B/A is
+what collecting metrics costs (issue 16).
+
 Reported per case and build: the best MB/s over the rounds and the best MB per broker CPU
 second (the broker's user+system time during the case, which other processes disturb much
 less than wall time), and B/A of both. Nothing is asserted.
@@ -24,7 +28,9 @@ import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from common import MB, REPO_ROOT, RESULTS_DIR, BrokerProcess, Measurement, git_commit
+from harness import free_port
 from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, fetch, high_watermarks, produce
 from transactions import Case, prime_coordinator, run_case, verify
 
@@ -47,6 +54,8 @@ class Build:
     commit: str | None
     broker: BrokerProcess
     runs: dict[str, list[tuple[Measurement, float]]] = field(default_factory=dict)  # case → (m, broker cpu s)
+    metrics_url: str | None = None
+    scrapes: int = 0
 
     def cpu(self) -> float:
         assert self.broker.proc is not None
@@ -62,18 +71,42 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--txn-ms", type=int, default=100, help="transaction length of the transactional case")
     p.add_argument("--txn-seconds", type=float, default=6.0, help="seconds of transactional producing per round")
+    p.add_argument("--b-metrics", action="store_true",
+                   help="B serves metrics.listener and is scraped while under load")
+    p.add_argument("--scrape-s", type=float, default=5.0, help="seconds between scrapes of B's metrics")
     p.add_argument("--no-save", action="store_true")
     return p.parse_args()
 
 
-def start(name: str, src: Path, work: Path) -> Build:
+def start(name: str, src: Path, work: Path, metrics: bool = False) -> Build:
     src = src.resolve()
     if not (src / "eoslog" / "__init__.py").exists():
         raise SystemExit(f"{src} has no eoslog package")
     os.environ["PYTHONPATH"] = str(src)  # read by the broker subprocess at its start
-    broker = BrokerProcess(work / f"data-{name}", overrides={"num.partitions": str(PARTITIONS)}).start()
+    overrides = {"num.partitions": str(PARTITIONS)}
+    metrics_url = None
+    if metrics:
+        port = free_port()
+        overrides["metrics.listener"] = f"http://127.0.0.1:{port}"
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
+    broker = BrokerProcess(work / f"data-{name}", overrides=overrides).start()
     prime_coordinator(broker.bootstrap)
-    return Build(name, src, git_commit(src), broker)
+    return Build(name, src, git_commit(src), broker, metrics_url=metrics_url)
+
+
+class Scraper(threading.Thread):
+    """Prometheus' part: GET the build's metrics every ``every_s`` until stopped."""
+
+    def __init__(self, build: Build, every_s: float) -> None:
+        super().__init__(daemon=True)
+        self.build, self.every_s, self.stopped = build, every_s, threading.Event()
+
+    def run(self) -> None:
+        assert self.build.metrics_url is not None
+        while not self.stopped.wait(self.every_s):
+            with urllib.request.urlopen(self.build.metrics_url, timeout=30) as r:
+                r.read()
+            self.build.scrapes += 1
 
 
 def measure(build: Build, case: str, rnd: int, records: int, txn: Case, txn_seconds: float) -> None:
@@ -115,7 +148,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="eoslog-ab-"))
     builds: list[Build] = []
     try:
-        builds = [start("A", args.a_src, work), start("B", args.b_src, work)]
+        builds = [start("A", args.a_src, work), start("B", args.b_src, work, metrics=args.b_metrics)]
         console.print(f"A: {builds[0].src} ({builds[0].commit})\nB: {builds[1].src} ({builds[1].commit})\n"
                       f"{args.mb} MB per produce case, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}")
         for rnd in range(args.rounds):
@@ -123,7 +156,15 @@ def main() -> None:
             for case in cases:
                 for build in order:
                     console.print(f"round {rnd + 1}: {case} on {build.name} …")
-                    measure(build, case, rnd, records, txn, args.txn_seconds)
+                    scraper = Scraper(build, args.scrape_s) if build.metrics_url else None
+                    if scraper is not None:
+                        scraper.start()
+                    try:
+                        measure(build, case, rnd, records, txn, args.txn_seconds)
+                    finally:
+                        if scraper is not None:
+                            scraper.stopped.set()
+                            scraper.join()
         load_end = os.getloadavg()[0]
     finally:
         for b in builds:
@@ -144,6 +185,8 @@ def main() -> None:
                       f"{b['mb_per_cpu_s']:.1f}", f"{r['b_over_a_cpu']:.2f}", f"{r['b_over_a_cpu_median']:.2f}")
     console.print(table)
     console.print(f"load average at the end: {load_end:.2f}")
+    if builds[1].metrics_url:
+        console.print(f"B served metrics, scraped {builds[1].scrapes} times (every {args.scrape_s} s under load)")
     if not args.no_save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -151,6 +194,8 @@ def main() -> None:
         path.write_text(json.dumps({"a": {"src": str(builds[0].src), "commit": builds[0].commit},
                                     "b": {"src": str(builds[1].src), "commit": builds[1].commit},
                                     "mb": args.mb, "rounds": args.rounds, "load_end": load_end,
+                                    "b_metrics": bool(builds[1].metrics_url), "scrape_s": args.scrape_s,
+                                    "b_scrapes": builds[1].scrapes,
                                     "results": results}, indent=1))
         console.print(f"saved {path}")
 

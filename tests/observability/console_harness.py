@@ -14,8 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as RdTopicPartition
+
 from deps import require
-from harness import free_port
+from eoslog.client import Admin, IsolationLevel, NewTopic, OffsetSpec, TopicPartition
+from harness import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("EOSLOG_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "console"
@@ -93,3 +97,142 @@ def screenshot(page: Any, name: str) -> Path:
 def cell(page: Any, row: str, column: str) -> str:
     """The text of the ``column`` cell of the row matched by the CSS selector ``row``."""
     return str(page.locator(f"{row} .{column}").inner_text()).strip()
+
+
+class Stack:
+    """A broker (eoslog's or Kafka's), the console for it, and a Chromium page."""
+
+    def __init__(self, name: str, broker: Any, console: ConsoleProcess, page: Any) -> None:
+        self.name, self.broker, self.console, self.page = name, broker, console, page
+
+    def open(self, path: str) -> Any:
+        self.page.goto(self.console.url + path)
+        error = self.page.locator("#error")
+        assert error.count() == 0, error.inner_text()
+        return self.page
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(last stable offset, high watermark) by the admin client."""
+        tp = TopicPartition(topic, partition)
+        with Admin({"bootstrap.servers": self.broker.bootstrap}) as admin:
+            hw = admin.list_offsets({tp: OffsetSpec.latest()})[tp].offset
+            lso = admin.list_offsets({tp: OffsetSpec.latest()},
+                                     isolation_level=IsolationLevel.READ_COMMITTED)[tp].offset
+        return lso, hw
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+
+
+def transactional(bootstrap: str, txn_id: str) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
+    p.init_transactions(60)
+    return p
+
+
+def read_committed(bootstrap: str, topic: str, partition: int, group: str | None = None,
+                   expect: int | None = None) -> list[bytes]:
+    """Every record a read_committed consumer gets from the partition (or from the group's
+    committed offset) until it reaches the partition's end, having got at least ``expect``;
+    then one more poll, for anything past what it should get."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"reader-{topic}",
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        c.assign([RdTopicPartition(topic, partition)] if group is None
+                 else c.committed([RdTopicPartition(topic, partition)], timeout=30))
+        while time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error():
+                if expect is None or len(got) >= expect:
+                    break  # the partition's end
+                continue
+            got.append(bytes(m.value() or b""))
+        extra = c.poll(2.0)
+        if extra is not None and not extra.error():
+            got.append(bytes(extra.value() or b""))
+    finally:
+        c.close()
+    return got
+
+
+def check_owned_open_transaction(stack: Stack, topic: str, metrics: bool) -> None:
+    """An open transaction a coordinator owns shows its owner, pins the LSO, has no abort
+    button, and leaves the page when committed; partitions and producers pages agree."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        plain.produce(topic, value=f"p-{i}".encode(), partition=1)
+    assert plain.flush(30) == 0
+    live = transactional(bootstrap, f"{topic}-app")
+    live.begin_transaction()
+    for i in range(3):
+        live.produce(topic, value=f"t-{i}".encode(), partition=1)
+    assert live.flush(30) == 0
+    lso, hw = stack.offsets(topic, 1)
+    assert (lso, hw) == (5, 8)
+
+    page = stack.open("/transactions")
+    row = f"#open-transactions tr[data-partition='{topic}-1']"
+    assert page.locator(row).get_attribute("data-status") == "open"
+    assert cell(page, row, "owner") == f"{topic}-app (Ongoing)"
+    assert (cell(page, row, "start-offset"), cell(page, row, "lso"), cell(page, row, "hw")) == ("5", str(lso), str(hw))
+    assert cell(page, row, "pins") == "yes"
+    assert page.locator(f"{row} button.abort").count() == 0  # a coordinator owns it: no abort here
+    ids = f"#transactional-ids tr[data-transactional-id='{topic}-app']"
+    assert cell(page, ids, "state") == "Ongoing"
+    screenshot(page, f"transactions-open-{stack.name}")
+
+    partitions = stack.open("/partitions")
+    prow = f"#partitions tr[data-partition='{topic}-1']"
+    assert (cell(partitions, prow, "lso"), cell(partitions, prow, "hw")) == (str(lso), str(hw))
+    assert cell(partitions, prow, "held") == str(hw - lso)
+    # Log end offset from the metrics endpoint (one node: LEO = HW); none without one.
+    assert cell(partitions, prow, "leo") == (str(hw) if metrics else "—")
+    screenshot(partitions, f"partitions-{stack.name}")
+    producers = stack.open("/producers")
+    assert producers.locator(f"#producers tr[data-partition='{topic}-1'] .open-from").all_inner_texts().count("5") == 1
+    screenshot(producers, f"producers-{stack.name}")
+
+    live.commit_transaction(60)
+    wait_until(lambda: stack.offsets(topic, 1)[0] == 9, "the COMMIT marker")
+    assert stack.open("/transactions").locator(row).count() == 0
+
+
+def check_group_lag(stack: Stack, topic: str, group: str) -> None:
+    """A group's lag on the page equals the admin client's numbers and what its consumer then reads."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for partition, n in ((0, 10), (1, 6)):
+        for i in range(n):
+            p.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    with Admin({"bootstrap.servers": bootstrap}) as admin:  # retries while the coordinator loads
+        admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 4, TopicPartition(topic, 1): 6})
+
+    page = stack.open("/groups")
+    section = f"section[data-group='{group}']"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        committed = admin.list_consumer_group_offsets(group)
+    page_lags = {}
+    for partition in (0, 1):
+        row = f"{section} tr[data-partition='{topic}-{partition}']"
+        lso, hw = stack.offsets(topic, partition)
+        admin_committed = committed[TopicPartition(topic, partition)].offset
+        assert cell(page, row, "committed") == str(admin_committed)
+        assert cell(page, row, "lag") == str(hw - admin_committed)
+        assert cell(page, row, "lag-stable") == str(lso - admin_committed)
+        page_lags[partition] = int(cell(page, row, "lag"))
+    assert page_lags == {0: 6, 1: 0}
+    assert page.locator(f"{section} .total-lag").inner_text() == "6"
+    screenshot(page, f"groups-{stack.name}")
+    # The group's consumer reads exactly the lag the page showed, and nothing more.
+    assert len(read_committed(bootstrap, topic, 0, group, expect=page_lags[0])) == page_lags[0]

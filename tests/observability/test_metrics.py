@@ -10,6 +10,8 @@ left open on partition 0 pins its LSO, and its abort frees it.
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from eoslog.client import Admin, NewTopic
 from harness import BrokerProcess, free_port, wait_until
 from rawkafka import RawClient, fetch_request
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOPIC = "paid"
 PLAIN, COMMITTED, ABORTED, PER_TXN = 50, 3, 2, 4
 GROUP, GROUP_OFFSET = "billing", 30
@@ -34,11 +37,16 @@ class Scraper:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def samples(self) -> Samples:
+    def text(self) -> str:
         with urllib.request.urlopen(self.url, timeout=30) as r:
-            text = r.read().decode()
+            return str(r.read().decode())
+
+    def samples(self) -> Samples:
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples}
+                for family in text_string_to_metric_families(self.text()) for s in family.samples}
+
+    def families(self) -> set[str]:
+        return {family.name for family in text_string_to_metric_families(self.text())}
 
     def value(self, name: str, **labels: str | int) -> float:
         key = (name, tuple(sorted((k, str(v)) for k, v in labels.items())))
@@ -155,3 +163,28 @@ def test_metrics_listener_refuses_a_bad_address(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="exited"):
         b.start()
     assert "metrics.listener='ftp://127.0.0.1:1': expected http://HOST:PORT" in b.log_text()
+
+
+def metric_names(text: str, families: set[str]) -> set[str]:
+    """The metric families a text names (PromQL, a markdown table): a counter's ``_total``
+    sample and a histogram's ``_bucket``/``_count``/``_sum`` samples count as their family."""
+    names = set()
+    for name in re.findall(r"\b(?:kafka|eoslog)_[a-z0-9_]+", text):
+        family = re.sub(r"_(total|bucket|count|sum)$", "", name)
+        names.add(name if name in families or family not in families else family)
+    return names
+
+
+def test_docs_dashboard_and_alerts_name_only_scraped_metrics(broker: tuple[BrokerProcess, Scraper]) -> None:
+    """docs/operations.md lists every metric the broker serves, and nothing else; the Grafana
+    dashboard and the alert rules query only metrics the broker serves."""
+    scraped = broker[1].families()
+    documented = metric_names((DOCS / "operations.md").read_text(), scraped)
+    assert scraped - documented == set(), "served but not in docs/operations.md"
+    assert documented - scraped == set(), "in docs/operations.md but not served"
+    dashboard = json.loads((DOCS / "grafana" / "eoslog-dashboard.json").read_text())
+    queried = metric_names(" ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"]), scraped)
+    assert queried and queried <= scraped, queried - scraped
+    rules = (DOCS / "prometheus" / "eoslog-alerts.yml").read_text().splitlines()
+    alerted = metric_names("\n".join(line for line in rules if line.strip().startswith("expr:")), scraped)
+    assert len(alerted) == 6 and alerted <= scraped, alerted - scraped

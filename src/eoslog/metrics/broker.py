@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from eoslog.metrics.collector import BrokerCollector, BrokerFacts
 from eoslog.metrics.requests import RequestMetrics
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 
 def broker_registry(state: BrokerState, facts: BrokerFacts) -> tuple[CollectorRegistry, RequestMetrics]:
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream) no `_created` series, process-wide
     registry = CollectorRegistry()
     registry.register(LOG_FLUSH)
     registry.register(BrokerCollector(state, facts))

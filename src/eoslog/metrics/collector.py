@@ -194,9 +194,9 @@ class BrokerCollector(Collector):
         yield per_state
         offsets = _gauge("kafka_coordinator_group_groupmetadatamanager_numoffsets",
                          "committed offsets (Kafka: GroupMetadataManager NumOffsets)")
-        current = _gauge("kafka_consumergroup_current_offset", "a group's committed offset (kafka_exporter)",
+        current = _gauge("kafka_consumergroup_current_offset", "a group's committed offset (the Kafka exporter's name)",
                          ["consumergroup", *_PARTITION])
-        lag = _gauge("kafka_consumergroup_lag", "high watermark minus the committed offset (kafka_exporter)",
+        lag = _gauge("kafka_consumergroup_lag", "high watermark minus the committed offset (the Kafka exporter's name)",
                      ["consumergroup", *_PARTITION])
         stable_lag = _gauge("eoslog_consumergroup_lag_stable", "last stable offset minus the committed offset: "
                             "what a read_committed consumer can still read", ["consumergroup", *_PARTITION])

@@ -9,6 +9,7 @@ worked out once per response class.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections import Counter
 from typing import Any
 
@@ -19,34 +20,49 @@ from eoslog.errors import Errors
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-# Response class → (does it have an error_code field, the fields that may hold nested structs).
+# Response class → (does it have an error_code field, the tuple fields whose structs hold
+# error codes somewhere below): worked out once per class from its type hints, so a walk never
+# descends into structs without error codes (aborted transactions, record errors, ...).
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _element_struct(hint: Any) -> type | None:
+    """X of ``tuple[X, ...]`` when X is a struct (a dataclass)."""
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+            return args[0]
+    return None
 
 
 def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
     plan = _PLANS.get(cls)
     if plan is None:
-        fields = dataclasses.fields(cls)
-        plan = (any(f.name == "error_code" for f in fields),
-                tuple(f.name for f in fields if str(f.type).startswith("tuple[")))
-        _PLANS[cls] = plan
+        _PLANS[cls] = (False, ())  # a struct that contains itself is walked once
+        hints = typing.get_type_hints(cls)
+        nested = []
+        for f in dataclasses.fields(cls):
+            element = _element_struct(hints.get(f.name))
+            if element is not None and any(_plan(element)):
+                nested.append(f.name)
+        plan = _PLANS[cls] = (any(f.name == "error_code" for f in dataclasses.fields(cls)), tuple(nested))
     return plan
 
 
-def error_counts(response: Any, counts: Counter[int] | None = None) -> Counter[int]:
-    """Every non-zero ``error_code`` in a kio response, top level and nested, counted."""
-    out: Counter[int] = Counter() if counts is None else counts
-    has_error, nested = _plan(type(response))
-    if has_error:
-        code = int(response.error_code)
-        if code:
-            out[code] += 1
+def _error_codes(response: Any, out: list[int]) -> None:
+    has_error, nested = _PLANS.get(type(response)) or _plan(type(response))
+    if has_error and response.error_code:
+        out.append(int(response.error_code))
     for name in nested:
-        items = getattr(response, name)
-        if items and dataclasses.is_dataclass(items[0]):
-            for item in items:
-                error_counts(item, out)
-    return out
+        for item in getattr(response, name):
+            _error_codes(item, out)
+
+
+def error_counts(response: Any) -> Counter[int]:
+    """Every non-zero ``error_code`` in a kio response, top level and nested, counted."""
+    codes: list[int] = []
+    _error_codes(response, codes)
+    return Counter(codes)
 
 
 def error_name(code: int) -> str:
@@ -77,5 +93,7 @@ class RequestMetrics:
         children[0].inc()
         children[1].observe(seconds)
         if response is not None:
-            for code, n in error_counts(response).items():
-                self.errors.labels(api, error_name(code)).inc(n)
+            codes: list[int] = []
+            _error_codes(response, codes)
+            for code in codes:  # usually none
+                self.errors.labels(api, error_name(code)).inc()

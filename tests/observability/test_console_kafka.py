@@ -1,0 +1,35 @@
+"""``eoslog console`` against Apache Kafka (tests/kafka_harness.py's single KRaft broker): it uses
+only the public admin client, so the transactions, partitions, producers and groups pages must
+show Kafka's numbers as they show eoslog's (the same checks as test_console.py, whose hanging
+transaction needs eoslog's data directory to lose coordinator state, and is not repeated here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from console_harness import ConsoleProcess, Stack, check_group_lag, check_owned_open_transaction, chromium_page
+
+from kafka_harness import KafkaBroker
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("console-kafka")
+    broker = KafkaBroker(root / "data").start()
+    console = ConsoleProcess(broker.bootstrap, root / "console.log")
+    try:
+        with chromium_page() as page:
+            yield Stack("kafka", broker, console, page)
+    finally:
+        console.stop()
+        broker.stop()
+
+
+def test_open_transaction_shows_its_owner_and_pins_the_lso_on_kafka(stack: Stack) -> None:
+    check_owned_open_transaction(stack, "payments", metrics=False)
+
+
+def test_group_lag_equals_the_admin_client_on_kafka(stack: Stack) -> None:
+    check_group_lag(stack, "lagged", "console-billing")
