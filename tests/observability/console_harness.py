@@ -236,3 +236,41 @@ def check_group_lag(stack: Stack, topic: str, group: str) -> None:
     screenshot(page, f"groups-{stack.name}")
     # The group's consumer reads exactly the lag the page showed, and nothing more.
     assert len(read_committed(bootstrap, topic, 0, group, expect=page_lags[0])) == page_lags[0]
+
+
+def check_records_page(stack: Stack, topic: str) -> None:
+    """Committed, aborted and marker offsets as the records page shows them under each isolation
+    level: aborted records flagged under read_uncommitted, hidden under read_committed."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, topic, 1)
+    p = transactional(bootstrap, f"{topic}-writer")
+    for values, commit, headers in ((("c-0", "c-1"), True, None), (("a-0", "a-1"), False, None),
+                                    (('{"amount": 5, "account": "x"}',), True, [("source", b"test")])):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode(), partition=0, headers=headers)
+        assert p.flush(30) == 0  # librdkafka's abort drops what it has not sent
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+    wait_until(lambda: stack.offsets(topic, 0) == (8, 8), "the last COMMIT marker")
+
+    def statuses(isolation: str, fmt: str = "text") -> dict[int, str]:
+        page = stack.open(f"/records?topic={topic}&partition=0&offset=0&isolation={isolation}&format={fmt}")
+        rows = page.locator("#records tr[data-offset]")
+        return {int(rows.nth(i).get_attribute("data-offset")): str(rows.nth(i).get_attribute("data-status"))
+                for i in range(rows.count())}
+
+    got = statuses("read_uncommitted")
+    assert got == {0: "committed", 1: "committed", 2: "no record", 3: "aborted", 4: "aborted", 5: "no record",
+                   6: "committed", 7: "no record"}, got
+    screenshot(stack.page, f"records-read-uncommitted-{stack.name}")
+    got = statuses("read_committed", "json")
+    assert got == {0: "committed", 1: "committed", 6: "committed"}, got
+    page = stack.page
+    assert '"amount": 5' in cell(page, "#records tr[data-offset='6']", "value")
+    assert "source=test" in page.locator("#records tr[data-offset='6'] td").nth(5).inner_text()
+    screenshot(page, f"records-read-committed-{stack.name}")
+    statuses("read_uncommitted", "hex")
+    assert cell(page, "#records tr[data-offset='3']", "value") == "61 2d 30"  # "a-0"

@@ -27,6 +27,7 @@ from console_harness import (
     cell,
     check_group_lag,
     check_owned_open_transaction,
+    check_records_page,
     chromium_page,
     create_topic,
     read_committed,
@@ -103,3 +104,7 @@ def test_open_transaction_shows_its_owner_and_pins_the_lso(stack: Stack) -> None
 
 def test_group_lag_equals_the_admin_client_and_what_the_consumer_reads(stack: Stack) -> None:
     check_group_lag(stack, "lagged", "console-billing")
+
+
+def test_records_page_flags_aborted_records_and_hides_them_under_read_committed(stack: Stack) -> None:
+    check_records_page(stack, "ledger")

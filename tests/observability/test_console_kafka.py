@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from console_harness import ConsoleProcess, Stack, check_group_lag, check_owned_open_transaction, chromium_page
+from console_harness import (
+    ConsoleProcess,
+    Stack,
+    check_group_lag,
+    check_owned_open_transaction,
+    check_records_page,
+    chromium_page,
+)
 
 from kafka_harness import KafkaBroker
 
@@ -33,3 +40,7 @@ def test_open_transaction_shows_its_owner_and_pins_the_lso_on_kafka(stack: Stack
 
 def test_group_lag_equals_the_admin_client_on_kafka(stack: Stack) -> None:
     check_group_lag(stack, "lagged", "console-billing")
+
+
+def test_records_page_flags_aborted_records_and_hides_them_under_read_committed_on_kafka(stack: Stack) -> None:
+    check_records_page(stack, "ledger")

@@ -38,7 +38,7 @@ log = logging.getLogger("eoslog.console")
 
 HERE = Path(__file__).parent
 PAGES = (("/", "Cluster"), ("/transactions", "Transactions"), ("/partitions", "Partitions"),
-         ("/groups", "Groups"), ("/producers", "Producers"))
+         ("/records", "Records"), ("/groups", "Groups"), ("/producers", "Producers"))
 
 
 @dataclass(frozen=True)
@@ -60,20 +60,38 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         finally:
             holder.pop("admin").close()
 
-    def page(template: str, gather: Callable[[Cluster], Mapping[str, Any]]) -> Callable[[Request], Response]:
+    def page(template: str, gather: Callable[[Cluster, Mapping[str, str]], Mapping[str, Any]]
+             ) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             context: dict[str, Any] = {"pages": PAGES, "path": request.url.path, "settings": settings,
                                        "message": request.query_params.get("message"), "error": None}
             try:
-                context.update(gather(Cluster(holder["admin"])))
+                context.update(gather(Cluster(holder["admin"]), request.query_params))
             except (CommandError, KafkaError, OSError) as e:
                 context["error"] = f"{type(e).__name__}: {e}"
             return templates.TemplateResponse(request, template, context)
         return endpoint
 
-    def transactions(cluster: Cluster) -> Mapping[str, Any]:
+    def transactions(cluster: Cluster, _: Mapping[str, str]) -> Mapping[str, Any]:
         txns = views.transactions(cluster)
         return {"transactions": txns, "open": views.open_transactions(cluster, txns)}
+
+    def records(cluster: Cluster, query: Mapping[str, str]) -> Mapping[str, Any]:
+        topics = views.topics(cluster)
+        topic = query.get("topic") or (topics[0] if topics else "")
+        try:
+            partition, offset = int(query.get("partition", 0)), int(query.get("offset", 0))
+        except ValueError:
+            partition, offset = 0, 0
+        isolation = query.get("isolation", "read_uncommitted")
+        isolation = isolation if isolation in ("read_committed", "read_uncommitted") else "read_uncommitted"
+        fmt = query.get("format", "text")
+        fmt = fmt if fmt in views.FORMATS else "text"
+        rows, bounds = (views.records(cluster, settings.bootstrap_server, topic, partition, offset, isolation, fmt)
+                        if topic else ([], (0, 0, 0)))
+        return {"topics": topics, "topic": topic, "partition": partition, "offset": offset, "isolation": isolation,
+                "format": fmt, "formats": views.FORMATS, "records": rows, "bounds": bounds,
+                "page_size": views.RECORDS_PAGE}
 
     def abort(request: Request) -> Response:
         form = request.query_params  # the form posts its fields in the URL: no form parser needed
@@ -99,13 +117,14 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return RedirectResponse("/transactions?message=" + quote(message), 303)
 
     routes = [
-        Route("/", page("cluster.html", lambda c: {"cluster": views.cluster_info(c)})),
+        Route("/", page("cluster.html", lambda c, _: {"cluster": views.cluster_info(c)})),
         Route("/transactions", page("transactions.html", transactions)),
         Route("/transactions/abort", abort, methods=["POST"]),
         Route("/partitions", page("partitions.html",
-                                  lambda c: {"partitions": views.partitions(c, settings.metrics_url)})),
-        Route("/groups", page("groups.html", lambda c: {"groups": views.groups(c)})),
-        Route("/producers", page("producers.html", lambda c: {"producers": views.producers(c)})),
+                                  lambda c, _: {"partitions": views.partitions(c, settings.metrics_url)})),
+        Route("/records", page("records.html", records)),
+        Route("/groups", page("groups.html", lambda c, _: {"groups": views.groups(c)})),
+        Route("/producers", page("producers.html", lambda c, _: {"producers": views.producers(c)})),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

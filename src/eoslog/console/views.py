@@ -8,6 +8,7 @@ and the last stable offset (latest, read_committed) — the same numbers a consu
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -24,8 +25,9 @@ from eoslog.cli.transactions import (
     hanging_transactions,
     list_transactions,
 )
+from eoslog.client import Consumer
 from eoslog.client.admin import IsolationLevel, OffsetSpec
-from eoslog.client.types import TopicPartition
+from eoslog.client.types import ConsumerRecord, TopicPartition
 
 TP = tuple[str, int]
 _OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
@@ -304,3 +306,89 @@ def producers(cluster: Cluster) -> list[ProducerRow]:
 def cluster_info(cluster: Cluster) -> Mapping[str, object]:
     d = cluster.admin.describe_cluster()
     return {"cluster_id": d.cluster_id, "controller": d.controller, "nodes": sorted(d.nodes, key=lambda n: n.id)}
+
+
+# -- records ----------------------------------------------------------------------------------------
+
+RECORDS_PAGE = 50
+FORMATS = ("text", "json", "hex")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    offset: int
+    status: str  # "committed", "aborted", "undecided" (at or past the LSO), "no record" (a gap)
+    timestamp: int | None
+    key: str
+    value: str
+    headers: tuple[tuple[str, str], ...]
+
+
+def show_bytes(data: bytes | None, fmt: str) -> str:
+    if data is None:
+        return "null"
+    if fmt == "hex":
+        return data.hex(" ")
+    text = data.decode("utf-8", errors="replace")
+    if fmt == "json":
+        try:
+            return json.dumps(json.loads(text), indent=1, sort_keys=True)
+        except ValueError:
+            return text
+    return text
+
+
+def _read(bootstrap: str, tp: TopicPartition, start: int, end: int, isolation: str, limit: int) -> list[ConsumerRecord]:
+    """Records of ``tp`` from ``start`` (below ``end``, at most ``limit``) as a consumer with that
+    isolation level reads them: the public consumer, no group."""
+    if start >= end:
+        return []
+    out: list[ConsumerRecord] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "isolation.level": isolation,
+                         "client.id": "eoslog-console-records"})
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        deadline = time.monotonic() + 15
+        while len(out) < limit and time.monotonic() < deadline and consumer.position(tp) < end:
+            out += [r for r in consumer.poll(0.5) if r.offset < end]
+    finally:
+        consumer.close()
+    return out[:limit]
+
+
+def records(cluster: Cluster, bootstrap: str, topic: str, partition: int, start: int, isolation: str,
+            fmt: str) -> tuple[list[RecordRow], tuple[int, int, int]]:
+    """A page of a partition's records from ``start``, and (log start, LSO, high watermark).
+
+    read_committed: what such a consumer reads (below the LSO, aborted records dropped).
+    read_uncommitted: every record up to the high watermark, each marked as a read_committed
+    consumer decides it — committed (it reads it), aborted (below the LSO, it does not), or
+    undecided (at or past the LSO: its transaction is open) — and each offset without a record
+    shown as a gap: a transaction marker (COMMIT/ABORT), or a record compaction removed."""
+    tp = TopicPartition(topic, partition)
+    log_start, lso, hw = offsets_of(cluster, [tp])[(topic, partition)]
+    start = max(start, log_start)
+    committed = _read(bootstrap, tp, start, lso, "read_committed", RECORDS_PAGE)
+
+    def row(r: ConsumerRecord, status: str) -> RecordRow:
+        return RecordRow(r.offset, status, r.timestamp, show_bytes(r.key, fmt), show_bytes(r.value, fmt),
+                         tuple((k, show_bytes(v, fmt)) for k, v in r.headers))
+
+    if isolation == "read_committed":
+        return [row(r, "committed") for r in committed], (log_start, lso, hw)
+    visible = {r.offset for r in committed}
+    rows: list[RecordRow] = []
+    expected = start
+    read = _read(bootstrap, tp, start, hw, "read_uncommitted", RECORDS_PAGE)
+    for r in read:
+        rows += _gaps(expected, r.offset)
+        rows.append(row(r, "committed" if r.offset in visible else "undecided" if r.offset >= lso else "aborted"))
+        expected = r.offset + 1
+    if len(read) < RECORDS_PAGE:  # read up to the high watermark: markers at the end too
+        rows += _gaps(expected, hw)
+    return rows, (log_start, lso, hw)
+
+
+def _gaps(start: int, end: int) -> list[RecordRow]:
+    return [RecordRow(o, "no record", None, "", "", ()) for o in range(start, end)]

@@ -20,4 +20,6 @@ def broker_registry(state: BrokerState, facts: BrokerFacts) -> tuple[CollectorRe
     registry = CollectorRegistry()
     registry.register(LOG_FLUSH)
     registry.register(BrokerCollector(state, facts))
-    return registry, RequestMetrics(registry)
+    requests = RequestMetrics()
+    registry.register(requests)
+    return registry, requests

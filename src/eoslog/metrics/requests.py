@@ -1,20 +1,23 @@
 """Per-API request metrics, observed by the dispatcher (Kafka's RequestMetrics):
 RequestsPerSec, TotalTimeMs (as a histogram) and ErrorsPerSec by error code.
 
-The one cost paid on every request: two cached children to bump and a walk of the
-response's ``error_code`` fields (Kafka's ``AbstractResponse.errorCounts``), whose plan is
-worked out once per response class.
+The one cost paid on every request: a bisect and three increments of plain numbers, and a
+walk of the response's ``error_code`` fields (Kafka's ``AbstractResponse.errorCounts``)
+planned once per response class; Prometheus families are built only when scraped.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import typing
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client import Counter as CounterMetric
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from eoslog.errors import Errors
 
@@ -72,28 +75,52 @@ def error_name(code: int) -> str:
         return f"UNKNOWN_{code}"
 
 
-class RequestMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = CounterMetric(
-            "kafka_network_requestmetrics_requests", "requests answered, per API (Kafka: RequestsPerSec)",
-            ["request"], registry=registry)
-        self.latency = Histogram(
-            "kafka_network_requestmetrics_totaltime_seconds",
-            "time from a request's arrival at the dispatcher to its response (Kafka: TotalTimeMs)",
-            ["request"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.errors = CounterMetric(
-            "kafka_network_requestmetrics_errors", "error codes in responses, per API and code (Kafka: ErrorsPerSec)",
-            ["request", "error"], registry=registry)
-        self._children: dict[str, tuple[Any, Any]] = {}
+class _ApiTimes:
+    """One API's latency histogram as plain numbers: count, sum, and counts per bucket."""
+
+    __slots__ = ("buckets", "count", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one: above every bound (+Inf)
+        self.count = 0
+        self.total = 0.0
+
+
+class RequestMetrics(Collector):
+    """Observed per request as plain numbers (a bisect and three increments), turned into
+    Prometheus families only when scraped."""
+
+    def __init__(self) -> None:
+        self._times: dict[str, _ApiTimes] = {}
+        self._errors: Counter[tuple[str, int]] = Counter()
 
     def observe(self, api: str, seconds: float, response: Any) -> None:
-        children = self._children.get(api)
-        if children is None:
-            children = self._children[api] = (self.requests.labels(api), self.latency.labels(api))
-        children[0].inc()
-        children[1].observe(seconds)
+        times = self._times.get(api)
+        if times is None:
+            times = self._times[api] = _ApiTimes()
+        times.count += 1
+        times.total += seconds
+        times.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         if response is not None:
             codes: list[int] = []
             _error_codes(response, codes)
             for code in codes:  # usually none
-                self.errors.labels(api, error_name(code)).inc()
+                self._errors[api, code] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "requests answered, per API (Kafka: RequestsPerSec)", labels=["request"])
+        latency = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "time from a request's arrival at the dispatcher to its response (Kafka: TotalTimeMs)", labels=["request"])
+        for api, t in sorted(self._times.items()):
+            requests.add_metric([api], t.count)
+            cumulative = list(itertools.accumulate(t.buckets))
+            latency.add_metric([api], [(repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)]
+                               + [("+Inf", cumulative[-1])], t.total)
+        errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
+                                     "error codes in responses, per API and code (Kafka: ErrorsPerSec)",
+                                     labels=["request", "error"])
+        for (api, code), n in sorted(self._errors.items()):
+            errors.add_metric([api, error_name(code)], n)
+        yield from (requests, latency, errors)
