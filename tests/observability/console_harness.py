@@ -274,3 +274,39 @@ def check_records_page(stack: Stack, topic: str) -> None:
     screenshot(page, f"records-read-committed-{stack.name}")
     statuses("read_uncommitted", "hex")
     assert cell(page, "#records tr[data-offset='3']", "value") == "61 2d 30"  # "a-0"
+
+
+def check_actions(stack: Stack, topic: str, group: str) -> None:
+    """Deleting records before an offset (partitions page) and resetting a group's offset (groups
+    page), each confirmed in the browser, take effect as the admin client then reads them."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        p.produce(topic, value=f"r-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    tp = TopicPartition(topic, 0)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_consumer_group_offsets(group, {tp: 2})
+
+    page = stack.open("/partitions")
+    form = page.locator(f"#partitions tr[data-partition='{topic}-0'] form.delete-records")
+    form.locator("input[name=offset]").fill("4")
+    page.once("dialog", lambda dialog: dialog.accept())
+    form.locator("button").click()
+    page.wait_for_url("**/partitions?message=*")
+    assert "log start now 4" in page.locator("#message").inner_text()
+    assert cell(page, f"#partitions tr[data-partition='{topic}-0']", "log-start") == "4"
+
+    page = stack.open("/groups")
+    row = f"section[data-group='{group}'] tr[data-partition='{topic}-0']"
+    page.locator(f"{row} form.reset-offset input[name=offset]").fill("7")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(f"{row} form.reset-offset button").click()
+    page.wait_for_url("**/groups?message=*")
+    assert "reset to 7" in page.locator("#message").inner_text()
+    assert (cell(page, row, "committed"), cell(page, row, "lag")) == ("7", "3")
+    screenshot(page, f"groups-after-reset-{stack.name}")
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset == 4
+        assert admin.list_consumer_group_offsets(group)[tp].offset == 7

@@ -25,6 +25,7 @@ from console_harness import (
     ConsoleProcess,
     Stack,
     cell,
+    check_actions,
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
@@ -108,3 +109,7 @@ def test_group_lag_equals_the_admin_client_and_what_the_consumer_reads(stack: St
 
 def test_records_page_flags_aborted_records_and_hides_them_under_read_committed(stack: Stack) -> None:
     check_records_page(stack, "ledger")
+
+
+def test_delete_records_and_reset_a_group_offset_from_the_pages(stack: Stack) -> None:
+    check_actions(stack, "trimmed", "console-trim")

@@ -12,6 +12,7 @@ import pytest
 from console_harness import (
     ConsoleProcess,
     Stack,
+    check_actions,
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
@@ -44,3 +45,7 @@ def test_group_lag_equals_the_admin_client_on_kafka(stack: Stack) -> None:
 
 def test_records_page_flags_aborted_records_and_hides_them_under_read_committed_on_kafka(stack: Stack) -> None:
     check_records_page(stack, "ledger")
+
+
+def test_delete_records_and_reset_a_group_offset_from_the_pages_on_kafka(stack: Stack) -> None:
+    check_actions(stack, "trimmed", "console-trim")

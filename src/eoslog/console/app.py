@@ -6,9 +6,11 @@ admin client is the blocking one: the same calls ``eoslog transactions`` makes. 
 refresh themselves in place (``static/refresh.js``: fetch the page, swap its ``<main>``),
 so a table follows the broker without a reload and without losing the scroll position.
 
-The one action, aborting a hanging transaction, is a POST the page asks to confirm; it
-is done only if the transaction is still found hanging (never on an open transaction a
-coordinator owns), as ``eoslog transactions abort`` would, and logged.
+Actions are POSTs the page asks to confirm, logged by the console: aborting a hanging
+transaction — done only if it is still found hanging (never an open transaction a
+coordinator owns), as ``eoslog transactions abort`` would; deleting a partition's records
+before an offset (DeleteRecords); resetting a group's committed offset (OffsetCommit for a
+group without members, which the broker refuses otherwise).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -30,7 +33,7 @@ from starlette.templating import Jinja2Templates
 
 from eoslog.cli.common import CommandError
 from eoslog.cli.transactions import Cluster, write_abort_marker
-from eoslog.client import Admin
+from eoslog.client import Admin, TopicPartition
 from eoslog.client.errors import KafkaError
 from eoslog.console import views
 
@@ -116,14 +119,46 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             message = f"abort failed: {e}"
         return RedirectResponse("/transactions?message=" + quote(message), 303)
 
+    async def form_action(request: Request, back: str, fields: tuple[str, ...],
+                          act: Callable[[Admin, dict[str, str]], str]) -> Response:
+        """A confirmed POST of the pages' small forms (url-encoded body): do it, log it, go back."""
+        body = parse_qs((await request.body()).decode())
+        values = {k: body.get(k, [""])[0].strip() for k in fields}
+        try:
+            message = await run_in_threadpool(act, holder["admin"], values)
+            log.warning("console: %s", message)
+        except ValueError:
+            message = f"not done: {', '.join(fields)} must be given ({values})"
+        except (CommandError, KafkaError, OSError) as e:
+            message = f"failed: {e}"
+        return RedirectResponse(f"{back}?message=" + quote(message), 303)
+
+    def delete_records(admin: Admin, v: dict[str, str]) -> str:
+        tp, offset = TopicPartition(v["topic"], int(v["partition"])), int(v["offset"])
+        low = admin.delete_records({tp: offset})[tp].low_watermark
+        return f"deleted the records of {tp.topic}-{tp.partition} before offset {offset}: log start now {low}"
+
+    def reset_offsets(admin: Admin, v: dict[str, str]) -> str:
+        tp, offset = TopicPartition(v["topic"], int(v["partition"])), int(v["offset"])
+        admin.alter_consumer_group_offsets(v["group"], {tp: offset})
+        return f"group {v['group']}: committed offset of {tp.topic}-{tp.partition} reset to {offset}"
+
+    async def delete_records_endpoint(request: Request) -> Response:
+        return await form_action(request, "/partitions", ("topic", "partition", "offset"), delete_records)
+
+    async def reset_offsets_endpoint(request: Request) -> Response:
+        return await form_action(request, "/groups", ("group", "topic", "partition", "offset"), reset_offsets)
+
     routes = [
         Route("/", page("cluster.html", lambda c, _: {"cluster": views.cluster_info(c)})),
         Route("/transactions", page("transactions.html", transactions)),
         Route("/transactions/abort", abort, methods=["POST"]),
         Route("/partitions", page("partitions.html",
                                   lambda c, _: {"partitions": views.partitions(c, settings.metrics_url)})),
+        Route("/partitions/delete-records", delete_records_endpoint, methods=["POST"]),
         Route("/records", page("records.html", records)),
         Route("/groups", page("groups.html", lambda c, _: {"groups": views.groups(c)})),
+        Route("/groups/reset-offsets", reset_offsets_endpoint, methods=["POST"]),
         Route("/producers", page("producers.html", lambda c, _: {"producers": views.producers(c)})),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
