@@ -214,10 +214,10 @@ def _defaults(replication: int, min_isr: int) -> dict[str, str]:
 class KafkaBroker(KafkaNode):
     """A single-node Apache Kafka (KRaft combined mode) with its own data directory."""
 
-    def __init__(self, data_dir: Path, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, overrides: Mapping[str, str] | None = None, node_id: int = 1) -> None:
         port, controller_port = free_port(), free_port()
-        super().__init__(data_dir, node_id=1, port=port, controller_port=controller_port,
-                         voters=f"1@127.0.0.1:{controller_port}", cluster_id=new_cluster_id(),
+        super().__init__(data_dir, node_id=node_id, port=port, controller_port=controller_port,
+                         voters=f"{node_id}@127.0.0.1:{controller_port}", cluster_id=new_cluster_id(),
                          overrides={**_defaults(1, 1), **(overrides or {})})
 
 
@@ -251,6 +251,23 @@ class KafkaCluster(ServerProcess):
             return -1
         wait_until(lambda: leader() >= 0, f"a leader of {topic}-{partition}")
         return self.node(leader())
+
+    def coordinator_of(self, key: str, key_type: int = 1) -> KafkaNode:
+        """The node coordinating a transactional id (key type 1) or a group (0) (waits for one)."""
+        from rawkafka import coordinator_id
+
+        found: list[int] = []
+
+        def ask() -> bool:
+            for n in self.nodes:
+                node = coordinator_id(n.bootstrap, key, key_type) if n.alive() else None
+                if node is not None:
+                    found[:] = [node]
+                    return True
+            return False
+
+        wait_until(ask, f"the coordinator of {key}")
+        return self.node(found[0])
 
     def start(self) -> KafkaCluster:
         for n in self.nodes:

@@ -587,8 +587,15 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
         # No CreateTopics yet: a producer's metadata request auto-creates the topic.
         p = Producer({"bootstrap.servers": bootstrap})
         p.list_topics(topic, timeout=timeout_s)
-    md = admin.list_topics(topic, timeout=timeout_s)
-    t = md.topics[topic]
+    # Apache Kafka answers CreateTopics before its own metadata has the topic (KRaft
+    # propagates it a moment later): wait until the metadata shows every partition led.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        t = admin.list_topics(topic, timeout=timeout_s).topics[topic]
+        settled = t.error is None and all(p.leader >= 0 for p in t.partitions.values())
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     if t.error is not None:
         raise AssertionError(f"topic {topic}: {t.error}")
     return len(t.partitions)

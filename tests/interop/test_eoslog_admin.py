@@ -119,7 +119,8 @@ def test_topics_are_created_listed_described_grown_and_deleted(admin: Admin, sha
     # One refused topic does not stop the others of the request; the first failure is raised.
     with pytest.raises(TopicAlreadyExistsError):
         admin.create_topics([NewTopic("adm-orders", 1), NewTopic("adm-second", 1)])
-    assert "adm-second" in rd_partition_counts(bootstrap)
+    # Apache Kafka answers CreateTopics a moment before its metadata has the topic.
+    wait_until(lambda: "adm-second" in rd_partition_counts(bootstrap), "adm-second in the metadata")
 
     listed = admin.list_topics()
     assert {"adm-orders", "adm-defaults", "adm-second"} <= set(listed)
@@ -146,8 +147,10 @@ def test_topics_are_created_listed_described_grown_and_deleted(admin: Admin, sha
         admin.create_partitions({"adm-missing": 4})
 
     admin.delete_topics(["adm-orders", "adm-defaults", "adm-second"])
-    assert not {"adm-orders", "adm-defaults", "adm-second"} & set(admin.list_topics())
-    assert not {"adm-orders", "adm-defaults", "adm-second"} & set(rd_partition_counts(bootstrap))
+    # Apache Kafka answers DeleteTopics before its metadata drops the topics (eoslog after).
+    deleted = {"adm-orders", "adm-defaults", "adm-second"}
+    wait_until(lambda: not deleted & set(admin.list_topics()), "the deleted topics to leave the metadata")
+    assert not deleted & set(rd_partition_counts(bootstrap))
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.delete_topics(["adm-orders"])
 
@@ -288,6 +291,9 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
     bootstrap, topic, txn_id = shared_broker.bootstrap, "adm-txn", "adm-stuck-app"
     admin.create_topics([NewTopic(topic, 1)])
     tp = TopicPartition(topic, 0)
+    # An earlier instance first, so the stuck one has epoch 1 and a stale epoch (0) is a valid
+    # one (Apache Kafka answers UNKNOWN_SERVER_ERROR to a marker of epoch -1).
+    Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id}).init_transactions(WAIT_S)
     stuck = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0,
                       "transaction.timeout.ms": 600_000})
     stuck.init_transactions(WAIT_S)

@@ -83,7 +83,7 @@ def make_consumer(shared_broker: BrokerProcess) -> Iterator[Any]:
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_records_read_back_exactly(shared_broker: BrokerProcess, make_consumer: Any, codec: str) -> None:
-    topic = f"plain-{codec}"
+    topic = f"consumer-plain-{codec}"
     ensure_topic(shared_broker.bootstrap, topic, 2)
     sent = {}
     with Producer({"bootstrap.servers": shared_broker.bootstrap, "compression.type": codec, "linger.ms": 20}) as p:

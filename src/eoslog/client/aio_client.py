@@ -198,7 +198,10 @@ class AioClient:
                 best = (node_id, conn.in_flight)
         if best is not None:
             return best[0]
-        candidates = [b.node_id for b in self.cluster.known_nodes()]
+        # Nodes whose last connection attempts failed come last (a stable sort: otherwise in
+        # metadata order): a dead broker first in the list would be picked again each time its
+        # backoff ends, and a call retried at that same pace would never reach a live one.
+        candidates = sorted((b.node_id for b in self.cluster.known_nodes()), key=lambda n: self._failures.get(n, 0))
         for node_id in candidates:
             if node_id in self._connecting or self.backoff_remaining(node_id) == 0:
                 return node_id

@@ -54,7 +54,11 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
     if codec is CompressionType.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec is CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # Independent blocks: Kafka's reader refuses a linked-block frame ("Dependent block
+        # stream is unsupported"), the frame cramjam.lz4.compress writes.
+        lz4 = cramjam.lz4.Compressor(block_linked=False)
+        lz4.compress(data)
+        return bytes(lz4.finish())
     if codec is CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise ValueError(f"unsupported compression codec {codec}")
