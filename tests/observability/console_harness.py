@@ -35,11 +35,11 @@ def chromium_path() -> str:
 
 
 class ConsoleProcess:
-    def __init__(self, bootstrap: str, log_path: Path, metrics_url: str | None = None) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, metrics_url: str | None = None, refresh_s: float = 0) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "eoslog", "console", "--bootstrap-server", bootstrap,
-               "--listen", f"127.0.0.1:{self.port}", "--refresh", "0"]
+               "--listen", f"127.0.0.1:{self.port}", "--refresh", str(refresh_s)]
         if metrics_url:
             cmd += ["--metrics", metrics_url]
         self.log_path = log_path
@@ -126,6 +126,15 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         admin.create_topics([NewTopic(name, partitions, 1)])
 
 
+def produce_plain(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
+    """``counts[p]`` non-transactional records to each partition ``p``."""
+    p = Producer({"bootstrap.servers": bootstrap})
+    for partition, n in counts.items():
+        for i in range(n):
+            p.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
 def transactional(bootstrap: str, txn_id: str) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 0})
     p.init_transactions(60)
@@ -167,10 +176,7 @@ def check_owned_open_transaction(stack: Stack, topic: str, metrics: bool) -> Non
     button, and leaves the page when committed; partitions and producers pages agree."""
     bootstrap = stack.broker.bootstrap
     create_topic(bootstrap, topic, 2)
-    plain = Producer({"bootstrap.servers": bootstrap})
-    for i in range(5):
-        plain.produce(topic, value=f"p-{i}".encode(), partition=1)
-    assert plain.flush(30) == 0
+    produce_plain(bootstrap, topic, {1: 5})
     live = transactional(bootstrap, f"{topic}-app")
     live.begin_transaction()
     for i in range(3):
@@ -210,11 +216,7 @@ def check_group_lag(stack: Stack, topic: str, group: str) -> None:
     """A group's lag on the page equals the admin client's numbers and what its consumer then reads."""
     bootstrap = stack.broker.bootstrap
     create_topic(bootstrap, topic, 2)
-    p = Producer({"bootstrap.servers": bootstrap})
-    for partition, n in ((0, 10), (1, 6)):
-        for i in range(n):
-            p.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
-    assert p.flush(30) == 0
+    produce_plain(bootstrap, topic, {0: 10, 1: 6})
     with Admin({"bootstrap.servers": bootstrap}) as admin:  # retries while the coordinator loads
         admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 4, TopicPartition(topic, 1): 6})
 
@@ -281,10 +283,7 @@ def check_actions(stack: Stack, topic: str, group: str) -> None:
     page), each confirmed in the browser, take effect as the admin client then reads them."""
     bootstrap = stack.broker.bootstrap
     create_topic(bootstrap, topic, 1)
-    p = Producer({"bootstrap.servers": bootstrap})
-    for i in range(10):
-        p.produce(topic, value=f"r-{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    produce_plain(bootstrap, topic, {0: 10})
     tp = TopicPartition(topic, 0)
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.alter_consumer_group_offsets(group, {tp: 2})

@@ -19,6 +19,7 @@ Screenshots of every page go to test-artifacts/console/.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from console_harness import (
@@ -31,6 +32,7 @@ from console_harness import (
     check_records_page,
     chromium_page,
     create_topic,
+    produce_plain,
     read_committed,
     screenshot,
     transactional,
@@ -113,3 +115,23 @@ def test_records_page_flags_aborted_records_and_hides_them_under_read_committed(
 
 def test_delete_records_and_reset_a_group_offset_from_the_pages(stack: Stack) -> None:
     check_actions(stack, "trimmed", "console-trim")
+
+
+def test_pages_refresh_in_place(stack: Stack, tmp_path: Path) -> None:
+    """With --refresh, a page follows the broker without being reloaded: the high watermark
+    cell changes after records arrive, in the same document (a marker set on it survives)."""
+    bootstrap, topic = stack.broker.bootstrap, "refreshed"
+    create_topic(bootstrap, topic, 1)
+    live = ConsoleProcess(bootstrap, tmp_path / "console-refresh.log", refresh_s=1)
+    try:
+        page = stack.page
+        page.goto(live.url + "/partitions")
+        row = f"#partitions tr[data-partition='{topic}-0']"
+        assert cell(page, row, "hw") == "0"
+        page.evaluate("window.sameDocument = true")
+        produce_plain(bootstrap, topic, {0: 3})
+        page.wait_for_function(
+            f"document.querySelector(\"{row} .hw\").innerText.trim() === '3'", timeout=60_000)
+        assert page.evaluate("window.sameDocument") is True  # not reloaded
+    finally:
+        live.stop()
