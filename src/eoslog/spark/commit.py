@@ -39,17 +39,18 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from eoslog.client.admin import AIOAdmin
-from eoslog.client.errors import KafkaError
+from eoslog.client.errors import KafkaError, KafkaProtocolError
 from eoslog.client.producer import AIOProducer, Producer
 from eoslog.client.types import PreparedTxnState
 from eoslog.faults import pause_until_released
+from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.decisions import (
     Decider,
     Decision,
@@ -75,6 +76,27 @@ class LingeringTransactionError(RuntimeError):
 class PreparedTransactionLostError(RuntimeError):
     """A task's prepared transaction is no longer open as its commit message says; the batch
     cannot be committed (it was decided nothing, so a retry or a replay writes it again)."""
+
+
+class TwoPhaseCommitUnsupportedError(RuntimeError):
+    """The broker does not offer KIP-939 two-phase commit as the exactly-once sink needs it."""
+
+
+@contextlib.contextmanager
+def two_phase_commit_required(options: SinkOptions) -> Iterator[None]:
+    """Around InitProducerId with keepPreparedTxn: a broker without it answers UNSUPPORTED_VERSION
+    (no InitProducerId v6 advertised, or v6 without keepPreparedTxn, as Apache Kafka 4.4 with
+    unstable.api.versions.enable does); say so in one error instead of a protocol code."""
+    try:
+        yield
+    except KafkaProtocolError as e:
+        if e.error_code != ErrorCode.unsupported_version:
+            raise
+        raise TwoPhaseCommitUnsupportedError(
+            f"the exactly-once sink needs KIP-939 two-phase commit (InitProducerId v6 with keepPreparedTxn) "
+            f"and the broker at {options.bootstrap_servers} does not offer it ({e}). eoslog brokers do, with "
+            "transaction.two.phase.commit.enable=true; Apache Kafka up to 4.4 does not (docs/spark.md). "
+            "Use an eoslog broker, or option eoslog.sink.mode=at-least-once") from None
 
 
 class InconsistentCommitError(RuntimeError):
@@ -198,7 +220,8 @@ def prepare_task(options: SinkOptions, task: TaskIdentity, rows: Rows) -> TaskCo
     tid = transactional_id(options, task)
     producer = Producer(_task_producer_settings(options, task, tid))
     try:
-        producer.init_transactions(keep_prepared_txn=True)
+        with two_phase_commit_required(options):
+            producer.init_transactions(keep_prepared_txn=True)
         lingering = producer.prepared_transaction_state()
         if lingering is not None:
             raise LingeringTransactionError(
@@ -251,7 +274,8 @@ async def _open_two_phase(options: SinkOptions, tid: str) -> AIOProducer:
     }))
     await p.start()
     try:
-        await p.init_transactions(keep_prepared_txn=True)
+        with two_phase_commit_required(options):
+            await p.init_transactions(keep_prepared_txn=True)
     except BaseException:
         await p.close(0)
         raise
