@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from common import Measurement
 
@@ -81,6 +81,25 @@ class Errors:
             self.client.append(str(err))
 
 
+def create_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+    """Create ``topic`` with PARTITIONS partitions and wait until each has a leader: Apache
+    Kafka answers CreateTopics (and an auto-creating Metadata) before its partitions are led."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout_s)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    deadline = time.monotonic() + timeout_s
+    while True:
+        t = admin.list_topics(topic, timeout=timeout_s).topics[topic]
+        if t.error is None and len(t.partitions) == PARTITIONS and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: no leader for every partition after {timeout_s}s: {t.error}")
+        time.sleep(0.1)
+
+
 def open_producer(bootstrap: str, topic: str, config: dict[str, Any], errors: Errors) -> tuple[Producer, float]:
     """A producer with PRODUCER_BASE + ``config``, ready to be timed; returns it and the
     seconds its warm-up took.
@@ -118,10 +137,11 @@ class ChunkSender:
     produce_batch enqueues a list in one call: the Python loop costs less than the
     broker's work, so the figures measure the broker, not this loop."""
 
-    def __init__(self, producer: Producer, topic: str, value: bytes | None = None) -> None:
+    def __init__(self, producer: Producer, topic: str, value: bytes | None = None,
+                 record_size: int = RECORD_SIZE) -> None:
         self.producer = producer
         self.topic = topic
-        self.value = os.urandom(RECORD_SIZE) if value is None else value
+        self.value = os.urandom(record_size) if value is None else value
         self._chunk = [{"value": self.value} for _ in range(ENQUEUE_CHUNK)]
         self.next_partition = 0
 
@@ -146,12 +166,12 @@ class ChunkSender:
 
 
 def produce(bootstrap: str, topic: str, case: ProduceCase, records: int,
-            timeout_s: float = 600.0) -> Measurement:
-    """Send ``records`` values of RECORD_SIZE bytes, ENQUEUE_CHUNK at a time to each
+            timeout_s: float = 600.0, record_size: int = RECORD_SIZE) -> Measurement:
+    """Send ``records`` values of ``record_size`` bytes, ENQUEUE_CHUNK at a time to each
     partition in turn; timed from the first produce call to flush() returning."""
     errors = Errors()
     producer, warmup_s = open_producer(bootstrap, topic, case.config, errors)
-    sender = ChunkSender(producer, topic)
+    sender = ChunkSender(producer, topic, record_size=record_size)
     cpu0 = client_cpu_seconds()
     start = time.perf_counter()
     done = 0
@@ -164,7 +184,7 @@ def produce(bootstrap: str, topic: str, case: ProduceCase, records: int,
     client_cpu = client_cpu_seconds() - cpu0
     if left or errors.delivery:
         raise RuntimeError(f"{case.name}: {left} records undelivered; errors: {errors.delivery[:5]}")
-    return Measurement(case.label, records * RECORD_SIZE, seconds, records,
+    return Measurement(case.label, records * record_size, seconds, records,
                        extra={"topic": topic, "config": _printable(case.config), "notes": case.notes,
                               "client_cpu_s": round(client_cpu, 2), "warmup_s": round(warmup_s, 3),
                               "client_errors": errors.client})
@@ -180,7 +200,8 @@ def high_watermarks(bootstrap: str, topic: str) -> list[int]:
     return [by_partition[p] for p in range(PARTITIONS)]
 
 
-def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0) -> Measurement:
+def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0,
+          record_size: int = RECORD_SIZE) -> Measurement:
     """Read ``records`` records back from offset 0 of every partition (assign, no group
     membership); timed from assign() to the last record."""
     client_errors: list[str] = []
@@ -217,8 +238,8 @@ def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0) ->
         client_cpu = client_cpu_seconds() - cpu0
     finally:
         consumer.close()
-    if nbytes != records * RECORD_SIZE:
-        raise RuntimeError(f"fetch of {topic}: {nbytes} value bytes, expected {records * RECORD_SIZE}")
+    if nbytes != records * record_size:
+        raise RuntimeError(f"fetch of {topic}: {nbytes} value bytes, expected {records * record_size}")
     return Measurement("fetch", nbytes, seconds, got,
                        extra={"topic": topic, "config": _printable(CONSUMER_BASE),
                               "client_cpu_s": round(client_cpu, 2), "client_errors": client_errors})

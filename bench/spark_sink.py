@@ -39,6 +39,15 @@ stable offsets equal the high watermarks) and a read_committed consumer (librdka
 count exactly ``--records`` records with the values sent. A case that fails is FAILED,
 left out of the ratio, and the exit status is 1.
 
+``--against kafka`` (issue 12) starts Apache Kafka (the reference jars, one KRaft node) beside
+eoslog, writes the same input to both, and adds Spark's own Kafka sink (format ``"kafka"``,
+spark-sql-kafka-0-10 from ``.reference/lib/spark-kafka``: an idempotent producer per task, at
+least once) as writer ``kafka``. Per round, in turn on each broker: on eoslog the eoslog sink
+exactly-once and at-least-once and Spark's Kafka sink; on Kafka (labelled ``<master>@kafka``)
+the eoslog sink at-least-once and Spark's Kafka sink (the exactly-once sink needs KIP-939,
+which Kafka 4.4 lacks). Ratios: each sink on eoslog / the same sink on Kafka, and the eoslog
+exactly-once sink on eoslog / Spark's Kafka sink on Kafka (what a user switching gets).
+
 ``--writers rows`` adds cases with a Row-based writer (``DataSourceStreamWriter``: Spark
 converts each Arrow batch to Rows first) doing the same sends, to measure what the Arrow
 writers the sink uses save.
@@ -74,6 +83,7 @@ from eoslog.spark.log_reader import LogReader
 from eoslog.spark.session import spark_session
 from eoslog.spark.sink import EoslogStreamWriter, stream_task_identity, write_task
 from eoslog.spark.standalone import StandaloneCluster
+from kafka_harness import KafkaBroker, spark_kafka_jars
 
 CASES = ("at-least-once", "exactly-once")
 
@@ -153,10 +163,12 @@ def run_case(spark: Any, bootstrap: str, source: str, sink: str, mode: str, writ
     checkpoint = work / f"ck-{sink}"
     shutil.rmtree(checkpoint, ignore_errors=True)
     started = time.perf_counter()
-    query = (df.select("key", "value").writeStream.format("eoslog" if writer == "arrow" else "eoslog_rows")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-             .option("eoslog.sink.mode", mode).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    fmt = {"arrow": "eoslog", "rows": "eoslog_rows", "kafka": "kafka"}[writer]
+    out = (df.select("key", "value").writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+           .option("topic", sink).option("checkpointLocation", str(checkpoint)))
+    if writer != "kafka":  # Spark's Kafka sink has one mode: at least once
+        out = out.option("eoslog.sink.mode", mode)
+    query = out.trigger(availableNow=True).start()
     query.awaitTermination()
     wall = time.perf_counter() - started
     if query.exception() is not None:
@@ -239,6 +251,8 @@ class Sessions:
                 self.cluster = StandaloneCluster(self.work / "cluster", workers=self.args.workers, cores=1,
                                                  memory="1g").start()
             url, conf = self.cluster.master_url, self.cluster.driver_conf()
+        if "kafka" in self.writers:
+            conf = {**conf, "spark.jars": ",".join(map(str, spark_kafka_jars()))}
         print(f"session on {master} ({url}) ...", flush=True)
         self.spark = spark_session("eoslog-bench-spark-sink", master=url, work_dir=self.work / "spark", conf=conf)
         self.spark.dataSource.register(RowsDataSource)
@@ -269,28 +283,34 @@ def main() -> int:
                          "one-core workers started here); default local[2]")
     ap.add_argument("--workers", type=int, default=2, help="workers of the 'standalone' cluster (default 2)")
     ap.add_argument("--work-dir", type=Path)
+    ap.add_argument("--against", choices=["kafka"], help="also Apache Kafka and Spark's own Kafka sink")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
-    writers = [w.strip() for w in args.writers.split(",") if w.strip()]
+    writers = [w.strip() for w in args.writers.split(",") if w.strip()] + (["kafka"] if args.against else [])
+    if args.against and not any(j.name.startswith("spark-sql-kafka") for j in spark_kafka_jars()):
+        raise SystemExit("--against kafka needs Spark's Kafka connector jars: run scripts/setup.sh")
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
 
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-spark-sink-", None)
     broker = BrokerProcess(data_dir, overrides={"transaction.two.phase.commit.enable": "true"}).start()
+    kafka = KafkaBroker(work / "kafka" / "data").start() if args.against else None
+    targets = [("", broker.bootstrap)] + ([("@kafka", kafka.bootstrap)] if kafka is not None else [])
     results: dict[str, list[dict[str, Any]]] = {}
     failures: dict[str, str] = {}
     sessions: Sessions | None = None
     try:
         bootstrap = broker.bootstrap
-        admin = AdminClient({"bootstrap.servers": bootstrap})
         topics = ["in", "warmup-in"]
         for label in map(topic_label, masters):
             topics += [f"out-{label}-{w}-{m}-{r}" for w in writers for m in CASES for r in range(args.rounds)]
             topics += [f"warmup-{label}-{w}-{m}" for w in writers for m in CASES]
-        for f in admin.create_topics([NewTopic(t, args.partitions, 1) for t in topics]).values():
-            f.result(60)
-        print(f"writing {args.records} input records ...", flush=True)
-        produce_input(bootstrap, "in", args.records, args.value_bytes)
-        produce_input(bootstrap, "warmup-in", 2000, args.value_bytes)
+        for _, target in targets:
+            admin = AdminClient({"bootstrap.servers": target})
+            for f in admin.create_topics([NewTopic(t, args.partitions, 1) for t in topics]).values():
+                f.result(60)
+            print(f"writing {args.records} input records to {target} ...", flush=True)
+            produce_input(target, "in", args.records, args.value_bytes)
+            produce_input(target, "warmup-in", 2000, args.value_bytes)
 
         sessions = Sessions(args, work, bootstrap, writers)
         for r in range(args.rounds):
@@ -299,14 +319,17 @@ def main() -> int:
             order_m = masters if r % 2 == 0 else masters[::-1]
             for master in order_m:
                 spark = sessions.get(master)
-                order = [(w, m) for w in writers for m in CASES]
+                # Spark's Kafka sink has one mode; on Kafka the eoslog sink only at least once.
+                order = [(t, w, m) for t in (targets if r % 2 == 0 else targets[::-1]) for w in writers
+                         for m in CASES if not (w == "kafka" and m == "exactly-once")
+                         and not (t[0] and m == "exactly-once")]
                 order = order[r % len(order):] + order[:r % len(order)]
-                for w, m in order:
-                    name = f"{master_label(master)} {w}/{m}"
+                for (on, target), w, m in order:
+                    name = f"{master_label(master)}{on} {w}/{m}"
                     out = f"out-{topic_label(master)}-{w}-{m}-{r}"
                     print(f"round {r + 1}: {name} ...", flush=True)
-                    res = run_case(spark, bootstrap, "in", out, m, w, args.per_batch, work)
-                    problem = verify(bootstrap, out, args.partitions, args.records)
+                    res = run_case(spark, target, "in", out, m, w, args.per_batch, work)
+                    problem = verify(target, out, args.partitions, args.records)
                     if problem:
                         failures[name] = problem
                     res["verified"] = problem is None
@@ -316,6 +339,8 @@ def main() -> int:
         if sessions is not None:
             sessions.close()
         broker.stop()
+        if kafka is not None:
+            kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     # Each case by its best round, and by records per batch / the median of all its batches.
@@ -350,6 +375,13 @@ def main() -> int:
         for w in writers:
             for m in CASES:
                 ratio(f"{other} {w}/{m}", f"{labels[0]} {w}/{m}", f"{w}/{m}: {other} / {labels[0]}")
+    if args.against:
+        for label in labels:
+            for w in ("arrow", "kafka"):
+                ratio(f"{label} {w}/at-least-once", f"{label}@kafka {w}/at-least-once",
+                      f"{label} {w}/at-least-once: eoslog / Kafka")
+            ratio(f"{label} arrow/exactly-once", f"{label}@kafka kafka/at-least-once",
+                  f"{label}: eoslog sink exactly-once on eoslog / Spark's Kafka sink on Kafka")
     if "arrow" in writers and "rows" in writers:
         for label in labels:
             for m in CASES:
