@@ -64,6 +64,12 @@ def pass_through(spark: Any, bootstrap: str, source: str, sink: str, checkpoint:
     return writer.trigger(**trigger).start()
 
 
+def last_batch(query: Any) -> int:
+    """The id of the query's last completed micro-batch; -1 before the first."""
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress["batchId"])
+
+
 def start_driver(bootstrap: str, src: str, dst: str, tmp_path: Path, *args: str,
                  log_name: str = "driver.log") -> subprocess.Popen[bytes]:
     """``sink_driver.py`` as a session of its own (checkpoint ``tmp_path/ck``, Spark work dir

@@ -16,6 +16,7 @@ from sink_support import (
     assert_exactly_once,
     committed_output,
     create_topics,
+    last_batch,
     ongoing_transactions,
     open_transactions,
     pass_through,
@@ -35,11 +36,6 @@ def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     yield b
     if b.alive():
         b.stop()
-
-
-def _last_batch(query: Any) -> int:
-    progress = query.lastProgress
-    return -1 if progress is None else int(progress["batchId"])
 
 
 def test_broker_killed_and_restarted_under_a_running_query(spark: Any, own_broker: BrokerProcess,
@@ -69,7 +65,7 @@ def test_broker_killed_and_restarted_under_a_running_query(spark: Any, own_broke
         # Prepared transactions survive a kill -9 of the broker as they were.
         assert ongoing_transactions(b, dst) == prepared
         paused.unlink()  # the driver's commit goes on against the restarted broker
-        wait_until(lambda: _last_batch(query) >= KILL_AT + 2 or not query.isActive,
+        wait_until(lambda: last_batch(query) >= KILL_AT + 2 or not query.isActive,
                    "the query to go on after the broker restart, or to fail", WAIT_S)
         print("after the restart the query", "went on" if query.isActive else f"failed: {query.exception()}")
     finally:

@@ -127,6 +127,7 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 _known_partitions: dict[tuple[str, str], int] = {}
+TOPIC_VISIBLE_S = 30.0
 
 
 def admin_client(options: SinkOptions) -> AIOAdmin:
@@ -153,8 +154,14 @@ async def ensure_decisions_topic(options: SinkOptions, admin: AIOAdmin) -> int:
         with contextlib.suppress(TopicAlreadyExistsError):  # another driver created it meanwhile
             await admin.create_topics([NewTopic(options.decisions_topic, DECISIONS_PARTITIONS,
                                                 configs=DECISIONS_TOPIC_CONFIGS)])
-        partitions = await _partition_count(admin, options)
-        assert partitions is not None
+        # In a cluster the broker asked next may learn of the new topic a moment later
+        # (each broker from its own ZooKeeper watch): wait until it is seen.
+        deadline = time.monotonic() + TOPIC_VISIBLE_S
+        while (partitions := await _partition_count(admin, options)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the decisions topic {options.decisions_topic} was created but is not "
+                                   f"in the metadata after {TOPIC_VISIBLE_S:.0f} s")
+            await asyncio.sleep(0.05)
     return partitions
 
 
