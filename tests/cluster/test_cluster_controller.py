@@ -1,7 +1,8 @@
 """The controller on a real cluster (ZooKeeper + 3 brokers): registration, topic creation
 with Kafka's replica placement, leader election when a broker dies, controller failover,
 controlled shutdown, preferred and unclean elections (ElectLeaders, the admin client and
-``eoslog leader-election``). Replication itself is not exercised here (no records are written)."""
+``eoslog leader-election``), topic configs in ZooKeeper and ``eoslog topics describe``.
+Replication itself is not exercised here (one record is written)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from cluster_harness import Cluster, ClusterMeta, create_topic, metadata
+from eoslog.client import Producer
 from eoslog.client.admin import Admin, ElectionType, NewPartitions
 from eoslog.client.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    MessageTooLargeError,
     PreferredLeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
@@ -29,6 +32,7 @@ from eoslog.cluster import znodes
 from eoslog.cluster.znodes import LeaderAndIsr
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build
+from harness import wait_until
 from rawkafka import RawClient, request_module
 
 
@@ -254,3 +258,48 @@ def test_topics_grow_and_are_deleted(cluster: Cluster) -> None:
         client.stop()
         client.close()
     assert create_topic(bootstrap, "grown", partitions=1, replication_factor=3).error_code == ErrorCode.none
+
+
+def _alter_topic_raw(bootstrap: str, topic: str, name: str, value: str) -> tuple[int, str | None]:
+    m = request_module(44, 1)  # IncrementalAlterConfigs, SET
+    request = build(m.IncrementalAlterConfigsRequest, validate_only=False, resources=(build(
+        m.AlterConfigsResource, resource_type=2, resource_name=topic,
+        configs=(build(m.AlterableConfig, name=name, config_operation=0, value=value),)),))
+    with RawClient(bootstrap) as client:
+        r = client.call(request).responses[0]
+    return int(r.error_code), r.error_message
+
+
+def _topic_overrides_raw(bootstrap: str, topic: str) -> dict[str, str]:
+    m = request_module(32, 4)  # DescribeConfigs: the dynamic topic configs
+    request = build(m.DescribeConfigsRequest, include_synonyms=False, include_documentation=False, resources=(
+        build(m.DescribeConfigsResource, resource_type=2, resource_name=topic, configuration_keys=None),))
+    with RawClient(bootstrap) as client:
+        r = client.call(request).results[0]
+    assert int(r.error_code) == 0, r.error_message
+    return {str(c.name): str(c.value) for c in r.configs if int(c.config_source) == 1}
+
+
+def test_topic_configs_live_in_zookeeper_and_describe_shows_the_cluster(cluster: Cluster) -> None:
+    """AlterConfigs through a broker that holds no replica of the topic writes
+    /config/topics/T; every broker describes it and the leader enforces it.
+    ``eoslog topics describe`` shows leaders with their epochs, ISR and offline replicas."""
+    create_topic(cluster.any_alive().bootstrap, "tuned", assignment={0: [2, 3]})
+    outsider = cluster.brokers[1].bootstrap
+    assert _alter_topic_raw(outsider, "tuned", "max.message.bytes", "1024") == (ErrorCode.none, None)
+    assert _alter_topic_raw(outsider, "absent", "max.message.bytes", "1024")[0] == ErrorCode.unknown_topic_or_partition
+    for i, broker in cluster.brokers.items():  # the others learn it from their watches
+        wait_until(lambda b=broker: _topic_overrides_raw(b.bootstrap, "tuned") == {"max.message.bytes": "1024"},
+                   f"broker {i} describes the change", 30)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 4096}) as producer:
+        producer.send("tuned", b"x" * 100, partition=0).result(30)
+        with pytest.raises(MessageTooLargeError):
+            producer.send("tuned", b"x" * 2000, partition=0).result(30)
+    cluster.brokers[3].kill()
+    cluster.wait_for(lambda m: m.topics["tuned"][0].isr == (2,), "broker 3 out of the ISR")
+    out = subprocess.run([sys.executable, "-m", "eoslog", "topics", "describe", "tuned", "--bootstrap-server",
+                          outsider], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Configs: max.message.bytes=1024" in out.stdout, out.stdout
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["0"]]
+    assert rows == [["0", "2", "0", "2,3", "2", "3", "0", "1"]], out.stdout  # leader, epoch, replicas, isr, offline

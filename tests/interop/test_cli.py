@@ -72,8 +72,8 @@ def describe_rows(text: str) -> dict[int, list[str]]:
     rows = {}
     for line in text.splitlines():
         cells = line.split()
-        if len(cells) == 6 and cells[0].isdigit():
-            rows[int(cells[0])] = cells[1:]
+        if len(cells) == 8 and cells[0].isdigit():  # partition, leader, epoch, replicas, isr, offline, start, end
+            rows[int(cells[0])] = [cells[1], *cells[3:5], *cells[6:]]
     return rows
 
 

@@ -10,10 +10,11 @@ their checks in their order and their error codes and messages. A resource's cha
 validated whole before anything is stored, and ``validate_only`` stops there.
 
 Where changes live: topic overrides in ``topics.json`` (``LogManager.alter_topic_config``),
-broker and group configs in ``dynamic-configs.json`` (``ConfigStore``). Each takes effect
-as soon as it is stored, as Kafka's do: partition logs read their TopicConfig on every
-append (max.message.bytes, message.timestamp.type, a compact policy's key check), roll
-(segment.*), retention pass (retention.*, cleanup.policy) and cleaner pass; a broker-level
+in a cluster in ZooKeeper's ``/config/topics/T`` (every replica applies what its watch
+sees, the answering broker at once), broker and group configs in ``dynamic-configs.json``
+(``ConfigStore``). Each takes effect as soon as it is stored, as Kafka's do: partition logs
+read their TopicConfig on every append (max.message.bytes, message.timestamp.type, a compact
+policy's key check), roll (segment.*), retention pass (retention.*, cleanup.policy) and cleaner pass; a broker-level
 topic default is folded into every topic's effective config; ``on_broker_change`` callbacks
 re-read broker settings (the log cleaner's).
 """
@@ -21,9 +22,9 @@ re-read broker settings (the log cleaner's).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from eoslog.config import (
     BROKER_CONFIGS,
@@ -53,6 +54,15 @@ class AlterOp:
     name: str
     op: AlterConfigOpType | int
     value: str | None
+
+
+class ClusterTopicConfigs(Protocol):
+    """Where a cluster keeps its topics' overrides (``cluster.member.ClusterMember``)."""
+
+    def topic_overrides(self, topic: str) -> dict[str, str] | None:
+        """The topic's overrides; None when the cluster has no such topic."""
+
+    async def alter_topic_config(self, topic: str, overrides: dict[str, str]) -> None: ...
 
 
 class Refused(KafkaError):
@@ -143,9 +153,11 @@ def _broker_not_a_list(op: AlterConfigOpType, name: str) -> Refused:
 class ConfigAdmin:
     """Validates, stores and applies dynamic config changes (see the module doc)."""
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, store: ConfigStore | None = None) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, store: ConfigStore | None = None,
+                 cluster: ClusterTopicConfigs | None = None) -> None:
         self.config = config
         self.logs = logs
+        self.cluster = cluster
         self.store = store or ConfigStore(logs.log_dir)
         self.on_broker_change: list[Callable[[], None]] = []
         default, mine = self.store.get(BROKER, ""), self.store.get(BROKER, str(config.node_id))
@@ -159,23 +171,33 @@ class ConfigAdmin:
         return self.store.get(GROUP, group)
 
     def alter(self, resource_type: int, name: str, ops: Sequence[AlterOp], *,
-              incremental: bool, validate_only: bool) -> None:
-        """Change one resource's configs; raises Refused."""
+              incremental: bool, validate_only: bool) -> Awaitable[None] | None:
+        """Change one resource's configs; raises Refused. In a cluster a topic's change is
+        returned as the ZooKeeper write to await (which raises Refused too)."""
         if resource_type == ConfigResourceType.TOPIC:
-            self._alter_topic(name, ops, incremental, validate_only)
-        elif resource_type == ConfigResourceType.BROKER:
+            return self._alter_topic(name, ops, incremental, validate_only)
+        if resource_type == ConfigResourceType.BROKER:
             self._alter_broker(name, ops, incremental, validate_only)
         elif resource_type == ConfigResourceType.GROUP:
             self._alter_group(name, ops, incremental, validate_only)
         else:
             raise Refused(Errors.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+        return None
 
     # -- topics ------------------------------------------------------------------------
 
-    def _alter_topic(self, name: str, ops: Sequence[AlterOp], incremental: bool, validate_only: bool) -> None:
+    def topic_overrides(self, name: str) -> dict[str, str] | None:
+        """A topic's overrides, from this broker's logs or (cluster) from ZooKeeper's; None
+        when there is no such topic."""
+        if self.cluster is not None:
+            return self.cluster.topic_overrides(name)
         info = self.logs.topics.get(name)
-        current = {} if info is None else {k: str(config_string(v)) for k, v in info.config.overrides.items()}
-        new = apply_ops(current, ops, incremental=incremental, not_a_list=_controller_not_a_list,
+        return None if info is None else {k: str(config_string(v)) for k, v in info.config.overrides.items()}
+
+    def _alter_topic(self, name: str, ops: Sequence[AlterOp], incremental: bool,
+                     validate_only: bool) -> Awaitable[None] | None:
+        overrides = self.topic_overrides(name)
+        new = apply_ops(overrides or {}, ops, incremental=incremental, not_a_list=_controller_not_a_list,
                         default=lambda key: config_string(TOPIC_CONFIGS[key].default))
         if not name:
             raise Refused(Errors.INVALID_REQUEST, "Default topic resources are not allowed.")
@@ -190,13 +212,23 @@ class ConfigAdmin:
             TopicConfig(self.logs.topic_defaults, new)
         except ConfigError as e:
             raise Refused(Errors.INVALID_CONFIG, str(e)) from None
-        if info is None:
+        if overrides is None:
             raise Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         if validate_only:
-            return
+            return None
+        if self.cluster is not None:
+            return self._alter_in_cluster(self.cluster, name, new)
         try:
             self.logs.alter_topic_config(name, dict(new))
         except TopicError as e:
+            raise Refused(e.error, str(e)) from None
+        return None
+
+    @staticmethod
+    async def _alter_in_cluster(cluster: ClusterTopicConfigs, name: str, new: dict[str, str]) -> None:
+        try:
+            await cluster.alter_topic_config(name, new)
+        except KafkaError as e:
             raise Refused(e.error, str(e)) from None
 
     # -- brokers -----------------------------------------------------------------------

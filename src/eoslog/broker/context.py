@@ -63,7 +63,7 @@ class BrokerState:
     config_admin: ConfigAdmin = field(init=False)
 
     def __post_init__(self) -> None:
-        self.config_admin = ConfigAdmin(self.config, self.logs)
+        self.config_admin = ConfigAdmin(self.config, self.logs, cluster=self.cluster)
 
     @property
     def node_id(self) -> int:

@@ -109,7 +109,8 @@ def describe(
     name: Annotated[str | None, typer.Argument(help="Topic name (default: all topics)")] = None,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
 ) -> None:
-    """Partitions, leader, replicas, ISR, log start/end offsets and config overrides."""
+    """Partitions, leader and its epoch, replicas, ISR, offline replicas, log start/end offsets
+    and config overrides."""
     console = Console(soft_wrap=True)
     with user_errors("topics describe"), open_admin(bootstrap_server) as admin:
         names = [name] if name is not None else sorted(admin.list_topics(internal=True))
@@ -159,13 +160,14 @@ def _print_topic(
         highlight=False, markup=False,
     )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("Partition", "Leader", "Replicas", "Isr", "LogStartOffset", "LogEndOffset"):
-        table.add_column(column, justify="right" if column != "Replicas" else "left")
+    for column in ("Partition", "Leader", "LeaderEpoch", "Replicas", "Isr", "Offline", "LogStartOffset",
+                   "LogEndOffset"):
+        table.add_column(column, justify="left" if column in ("Replicas", "Isr", "Offline") else "right")
     for p in t.partitions:
         table.add_row(
-            str(p.partition), str(p.leader), ",".join(map(str, p.replicas)) or "-",
-            ",".join(map(str, p.isr)) or "-", str(start.get(p.partition, "-")),
-            str(end.get(p.partition, "-")),
+            str(p.partition), str(p.leader), str(p.leader_epoch) if p.leader_epoch >= 0 else "-",
+            ",".join(map(str, p.replicas)) or "-", ",".join(map(str, p.isr)) or "-",
+            ",".join(map(str, p.offline)) or "-", str(start.get(p.partition, "-")), str(end.get(p.partition, "-")),
         )
     console.print(table)
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from eoslog.cluster import znodes
 from eoslog.cluster.channel import BrokerChannel
@@ -338,6 +338,23 @@ class ClusterMember:
         self.metadata.set_topic(topic, created)
         self.metadata.set_topic_config(topic, dict(overrides))
         return created
+
+    def topic_overrides(self, topic: str) -> dict[str, str] | None:
+        """The topic's config overrides as ZooKeeper has them; None when there is no such topic."""
+        if topic not in self.metadata.topics:
+            return None
+        return dict(self.metadata.topic_configs.get(topic, {}))
+
+    async def alter_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        """Write the topic's overrides to /config/topics/T (Kafka's AdminZkClient.changeTopicConfig);
+        this broker applies them at once, the others when their watch fires."""
+        try:
+            await self.zk.set(znodes.topic_config_path(topic), znodes.encode_topic_config(overrides), -1)
+        except NoNodeError:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.") from None
+        except KazooException as e:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"ZooKeeper refused the change: {e!r}") from None
+        self.metadata.set_topic_config(topic, dict(overrides))
 
     def assign(self, partitions: int, replication_factor: int, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
         """Kafka's placement over the live brokers (AssignmentError when too few)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from eoslog.protocol.requests import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 
-def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
+async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     module = response_types(ctx)
     resources = [
         (int(r.resource_type), str(r.resource_name),
@@ -33,7 +33,9 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     for (resource_type, name, ops), refusal in zip(resources, check_request(resources, incremental), strict=True):
         if refusal is None:
             try:
-                admin.alter(resource_type, name, ops, incremental=incremental, validate_only=validate_only)
+                pending = admin.alter(resource_type, name, ops, incremental=incremental, validate_only=validate_only)
+                if pending is not None:  # a topic's change, written to ZooKeeper
+                    await pending
             except Refused as e:
                 refusal = e
         responses.append(build(
@@ -47,11 +49,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
 
 
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Any:
-    return _alter(ctx, request, incremental=False)
+    return await _alter(ctx, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Any:
-    return _alter(ctx, request, incremental=True)
+    return await _alter(ctx, request, incremental=True)
 
 
 APIS = [

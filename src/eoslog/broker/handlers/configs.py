@@ -222,9 +222,14 @@ def _describe_resource(
         except TopicError as e:
             return ErrorCode.invalid_topic_exception, str(e), []
         info = state.logs.topics.get(name)
-        if info is None:
+        if state.cluster is not None:  # ZooKeeper's overrides: this broker may hold no replica
+            overrides = state.cluster.topic_overrides(name)
+            config = None if overrides is None else TopicConfig(state.logs.topic_defaults, overrides)
+        else:
+            config = None if info is None else info.config
+        if config is None:
             return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
-        return ErrorCode.none, None, topic_config_entries(state.config, info.config)
+        return ErrorCode.none, None, topic_config_entries(state.config, config)
     if resource_type == ConfigResourceType.BROKER:
         if not name:
             return ErrorCode.none, None, default_broker_config_entries(state.config)

@@ -51,7 +51,8 @@ def topic_description(t: Any) -> TopicDescription:
         str(t.name), _topic_id(getattr(t, "topic_id", None)), bool(getattr(t, "is_internal", False)),
         tuple(sorted(
             (TopicPartitionInfo(int(p.partition_index), int(p.leader_id), tuple(int(r) for r in p.replica_nodes),
-                                tuple(int(r) for r in p.isr_nodes)) for p in t.partitions),
+                                tuple(int(r) for r in p.isr_nodes), int(getattr(p, "leader_epoch", -1)),
+                                tuple(int(r) for r in getattr(p, "offline_replicas", ()))) for p in t.partitions),
             key=lambda p: p.partition,
         )),
     )

@@ -72,6 +72,8 @@ class TopicPartitionInfo:
     leader: int  # -1: no leader
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    leader_epoch: int = -1  # -1: not known (Metadata before v7)
+    offline: tuple[int, ...] = ()  # replicas on brokers that are not alive
 
 
 @dataclass(frozen=True, slots=True)
