@@ -2,6 +2,11 @@
 
     python bench/cluster.py            # 3 rounds of 100 MB per case + 10 failovers, ~4 min
     python bench/cluster.py --quick    # 1 round of 30 MB + 5 failovers
+    python bench/cluster.py --failover-only --label after   # failovers alone, saved by label
+
+Two builds' failover times in one run: start the script twice at once, each with its own
+PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
+see the same machine load; the client's share (its metadata refresh) comes from that build too.
 
 One ZooKeeper and three eoslog brokers on this machine (tests/cluster_harness.py). In one run,
 interleaved round by round:
@@ -102,6 +107,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int)
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--failover-only", action="store_true")
+    parser.add_argument("--label", default="")
     args = parser.parse_args()
     mb = args.mb or (30 if args.quick else 100)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -109,6 +116,13 @@ def main() -> None:
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-cluster-", None)
     cluster = Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}).start()
     load_before = facts.get("load_average")
+    if args.failover_only:
+        try:
+            failover_s = failovers(cluster, kills)
+        finally:
+            cluster.stop()
+        save_failovers(failover_s, args.label, {**facts, "load_average_before": load_before}, args.no_save)
+        return
     try:
         produce_runs = replicated_produce(cluster, mb, rounds)
         failover_s = failovers(cluster, kills)
@@ -141,6 +155,19 @@ def main() -> None:
             (RESULTS_DIR / name).write_text(json.dumps(results, indent=1))
         plot(results, RESULTS_DIR / "cluster-latest.png")
         print(f"saved {RESULTS_DIR / 'cluster-latest.json'} and cluster-latest.png")
+
+
+def save_failovers(failover_s: list[float], label: str, facts: dict[str, Any], no_save: bool) -> None:
+    results = {
+        "label": label, "machine": facts, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "failover_s": [round(s, 3) for s in failover_s], "failover_p50_s": round(statistics.median(failover_s), 3),
+        "failover_p99_s": round(percentile(failover_s, 0.99), 3), "failover_max_s": round(max(failover_s), 3),
+    }
+    print(f"failover {label}: p50 {results['failover_p50_s']} s, p99 {results['failover_p99_s']} s "
+          f"over {len(failover_s)} kills (session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s)")
+    if not no_save:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        (RESULTS_DIR / f"cluster-failover-{label or 'run'}.json").write_text(json.dumps(results, indent=1))
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

@@ -122,6 +122,10 @@ class AioClient:
         self.maybe_connect(node_id)
         return None
 
+    def unreachable(self, node_id: int) -> bool:
+        """Did the last attempt to connect to ``node_id`` fail (it may be dead, or have moved)?"""
+        return node_id in self._failures
+
     def backoff_remaining(self, node_id: int) -> float:
         return max(0.0, self._backoff_until.get(node_id, 0.0) - time.monotonic())
 

@@ -212,6 +212,11 @@ class Sender:
             conn = self.client.ready(node)
             if conn is not None and conn.in_flight < max_in_flight:
                 sendable.add(node)
+            elif conn is None and self.client.unreachable(node):
+                # A leader we cannot reach has likely died: ask who leads now every
+                # retry.backoff.ms, not only at each reconnect attempt (whose backoff grows
+                # to reconnect.backoff.max.ms), so a failover is seen once the new leader is.
+                self.client.request_update()
         drained: dict[int, list[ProducerBatch]] = {}
         if sendable:
             drained = acc.drain(cluster, sendable, self.config.max_request_size, now)
