@@ -172,7 +172,7 @@ def plot_clients(results: dict[str, Any], path: Path) -> None:
     solid bars with each client's defaults, hatched with the equal settings."""
     roles = [r for r in ("produce", "consume") if results["clients"][r]]
     sizes = results["workload"]["sizes"]
-    fig, axes = plt.subplots(len(sizes), len(roles), figsize=(8 * len(roles), 4.2 * len(sizes)), squeeze=False)
+    fig, axes = plt.subplots(len(sizes), len(roles), figsize=(8 * len(roles), 5.2 * len(sizes)), squeeze=False)
     for col, role in enumerate(roles):
         for row, size in enumerate(sizes):
             ax = axes[row][col]
@@ -197,13 +197,13 @@ def plot_clients(results: dict[str, Any], path: Path) -> None:
             ax.set_xlabel("records/s (best round)")
             ratios = [r for r in results["ratios"] if r["role"] == role and r["size"] == size
                       and r["settings"] == "equal"]
-            ax.set_title(f"{role}, {size} B records\n" + "; ".join(
+            ax.set_title(f"{role}, {size} B records\n" + "\n".join(
                 f"{r['label']} = {r['value']:.2f}" + (f" (goal {r['goal']})" if r["goal"] else "") for r in ratios),
                 fontsize=9)
     m = results["machine"]
     load = m.get("load_avg_at_start")
     fig.suptitle(f"eoslog client benchmark — one eoslog broker, {results['workload']['partitions']} partitions, "
-                 f"{results['workload'].get('isolation', 'read_uncommitted')} — {m['cpu_count']} shared CPUs"
+                 f"{results['workload'].get('isolation', 'read_uncommitted')}\n{m['cpu_count']} shared CPUs"
                  + (f" (load average {load})" if load else "")
                  + f", Python {m['python']} — {results['timestamp']}", fontsize=10)
     fig.tight_layout()
