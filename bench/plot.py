@@ -221,6 +221,7 @@ def plot_eos_latency(results: dict[str, Any], path: Path) -> None:
     rates, impls, modes = w["rates"], w["impls"], w["modes"]
     fig, axes = plt.subplots(2, len(rates), figsize=(6 * len(rates), 9), squeeze=False)
     labels = [f"{i}\n{m}" for i in impls for m in modes]
+    fig.subplots_adjust(hspace=0.35)
     for col, rate in enumerate(rates):
         top, bottom = axes[0][col], axes[1][col]
         rows = [results["best"].get(f"{i}/{m}/{rate}") for i in impls for m in modes]
@@ -235,8 +236,9 @@ def plot_eos_latency(results: dict[str, Any], path: Path) -> None:
         top.set_yscale("log")
         top.set_xticks(x, labels, fontsize=7)
         top.set_ylabel("end-to-end latency, ms (bar p50, tick p99)")
-        ratio = "; ".join(f"{r['impl']} {r['mode']} {r['p50']:.1f}x" for r in results["ratios"] if r["rate"] == rate)
-        top.set_title(f"{rate:,} records/s\ntxn / alo p50: {ratio}", fontsize=8)
+        lines = [f"{i}: " + ", ".join(f"{r['mode'][4:]} {r['p50']:.1f}x" for r in results["ratios"]
+                                      if r["rate"] == rate and r["impl"] == i) for i in impls]
+        top.set_title(f"{rate:,} records/s — p50 txn / alo\n" + "\n".join(lines), fontsize=8)
         base = [0.0] * len(rows)
         for part, color in EOS_PARTS:
             values = [max(0.0, r["parts_ms"][part]["p50"]) if r else 0.0 for r in rows]
