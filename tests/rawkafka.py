@@ -103,7 +103,8 @@ class ConnectionClosed(Exception):
 class RawClient:
     """One TCP connection speaking Kafka frames, with a correlation id counter."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "raw-test") -> None:
+        self.client_id = client_id
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -136,7 +137,7 @@ class RawClient:
 
     def frame(self, request: Any) -> tuple[int, bytes]:
         self.correlation_id += 1
-        return self.correlation_id, encode_request(self.correlation_id, request, "raw-test")
+        return self.correlation_id, encode_request(self.correlation_id, request, self.client_id)
 
     def call(self, request: Any) -> Any:
         """Send a request and return the decoded response body."""

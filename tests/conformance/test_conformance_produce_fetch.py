@@ -92,6 +92,12 @@ def _unknown(t: Target) -> None:
     list_offsets(t, "known", 7, LATEST)
 
 
+@session("internal-topic-produce", "a client's produce to __consumer_offsets and __transaction_state")
+def _internal_topics(t: Target) -> None:
+    produce(t, "__consumer_offsets", 0, batch([b"not a group record"]))
+    produce(t, "__transaction_state", 0, batch([b"not a transaction record"]), acks=1)
+
+
 @session("offset-out-of-range", "fetch above the log end and below the log start")
 def _out_of_range(t: Target) -> None:
     create_topic(t, "oor")

@@ -22,13 +22,13 @@ from eoslog.records import CompressionType, build_batch
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from eoslog.replica import ReplicaManager
 from eoslog.storage import PartitionLog, TopicError
+from eoslog.types import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported: the coordinators' name for it
+from eoslog.types import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE_TOPIC
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 T = TypeVar("T")
 
 

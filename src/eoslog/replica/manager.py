@@ -50,7 +50,7 @@ from eoslog.replica.verification import (
 )
 from eoslog.storage import AppendInfo, AppendOrigin, LogManager
 from eoslog.storage.producer_state import ProducerStateEntry
-from eoslog.types import TopicPartition
+from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +175,12 @@ class ReplicaManager:
         self, entries: Mapping[TopicPartition, bytes], *, required_acks: int, timeout_ms: int,
         transactional_id: str | None = None, origin: AppendOrigin = AppendOrigin.CLIENT,
         operation: TransactionSupportedOperation = TransactionSupportedOperation.DEFAULT_ERROR,
+        internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as leader; with acks=all, answer once the ISR has
-        them or after ``timeout_ms`` (REQUEST_TIMED_OUT)."""
+        them or after ``timeout_ms`` (REQUEST_TIMED_OUT). Internal topics are refused
+        (INVALID_TOPIC_EXCEPTION) unless ``internal_topics_allowed``: only their coordinators
+        write them, as in Kafka's appendToLocalLog."""
         if required_acks not in VALID_ACKS:
             return dict.fromkeys(entries, ProduceResult(Errors.INVALID_REQUIRED_ACKS))
         results: dict[TopicPartition, ProduceResult] = {}
@@ -195,6 +198,10 @@ class ReplicaManager:
                 if refused is not None:
                     results[tp] = ProduceResult(refused[0], message=refused[1])
                     continue
+            if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                results[tp] = ProduceResult(Errors.INVALID_TOPIC_EXCEPTION,
+                                            message=f"Cannot append to internal topic {tp.topic}")
+                continue
             result, info = self._append_to_leader(partition, records, origin, required_acks)
             results[tp] = result
             if (info is not None and required_acks == ACKS_ALL

@@ -23,12 +23,13 @@ from eoslog.broker.handlers.base import (
     build,
     response_types,
 )
-from eoslog.broker.handlers.topics import INTERNAL_TOPICS, create_with_defaults
+from eoslog.broker.handlers.topics import create_with_defaults
 from eoslog.cluster.metadata import PartitionView
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
+from eoslog.types import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember

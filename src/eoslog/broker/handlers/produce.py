@@ -23,7 +23,7 @@ from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
 from eoslog.replica.verification import produce_request_operation
-from eoslog.types import TopicPartition
+from eoslog.types import ADMIN_CLIENT_ID, TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import ProduceRequest
@@ -77,6 +77,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Any | 
     results = await replicas.append_records(
         entries, required_acks=acks, timeout_ms=int(request.timeout.total_seconds() * 1000),
         transactional_id=request.transactional_id, operation=produce_request_operation(ctx.api_version),
+        internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
     )
     results.update(refused)
     topics = []

@@ -37,13 +37,12 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
+from eoslog.types import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
     from eoslog.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 
-# Topic.isInternal: what Metadata reports as internal.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # QuorumController.MAX_RECORDS_PER_USER_OP: one TopicRecord per topic, one ConfigRecord
 # per override and one PartitionRecord per partition count against it.
