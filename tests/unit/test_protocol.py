@@ -139,6 +139,7 @@ def test_mutated_frames_decode_or_fail_cleanly(which: int, flips: list[tuple[int
 def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(BrokerConfig.load(overrides={"log.dirs": str(tmp_path / "data")}))
     b.logs.startup()
+    b.state.serving.set()  # what start() does once it serves; these tests drive the dispatcher without it
     yield b
     b.logs.shutdown()
 
