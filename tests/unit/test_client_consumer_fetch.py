@@ -9,8 +9,14 @@ pure-Python one, which must give the same results."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,16 +35,30 @@ TP = TopicPartition("t", 0)
 TS = 1_700_000_000_000
 
 
+@functools.cache
+def c_decoder() -> Any:
+    """The C decoder module; built in place first when this checkout has none yet
+    (scripts/setup.sh builds it; a fresh worktree or a pull brings only its source)."""
+    with contextlib.suppress(ImportError):
+        return importlib.import_module("eoslog.records._speedups")
+    root = Path(record_batch.__file__).resolve().parents[3]
+    script = root / "scripts" / "build_speedups.py"
+    if not script.exists() or shutil.which("cc") is None:
+        return None
+    subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, timeout=600, check=False)
+    importlib.invalidate_caches()
+    with contextlib.suppress(ImportError):
+        return importlib.import_module("eoslog.records._speedups")
+    return None
+
+
 @pytest.fixture(autouse=True, params=["c", "python"])
 def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The C decoder, then the pure-Python one (records.batch.speedups None)."""
     if request.param == "python":
         monkeypatch.setattr(record_batch, "speedups", None)
     else:
-        try:
-            c = importlib.import_module("eoslog.records._speedups")
-        except ImportError:
-            c = None
+        c = c_decoder()
         require("eoslog's C record decoder", c is not None,
                 "a C compiler (apt-get install -y gcc), then: python scripts/build_speedups.py "
                 "(scripts/setup.sh does it)")
