@@ -235,6 +235,9 @@ def check_group_lag(stack: Stack, topic: str, group: str) -> None:
         page_lags[partition] = int(cell(page, row, "lag"))
     assert page_lags == {0: 6, 1: 0}
     assert page.locator(f"{section} .total-lag").inner_text() == "6"
+    # Each view of the page is a point of the group's lag chart: two views, lag 6 both times.
+    page = stack.open("/groups")
+    assert page.locator(f"{section} .lag-chart desc.value").all_text_contents() == ["6"] * 4
     screenshot(page, f"groups-{stack.name}")
     # The group's consumer reads exactly the lag the page showed, and nothing more.
     assert len(read_committed(bootstrap, topic, 0, group, expect=page_lags[0])) == page_lags[0]

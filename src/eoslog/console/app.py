@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+import pygal
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -44,6 +47,29 @@ PAGES = (("/", "Cluster"), ("/transactions", "Transactions"), ("/partitions", "P
          ("/records", "Records"), ("/groups", "Groups"), ("/producers", "Producers"))
 
 
+class LagHistory:
+    """Each group's total lag (against the high watermark and the LSO) as the groups page saw
+    it, the last ``MAX_POINTS`` times, drawn as a small line chart (pygal, inline SVG)."""
+
+    MAX_POINTS = 120
+
+    def __init__(self) -> None:
+        self._points: dict[str, deque[tuple[float, int, int]]] = {}
+
+    def sample(self, groups: list[views.GroupRow]) -> None:
+        now = time.time()
+        for g in groups:
+            self._points.setdefault(g.group_id, deque(maxlen=self.MAX_POINTS)).append((now, g.lag, g.lag_stable))
+
+    def chart(self, group_id: str) -> str:
+        points = list(self._points.get(group_id, ()))
+        chart = pygal.Line(width=520, height=170, js=[], disable_xml_declaration=True, legend_at_bottom=True,
+                           show_x_labels=False, include_x_axis=True, title="lag over time")
+        chart.add("lag", [lag for _, lag, _ in points])
+        chart.add("lag (read_committed)", [stable for _, _, stable in points])
+        return str(chart.render(is_unicode=True))
+
+
 @dataclass(frozen=True)
 class ConsoleSettings:
     bootstrap_server: str
@@ -54,6 +80,7 @@ class ConsoleSettings:
 def create_app(settings: ConsoleSettings) -> Starlette:
     templates = Jinja2Templates(directory=HERE / "templates")
     holder: dict[str, Admin] = {}
+    lag_history = LagHistory()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -119,6 +146,11 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             message = f"abort failed: {e}"
         return RedirectResponse("/transactions?message=" + quote(message), 303)
 
+    def groups(cluster: Cluster) -> Mapping[str, Any]:
+        rows = views.groups(cluster)
+        lag_history.sample(rows)
+        return {"groups": rows, "charts": {g.group_id: lag_history.chart(g.group_id) for g in rows}}
+
     async def form_action(request: Request, back: str, fields: tuple[str, ...],
                           act: Callable[[Admin, dict[str, str]], str]) -> Response:
         """A confirmed POST of the pages' small forms (url-encoded body): do it, log it, go back."""
@@ -157,7 +189,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
                                   lambda c, _: {"partitions": views.partitions(c, settings.metrics_url)})),
         Route("/partitions/delete-records", delete_records_endpoint, methods=["POST"]),
         Route("/records", page("records.html", records)),
-        Route("/groups", page("groups.html", lambda c, _: {"groups": views.groups(c)})),
+        Route("/groups", page("groups.html", lambda c, _: groups(c))),
         Route("/groups/reset-offsets", reset_offsets_endpoint, methods=["POST"]),
         Route("/producers", page("producers.html", lambda c, _: {"producers": views.producers(c)})),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
