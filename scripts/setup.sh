@@ -142,16 +142,23 @@ fi
 # editable install; without a compiler eoslog runs its pure-Python decoder, but the tests of
 # both decoders need it, so a missing compiler is installed (root) or reported.
 step "C record decoder (scripts/build_speedups.py)"
-if ! command -v cc >/dev/null 2>&1 && [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" != "1" ]] && is_root \
+build_speedups() {
+    command -v cc >/dev/null 2>&1 && "$VPY" "$ROOT/scripts/build_speedups.py" >/dev/null 2>&1 \
+        && "$VPY" -c 'import eoslog.records._speedups' 2>/dev/null
+}
+if ! build_speedups && [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" != "1" ]] && is_root \
         && command -v apt-get >/dev/null 2>&1; then
+    # A compiler, and Python's headers (Debian's python3.X-dev; pyenv and python.org builds have them).
+    vpyver="$("$VPY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
     apt_install gcc || warn "apt-get could not install gcc"
+    "$VPY" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+        || apt_install "python${vpyver}-dev" || apt_install python3-dev || warn "apt-get could not install Python's headers"
 fi
-if command -v cc >/dev/null 2>&1 && "$VPY" "$ROOT/scripts/build_speedups.py" >/dev/null 2>&1 \
-        && "$VPY" -c 'import eoslog.records._speedups' 2>/dev/null; then
+if build_speedups; then
     ok "built"
 else
-    missing_dep "a C compiler for eoslog's optional C record decoder" \
-        "apt-get install -y gcc, then: python scripts/build_speedups.py (eoslog runs without it, slower)"
+    missing_dep "a C compiler and Python's headers for eoslog's optional C record decoder" \
+        "apt-get install -y gcc python3-dev, then: python scripts/build_speedups.py (eoslog runs without it, slower)"
 fi
 
 if [[ "${EOSLOG_SKIP_SYSTEM_DEPS:-0}" == "1" ]]; then
