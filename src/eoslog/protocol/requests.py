@@ -1,8 +1,8 @@
 """kio's request classes of every version a handler serves, as one type per API (generated
-from the handler registry's version ranges): a handler typed with it has each field it reads
-checked against every version (a field some versions lack is read with ``getattr`` and a
-default). Types only: handlers import them under ``TYPE_CHECKING``, so the broker does not
-load every version's module at start-up."""
+from the handler registry's version ranges by ``eoslog.protocol.typegen``): a handler typed with
+it has each field it reads checked against every version (a field some versions lack is read with
+``getattr`` and a default). Types only: handlers import them under ``TYPE_CHECKING``, so the
+broker does not load every version's module at start-up."""
 
 from __future__ import annotations
 
@@ -207,6 +207,11 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
 
+    MetadataRequest = (
+        _MetadataRequestV0 | _MetadataRequestV1 | _MetadataRequestV2 | _MetadataRequestV3 | _MetadataRequestV4
+        | _MetadataRequestV5 | _MetadataRequestV6 | _MetadataRequestV7 | _MetadataRequestV8 | _MetadataRequestV9
+        | _MetadataRequestV10 | _MetadataRequestV11 | _MetadataRequestV12
+    )
     ProduceRequest = (
         _ProduceRequestV3 | _ProduceRequestV4 | _ProduceRequestV5 | _ProduceRequestV6 | _ProduceRequestV7
         | _ProduceRequestV8 | _ProduceRequestV9 | _ProduceRequestV10 | _ProduceRequestV11
@@ -219,11 +224,74 @@ if TYPE_CHECKING:
         _ListOffsetsRequestV1 | _ListOffsetsRequestV2 | _ListOffsetsRequestV3 | _ListOffsetsRequestV4
         | _ListOffsetsRequestV5 | _ListOffsetsRequestV6 | _ListOffsetsRequestV7
     )
-    MetadataRequest = (
-        _MetadataRequestV0 | _MetadataRequestV1 | _MetadataRequestV2 | _MetadataRequestV3 | _MetadataRequestV4
-        | _MetadataRequestV5 | _MetadataRequestV6 | _MetadataRequestV7 | _MetadataRequestV8 | _MetadataRequestV9
-        | _MetadataRequestV10 | _MetadataRequestV11 | _MetadataRequestV12
+    InitProducerIdRequest = (
+        _InitProducerIdRequestV0 | _InitProducerIdRequestV1 | _InitProducerIdRequestV2 | _InitProducerIdRequestV3
+        | _InitProducerIdRequestV4 | _InitProducerIdRequestV5 | _InitProducerIdRequestV6
     )
+    AddPartitionsToTxnRequest = (
+        _AddPartitionsToTxnRequestV0 | _AddPartitionsToTxnRequestV1 | _AddPartitionsToTxnRequestV2
+        | _AddPartitionsToTxnRequestV3 | _AddPartitionsToTxnRequestV4 | _AddPartitionsToTxnRequestV5
+    )
+    AddOffsetsToTxnRequest = (
+        _AddOffsetsToTxnRequestV0 | _AddOffsetsToTxnRequestV1 | _AddOffsetsToTxnRequestV2 | _AddOffsetsToTxnRequestV3
+        | _AddOffsetsToTxnRequestV4
+    )
+    EndTxnRequest = _EndTxnRequestV0 | _EndTxnRequestV1 | _EndTxnRequestV2 | _EndTxnRequestV3 | _EndTxnRequestV4
+    WriteTxnMarkersRequest = _WriteTxnMarkersRequestV1
+    TxnOffsetCommitRequest = (
+        _TxnOffsetCommitRequestV0 | _TxnOffsetCommitRequestV1 | _TxnOffsetCommitRequestV2 | _TxnOffsetCommitRequestV3
+        | _TxnOffsetCommitRequestV4
+    )
+    DescribeProducersRequest = _DescribeProducersRequestV0
+    DescribeTransactionsRequest = _DescribeTransactionsRequestV0
+    ListTransactionsRequest = _ListTransactionsRequestV0 | _ListTransactionsRequestV1 | _ListTransactionsRequestV2
+    CreateTopicsRequest = (
+        _CreateTopicsRequestV2 | _CreateTopicsRequestV3 | _CreateTopicsRequestV4 | _CreateTopicsRequestV5
+        | _CreateTopicsRequestV6 | _CreateTopicsRequestV7
+    )
+    DeleteTopicsRequest = (
+        _DeleteTopicsRequestV1 | _DeleteTopicsRequestV2 | _DeleteTopicsRequestV3 | _DeleteTopicsRequestV4
+        | _DeleteTopicsRequestV5 | _DeleteTopicsRequestV6
+    )
+    CreatePartitionsRequest = (
+        _CreatePartitionsRequestV0 | _CreatePartitionsRequestV1 | _CreatePartitionsRequestV2
+        | _CreatePartitionsRequestV3
+    )
+    DescribeConfigsRequest = (
+        _DescribeConfigsRequestV1 | _DescribeConfigsRequestV2 | _DescribeConfigsRequestV3 | _DescribeConfigsRequestV4
+    )
+    AlterConfigsRequest = _AlterConfigsRequestV0 | _AlterConfigsRequestV1 | _AlterConfigsRequestV2
+    IncrementalAlterConfigsRequest = _IncrementalAlterConfigsRequestV0 | _IncrementalAlterConfigsRequestV1
+    DescribeClusterRequest = _DescribeClusterRequestV0 | _DescribeClusterRequestV1 | _DescribeClusterRequestV2
+    ElectLeadersRequest = _ElectLeadersRequestV0 | _ElectLeadersRequestV1 | _ElectLeadersRequestV2
+    FindCoordinatorRequest = (
+        _FindCoordinatorRequestV0 | _FindCoordinatorRequestV1 | _FindCoordinatorRequestV2 | _FindCoordinatorRequestV3
+        | _FindCoordinatorRequestV4
+    )
+    JoinGroupRequest = (
+        _JoinGroupRequestV0 | _JoinGroupRequestV1 | _JoinGroupRequestV2 | _JoinGroupRequestV3 | _JoinGroupRequestV4
+        | _JoinGroupRequestV5 | _JoinGroupRequestV6 | _JoinGroupRequestV7 | _JoinGroupRequestV8 | _JoinGroupRequestV9
+    )
+    HeartbeatRequest = (
+        _HeartbeatRequestV0 | _HeartbeatRequestV1 | _HeartbeatRequestV2 | _HeartbeatRequestV3 | _HeartbeatRequestV4
+    )
+    LeaveGroupRequest = (
+        _LeaveGroupRequestV0 | _LeaveGroupRequestV1 | _LeaveGroupRequestV2 | _LeaveGroupRequestV3 | _LeaveGroupRequestV4
+        | _LeaveGroupRequestV5
+    )
+    SyncGroupRequest = (
+        _SyncGroupRequestV0 | _SyncGroupRequestV1 | _SyncGroupRequestV2 | _SyncGroupRequestV3 | _SyncGroupRequestV4
+        | _SyncGroupRequestV5
+    )
+    DescribeGroupsRequest = (
+        _DescribeGroupsRequestV0 | _DescribeGroupsRequestV1 | _DescribeGroupsRequestV2 | _DescribeGroupsRequestV3
+        | _DescribeGroupsRequestV4 | _DescribeGroupsRequestV5
+    )
+    ListGroupsRequest = (
+        _ListGroupsRequestV0 | _ListGroupsRequestV1 | _ListGroupsRequestV2 | _ListGroupsRequestV3 | _ListGroupsRequestV4
+        | _ListGroupsRequestV5
+    )
+    DeleteGroupsRequest = _DeleteGroupsRequestV0 | _DeleteGroupsRequestV1 | _DeleteGroupsRequestV2
     OffsetCommitRequest = (
         _OffsetCommitRequestV2 | _OffsetCommitRequestV3 | _OffsetCommitRequestV4 | _OffsetCommitRequestV5
         | _OffsetCommitRequestV6 | _OffsetCommitRequestV7 | _OffsetCommitRequestV8 | _OffsetCommitRequestV9
@@ -233,102 +301,13 @@ if TYPE_CHECKING:
         | _OffsetFetchRequestV5 | _OffsetFetchRequestV6 | _OffsetFetchRequestV7 | _OffsetFetchRequestV8
         | _OffsetFetchRequestV9
     )
-    FindCoordinatorRequest = (
-        _FindCoordinatorRequestV0 | _FindCoordinatorRequestV1 | _FindCoordinatorRequestV2
-        | _FindCoordinatorRequestV3 | _FindCoordinatorRequestV4
-    )
-    JoinGroupRequest = (
-        _JoinGroupRequestV0 | _JoinGroupRequestV1 | _JoinGroupRequestV2 | _JoinGroupRequestV3
-        | _JoinGroupRequestV4 | _JoinGroupRequestV5 | _JoinGroupRequestV6 | _JoinGroupRequestV7
-        | _JoinGroupRequestV8 | _JoinGroupRequestV9
-    )
-    HeartbeatRequest = (
-        _HeartbeatRequestV0 | _HeartbeatRequestV1 | _HeartbeatRequestV2 | _HeartbeatRequestV3
-        | _HeartbeatRequestV4
-    )
-    LeaveGroupRequest = (
-        _LeaveGroupRequestV0 | _LeaveGroupRequestV1 | _LeaveGroupRequestV2 | _LeaveGroupRequestV3
-        | _LeaveGroupRequestV4 | _LeaveGroupRequestV5
-    )
-    SyncGroupRequest = (
-        _SyncGroupRequestV0 | _SyncGroupRequestV1 | _SyncGroupRequestV2 | _SyncGroupRequestV3
-        | _SyncGroupRequestV4 | _SyncGroupRequestV5
-    )
-    DescribeGroupsRequest = (
-        _DescribeGroupsRequestV0 | _DescribeGroupsRequestV1 | _DescribeGroupsRequestV2 | _DescribeGroupsRequestV3
-        | _DescribeGroupsRequestV4 | _DescribeGroupsRequestV5
-    )
-    ListGroupsRequest = (
-        _ListGroupsRequestV0 | _ListGroupsRequestV1 | _ListGroupsRequestV2 | _ListGroupsRequestV3
-        | _ListGroupsRequestV4 | _ListGroupsRequestV5
-    )
-    ApiVersionsRequest = (
-        _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
-        | _ApiVersionsRequestV4
-    )
-    CreateTopicsRequest = (
-        _CreateTopicsRequestV2 | _CreateTopicsRequestV3 | _CreateTopicsRequestV4 | _CreateTopicsRequestV5
-        | _CreateTopicsRequestV6 | _CreateTopicsRequestV7
-    )
-    DeleteTopicsRequest = (
-        _DeleteTopicsRequestV1 | _DeleteTopicsRequestV2 | _DeleteTopicsRequestV3 | _DeleteTopicsRequestV4
-        | _DeleteTopicsRequestV5 | _DeleteTopicsRequestV6
-    )
-    DeleteRecordsRequest = (
-        _DeleteRecordsRequestV0 | _DeleteRecordsRequestV1 | _DeleteRecordsRequestV2
-    )
-    InitProducerIdRequest = (
-        _InitProducerIdRequestV0 | _InitProducerIdRequestV1 | _InitProducerIdRequestV2 | _InitProducerIdRequestV3
-        | _InitProducerIdRequestV4 | _InitProducerIdRequestV5 | _InitProducerIdRequestV6
-    )
+    OffsetDeleteRequest = _OffsetDeleteRequestV0
+    DeleteRecordsRequest = _DeleteRecordsRequestV0 | _DeleteRecordsRequestV1 | _DeleteRecordsRequestV2
     OffsetForLeaderEpochRequest = (
         _OffsetForLeaderEpochRequestV2 | _OffsetForLeaderEpochRequestV3 | _OffsetForLeaderEpochRequestV4
     )
-    AddPartitionsToTxnRequest = (
-        _AddPartitionsToTxnRequestV0 | _AddPartitionsToTxnRequestV1 | _AddPartitionsToTxnRequestV2
-        | _AddPartitionsToTxnRequestV3 | _AddPartitionsToTxnRequestV4 | _AddPartitionsToTxnRequestV5
-    )
-    AddOffsetsToTxnRequest = (
-        _AddOffsetsToTxnRequestV0 | _AddOffsetsToTxnRequestV1 | _AddOffsetsToTxnRequestV2
-        | _AddOffsetsToTxnRequestV3 | _AddOffsetsToTxnRequestV4
-    )
-    EndTxnRequest = (
-        _EndTxnRequestV0 | _EndTxnRequestV1 | _EndTxnRequestV2 | _EndTxnRequestV3 | _EndTxnRequestV4
-    )
-    WriteTxnMarkersRequest = _WriteTxnMarkersRequestV1
-    TxnOffsetCommitRequest = (
-        _TxnOffsetCommitRequestV0 | _TxnOffsetCommitRequestV1 | _TxnOffsetCommitRequestV2
-        | _TxnOffsetCommitRequestV3 | _TxnOffsetCommitRequestV4
-    )
-    DescribeConfigsRequest = (
-        _DescribeConfigsRequestV1 | _DescribeConfigsRequestV2 | _DescribeConfigsRequestV3
-        | _DescribeConfigsRequestV4
-    )
-    AlterConfigsRequest = (
-        _AlterConfigsRequestV0 | _AlterConfigsRequestV1 | _AlterConfigsRequestV2
-    )
-    CreatePartitionsRequest = (
-        _CreatePartitionsRequestV0 | _CreatePartitionsRequestV1 | _CreatePartitionsRequestV2
-        | _CreatePartitionsRequestV3
-    )
-    DeleteGroupsRequest = (
-        _DeleteGroupsRequestV0 | _DeleteGroupsRequestV1 | _DeleteGroupsRequestV2
-    )
-    ElectLeadersRequest = (
-        _ElectLeadersRequestV0 | _ElectLeadersRequestV1 | _ElectLeadersRequestV2
-    )
-    IncrementalAlterConfigsRequest = (
-        _IncrementalAlterConfigsRequestV0 | _IncrementalAlterConfigsRequestV1
-    )
-    OffsetDeleteRequest = _OffsetDeleteRequestV0
-    DescribeClusterRequest = (
-        _DescribeClusterRequestV0 | _DescribeClusterRequestV1 | _DescribeClusterRequestV2
-    )
-    DescribeProducersRequest = _DescribeProducersRequestV0
-    DescribeTransactionsRequest = _DescribeTransactionsRequestV0
-    ListTransactionsRequest = (
-        _ListTransactionsRequestV0 | _ListTransactionsRequestV1 | _ListTransactionsRequestV2
-    )
-    ConsumerGroupHeartbeatRequest = (
-        _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+    ConsumerGroupHeartbeatRequest = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+    ApiVersionsRequest = (
+        _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
+        | _ApiVersionsRequestV4
     )

@@ -7,7 +7,7 @@ one refused resource never fails the others, as in Kafka.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.config_admin import AlterOp, Refused, check_request
 from eoslog.broker.context import RequestContext
@@ -18,6 +18,7 @@ from eoslog.protocol.errors import ErrorCode, error_code
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import AlterConfigsRequest, IncrementalAlterConfigsRequest
+    from eoslog.protocol.responses import AlterConfigsResponse, IncrementalAlterConfigsResponse
 
 
 async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
@@ -48,12 +49,14 @@ async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     return build(response_class, throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
-async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Any:
-    return await _alter(ctx, request, incremental=False)
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    return cast("AlterConfigsResponse", await _alter(ctx, request, incremental=False))
 
 
-async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Any:
-    return await _alter(ctx, request, incremental=True)
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse:
+    return cast("IncrementalAlterConfigsResponse", await _alter(ctx, request, incremental=True))
 
 
 APIS = [

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_module, response_types
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_module, response_types, versioned
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import ApiVersionsRequest
+    from eoslog.protocol.responses import ApiVersionsResponse
 
 API_KEY = ApiKey.API_VERSIONS
 MAX_VERSION = 4
@@ -23,16 +28,17 @@ CLIENT_SOFTWARE_VERSION = 3  # first version naming the client software
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def _valid_client_software(request: Any, version: int) -> bool:
+def _valid_client_software(request: ApiVersionsRequest, version: int) -> bool:
     if version < CLIENT_SOFTWARE_VERSION:
         return True
+    v3 = versioned(request)
     return all(
         _SOFTWARE_NAME_VERSION.fullmatch(v) is not None
-        for v in (request.client_software_name, request.client_software_version)
+        for v in (v3.client_software_name, v3.client_software_version)
     )
 
 
-def _api_keys(module: Any, registry: Mapping[int, ApiSpec]) -> tuple[Any, ...]:
+def _api_keys(module: ModuleType, registry: Mapping[int, ApiSpec]) -> tuple[Any, ...]:
     return tuple(
         build(module.ApiVersion, api_key=s.api_key, min_version=s.advertised[0],
               max_version=s.advertised[1])
@@ -50,15 +56,16 @@ def unsupported_version_response(registry: Mapping[int, ApiSpec]) -> Any:
     )
 
 
-async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestContext, request: Any) -> Any:
+async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestContext,
+                              request: ApiVersionsRequest) -> ApiVersionsResponse:
     module = response_types(ctx)
     if not _valid_client_software(request, ctx.api_version):
-        return build(
+        return cast("ApiVersionsResponse", build(
             module.ApiVersionsResponse, error_code=ErrorCode.invalid_request, api_keys=(),
             throttle_time=NO_THROTTLE, supported_features=(), finalized_features_epoch=-1,
             finalized_features=(), zk_migration_ready=False,
-        )
-    return build(
+        ))
+    return cast("ApiVersionsResponse", build(
         module.ApiVersionsResponse,
         error_code=ErrorCode.none,
         api_keys=_api_keys(module, registry),
@@ -67,13 +74,13 @@ async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestConte
         finalized_features_epoch=-1,
         finalized_features=(),
         zk_migration_ready=False,
-    )
+    ))
 
 
 def api_versions_spec(registry: Mapping[int, ApiSpec]) -> ApiSpec:
     """ApiVersions answering from ``registry`` (which it is then added to)."""
 
-    async def handle(ctx: RequestContext, request: Any) -> Any:
+    async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
         return await handle_api_versions(registry, ctx, request)
 
     return ApiSpec(API_KEY, "ApiVersions", 0, MAX_VERSION, handle)

@@ -10,7 +10,7 @@ No broker is ever fenced, so v2's ``include_fenced_brokers`` changes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -21,6 +21,7 @@ from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import DescribeClusterRequest, ElectLeadersRequest
+    from eoslog.protocol.responses import DescribeClusterResponse, ElectLeadersResponse
 
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
@@ -35,7 +36,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> Any:
+async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     module = response_types(ctx)
     endpoint_type = int(getattr(request, "endpoint_type", BROKER_ENDPOINT))
     if endpoint_type != BROKER_ENDPOINT:
@@ -48,19 +49,19 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
             f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
             f"{_ENDPOINT_NAMES[endpoint_type]}" if known else f"Unsupported endpoint type {endpoint_type}"
         )
-        return build(
+        return cast("DescribeClusterResponse", build(
             module.DescribeClusterResponse,
             throttle_time=NO_THROTTLE, error_code=code, error_message=message,
             endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-        )
+        ))
     state = ctx.state
     brokers = tuple(
         build(module.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port,
               rack=b.rack, is_fenced=False)
         for b in state.live_brokers()
     )
-    return build(
+    return cast("DescribeClusterResponse", build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
         endpoint_type=BROKER_ENDPOINT, cluster_id=state.cluster_id, controller_id=state.controller_id,
@@ -69,7 +70,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED
         ),
-    )
+    ))
 
 
 # -- ElectLeaders ------------------------------------------------------------------------
@@ -78,7 +79,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
 PREFERRED, UNCLEAN = 0, 1
 
 
-async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> Any:
+async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     """ElectLeaders (43): answered by the controller (others: NOT_CONTROLLER). A null list asks
     for every partition and, as Kafka, reports only those an election was tried for."""
     module = response_types(ctx)
@@ -103,11 +104,11 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
         by_topic.setdefault(tp.topic, []).append(build(
             module.PartitionResult, partition_id=tp.partition, error_code=error_code(error),
             error_message=None if error is Errors.NONE else error.name))
-    return build(
+    return cast("ElectLeadersResponse", build(
         module.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error_code(top_level),
         replica_election_results=tuple(build(module.ReplicaElectionResult, topic=t, partition_result=tuple(r))
                                        for t, r in by_topic.items()),
-    )
+    ))
 
 
 APIS = [

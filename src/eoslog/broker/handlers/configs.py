@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -54,6 +54,7 @@ from eoslog.storage.log_manager import validate_topic_name
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import DescribeConfigsRequest
+    from eoslog.protocol.responses import DescribeConfigsResponse
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
 # configs Kafka defines as INT (any other int is LONG):
@@ -253,7 +254,7 @@ def _filter(entries: list[ConfigEntry], keys: Iterable[str] | None) -> list[Conf
     return [e for e in entries if e.name in wanted] if wanted else entries
 
 
-async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Any:
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     module = response_types(ctx)
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_docs = bool(getattr(request, "include_documentation", False))
@@ -279,7 +280,8 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
             error_code=code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name, configs=configs,
         ))
-    return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return cast("DescribeConfigsResponse", build(
+        module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results)))
 
 
 APIS = [ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, handle_describe_configs)]

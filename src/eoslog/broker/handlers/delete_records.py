@@ -10,7 +10,7 @@ watermark is reached at once, so the request's timeout never applies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -21,6 +21,7 @@ from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import DeleteRecordsRequest
+    from eoslog.protocol.responses import DeleteRecordsResponse
 
 NO_LOW_WATERMARK = -1
 
@@ -34,7 +35,7 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tup
         return ErrorCode.kafka_storage_error, NO_LOW_WATERMARK
 
 
-async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> Any:
+async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     module = response_types(ctx)
     topics = []
     for t in request.topics:
@@ -44,7 +45,8 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
             partitions.append(build(module.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                     low_watermark=low, error_code=code))
         topics.append(build(module.DeleteRecordsTopicResult, name=t.name, partitions=tuple(partitions)))
-    return build(module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast("DeleteRecordsResponse", build(
+        module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)))
 
 
 APIS = [ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2, handle_delete_records)]

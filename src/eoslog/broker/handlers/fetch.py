@@ -13,7 +13,8 @@ KafkaApis does after the read.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -26,6 +27,7 @@ from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import FetchRequest
+    from eoslog.protocol.responses import FetchResponse
 
 INVALID_SESSION_ID = 0
 ZSTD_MIN_VERSION = 10
@@ -39,7 +41,7 @@ def _has_zstd(records: bytes) -> bool:
     )
 
 
-def _partition_data(module: Any, index: int, r: FetchedRecords, version: int, read_committed: bool) -> Any:
+def _partition_data(module: ModuleType, index: int, r: FetchedRecords, version: int, read_committed: bool) -> Any:
     records, error = r.records, r.error
     if version < ZSTD_MIN_VERSION and records and _has_zstd(records):
         error, records = Errors.UNSUPPORTED_COMPRESSION_TYPE, b""
@@ -62,15 +64,15 @@ def _partition_data(module: Any, index: int, r: FetchedRecords, version: int, re
     )
 
 
-async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Any:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     module = response_types(ctx)
     session_id = int(getattr(request, "session_id", 0))
     if session_id != INVALID_SESSION_ID:
         # We never hand out session ids, so an incremental fetch cannot be ours.
-        return build(
+        return cast("FetchResponse", build(
             module.FetchResponse, throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(),
-        )
+        ))
     params = FetchParams(
         replica_id=int(getattr(request, "replica_id", -1)),
         max_wait_ms=int(request.max_wait.total_seconds() * 1000),
@@ -92,10 +94,10 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> Any:
         ))
         for t in request.topics
     )
-    return build(
+    return cast("FetchResponse", build(
         module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
         session_id=INVALID_SESSION_ID, responses=topics,
-    )
+    ))
 
 
 # v13+ addresses topics by id (KIP-516); kept out until the whole id path exists.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
@@ -42,6 +42,16 @@ if TYPE_CHECKING:
         LeaveGroupRequest,
         ListGroupsRequest,
         SyncGroupRequest,
+    )
+    from eoslog.protocol.responses import (
+        DeleteGroupsResponse,
+        DescribeGroupsResponse,
+        FindCoordinatorResponse,
+        HeartbeatResponse,
+        JoinGroupResponse,
+        LeaveGroupResponse,
+        ListGroupsResponse,
+        SyncGroupResponse,
     )
 
 T = TypeVar("T")
@@ -109,7 +119,7 @@ def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1,
     return dict(error_code=code, error_message=message, node_id=node_id, host=host, port=port)
 
 
-async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> Any:
+async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     module = response_types(ctx)
     state = ctx.state
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
@@ -123,15 +133,17 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         return _coordinator_fields(code, message, state.node_id, state.advertised_host, state.advertised_port)
 
     if ctx.api_version < 4:
-        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(versioned(request).key))
+        return cast("FindCoordinatorResponse", build(
+            module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, **fields(versioned(request).key)))
     coordinators = [build(module.Coordinator, key=key, **fields(key)) for key in versioned(request).coordinator_keys]
-    return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    return cast("FindCoordinatorResponse", build(
+        module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators)))
 
 
 # -- JoinGroup / SyncGroup ---------------------------------------------------------------------
 
 
-async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> Any:
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     module = response_types(ctx)
     version = ctx.api_version
     session_timeout = to_ms(request.session_timeout)
@@ -156,17 +168,17 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> A
               group_instance_id=m.group_instance_id, metadata=m.metadata)
         for m in result.members
     )
-    return build(
+    return cast("JoinGroupResponse", build(
         module.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
         generation_id=result.generation_id, protocol_type=result.protocol_type,
         # Nullable from v7; before, "" stands for none.
         protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
         leader=result.leader_id, skip_assignment=result.skip_assignment,
         member_id=result.member_id, members=members,
-    )
+    ))
 
 
-async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     module = response_types(ctx)
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
@@ -182,26 +194,27 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> A
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
         result = await wait_for(lambda cb: ctx.state.group_coordinator.sync_group(sync, cb))
-    return build(
+    return cast("SyncGroupResponse", build(
         module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
         protocol_type=result.protocol_type, protocol_name=result.protocol_name,
         assignment=result.assignment,
-    )
+    ))
 
 
 # -- Heartbeat / LeaveGroup ---------------------------------------------------------------------------
 
 
-async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> Any:
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     module = response_types(ctx)
     error = ctx.state.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id),
     )
-    return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
+    return cast("HeartbeatResponse", build(
+        module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(error)))
 
 
-async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> Any:
+async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     module = response_types(ctx)
     leaving: list[tuple[str, str | None, str | None]]
     if ctx.api_version < 3:
@@ -213,19 +226,21 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
         # One member, one error code: the group's, else the member's.
         if error == Errors.NONE and member_errors:
             error = member_errors[0]
-        return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error))
+        return cast("LeaveGroupResponse", build(
+            module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error)))
     members = tuple(
         build(module.MemberResponse, member_id=mid, group_instance_id=iid, error_code=error_code(e))
         for (mid, iid, _), e in zip(leaving, member_errors, strict=False)
     )
-    return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
-                 members=members)
+    return cast("LeaveGroupResponse", build(
+        module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+                 members=members))
 
 
 # -- DescribeGroups / ListGroups / DeleteGroups --------------------------------------------------------
 
 
-async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> Any:
+async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     module = response_types(ctx)
     coordinator = ctx.state.group_coordinator
     include_ops = bool(getattr(request, "include_authorized_operations", False))
@@ -245,10 +260,11 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
             protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
             authorized_operations=ALL_GROUP_OPERATIONS if include_ops else NO_AUTHORIZED_OPERATIONS,
         ))
-    return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    return cast("DescribeGroupsResponse", build(
+        module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups)))
 
 
-async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> Any:
+async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     module = response_types(ctx)
     wanted_types = {t.lower() for t in getattr(request, "types_filter", ())}
     states: set[GroupState] = set()
@@ -265,20 +281,21 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
               group_state=g.state.value, group_type=CLASSIC_GROUP_TYPE)
         for g in listed
     )
-    return build(module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
-                 groups=groups)
+    return cast("ListGroupsResponse", build(
+        module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
+                 groups=groups))
 
 
-async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> Any:
+async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     module = response_types(ctx)
     results = ctx.state.group_coordinator.delete_groups(request.groups_names)
-    return build(
+    return cast("DeleteGroupsResponse", build(
         module.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
         results=tuple(
             build(module.DeletableGroupResult, group_id=g, error_code=error_code(e))
             for g, e in results.items()
         ),
-    )
+    ))
 
 
 APIS = [

@@ -7,7 +7,7 @@ answer comes from the leader's leader-epoch cache (``Partition.last_offset_for_l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -16,8 +16,14 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
 from eoslog.types import TopicPartition
 
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import OffsetForLeaderEpochRequest
+    from eoslog.protocol.responses import OffsetForLeaderEpochResponse
 
-async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse:
     module = response_types(ctx)
     topics = []
     for t in request.topics:
@@ -32,7 +38,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
             results.append(build(module.EpochEndOffset, error_code=error_code(error), partition=int(p.partition),
                                  leader_epoch=epoch, end_offset=end))
         topics.append(build(module.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(results)))
-    return build(module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast("OffsetForLeaderEpochResponse", build(
+        module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)))
 
 
 APIS = [ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, handle_offset_for_leader_epoch)]

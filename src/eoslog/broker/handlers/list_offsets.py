@@ -3,7 +3,7 @@ answered by the partition's leader (``ReplicaManager.fetch_offset_for_timestamp`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -15,9 +15,10 @@ from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import ListOffsetsRequest
+    from eoslog.protocol.responses import ListOffsetsResponse
 
 
-async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Any:
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     module = response_types(ctx)
     isolation = IsolationLevel(int(getattr(request, "isolation_level", 0)))
     topics = []
@@ -40,7 +41,8 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
                 )
             )
         topics.append(build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
-    return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast("ListOffsetsResponse", build(
+        module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)))
 
 
 APIS = [ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 7, handle_list_offsets)]

@@ -10,7 +10,8 @@ exist are created when ``auto.create.topics.enable`` and the request's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
@@ -34,9 +35,10 @@ from eoslog.types import INTERNAL_TOPICS
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
     from eoslog.protocol.requests import MetadataRequest
+    from eoslog.protocol.responses import MetadataResponse
 
 
-def _topic_entry(module: Any, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
+def _topic_entry(module: ModuleType, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
                  topic_ops: int) -> Any:
     return build(
         module.MetadataResponseTopic,
@@ -52,20 +54,20 @@ def _topic_entry(module: Any, name: str, topic_id: Any, internal: bool, partitio
     )
 
 
-def _local_entry(module: Any, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
+def _local_entry(module: ModuleType, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
     """One node: it leads every partition, in epoch 0."""
     node = (ctx.state.node_id,)
     views = [PartitionView(p, node[0], 0, node, node, (), Errors.NONE) for p in range(info.num_partitions)]
     return _topic_entry(module, info.name, info.topic_id, info.internal, views, topic_ops)
 
 
-def _cluster_entry(module: Any, cluster: ClusterMember, topic: str, topic_ops: int) -> Any:
+def _cluster_entry(module: ModuleType, cluster: ClusterMember, topic: str, topic_ops: int) -> Any:
     assignment = cluster.metadata.topics[topic]
     views = [cluster.metadata.view(tp) for tp in cluster.metadata.partitions_of(topic)]
     return _topic_entry(module, topic, assignment.topic_id, topic in INTERNAL_TOPICS, views, topic_ops)
 
 
-def _error_entry(module: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
+def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
     return build(
         module.MetadataResponseTopic,
         error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=(),
@@ -73,7 +75,7 @@ def _error_entry(module: Any, name: str | None, code: ErrorCode, topic_id: Any =
     )
 
 
-async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: Any, module: Any,
+async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: Any, module: ModuleType,
                           topic_ops: int, all_topics: bool) -> list[Any]:
     metadata = cluster.metadata
     if all_topics:
@@ -102,7 +104,7 @@ def _may_auto_create(ctx: RequestContext, request: Any) -> bool:
         ctx.state.config["auto.create.topics.enable"])
 
 
-def _local_topics(ctx: RequestContext, request: Any, module: Any, topic_ops: int, all_topics: bool) -> list[Any]:
+def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: int, all_topics: bool) -> list[Any]:
     logs = ctx.state.logs
     if all_topics:
         return [_local_entry(module, ctx, t, topic_ops) for t in logs.topics.values()]
@@ -129,7 +131,7 @@ def _local_topics(ctx: RequestContext, request: Any, module: Any, topic_ops: int
     return topics
 
 
-async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Any:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     module = response_types(ctx)
     # v8+: the operations the principal may perform, only when asked for.
     topic_ops = authorized_operations(
@@ -146,7 +148,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Any:
         build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in ctx.state.live_brokers()
     )
-    return build(
+    return cast("MetadataResponse", build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=ctx.state.cluster_id,
         controller_id=ctx.state.controller_id, topics=tuple(topics),
@@ -154,7 +156,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Any:
             bool(getattr(request, "include_cluster_authorized_operations", False)),
             CLUSTER_OPERATIONS,
         ),
-    )
+    ))
 
 
 APIS = [ApiSpec(ApiKey.METADATA, "Metadata", 0, 12, handle_metadata)]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
@@ -22,6 +23,7 @@ from eoslog.protocol.errors import error_code
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+    from eoslog.protocol.responses import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
 INVALID_OFFSET = -1
 NO_RETENTION = -1
@@ -73,7 +75,7 @@ def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[tup
 # -- OffsetCommit -------------------------------------------------------------------------------
 
 
-async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Any:
+async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
     retention = getattr(request, "retention_time", None)  # v2-v4 only
@@ -102,7 +104,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
         )
         for name, parts in _by_topic((tp, errors[tp]) for tp in order).items()
     )
-    return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return cast("OffsetCommitResponse", build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics))
 
 
 # -- OffsetFetch ----------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def _fetch_group(
     return error, fetched
 
 
-def _response_topics(module: Any, fetched: list[FetchedOffset], batched: bool) -> tuple[Any, ...]:
+def _response_topics(module: ModuleType, fetched: list[FetchedOffset], batched: bool) -> tuple[Any, ...]:
     # kio names the classes in the plural from v8 (the batched, per-group layout).
     suffix = "s" if batched else ""
     cls_topic = getattr(module, f"OffsetFetchResponseTopic{suffix}")
@@ -143,7 +145,7 @@ def _response_topics(module: Any, fetched: list[FetchedOffset], batched: bool) -
     )
 
 
-async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Any:
+async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     module = response_types(ctx)
     require_stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version < 8:
@@ -152,10 +154,10 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
             error = Errors.NONE  # v1 reports group errors per partition only
         elif error != Errors.NONE:
             fetched = []  # v2+: the group error alone, as Kafka answers
-        return build(
+        return cast("OffsetFetchResponse", build(
             module.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
             topics=_response_topics(module, fetched, batched=False),
-        )
+        ))
     groups = []
     for g in versioned(request).groups:  # v8+: several groups
         error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable)
@@ -163,21 +165,22 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
             module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(error),
             topics=() if error != Errors.NONE else _response_topics(module, fetched, batched=True),
         ))
-    return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    return cast("OffsetFetchResponse", build(
+        module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups)))
 
 
 # -- OffsetDelete -------------------------------------------------------------------------------
 
 
-async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
+async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     module = response_types(ctx)
     parts, errors = requested_partitions(ctx, request)
     order = [tp for tp, _ in parts]
     wanted = [tp for tp in order if tp not in errors]
     error, results = ctx.state.group_coordinator.delete_offsets(request.group_id, wanted)
     if error != Errors.NONE:
-        return build(module.OffsetDeleteResponse, error_code=error_code(error),
-                     throttle_time=NO_THROTTLE, topics=())
+        return cast("OffsetDeleteResponse", build(module.OffsetDeleteResponse, error_code=error_code(error),
+                     throttle_time=NO_THROTTLE, topics=()))
     errors.update(results)
     topics = tuple(
         build(
@@ -189,8 +192,9 @@ async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest
         )
         for name, parts in _by_topic((tp, errors.get(tp, Errors.NONE)) for tp in order).items()
     )
-    return build(module.OffsetDeleteResponse, error_code=error_code(Errors.NONE), throttle_time=NO_THROTTLE,
-                 topics=topics)
+    return cast("OffsetDeleteResponse", build(
+        module.OffsetDeleteResponse, error_code=error_code(Errors.NONE), throttle_time=NO_THROTTLE,
+                 topics=topics))
 
 
 APIS = [

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
@@ -27,6 +28,7 @@ from eoslog.types import ADMIN_CLIENT_ID, TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import ProduceRequest
+    from eoslog.protocol.responses import ProduceResponse
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ def _is_zstd(records: bytes) -> bool:
     return read_batch_header(records).attributes & _COMPRESSION_MASK == CompressionType.ZSTD
 
 
-def _partition_response(module: Any, index: int, r: ProduceResult) -> Any:
+def _partition_response(module: ModuleType, index: int, r: ProduceResult) -> Any:
     return build(
         module.PartitionProduceResponse,
         index=index, error_code=error_code(r.error), base_offset=r.base_offset,
@@ -55,7 +57,7 @@ def _partition_response(module: Any, index: int, r: ProduceResult) -> Any:
     )
 
 
-async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Any | None:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     module = response_types(ctx)
     replicas = ctx.state.replicas
     acks = int(request.acks)
@@ -97,7 +99,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Any | 
         if failed:
             raise CloseConnection(f"acks=0 produce failed, closing as Kafka does: {failed}")
         return None
-    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+    return cast("ProduceResponse", build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE))
 
 
 # v12+ signals KIP-890 part 2 (implicit AddPartitionsToTxn); v13 switches to topic ids.

@@ -24,7 +24,8 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
@@ -42,6 +43,7 @@ from eoslog.types import INTERNAL_TOPICS
 if TYPE_CHECKING:
     from eoslog.cluster.member import ClusterMember
     from eoslog.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+    from eoslog.protocol.responses import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # QuorumController.MAX_RECORDS_PER_USER_OP: one TopicRecord per topic, one ConfigRecord
@@ -256,7 +258,7 @@ async def create_with_defaults(ctx: RequestContext, name: str) -> ErrorCode | No
     return None
 
 
-def _created_result(ctx: RequestContext, module: Any, info: TopicInfo, replication_factor: int) -> Any:
+def _created_result(ctx: RequestContext, module: ModuleType, info: TopicInfo, replication_factor: int) -> Any:
     config_cls = getattr(module, "CreatableTopicConfigs", None)  # v5+
     configs = () if config_cls is None else tuple(
         build(config_cls, name=e.name, value=e.value, read_only=e.read_only,
@@ -271,7 +273,7 @@ def _created_result(ctx: RequestContext, module: Any, info: TopicInfo, replicati
     )
 
 
-def _refused_result(module: Any, name: str, refusal: Refusal) -> Any:
+def _refused_result(module: ModuleType, name: str, refusal: Refusal) -> Any:
     return build(
         module.CreatableTopicResult,
         name=name, topic_id=None, error_code=refusal.error, error_message=refusal.message,
@@ -279,7 +281,7 @@ def _refused_result(module: Any, name: str, refusal: Refusal) -> Any:
     )
 
 
-async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     module = response_types(ctx)
     duplicates = _duplicates(t.name for t in request.topics)
     plans: dict[str, Refusal | TopicPlan] = {
@@ -302,7 +304,8 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
             results.append(_created_result(ctx, module, outcome, plan.replication_factor))
     duplicate = Refusal(ErrorCode.invalid_request, "Duplicate topic name.")
     results += [_refused_result(module, name, duplicate) for name in duplicates]
-    return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return cast("CreateTopicsResponse", build(
+        module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results)))
 
 
 # -- DeleteTopics -------------------------------------------------------------------
@@ -396,7 +399,7 @@ async def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uui
     return out
 
 
-async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     module = response_types(ctx)
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in versioned(request).topics]
@@ -413,7 +416,8 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
               error_message=o.message)
         for o in outcomes
     )
-    return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=responses)
+    return cast("DeleteTopicsResponse", build(
+        module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=responses))
 
 
 # -- CreatePartitions ---------------------------------------------------------------
@@ -471,7 +475,7 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s:
     return None
 
 
-async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     module = response_types(ctx)
     duplicates = _duplicates(t.name for t in request.topics)
     outcomes: dict[str, Refusal | None] = dict.fromkeys(duplicates, Refusal(ErrorCode.invalid_request,
@@ -490,7 +494,8 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
               error_code=o.error if o else ErrorCode.none, error_message=o.message if o else None)
         for name, o in outcomes.items()
     )
-    return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
+    return cast("CreatePartitionsResponse", build(
+        module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results))
 
 
 APIS = [

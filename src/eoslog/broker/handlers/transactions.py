@@ -24,7 +24,8 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
@@ -50,6 +51,17 @@ if TYPE_CHECKING:
         TxnOffsetCommitRequest,
         WriteTxnMarkersRequest,
     )
+    from eoslog.protocol.responses import (
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnResponse,
+        DescribeProducersResponse,
+        DescribeTransactionsResponse,
+        EndTxnResponse,
+        InitProducerIdResponse,
+        ListTransactionsResponse,
+        TxnOffsetCommitResponse,
+        WriteTxnMarkersResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +82,7 @@ def _abortable(name: Errors, version: int, first_version: int) -> Errors:
 # -- InitProducerId ----------------------------------------------------------------------------
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> Any:
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     module = response_types(ctx)
     producer_id, epoch, error = -1, -1, Errors.NONE
     ongoing = (-1, -1)
@@ -95,12 +107,12 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
         producer_id, epoch, error = result.producer_id, result.producer_epoch, result.error
         ongoing = (result.ongoing_txn_producer_id, result.ongoing_txn_producer_epoch)
         error = await _replicated_txn(ctx, request.transactional_id, error)
-    return build(
+    return cast("InitProducerIdResponse", build(
         module.InitProducerIdResponse, throttle_time=NO_THROTTLE,
         error_code=error_code(_fenced(error, ctx.api_version, 4)),
         producer_id=producer_id, producer_epoch=epoch,
         ongoing_txn_producer_id=ongoing[0], ongoing_txn_producer_epoch=ongoing[1],
-    )
+    ))
 
 
 async def _replicated_txn(ctx: RequestContext, transactional_id: str, error: Errors) -> Errors:
@@ -134,7 +146,7 @@ async def _add_partitions(ctx: RequestContext, txn: Any, verify_only: bool) -> d
     return dict.fromkeys(results, outcome)
 
 
-def _topic_results(module: Any, results: dict[TopicPartition, Errors], version: int) -> tuple[Any, ...]:
+def _topic_results(module: ModuleType, results: dict[TopicPartition, Errors], version: int) -> tuple[Any, ...]:
     by_topic: dict[str, list[Any]] = {}
     for tp, error in results.items():
         name = _abortable(_fenced(error, version, 2), version, 5)
@@ -148,7 +160,9 @@ def _topic_results(module: Any, results: dict[TopicPartition, Errors], version: 
     )
 
 
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Any:
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse:
     module = response_types(ctx)
     version = ctx.api_version
     if version < 4:
@@ -160,42 +174,43 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitio
             topics=versioned(request).v3_and_below_topics,
         )
         results = await _add_partitions(ctx, txn, verify_only=False)
-        return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
-                     results_by_topic_v3_and_below=_topic_results(module, results, version))
+        return cast("AddPartitionsToTxnResponse", build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                     results_by_topic_v3_and_below=_topic_results(module, results, version)))
     transactions = tuple([
         build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
               topic_results=_topic_results(module, await _add_partitions(ctx, txn, txn.verify_only), version))
         for txn in versioned(request).transactions  # v4+: several transactions (brokers)
     ])
-    return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 results_by_transaction=transactions)
+    return cast("AddPartitionsToTxnResponse", build(
+        module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 results_by_transaction=transactions))
 
 
-async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> Any:
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     module = response_types(ctx)
     ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
     error = ctx.state.txn_coordinator.add_offsets(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
     )
     error = await _replicated_txn(ctx, request.transactional_id, error)
-    return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
-                 error_code=error_code(_fenced(error, ctx.api_version, 2)))
+    return cast("AddOffsetsToTxnResponse", build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=error_code(_fenced(error, ctx.api_version, 2))))
 
 
 # -- EndTxn and the markers ----------------------------------------------------------------------
 
 
-async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> Any:
+async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     module = response_types(ctx)
     error = ctx.state.txn_coordinator.end_transaction(
         request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
     )
     error = await _replicated_txn(ctx, request.transactional_id, error)
-    return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
-                 error_code=error_code(_fenced(error, ctx.api_version, 2)))
+    return cast("EndTxnResponse", build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=error_code(_fenced(error, ctx.api_version, 2))))
 
 
-async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> Any:
+async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     module = response_types(ctx)
     markers = []
     for marker in request.markers:
@@ -210,7 +225,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
             for t in marker.topics
         )
         markers.append(build(module.WritableTxnMarkerResult, producer_id=marker.producer_id, topics=topics))
-    return build(module.WriteTxnMarkersResponse, markers=tuple(markers))
+    return cast("WriteTxnMarkersResponse", build(module.WriteTxnMarkersResponse, markers=tuple(markers)))
 
 
 def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -236,7 +251,7 @@ async def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
 
 
-async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Any:
+async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
     parts, errors = requested_partitions(ctx, request)
@@ -265,13 +280,16 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
         ))
         for name, parts in _by_topic(order).items()
     )
-    return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return cast("TxnOffsetCommitResponse", build(
+        module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics))
 
 
 # -- DescribeProducers / DescribeTransactions / ListTransactions --------------------------------------
 
 
-async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> Any:
+async def handle_describe_producers(
+    ctx: RequestContext, request: DescribeProducersRequest,
+) -> DescribeProducersResponse:
     """DescribeProducers (key 61): the active producers of each partition, as kept by the
     partition's producer-state manager (Kafka's kafka-transactions.sh describe-producers)."""
     module = response_types(ctx)
@@ -302,10 +320,13 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
                 error_message=None, active_producers=producers,
             ))
         topics.append(build(module.TopicResponse, name=topic.name, partitions=tuple(partitions)))
-    return build(module.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast("DescribeProducersResponse", build(
+        module.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)))
 
 
-async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> Any:
+async def handle_describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse:
     module = response_types(ctx)
     states = []
     for txn_id in request.transactional_ids:
@@ -321,16 +342,17 @@ async def handle_describe_transactions(ctx: RequestContext, request: DescribeTra
             topics=tuple(build(module.TopicData, topic=t, partitions=tuple(sorted(ps)))
                          for t, ps in sorted(_by_topic(d.partitions).items())),
         ))
-    return build(module.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))
+    return cast("DescribeTransactionsResponse", build(
+        module.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states)))
 
 
-async def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> Any:
+async def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     module = response_types(ctx)
     error, unknown, listed = ctx.state.txn_coordinator.list_transactions(
         tuple(request.state_filters), {int(p) for p in request.producer_id_filters},
         int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
     )
-    return build(
+    return cast("ListTransactionsResponse", build(
         module.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
         unknown_state_filters=tuple(unknown),
         transaction_states=tuple(
@@ -338,7 +360,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
                   transaction_state=t.state)
             for t in listed
         ),
-    )
+    ))
 
 
 APIS = [
