@@ -104,6 +104,7 @@ class Stack:
 
     def __init__(self, name: str, broker: Any, console: ConsoleProcess, page: Any) -> None:
         self.name, self.broker, self.console, self.page = name, broker, console, page
+        self.metrics_url = ""  # the broker's metrics endpoint, where it has one
 
     def open(self, path: str) -> Any:
         self.page.goto(self.console.url + path)

@@ -18,10 +18,13 @@ Screenshots of every page go to test-artifacts/console/.
 
 from __future__ import annotations
 
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from console_harness import (
     ConsoleProcess,
     Stack,
@@ -37,6 +40,7 @@ from console_harness import (
     screenshot,
     transactional,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from eoslog.client import Admin
 from hanging import lose_coordinator_state, open_transactions_app
@@ -47,11 +51,17 @@ from harness import BrokerProcess, free_port, wait_until
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("console")
     metrics_port = free_port()
-    broker = BrokerProcess(root / "data", overrides={"metrics.listener": f"http://127.0.0.1:{metrics_port}"}).start()
+    # The coordinator's abort scan is slowed to an hour, so a transaction can be seen open past
+    # its timeout (test_transaction_open_past_its_timeout_is_flagged).
+    broker = BrokerProcess(root / "data", overrides={
+        "metrics.listener": f"http://127.0.0.1:{metrics_port}",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"}).start()
     console = ConsoleProcess(broker.bootstrap, root / "console.log", f"http://127.0.0.1:{metrics_port}/metrics")
     try:
         with chromium_page() as page:
-            yield Stack("eoslog", broker, console, page)
+            stack = Stack("eoslog", broker, console, page)
+            stack.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+            yield stack
     finally:
         console.stop()
         broker.stop()
@@ -135,3 +145,35 @@ def test_pages_refresh_in_place(stack: Stack, tmp_path: Path) -> None:
         assert page.evaluate("window.sameDocument") is True  # not reloaded
     finally:
         live.stop()
+
+
+def test_transaction_open_past_its_timeout_is_flagged(stack: Stack) -> None:
+    """A transaction older than its transaction.timeout.ms (the coordinator's abort scan has not
+    come yet) is flagged on the page, and the metric the alert rule watches counts it."""
+    bootstrap, topic, txn_id = stack.broker.bootstrap, "late", "console-late-app"
+    create_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 2000,
+                  "linger.ms": 0})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce(topic, value=b"late", partition=0)
+    assert p.flush(30) == 0
+    row = f"#transactional-ids tr[data-transactional-id='{txn_id}']"
+    page = stack.open("/transactions")
+    assert "open past its timeout" not in page.locator(row).inner_text()  # not yet 2 s old
+    time.sleep(3)
+    page = stack.open("/transactions")
+    assert page.locator(row).get_attribute("class") == "late"
+    assert "open past its timeout" in page.locator(row).inner_text()
+    assert cell(page, row, "state") == "Ongoing"
+    screenshot(page, "transactions-past-timeout-eoslog")
+    assert scrape_value(stack.metrics_url, "eoslog_transaction_coordinator_open_past_timeout") == 1
+    p.abort_transaction(60)
+    wait_until(lambda: scrape_value(stack.metrics_url, "eoslog_transaction_coordinator_open_past_timeout") == 0,
+               "the aborted transaction to leave the count")
+
+
+def scrape_value(url: str, name: str) -> float:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        families = text_string_to_metric_families(r.read().decode())
+    return next(s.value for f in families for s in f.samples if s.name == name)
