@@ -19,7 +19,7 @@ from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
 from harness import BrokerProcess, wait_until
 from netns import Host, Lab
-from rawkafka import RawClient, request_module
+from rawkafka import RawClient, coordinator_id, request_module
 from zk_harness import start_zookeeper
 
 METADATA, CREATE_TOPICS = 3, 19
@@ -240,19 +240,13 @@ def segment_bytes(broker: BrokerProcess, topic: str, partition: int = 0) -> byte
 
 def find_coordinator(cluster: Cluster, key: str, key_type: int = 1, via: int | None = None) -> int:
     """The broker coordinating a transactional id (key type 1) or a group (0), once there is one."""
-    m = request_module(10, 4)  # FindCoordinator
-    request = build(m.FindCoordinatorRequest, key_type=key_type, coordinator_keys=(key,), key="")
     found: list[int] = []
 
     def ask() -> bool:
-        try:
-            broker = cluster.brokers[via] if via is not None else cluster.any_alive()
-            with RawClient(broker.bootstrap, timeout_s=10) as client:
-                c = client.call(request).coordinators[0]
-        except OSError:
-            return False
-        if int(c.error_code) == 0:
-            found[:] = [int(c.node_id)]
+        broker = cluster.brokers[via] if via is not None else cluster.any_alive()
+        node = coordinator_id(broker.bootstrap, key, key_type)
+        if node is not None:
+            found[:] = [node]
         return bool(found)
 
     wait_until(ask, f"the coordinator of {key}", 60)

@@ -165,6 +165,18 @@ class RawClient:
             self.sock.settimeout(30.0)
 
 
+def coordinator_id(bootstrap: str, key: str, key_type: int = 1) -> int | None:
+    """The node coordinating a transactional id (key type 1) or a group (0), as the broker at
+    ``bootstrap`` answers FindCoordinator; None while there is none or it cannot be asked."""
+    request = build(request_module(10, 4).FindCoordinatorRequest, key_type=key_type, coordinator_keys=(key,), key="")
+    try:
+        with RawClient(bootstrap, timeout_s=10) as client:
+            c = client.call(request).coordinators[0]
+    except OSError:
+        return None
+    return int(c.node_id) if int(c.error_code) == 0 else None
+
+
 def produce(client: RawClient, topic: str, partition: int, records: bytes,
             version: int = 9) -> tuple[int, int]:
     """(error code, base offset) of one produce."""

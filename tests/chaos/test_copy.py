@@ -22,6 +22,10 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
   3-broker cluster, topics at replication factor 3 and min.insync.replicas 2, where the
   broker killed in turn is the leader of an input partition, the leader of an output
   partition and the transaction coordinator of a copier.
+- ``kafka-eoslog`` and ``kafka-cluster-eoslog`` (issue 12, section 4): eoslog.client's
+  copiers and readers on Apache Kafka (tests/kafka_harness.py) — one KRaft node, and three
+  with topics and ``__transaction_state`` at replication factor 3 / min.insync.replicas 2
+  and the same victims in turn: exactly once must hold on the reference broker too.
 
 Waits are hang guards (no progress for ``STALL_S``, a whole-run deadline); assertions are
 about what the readers saw. A failure names the numbers duplicated or missing with their
@@ -41,7 +45,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,7 @@ from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, che
 from cluster_harness import Cluster, find_coordinator
 from harness import BrokerProcess
 from history import OK, History, check
+from kafka_harness import KafkaBroker, KafkaCluster, KafkaNode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -94,6 +99,7 @@ class Scenario:
     reader: str = CONFLUENT  # whose read_committed consumer verifies (concurrent and final)
     kill_after_progress: float = KILL_AFTER_PROGRESS
     cluster: bool = False  # a ZooKeeper + 3-broker cluster instead of one broker
+    reference: str = ""  # "kafka" or "kafka-cluster": Apache Kafka instead of eoslog's broker
 
 
 SCENARIOS = {
@@ -109,6 +115,12 @@ SCENARIOS = {
     "cluster-confluent": Scenario(CONFLUENT, 20_000, 2, 3, cluster=True, deadline_s=300.0),
     "cluster-eoslog": Scenario(EOSLOG, 40_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1, cluster=True,
                                deadline_s=300.0),
+    # A killed Kafka node is back after ~15-20 s on two loaded cores (its log recovery and the
+    # broker session timeout): fewer records, the deadline widened for the restarts.
+    "kafka-eoslog": Scenario(EOSLOG, 30_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1, reference="kafka",
+                             deadline_s=360.0),
+    "kafka-cluster-eoslog": Scenario(EOSLOG, 30_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1,
+                                     reference="kafka-cluster", deadline_s=420.0),
 }
 READERS: dict[str, type[CommittedReader]] = {CONFLUENT: CommittedReader, EOSLOG: EoslogCommittedReader}
 
@@ -257,9 +269,16 @@ class CopyRun:
         self.tmp = tmp
         self.rng = random.Random(SEED)
         self.cluster: Cluster | None = None
+        self.kafka_cluster: KafkaCluster | None = None
+        self.broker: BrokerProcess | KafkaNode
         if scenario.cluster:
             self.cluster = Cluster(tmp / "cluster", overrides=BROKER_OVERRIDES).start()
             self.broker = self.cluster.brokers[1]  # where dump-log looks; any replica would do
+        elif scenario.reference == "kafka-cluster":
+            self.kafka_cluster = KafkaCluster(tmp / "kafka-cluster", overrides=BROKER_OVERRIDES).start()
+            self.broker = self.kafka_cluster.nodes[0]
+        elif scenario.reference == "kafka":
+            self.broker = KafkaBroker(tmp / "data", BROKER_OVERRIDES).start()
         else:
             self.broker = BrokerProcess(tmp / "data", overrides=BROKER_OVERRIDES).start()
         self.copiers: list[CopierProcess] = []
@@ -272,7 +291,16 @@ class CopyRun:
 
     @property
     def bootstrap(self) -> str:
-        return self.broker.bootstrap if self.cluster is None else self.cluster.bootstrap
+        return (self.cluster or self.kafka_cluster or self.broker).bootstrap
+
+    @property
+    def replicated(self) -> bool:
+        return self.cluster is not None or self.kafka_cluster is not None
+
+    def brokers(self) -> Sequence[BrokerProcess | KafkaNode]:
+        if self.cluster is not None:
+            return list(self.cluster.brokers.values())
+        return self.kafka_cluster.nodes if self.kafka_cluster is not None else [self.broker]
 
     def note(self, what: str) -> None:
         self.timeline.append(f"{time.monotonic() - self.t0:7.1f}s {what}")
@@ -281,12 +309,14 @@ class CopyRun:
 
     def seed(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        replication = 3 if self.cluster is not None else 1
-        replicated = {"min.insync.replicas": "2"} if self.cluster is not None else {}
+        replication = 3 if self.replicated else 1
+        replicated = {"min.insync.replicas": "2"} if self.replicated else {}
         for f in admin.create_topics([
             NewTopic(INPUT, self.s.input_partitions, replication, config=replicated),
             # small segments: the output's aborted-transaction index spans several segments
-            NewTopic(OUTPUT, self.s.output_partitions, replication, config={"segment.bytes": "262144", **replicated}),
+            # (Apache Kafka's smallest segment.bytes is 1 MiB)
+            NewTopic(OUTPUT, self.s.output_partitions, replication,
+                     config={"segment.bytes": "1048576" if self.s.reference else "262144", **replicated}),
         ]).values():
             f.result(30)
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
@@ -361,7 +391,7 @@ class CopyRun:
 
     def bounce_broker(self, down_s: float) -> None:
         try:
-            broker = self.broker if self.cluster is None else self._victim()
+            broker = self._victim() if self.replicated else self.broker
             broker.kill()
             time.sleep(down_s)
             broker.start()
@@ -369,11 +399,17 @@ class CopyRun:
         except Exception as exc:  # reported by the control loop
             self.bounce_error = exc
 
-    def _victim(self) -> BrokerProcess:
+    def _victim(self) -> BrokerProcess | KafkaNode:
         """In turn the leader of an input partition, of an output partition, and a copier's
         transaction coordinator (issue 13, test 1)."""
-        assert self.cluster is not None
         turn = (self.broker_kills - 1) % 3
+        if self.kafka_cluster is not None:
+            txn_id, topic = self.copiers[0].transactional_id, INPUT if turn == 0 else OUTPUT
+            victim = self.kafka_cluster.coordinator_of(txn_id) if turn == 2 else self.kafka_cluster.leader_of(topic)
+            self.note(f"kill -9 of Kafka node {victim.node_id}, "
+                      + (f"the coordinator of {txn_id}" if turn == 2 else f"the leader of {topic}-0"))
+            return victim
+        assert self.cluster is not None
         if turn == 2:
             node = find_coordinator(self.cluster, self.copiers[0].transactional_id)
             what = f"the coordinator of {self.copiers[0].transactional_id}"
@@ -400,9 +436,8 @@ class CopyRun:
     # -- reporting -----------------------------------------------------------------------
 
     def summary(self) -> str:
-        brokers = [self.broker] if self.cluster is None else list(self.cluster.brokers.values())
         lines = [f"scenario {self.s} seed {SEED}: broker kills {self.broker_kills}, "
-                 f"broker starts {sum(b.starts for b in brokers)}"]
+                 f"broker starts {sum(b.starts for b in self.brokers())}"]
         lines += [c.summary() for c in self.copiers]
         return "\n".join(lines)
 
@@ -423,7 +458,7 @@ class CopyRun:
         with contextlib.suppress(Exception):
             hw, lso = end_offsets(self.bootstrap, OUTPUT, self.s.output_partitions)
             parts.append(f"output high watermarks {hw}, last stable offsets {lso}")
-        for b in [self.broker] if self.cluster is None else list(self.cluster.brokers.values()):
+        for b in self.brokers():
             tail = b.log_text().splitlines()[-60:]
             parts.append(f"broker log tail ({b.log_path}):\n" + "\n".join(tail))
         parts.append(f"copier logs: {', '.join(str(c.log_path) for c in self.copiers)}")
@@ -434,6 +469,8 @@ class CopyRun:
             c.stop()
         if self.cluster is not None:
             self.cluster.stop()
+        elif self.kafka_cluster is not None:
+            self.kafka_cluster.stop()
         elif self.broker.alive():
             self.broker.stop()
 
@@ -487,7 +524,7 @@ def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
         for f, r in zip(findings, readers, strict=True) if f
     ) + "\n\n" + run.diagnosis([o for f in failed for o in f.offending])
 
-    if s.cluster:  # issue 13, test 6: Jepsen's anomalies over the same reads
+    if run.replicated:  # issue 13, test 6: Jepsen's anomalies over the same reads (on Kafka's cluster too)
         report = check(_history(run.inputs, concurrent.records, finals[0].records, s.output_partitions))
         print(report.summary(), "\n  (aborted reads: by the records' intent header, checked above)")
         assert report.ok, report.summary() + "\n\n" + run.diagnosis()
