@@ -215,3 +215,31 @@ def test_an_abortable_produce_error_then_abort_bumps_the_epoch_for_the_next_tran
         assert double.count(INIT_PRODUCER_ID) == 2
 
     run(scenario)
+
+
+def test_an_unreadable_produce_response_is_retried_not_left_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Produce answer the client cannot decode (seen once against Apache Kafka, issue 12)
+    must not leave its batch pending, where a transaction's commit would wait for it forever:
+    the batch fails as after a broken connection and is retried; the broker keeps the
+    idempotent record once."""
+    import eoslog.client.producer.sender as sender_module
+    from eoslog.records.varint import VarintError
+
+    decode = sender_module.decode_produce_response
+    answers: list[int] = []
+
+    def unreadable_first(frame: Any, version: int) -> Any:
+        answers.append(version)
+        if len(answers) == 1:
+            raise VarintError("unsigned varint longer than 5 bytes")
+        return decode(frame, version)
+
+    monkeypatch.setattr(sender_module, "decode_produce_response", unreadable_first)
+
+    async def scenario(double: BrokerDouble) -> None:
+        async with producer(double, enable_idempotence=True) as p:
+            md = await asyncio.wait_for(p.send_and_wait("t", b"once"), WAIT_S)
+            assert p.metrics()["record-retry-total"] == 1 and md.offset == 0
+        assert double.values("t") == [b"once"]
+
+    run(scenario)

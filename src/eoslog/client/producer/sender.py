@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 import time
 
@@ -309,8 +310,19 @@ class Sender:
                     self._complete_batch(batch, code, error=error, now=now)
                 self.client.request_update()
                 return
+            try:
+                results = decode_produce_response(frame, version)
+            except (ValueError, struct.error, UnicodeDecodeError) as e:
+                # An unreadable answer leaves no batch pending forever (a transaction's commit
+                # would wait for it): they fail as after a broken connection, and are retried
+                # (the broker drops an idempotent batch it already has as a duplicate).
+                log.warning("unreadable Produce v%d response (%s): %s", version, e, bytes(frame).hex())
+                for batch in batches:
+                    self._complete_batch(batch, _NETWORK_EXCEPTION, error=KafkaConnectionError(
+                        f"unreadable Produce response: {e}"), now=now)
+                return
             by_partition = {(b.topic, b.partition): b for b in batches}
-            for r in decode_produce_response(frame, version):
+            for r in results:
                 answered = by_partition.pop((r.topic, r.partition), None)
                 if answered is not None:
                     self._complete_batch(answered, r.error_code, r.base_offset, r.log_append_time,
