@@ -35,13 +35,15 @@ def chromium_path() -> str:
 
 
 class ConsoleProcess:
-    def __init__(self, bootstrap: str, log_path: Path, metrics_url: str | None = None, refresh_s: float = 0) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, metrics_url: str | None = None, refresh_s: float = 0,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "eoslog", "console", "--bootstrap-server", bootstrap,
                "--listen", f"127.0.0.1:{self.port}", "--refresh", str(refresh_s)]
         if metrics_url:
             cmd += ["--metrics", metrics_url]
+        cmd += extra_args
         self.log_path = log_path
         with open(log_path, "a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -18,6 +18,8 @@ Screenshots of every page go to test-artifacts/console/.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -177,3 +179,29 @@ def scrape_value(url: str, name: str) -> float:
     with urllib.request.urlopen(url, timeout=30) as r:
         families = text_string_to_metric_families(r.read().decode())
     return next(s.value for f in families for s in f.samples if s.name == name)
+
+
+def test_command_config_reaches_the_admin_client_and_the_consumers(stack: Stack, tmp_path: Path) -> None:
+    """--command-config: settings the admin client refuses stop the console with one readable
+    line; accepted ones are used by its admin client and the records page's consumers."""
+    bootstrap, topic = stack.broker.bootstrap, "configured"
+    bad = tmp_path / "bad.properties"
+    bad.write_text("no.such.setting=1\n")
+    result = subprocess.run([sys.executable, "-m", "eoslog", "console", "--bootstrap-server", bootstrap,
+                             "--command-config", str(bad), "--listen", f"127.0.0.1:{free_port()}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result
+    assert "unknown admin client configuration 'no.such.setting'" in result.stderr
+    assert "Traceback" not in result.stderr
+    create_topic(bootstrap, topic, 1)
+    produce_plain(bootstrap, topic, {0: 2})
+    good = tmp_path / "good.properties"
+    good.write_text("# the console's own client settings\nclient.id=ops-console\nrequest.timeout.ms=20000\n")
+    configured = ConsoleProcess(bootstrap, tmp_path / "console-configured.log",
+                                extra_args=("--command-config", str(good)))
+    try:
+        stack.page.goto(configured.url + f"/records?topic={topic}&partition=0&isolation=read_committed")
+        assert stack.page.locator("#error").count() == 0
+        assert stack.page.locator("#records tr[data-offset]").count() == 2
+    finally:
+        configured.stop()

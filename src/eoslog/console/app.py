@@ -20,7 +20,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -75,6 +75,9 @@ class ConsoleSettings:
     bootstrap_server: str
     metrics_url: str | None = None
     refresh_s: float = 5.0  # 0: no refresh in place
+    # Client settings for the admin client and the records page's consumers (--command-config,
+    # as Kafka's tools take them: security settings, timeouts).
+    client_settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
@@ -84,7 +87,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        holder["admin"] = Admin({"bootstrap.servers": settings.bootstrap_server, "client.id": "eoslog-console"})
+        holder["admin"] = Admin({"bootstrap.servers": settings.bootstrap_server, "client.id": "eoslog-console",
+                                 **settings.client_settings})
         try:
             yield
         finally:
@@ -117,7 +121,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         isolation = isolation if isolation in ("read_committed", "read_uncommitted") else "read_uncommitted"
         fmt = query.get("format", "text")
         fmt = fmt if fmt in views.FORMATS else "text"
-        rows, bounds = (views.records(cluster, settings.bootstrap_server, topic, partition, offset, isolation, fmt)
+        rows, bounds = (views.records(cluster, {"bootstrap.servers": settings.bootstrap_server,
+                                                **settings.client_settings},
+                                      topic, partition, offset, isolation, fmt)
                         if topic else ([], (0, 0, 0)))
         return {"topics": topics, "topic": topic, "partition": partition, "offset": offset, "isolation": isolation,
                 "format": fmt, "formats": views.FORMATS, "records": rows, "bounds": bounds,

@@ -338,14 +338,14 @@ def show_bytes(data: bytes | None, fmt: str) -> str:
     return text
 
 
-def _read(bootstrap: str, tp: TopicPartition, start: int, end: int, isolation: str, limit: int) -> list[ConsumerRecord]:
+def _read(client: Mapping[str, str], tp: TopicPartition, start: int, end: int, isolation: str,
+          limit: int) -> list[ConsumerRecord]:
     """Records of ``tp`` from ``start`` (below ``end``, at most ``limit``) as a consumer with that
-    isolation level reads them: the public consumer, no group."""
+    isolation level reads them: the public consumer, no group, the console's client settings."""
     if start >= end:
         return []
     out: list[ConsumerRecord] = []
-    consumer = Consumer({"bootstrap.servers": bootstrap, "isolation.level": isolation,
-                         "client.id": "eoslog-console-records"})
+    consumer = Consumer({"client.id": "eoslog-console-records", **client, "isolation.level": isolation})
     try:
         consumer.assign([tp])
         consumer.seek(tp, start)
@@ -357,7 +357,7 @@ def _read(bootstrap: str, tp: TopicPartition, start: int, end: int, isolation: s
     return out[:limit]
 
 
-def records(cluster: Cluster, bootstrap: str, topic: str, partition: int, start: int, isolation: str,
+def records(cluster: Cluster, client: Mapping[str, str], topic: str, partition: int, start: int, isolation: str,
             fmt: str) -> tuple[list[RecordRow], tuple[int, int, int]]:
     """A page of a partition's records from ``start``, and (log start, LSO, high watermark).
 
@@ -369,7 +369,7 @@ def records(cluster: Cluster, bootstrap: str, topic: str, partition: int, start:
     tp = TopicPartition(topic, partition)
     log_start, lso, hw = offsets_of(cluster, [tp])[(topic, partition)]
     start = max(start, log_start)
-    committed = _read(bootstrap, tp, start, lso, "read_committed", RECORDS_PAGE)
+    committed = _read(client, tp, start, lso, "read_committed", RECORDS_PAGE)
 
     def row(r: ConsumerRecord, status: str) -> RecordRow:
         return RecordRow(r.offset, status, r.timestamp, show_bytes(r.key, fmt), show_bytes(r.value, fmt),
@@ -380,7 +380,7 @@ def records(cluster: Cluster, bootstrap: str, topic: str, partition: int, start:
     visible = {r.offset for r in committed}
     rows: list[RecordRow] = []
     expected = start
-    read = _read(bootstrap, tp, start, hw, "read_uncommitted", RECORDS_PAGE)
+    read = _read(client, tp, start, hw, "read_uncommitted", RECORDS_PAGE)
     for r in read:
         rows += _gaps(expected, r.offset)
         rows.append(row(r, "committed" if r.offset in visible else "undecided" if r.offset >= lso else "aborted"))
