@@ -159,7 +159,9 @@ def plan_broker(console: Console, listen: str | None, data_dir: Path | None, tem
     host, port = host or "127.0.0.1", int(port_text)
     directory: Path = data_dir or DEFAULT_DATA_DIR
     temp_dir: Path | None = None
-    if port and not port_is_free(host, port):
+    if port == 0:  # "any free port": chosen here, since the clients need the real one
+        port = free_port(host)
+    elif not port_is_free(host, port):
         if listen:
             raise JobError(f"{listen} is already in use; choose another --listen address")
         port = free_port(host)
