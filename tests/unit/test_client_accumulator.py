@@ -4,7 +4,6 @@ nothing sleeps except the one test of blocking on buffer.memory."""
 
 from __future__ import annotations
 
-import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 
 from eoslog.client.cluster import ClusterMetadata
-from eoslog.client.errors import KafkaTimeoutError
 from eoslog.client.producer.accumulator import NEED_MEMORY, NEW_BATCH, RecordAccumulator
 from eoslog.client.producer.batch import ProducerBatch, encode_headers
 from eoslog.client.producer.futures import RecordFuture
@@ -121,14 +119,19 @@ def test_buffer_memory_is_reserved_per_batch_and_returned_on_completion() -> Non
     assert isinstance(append(a, partition=2), RecordFuture)
 
 
-def test_waiting_for_memory_times_out_then_succeeds_when_memory_returns() -> None:
+def test_a_memory_waiter_is_told_when_memory_returns_and_makes_batches_sendable() -> None:
     a = acc(buffer_memory=1500)
     append(a, partition=0)
-    with pytest.raises(KafkaTimeoutError, match="Failed to allocate"):
-        a.wait_for_memory(121, 0.05)
+    assert not a.has_room(121)
+    told: list[bool] = []
+    listener = lambda: told.append(a.has_room(121))  # noqa: E731
+    a.add_memory_listener(listener)
+    created = a._topics["t"][0][0].created  # within linger: only exhausted memory makes it sendable
+    assert a.ready(cluster({"t": [0, 1]}), created)[0] == {0}
     batch = a._topics["t"][0].popleft()
-    threading.Timer(0.05, a.deallocate, (batch,)).start()
-    a.wait_for_memory(121, 10)
+    a.deallocate(batch)
+    assert told == [True]
+    a.remove_memory_listener(listener)
     assert isinstance(append(a, partition=1), RecordFuture)
 
 

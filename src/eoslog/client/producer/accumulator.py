@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eoslog.client.cluster import ClusterMetadata
-from eoslog.client.errors import KafkaTimeoutError
 from eoslog.client.producer.batch import ProducerBatch
 from eoslog.client.producer.futures import RecordFuture
 from eoslog.records.compression import CompressionType
@@ -78,7 +77,6 @@ class RecordAccumulator:
         self.sender_deadline = 0.0
         self.wake_pending = False
         self.lock = threading.Lock()
-        self._memory = threading.Condition(self.lock)
         self._free = buffer_memory
         self._memory_waiters = 0
         self._memory_listeners: list[Callable[[], None]] = []
@@ -145,27 +143,9 @@ class RecordAccumulator:
             self.sender_deadline = deadline
             return True
 
-    def wait_for_memory(self, size_bound: int, timeout_s: float) -> None:
-        """Block the calling thread until a batch for this record fits in buffer.memory."""
-        size = max(self.batch_size, size_bound + 61)
-        deadline = time.monotonic() + timeout_s
-        with self._memory:
-            self._memory_waiters += 1
-            try:
-                self._wake(0.0)  # memory is exhausted: everything is sendable now
-                while self._free < size:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise KafkaTimeoutError(
-                            f"Failed to allocate {size} bytes within the configured max blocking time "
-                            f"{timeout_s * 1000:.0f} ms (buffer.memory={self.buffer_memory})"
-                        )
-                    self._memory.wait(remaining)
-            finally:
-                self._memory_waiters -= 1
-
     def add_memory_listener(self, callback: Callable[[], None]) -> None:
-        """``callback`` runs (in the sender's thread) each time memory is returned."""
+        """``callback`` runs (in the sender's thread) each time memory is returned; while any is
+        registered, a producer waits for memory and every batch is sendable at once."""
         with self.lock:
             self._memory_waiters += 1
             self._memory_listeners.append(callback)
@@ -196,11 +176,7 @@ class RecordAccumulator:
             self._incomplete.discard(batch)
             self._free += batch.reserved
             batch.reserved = 0
-            if self._memory_waiters:
-                self._memory.notify_all()
-                listeners = list(self._memory_listeners)
-            else:
-                listeners = []
+            listeners = list(self._memory_listeners) if self._memory_waiters else []
         for callback in listeners:
             callback()
 

@@ -401,19 +401,9 @@ class Producer(BlockingFacade):
         key, value, header_bytes, size_bound = aio._prepare(key, value, headers)
         timestamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         result = aio._append(topic, key, value, partition, timestamp, header_bytes, size_bound)
-        if result.__class__ is not RecordFuture:
-            deadline = time.monotonic() + aio._max_block_s
-            client = aio._client
-            assert client is not None
-            while result.__class__ is not RecordFuture:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise KafkaTimeoutError(f"send to {topic} blocked for max.block.ms={self.config.max_block_ms}")
-                if result is NEED_METADATA:
-                    self._call(client.wait_for_topic(topic, remaining))
-                elif result is NEED_MEMORY:
-                    aio._accumulator.wait_for_memory(size_bound, remaining)
-                result = aio._append(topic, key, value, partition, timestamp, header_bytes, size_bound)
+        if result.__class__ is not RecordFuture:  # metadata or memory to wait for: as AIOProducer.send does
+            result = self._call(aio._wait_and_append(topic, key, value, partition, timestamp, header_bytes,
+                                                     size_bound, result))
         assert isinstance(result, RecordFuture)
         if on_delivery is not None:
             result.add_done_callback(on_delivery)
