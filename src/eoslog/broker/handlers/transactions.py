@@ -238,7 +238,7 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 # -- TxnOffsetCommit ------------------------------------------------------------------------------
 
 
-async def _verify_offsets_partition(ctx: RequestContext, request: Any) -> Errors:
+async def _verify_offsets_partition(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Errors:
     """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890),
     asking the transaction coordinator — another broker's, in a cluster."""
     verifier = ctx.state.replicas.verifier
