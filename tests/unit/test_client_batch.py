@@ -14,6 +14,7 @@ import datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.static.primitive import i32
 
 from eoslog.client.producer.batch import ProducerBatch, encode_headers, increment_sequence
 from eoslog.client.producer.futures import RecordFuture
@@ -148,13 +149,21 @@ def test_produce_response_reads_what_kio_wrote(version: int) -> None:
         ("b", 1, ErrorCode.message_too_large, -1, None, 0, None),
     ]
     by_topic: dict[str, list[object]] = {}
+    # v10+: the tagged fields Apache Kafka fills with NOT_LEADER_OR_FOLLOWER (KIP-951): the
+    # partition's CurrentLeader and the response's NodeEndpoints; a reader that skips a tagged
+    # field one byte short misreads every field after it.
+    tagged = version >= 10
     for t, p, code, offset, lat, lso, msg in partitions:
+        leader = {"current_leader": m.LeaderIdAndEpoch(leader_id=m.BrokerId(2), leader_epoch=i32(7))} \
+            if tagged and code == ErrorCode.not_leader_or_follower else {}
         entry = build(m.PartitionProduceResponse, index=p, error_code=code, base_offset=offset, log_append_time=lat,
-                      log_start_offset=lso, record_errors=(), error_message=msg)
+                      log_start_offset=lso, record_errors=(), error_message=msg, **leader)
         by_topic.setdefault(t, []).append(entry)
+    endpoints = {"node_endpoints": (m.NodeEndpoint(node_id=m.BrokerId(2), host="127.0.0.1", port=i32(9092),
+                                                   rack=None),)} if tagged else {}
     response = build(m.ProduceResponse, responses=tuple(
         build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()),
-        throttle_time=datetime.timedelta(0))
+        throttle_time=datetime.timedelta(0), **endpoints)
     frame = encode_response(99, response, 0)[4:]
     got = decode_produce_response(frame, version)
     assert [(r.topic, r.partition, r.error_code, r.base_offset) for r in got] == [

@@ -142,7 +142,10 @@ class _Reader:
     def skip_tagged(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
-            self.pos += self.uvarint()  # size, then skip the value
+            # Not ``self.pos += self.uvarint()``: that adds the size to the position from
+            # before the size was read, and the next field is read one byte early.
+            size = self.uvarint()
+            self.pos += size
 
 
 def decode_produce_response(frame: Buffer, version: int) -> list[PartitionResponse]:
