@@ -44,7 +44,7 @@ from console_harness import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from eoslog.client import Admin
+from eoslog.client import Admin, NewTopic
 from hanging import lose_coordinator_state, open_transactions_app
 from harness import BrokerProcess, free_port, wait_until
 
@@ -205,3 +205,40 @@ def test_command_config_reaches_the_admin_client_and_the_consumers(stack: Stack,
         assert stack.page.locator("#records tr[data-offset]").count() == 2
     finally:
         configured.stop()
+
+
+def test_spark_page_shows_each_querys_latest_decision(stack: Stack) -> None:
+    """The sink's decisions topic as the Spark page reads it: the latest decision per query,
+    each transaction it names with its coordinator's state (written here as the sink writes
+    them: Decision records in a transaction of the query's decider)."""
+    from eoslog.client import PreparedTxnState
+    from eoslog.spark.decisions import Decision
+
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, "spark-out", 1)
+    out = transactional(bootstrap, "spark-out-0")
+    out.begin_transaction()
+    out.produce("spark-out", value=b"row", partition=0)
+    out.commit_transaction(60)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("__eoslog_spark_commits", 1, 1, configs={"cleanup.policy": "compact"})])
+        [written] = admin.describe_transactions(["spark-out-0"]).values()
+    decider = transactional(bootstrap, "q1.decider")
+    decider.begin_transaction()
+    for d in (Decision("q1", 1, "run-a", (("spark-out-0", PreparedTxnState(written.producer_id, 0)),), 111),
+              Decision("q1", 2, "run-a", (("spark-out-0", PreparedTxnState(written.producer_id, 0)),
+                                          ("spark-gone", PreparedTxnState(999, 3))), 222)):
+        key, value = d.encode()
+        decider.produce("__eoslog_spark_commits", key=key, value=value, partition=0)
+    decider.commit_transaction(60)
+    wait_until(lambda: stack.offsets("__eoslog_spark_commits", 0)[0] == 3, "the decider's COMMIT marker")
+
+    page = stack.open("/spark")
+    row = "#decisions tr[data-query='q1']"
+    assert page.locator("#decisions tr[data-query]").count() == 1
+    assert cell(page, row, "batch") == "2"  # the latest decision only
+    states = {str(e.get_attribute("data-transactional-id")): e.locator(".state").inner_text()
+              for e in page.locator(f"{row} .transactions div").all()}
+    assert states == {"spark-out-0": "CompleteCommit", "spark-gone": "unknown to the coordinators"}
+    assert cell(page, row, "done") == "no"
+    screenshot(page, "spark-eoslog")

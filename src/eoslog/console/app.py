@@ -44,7 +44,7 @@ log = logging.getLogger("eoslog.console")
 
 HERE = Path(__file__).parent
 PAGES = (("/", "Cluster"), ("/transactions", "Transactions"), ("/partitions", "Partitions"),
-         ("/records", "Records"), ("/groups", "Groups"), ("/producers", "Producers"))
+         ("/records", "Records"), ("/groups", "Groups"), ("/producers", "Producers"), ("/spark", "Spark"))
 
 
 class LagHistory:
@@ -152,6 +152,11 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             message = f"abort failed: {e}"
         return RedirectResponse("/transactions?message=" + quote(message), 303)
 
+    def spark(cluster: Cluster, _: Mapping[str, str]) -> Mapping[str, Any]:
+        rows, bad = views.spark_decisions(cluster, {"bootstrap.servers": settings.bootstrap_server,
+                                                    **settings.client_settings})
+        return {"decisions": rows, "bad": bad, "topic": views.SPARK_DECISIONS_TOPIC}
+
     def groups(cluster: Cluster) -> Mapping[str, Any]:
         rows = views.groups(cluster)
         lag_history.sample(rows)
@@ -197,6 +202,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/records", page("records.html", records)),
         Route("/groups", page("groups.html", lambda c, _: groups(c))),
         Route("/groups/reset-offsets", reset_offsets_endpoint, methods=["POST"]),
+        Route("/spark", page("spark.html", spark)),
         Route("/producers", page("producers.html", lambda c, _: {"producers": views.producers(c)})),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -392,3 +392,57 @@ def records(cluster: Cluster, client: Mapping[str, str], topic: str, partition: 
 
 def _gaps(start: int, end: int) -> list[RecordRow]:
     return [RecordRow(o, "no record", None, "", "", ()) for o in range(start, end)]
+
+
+# -- the Spark connector's decisions -----------------------------------------------------------------
+
+SPARK_DECISIONS_TOPIC = "__eoslog_spark_commits"  # eoslog.spark.sink_options.DEFAULT_DECISIONS_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRow:
+    """A query's latest commit decision (eoslog.spark.decisions) and where its transactions are."""
+
+    key: str  # the query id, or batch-<uuid>
+    batch: int
+    run: str
+    decided_at_ms: int
+    transactions: tuple[tuple[str, str, str], ...]  # (transactional id, "producerId:epoch", coordinator state)
+
+    @property
+    def completed(self) -> bool:
+        return all(state == "CompleteCommit" for _, _, state in self.transactions)
+
+
+def spark_decisions(cluster: Cluster, client: Mapping[str, str],
+                    topic: str = SPARK_DECISIONS_TOPIC) -> tuple[list[DecisionRow], list[str]]:
+    """Each query's latest decision in the sink's decisions topic (read_committed, as the sink
+    reads it) with the coordinators' state of each transaction it names; and the records that
+    are not decisions."""
+    from eoslog.spark.decisions import Decision, DecisionFormatError  # pyspark: only for this page
+
+    if topic not in cluster.admin.list_topics(internal=True):
+        return [], []
+    latest: dict[str, Decision] = {}
+    bad: list[str] = []
+    for p in cluster.leaders([topic]):
+        tp = TopicPartition(*p)
+        log_start, lso, _ = offsets_of(cluster, [tp])[p]
+        for r in _read(client, tp, log_start, lso, "read_committed", 10_000):
+            try:
+                d = Decision.decode(r.key, r.value)
+            except DecisionFormatError as e:
+                bad.append(f"{tp.topic}-{tp.partition}@{r.offset}: {e}")
+                continue
+            latest[d.key] = d
+    ids = sorted({tid for d in latest.values() for tid, _ in d.transactions})
+    described = describe_transactions(cluster, ids) if ids else {}
+    rows = []
+    for key, d in sorted(latest.items()):
+        states = []
+        for tid, prepared in d.transactions:
+            found = described.get(tid)
+            state = found.state if isinstance(found, TransactionDescription) else "unknown to the coordinators"
+            states.append((tid, prepared.to_string(), state))
+        rows.append(DecisionRow(key, d.batch_id, d.run_id, d.decided_at_ms, tuple(states)))
+    return rows, bad
