@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -103,11 +104,13 @@ class ConnectionClosed(Exception):
 class RawClient:
     """One TCP connection speaking Kafka frames, with a correlation id counter."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "raw-test") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, client_id: str = "raw-test",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.client_id = client_id
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=host)
         self.correlation_id = 0
 
     def __enter__(self) -> RawClient:
@@ -158,7 +161,7 @@ class RawClient:
                         return True
                 except TimeoutError:
                     continue
-                except (ConnectionResetError, BrokenPipeError):
+                except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
                     return True
             return False
         finally:

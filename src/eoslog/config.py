@@ -137,6 +137,35 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Connections (SocketServerConfigs).
     ConfigDef("connections.max.idle.ms", int, 600000,
               "idle connections are closed after this long (checked about every tenth of it)"),
+    # Security (docs/security.md): Kafka's listener, TLS, SASL and authorizer names.
+    ConfigDef("listener.security.protocol.map", str,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "listener name to security protocol"),
+    ConfigDef("inter.broker.listener.name", str, "", "listener brokers use to reach each other"),
+    ConfigDef("ssl.keystore.type", str, "PEM", "only PEM: a certificate chain and its private key",
+              valid=("PEM",)),
+    ConfigDef("ssl.keystore.location", str, "", "PEM file with this broker's certificate chain and key"),
+    ConfigDef("ssl.key.password", str, "", "password of the keystore's private key, if encrypted"),
+    ConfigDef("ssl.truststore.type", str, "PEM", "only PEM: CA certificates", valid=("PEM",)),
+    ConfigDef("ssl.truststore.location", str, "", "PEM file of the CAs client certificates must chain to"),
+    ConfigDef("ssl.client.auth", str, "none", "client certificates: required, requested or none",
+              valid=("required", "requested", "none")),
+    ConfigDef("ssl.principal.mapping.rules", str, "DEFAULT",
+              "RULE:pattern/replacement/[LU] rules mapping a certificate's DN to a user name"),
+    ConfigDef("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted (1.2 at least)"),
+    ConfigDef("sasl.enabled.mechanisms", str, "GSSAPI",
+              "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is not served)"),
+    ConfigDef("connections.max.reauth.ms", int, 0,
+              "SASL session lifetime (KIP-368): re-authenticate within it or be disconnected; 0: forever"),
+    ConfigDef("connection.failed.authentication.delay.ms", int, 100,
+              "delay before answering a failed authentication (slows password guessing)"),
+    ConfigDef("authorizer.class.name", str, "",
+              "StandardAuthorizer (or AclAuthorizer) enables ACLs; empty: everything is allowed"),
+    ConfigDef("super.users", str, "", "principals allowed everything, separated by ';' (User:admin;User:CN=x)"),
+    ConfigDef("allow.everyone.if.no.acl.found", bool, False, "allow access to a resource no ACL matches"),
+    ConfigDef("authorizer.log.level", str, "DEBUG",
+              "level of the authorizer decision log (denials are logged at INFO at least)",
+              valid=("DEBUG", "INFO", "WARNING")),
     ConfigDef("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigDef("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets"),
     ConfigDef("offsets.topic.compression.codec", int, 0,
@@ -227,6 +256,13 @@ GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
 
 # Configs of type LIST (APPEND and SUBTRACT apply to these only).
 LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+
+def is_secret(name: str) -> bool:
+    """Kafka's PASSWORD-typed configs (never reported, never logged): ssl.key.password, any
+    listener-prefixed one, sasl.jaas.config."""
+    return name.endswith(("ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+                          "sasl.jaas.config"))
+
 
 # Broker names that stand in for another (BrokerConfig.load converts them), in the
 # precedence Kafka gives them; the first name of each chain is the primary one.

@@ -19,7 +19,8 @@ from kio.schema.errors import ErrorCode
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
-from eoslog.broker.security import ANONYMOUS
+from eoslog.broker.listeners import Listener, SecurityProtocol
+from eoslog.broker.security import ANONYMOUS, Session
 from eoslog.broker.server import Broker
 from eoslog.config import BrokerConfig
 from eoslog.protocol.codec import (
@@ -42,6 +43,8 @@ from rawkafka import (
 )
 
 UNSUPPORTED_VERSION = 35
+
+SESSION = Session(Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "", 0), ANONYMOUS, "peer")
 
 
 def metadata_request(version: int, topics: list[str] | None) -> Any:
@@ -152,7 +155,7 @@ def test_api_versions_of_a_newer_version_answers_unsupported_version_in_v0(broke
     newest = REGISTRY[18].max_version
     # A made-up future version: its header and body cannot be parsed, and need not be.
     frame = struct.pack(">hhi", 18, newest + 1, 1234) + b"\x00\x03abc\x00garbage"
-    response = run(broker.dispatcher.handle(frame, ANONYMOUS, "peer"))
+    response = run(broker.dispatcher.handle(frame, SESSION, "peer"))
     assert response is not None
     correlation_id, body = decode_response(b"".join(response)[4:], 18, 0)
     assert correlation_id == 1234
@@ -164,7 +167,7 @@ def test_api_versions_of_a_newer_version_answers_unsupported_version_in_v0(broke
 def test_api_versions_response_advertises_the_registry(broker: Broker) -> None:
     for version in range(REGISTRY[18].max_version + 1):
         response = run(broker.dispatcher.handle(
-            frame_body(api_versions_request(version), correlation_id=5), ANONYMOUS, "peer"))
+            frame_body(api_versions_request(version), correlation_id=5), SESSION, "peer"))
         assert response is not None
         cid, body = decode_response(b"".join(response)[4:], 18, version)
         assert cid == 5 and body.error_code == 0
@@ -178,13 +181,13 @@ def test_unsupported_versions_close_the_connection(broker: Broker, api_key: int)
     for version in {spec.min_version - 1, spec.max_version + 1, -1, 32767}:
         frame = struct.pack(">hhi", api_key, version, 1) + b"\x00\x00"
         with pytest.raises(CloseConnection):
-            run(broker.dispatcher.handle(frame, ANONYMOUS, "peer"))
+            run(broker.dispatcher.handle(frame, SESSION, "peer"))
 
 
 @pytest.mark.parametrize("api_key", [k for k in (-1, 1000, 32767, 67) if k not in REGISTRY])
 def test_unknown_api_keys_close_the_connection(broker: Broker, api_key: int) -> None:
     with pytest.raises(CloseConnection):
-        run(broker.dispatcher.handle(struct.pack(">hhi", api_key, 0, 1), ANONYMOUS, "peer"))
+        run(broker.dispatcher.handle(struct.pack(">hhi", api_key, 0, 1), SESSION, "peer"))
 
 
 # -- connection protocol with a fake transport -----------------------------------------------

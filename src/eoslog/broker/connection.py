@@ -23,6 +23,8 @@ from typing import cast
 
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.handlers.base import CloseConnection
+from eoslog.broker.listeners import Listener, SecurityProtocol
+from eoslog.broker.security import Session
 from eoslog.protocol.codec import Frame
 
 log = logging.getLogger(__name__)
@@ -51,15 +53,16 @@ class FlowControl:
 
 class KafkaProtocol(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int,
-                 connections: set[KafkaProtocol]) -> None:
+                 connections: set[KafkaProtocol], listener: Listener | None = None) -> None:
         # Shared server state.
         self.dispatcher = dispatcher
+        self.listener = listener or Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "", 0)
         self.max_request_bytes = max_request_bytes
         self.connections = connections
         # Per-connection state.
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.principal = dispatcher.authorizer.authenticate("?")
+        self.session: Session | None = None  # set once connected (after the TLS handshake)
         self.flow = FlowControl()
         self._recv = bytearray(RECEIVE_BUFFER_BYTES)  # small frames, compacted after parsing
         self._recv_len = 0
@@ -80,7 +83,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.principal = self.dispatcher.authorizer.authenticate(self.peer)
+        ssl_object = transport.get_extra_info("ssl_object")
+        self.session = self.dispatcher.state.security.new_session(
+            self.listener, peer[0] if peer else "?", ssl_object)
         self.connections.add(self)
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
@@ -177,7 +182,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     self.transport.resume_reading()
                 self.busy = True
                 try:
-                    response = await self.dispatcher.handle(frame, self.principal, self.peer)
+                    assert self.session is not None
+                    response = await self.dispatcher.handle(frame, self.session, self.peer)
                 except CloseConnection as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
                     self.close()
@@ -193,6 +199,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     self.transport.writelines(response)
                     await self.flow.drain()
                 self.last_active = time.monotonic()
+                if self.session is not None and self.session.close_after_response:
+                    self.close()  # a failed authentication: answered, then disconnected
+                    return
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from eoslog.broker.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.broker.config_admin import ConfigAdmin
-from eoslog.broker.security import Principal
+from eoslog.broker.security import Principal, Security, Session
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.replica import ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
@@ -53,6 +55,8 @@ class BrokerState:
     clock_ms: Callable[[], int] = wall_clock_ms
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
+    # Listener name → advertised (host, port); Metadata answers with the client's listener.
+    advertised_by_listener: dict[str, tuple[str, int]] = field(default_factory=dict)
     # Cluster mode (zookeeper.connect set): this broker's ZooKeeper side; None on one node.
     cluster: ClusterMember | None = None
     # Requests wait until the broker serves: in a cluster the listener opens (its port is
@@ -61,9 +65,12 @@ class BrokerState:
     serving: asyncio.Event = field(default_factory=asyncio.Event)
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
     config_admin: ConfigAdmin = field(init=False)
+    # Credentials, ACLs and the authorizer (broker/security.py).
+    security: Security = field(init=False)
 
     def __post_init__(self) -> None:
         self.config_admin = ConfigAdmin(self.config, self.logs, cluster=self.cluster)
+        self.security = Security(self.config)
 
     @property
     def node_id(self) -> int:
@@ -73,10 +80,17 @@ class BrokerState:
     def cluster_id(self) -> str:
         return self.logs.cluster_id
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
-        """This node alone, or every registered broker of the cluster (by id)."""
+    def endpoint(self, listener: str | None = None) -> tuple[str, int]:
+        """This broker's advertised (host, port) on ``listener`` (default: the first)."""
+        if listener is not None and listener in self.advertised_by_listener:
+            return self.advertised_by_listener[listener]
+        return self.advertised_host, self.advertised_port
+
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        """This node alone (at ``listener``'s address), or every registered broker of the
+        cluster (by id; a cluster registers its first listener only, docs/security.md)."""
         if self.cluster is None:
-            return [BrokerEndpoint(self.node_id, self.advertised_host, self.advertised_port)]
+            return [BrokerEndpoint(self.node_id, *self.endpoint(listener))]
         return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack)
                 for _, b in sorted(self.cluster.metadata.brokers.items())]
 
@@ -100,3 +114,31 @@ class RequestContext:
     principal: Principal
     client_address: str
     state: BrokerState
+    session: Session | None = None  # None only in tests that build a context by hand
+
+    @property
+    def listener(self) -> str | None:
+        return None if self.session is None else self.session.listener.name
+
+    @property
+    def host(self) -> str:
+        return self.client_address.rsplit(":", 1)[0]
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal perform ``operation`` on the resource? (Logged.)"""
+        return self.state.security.allowed(self.principal, self.host, operation, resource_type, name,
+                                           ApiKey(self.api_key).name)
+
+    def allowed_operations(self, resource_type: ResourceType, name: str) -> list[AclOperation]:
+        """The operations of ``resource_type`` this principal may perform on the resource
+        (the *_authorized_operations fields); not logged, as Kafka does not log them."""
+        security = self.state.security
+        return [op for op in sorted(SUPPORTED_OPERATIONS[resource_type])
+                if security.allowed(self.principal, self.host, op, resource_type, name, "", log=False)]
+
+    def allowed_on_cluster(self, operation: AclOperation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return self.state.security.allowed_any(self.principal, self.host, operation, resource_type,
+                                               ApiKey(self.api_key).name)

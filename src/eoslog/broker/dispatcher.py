@@ -6,7 +6,9 @@ list; ApiVersions advertises exactly what is registered. What Kafka does with a 
 - ApiVersions of an unknown (newer) version → a v0 response with UNSUPPORTED_VERSION
   and the supported ranges;
 - any other unknown API key or version, or a malformed frame → the connection is
-  closed (Kafka's ``InvalidRequestException``); other connections are untouched.
+  closed (Kafka's ``InvalidRequestException``); other connections are untouched;
+- on a SASL listener, any request the session does not admit yet (before authentication,
+  or after its session expired) → the connection is closed before the request is decoded.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers.api_versions import unsupported_version_response
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
-from eoslog.broker.security import Authorizer, Principal
+from eoslog.broker.security import Session
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
@@ -33,13 +35,11 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, state: BrokerState, authorizer: Authorizer | None = None,
-                 metrics: RequestMetrics | None = None) -> None:
+    def __init__(self, state: BrokerState, metrics: RequestMetrics | None = None) -> None:
         self.state = state
-        self.authorizer = authorizer or Authorizer()
         self.metrics = metrics  # None: metrics.listener unset, nothing observed
 
-    async def handle(self, frame: Frame, principal: Principal, peer: str) -> list[bytes] | None:
+    async def handle(self, frame: Frame, session: Session, peer: str) -> list[bytes] | None:
         """Answer one request frame with the buffers of its response frame; None when no
         response is due (acks=0)."""
         if not self.state.serving.is_set():
@@ -49,6 +49,9 @@ class Dispatcher:
             prefix = read_prefix(frame)
         except DecodeError as e:
             raise CloseConnection(str(e)) from e
+        if not session.admits(prefix.api_key):
+            raise CloseConnection(f"API key {prefix.api_key} before SASL authentication completed"
+                                  + (" (session expired: connections.max.reauth.ms)" if session.expired() else ""))
         spec = REGISTRY.get(prefix.api_key)
         if spec is None or not spec.min_version <= prefix.api_version <= spec.max_version:
             if prefix.api_key == API_VERSIONS_KEY:
@@ -67,12 +70,10 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         ctx = RequestContext(
             prefix.api_key, prefix.api_version, prefix.correlation_id, client_id,
-            principal, peer, self.state,
+            session.principal, peer, self.state, session,
         )
-        if not self.authorizer.authorize(principal, prefix.api_key, request):
-            # Unreachable until ACLs exist; each handler family will answer with its
-            # *_AUTHORIZATION_FAILED code here.
-            raise CloseConnection(f"{principal} is not authorized for {spec.name}")
+        # Authorization is per resource: each handler asks ctx.allowed(...) before it
+        # touches one and answers Kafka's *_AUTHORIZATION_FAILED code for it.
         response = await spec.handler(ctx, request)
         if self.metrics is not None:
             self.metrics.observe(spec.name, time.perf_counter() - start, response)

@@ -1,13 +1,46 @@
 """The one place every request passes for authentication and authorization.
 
-Today the only listener is PLAINTEXT and every principal is ``User:ANONYMOUS``, as in
-Kafka without SASL; the authorizer allows everything. SASL, TLS and ACLs plug in here
-(``authenticate`` per connection, ``authorize`` per request) without touching handlers.
+Each connection has a ``Session``: the listener it came in on, its principal, and (on a
+SASL listener) the state of its SASL exchange. The dispatcher asks ``Session.admits`` before
+decoding anything else: on SASL_PLAINTEXT and SASL_SSL listeners only ApiVersions,
+SaslHandshake and SaslAuthenticate pass until the exchange succeeded, and after
+``connections.max.reauth.ms`` only a re-authentication does (KIP-368); anything else closes
+the connection. Principals: ``User:ANONYMOUS`` on PLAINTEXT (and SSL without a client
+certificate), the certificate's mapped DN on SSL with one, the SASL user on SASL.
+
+``Security.allowed`` is what handlers ask, per resource, before touching it; every
+decision is logged (``eoslog.authorizer``) with who, what, which resource and the answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+import re
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from eoslog.broker.acls import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclStore,
+    PermissionType,
+    ResourceType,
+    decide,
+)
+from eoslog.broker.credentials import CredentialStore
+from eoslog.broker.listeners import Listener, SecurityProtocol, listener_value
+from eoslog.config import BrokerConfig, ConfigError
+from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.scram import AuthenticationFailed, Mechanism, ScramServer, plain_authenticate
+
+decision_log = logging.getLogger("eoslog.authorizer")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +54,194 @@ class Principal:
 
 ANONYMOUS = Principal("User", "ANONYMOUS")
 
+# What an unauthenticated SASL connection may send (Kafka's SaslServerAuthenticator).
+BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+SUPPORTED_MECHANISMS = frozenset(m.value for m in Mechanism)
+# authorizer.class.name values (any package) that mean "Kafka's ACL authorizer".
+KNOWN_AUTHORIZERS = frozenset({"StandardAuthorizer", "AclAuthorizer"})
 
-class Authorizer:
-    """Decides whether a principal may run a request. Allows all until ACLs exist."""
 
-    def authenticate(self, peer: str) -> Principal:
-        return ANONYMOUS
+class SaslState(Enum):
+    """A SASL connection's states, and what each admits (one table, Session.admits)."""
 
-    def authorize(self, principal: Principal, api_key: int, request: object) -> bool:
+    HANDSHAKE = "handshake"          # waiting for SaslHandshake
+    AUTHENTICATE = "authenticate"    # mechanism chosen, SaslAuthenticate exchange running
+    AUTHENTICATED = "authenticated"  # every API admitted until the session expires
+    FAILED = "failed"                # the failure was answered; the connection closes
+
+
+def principal_from_certificate(der_subject: Any, rules: str) -> Principal:
+    """The DN of a client certificate (RFC 2253 order, as Kafka prints it), mapped through
+    ``ssl.principal.mapping.rules`` (``RULE:pattern/replacement/[LU]``, then DEFAULT)."""
+    # ssl's subject is a tuple of RDNs, most significant first; RFC 2253 lists them reversed.
+    names = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
+             "stateOrProvinceName": "ST", "countryName": "C", "emailAddress": "EMAILADDRESS"}
+    dn = ",".join("+".join(f"{names.get(k, k)}={v}" for k, v in rdn) for rdn in reversed(der_subject))
+    for rule in _split_rules(rules):
+        if rule == "DEFAULT":
+            return Principal("User", dn)
+        m = re.fullmatch(r"RULE:(.*)/(.*)/([LU]?)", rule)
+        if m is None:
+            raise ConfigError(f"ssl.principal.mapping.rules: {rule!r} is not RULE:pattern/replacement/[LU] or DEFAULT")
+        pattern, replacement, case = m.groups()
+        if re.fullmatch(pattern, dn):
+            name = re.sub(pattern, replacement.replace("$", "\\"), dn, count=1)
+            return Principal("User", name.lower() if case == "L" else name.upper() if case == "U" else name)
+    return Principal("User", dn)
+
+
+def _split_rules(rules: str) -> list[str]:
+    return [r.strip() for r in re.split(r",\s*(?=RULE:|DEFAULT)", rules) if r.strip()]
+
+
+@dataclass
+class Session:
+    """One connection's security state."""
+
+    listener: Listener
+    principal: Principal
+    peer_host: str
+    sasl: SaslState | None = None  # None: not a SASL listener
+    mechanism: Mechanism | None = None
+    scram: ScramServer | None = None
+    expires_at: float | None = None  # monotonic; None: never (connections.max.reauth.ms=0)
+    close_after_response: bool = False
+    _reauthenticating: bool = field(default=False)
+
+    def admits(self, api_key: int) -> bool:
+        """May this request be processed? (False: the connection is closed unanswered.)"""
+        if self.sasl is None:
+            return True
+        if self.sasl is SaslState.AUTHENTICATED and not self.expired():
+            return True
+        if self.sasl is SaslState.FAILED:
+            return False
+        if api_key == ApiKey.API_VERSIONS:
+            return True
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            return self.sasl in (SaslState.HANDSHAKE, SaslState.AUTHENTICATED)
+        return api_key == ApiKey.SASL_AUTHENTICATE and self.sasl is SaslState.AUTHENTICATE
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+
+class Security:
+    """The broker's listeners' security: credentials, ACLs, and the decisions."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.credentials = CredentialStore(config.log_dir)
+        self.acl_store = AclStore(config.log_dir)
+        authorizer = str(config["authorizer.class.name"]).strip()
+        if authorizer and authorizer.rsplit(".", 1)[-1] not in KNOWN_AUTHORIZERS:
+            raise ConfigError(f"authorizer.class.name={authorizer}: eoslog serves StandardAuthorizer only")
+        self.acls_enabled = bool(authorizer)
+        self.super_users = frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
+        self.mechanisms = [m.strip().upper() for m in str(config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
+        self._fake_salt_key = os.urandom(32)
+        level = str(config["authorizer.log.level"])
+        self._allow_level = logging.getLevelName(level)
+        self._deny_level = max(logging.INFO, self._allow_level)
+
+    def check_listeners(self, listeners: Iterable[Listener]) -> None:
+        """Refuse a configuration whose SASL listener could never authenticate anyone."""
+        if any(lst.protocol.uses_sasl for lst in listeners):
+            unsupported = [m for m in self.mechanisms if m not in SUPPORTED_MECHANISMS]
+            if unsupported or not self.mechanisms:
+                raise ConfigError(f"sasl.enabled.mechanisms={','.join(self.mechanisms) or '(empty)'}: eoslog serves "
+                                  "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only")
+
+    # -- authentication -------------------------------------------------------------------
+
+    def new_session(self, listener: Listener, peer_host: str, tls: ssl.SSLObject | None) -> Session:
+        principal = ANONYMOUS
+        if tls is not None and listener.protocol is SecurityProtocol.SSL:
+            cert = tls.getpeercert()
+            if cert:
+                principal = principal_from_certificate(cert["subject"], str(self.config["ssl.principal.mapping.rules"]))
+        return Session(listener, principal, peer_host,
+                       sasl=SaslState.HANDSHAKE if listener.protocol.uses_sasl else None)
+
+    def handshake(self, session: Session, mechanism: str) -> bool:
+        """SaslHandshake: True when ``mechanism`` is enabled (the exchange may start)."""
+        if mechanism not in self.mechanisms:
+            return False
+        if session.sasl is SaslState.AUTHENTICATED:
+            session._reauthenticating = True
+        session.mechanism = Mechanism(mechanism)
+        session.scram = None
+        session.sasl = SaslState.AUTHENTICATE
         return True
+
+    def authenticate(self, session: Session, auth_bytes: bytes) -> tuple[bytes, int]:
+        """One SaslAuthenticate step: the server's bytes and the session lifetime (ms) once
+        complete. AuthenticationFailed ends the connection (after the answer)."""
+        assert session.mechanism is not None
+        try:
+            if session.mechanism is Mechanism.PLAIN:
+                user, answer = plain_authenticate(auth_bytes, self.credentials.get), b""
+            else:
+                if session.scram is None:
+                    session.scram = ScramServer(session.mechanism, self.credentials.get, self._fake_salt_key)
+                answer = session.scram.evaluate(auth_bytes)
+                if not session.scram.complete:
+                    return answer, 0
+                assert session.scram.username is not None
+                user = session.scram.username
+            principal = Principal("User", user)
+            if session._reauthenticating and principal != session.principal:
+                raise AuthenticationFailed("re-authentication must keep the principal")
+        except AuthenticationFailed as e:
+            session.sasl = SaslState.FAILED
+            session.close_after_response = True
+            log.info("failed authentication from %s on %s with %s: %s", session.peer_host, session.listener.name,
+                     session.mechanism.value, e)
+            raise
+        session.principal, session.sasl, session.scram = principal, SaslState.AUTHENTICATED, None
+        session._reauthenticating = False
+        reauth_ms = int(listener_value(self.config, session.listener.name, "connections.max.reauth.ms"))
+        session.expires_at = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else None
+        return answer, reauth_ms
+
+    @property
+    def failed_authentication_delay_s(self) -> float:
+        return int(self.config["connection.failed.authentication.delay.ms"]) / 1000
+
+    # -- authorization ----------------------------------------------------------------------
+
+    def allowed(self, principal: Principal, host: str, operation: AclOperation, resource_type: ResourceType,
+                name: str, api: str, *, log: bool = True) -> bool:
+        if not self.acls_enabled or str(principal) in self.super_users:
+            return True
+        result = decide(self.acl_store.acls, str(principal), host, operation, resource_type, name,
+                        bool(self.config["allow.everyone.if.no.acl.found"]))
+        if not log:
+            return result
+        decision_log.log(self._allow_level if result else self._deny_level,
+                         "Principal = %s is %s operation = %s from host = %s on resource = %s:%s for request = %s",
+                         principal, "Allowed" if result else "Denied", operation.name, host,
+                         resource_type.name, name, api)
+        return result
+
+    def allowed_any(self, principal: Principal, host: str, operation: AclOperation,
+                    resource_type: ResourceType, api: str) -> bool:
+        """Kafka's authorizeByResourceType: some resource of the type allows ``operation``
+        (an ALLOW for the principal that no wildcard DENY cancels)."""
+        if not self.acls_enabled or str(principal) in self.super_users:
+            return True
+        mine = [a for a in self.acl_store.acls if a.resource_type == resource_type
+                and a.principal in (str(principal), "User:*") and a.host in (host, "*")
+                and a.operation in (operation, AclOperation.ALL)]
+        denied_all = any(a.permission is PermissionType.DENY and a.resource_name == "*" for a in mine)
+        result = not denied_all and any(a.permission is PermissionType.ALLOW for a in mine)
+        decision_log.log(self._allow_level if result else self._deny_level,
+                         "Principal = %s is %s operation = %s on any resource of type %s for request = %s",
+                         principal, "Allowed" if result else "Denied", operation.name, resource_type.name, api)
+        return result
+
+    def replace_acls(self, acls: Iterable[AclBinding]) -> None:
+        self.acl_store.replace(acls)
+
+
+CLUSTER = (ResourceType.CLUSTER, CLUSTER_NAME)

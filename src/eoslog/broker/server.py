@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
+from eoslog.broker.listeners import advertised_listeners, listeners, server_ssl_context
 from eoslog.broker.marker_sender import MarkerSender
 from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
 from eoslog.config import BrokerConfig
@@ -102,7 +103,7 @@ class Broker:
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
         self.connections: set[KafkaProtocol] = set()
         # metrics.listener set: requests are observed and the registry is served at start-up.
-        self.metrics_facts = BrokerFacts(lambda: {self._listener_name: len(self.connections)})
+        self.metrics_facts = BrokerFacts(self._connections_by_listener)
         self.metrics_server: MetricsServer | None = None
         request_metrics = None
         if str(config["metrics.listener"]).strip():
@@ -111,7 +112,8 @@ class Broker:
             registry, request_metrics = broker_registry(self.state, self.metrics_facts)
             self.metrics_server = MetricsServer(registry, *parse_metrics_listener(str(config["metrics.listener"])))
         self.dispatcher = Dispatcher(self.state, metrics=request_metrics)
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.bound: dict[str, int] = {}  # listener name → bound port
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -134,19 +136,8 @@ class Broker:
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
-        host, port = self.config.listener()
+        await self._open_listeners()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaProtocol(
-                self.dispatcher, int(self.config["socket.request.max.bytes"]), self.connections
-            ),
-            host, port, reuse_address=True, backlog=1024,
-        )
-        bound_port = self._server.sockets[0].getsockname()[1]
-        adv_host, adv_port = self.config.advertised()
-        self.state.advertised_host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        explicit_port = self.config["advertised.listeners"] and adv_port != 0
-        self.state.advertised_port = adv_port if explicit_port else bound_port
         if self.metrics_server is not None:
             await self.metrics_server.start()
         if self.cluster is not None:
@@ -175,10 +166,33 @@ class Broker:
                 loop.add_signal_handler(sig, self._on_signal, sig)
         return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
 
-    @property
-    def _listener_name(self) -> str:
-        listeners = str(self.config["listeners"])
-        return listeners.split("://", 1)[0] if "://" in listeners else "PLAINTEXT"
+    async def _open_listeners(self) -> None:
+        """Bind every listener (docs/security.md); the first one is the broker's default
+        address (the ready line, cluster registration)."""
+        bound = listeners(self.config)
+        self.state.security.check_listeners(bound)
+        advertised = advertised_listeners(self.config)
+        loop = asyncio.get_running_loop()
+        max_bytes = int(self.config["socket.request.max.bytes"])
+        for lst in bound:
+            server = await loop.create_server(
+                lambda lst=lst: KafkaProtocol(self.dispatcher, max_bytes, self.connections, lst),
+                lst.host, lst.port, reuse_address=True, backlog=1024,
+                ssl=server_ssl_context(self.config, lst.name) if lst.protocol.uses_tls else None,
+            )
+            self._servers.append(server)
+            bound_port = server.sockets[0].getsockname()[1]
+            adv_host, adv_port = advertised.get(lst.name, (lst.host, 0))
+            host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            self.state.advertised_by_listener[lst.name] = (host, adv_port or bound_port)
+            self.bound[lst.name] = bound_port
+        self.state.advertised_host, self.state.advertised_port = self.state.advertised_by_listener[bound[0].name]
+
+    def _connections_by_listener(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.bound, 0)
+        for conn in self.connections:
+            counts[conn.listener.name] = counts.get(conn.listener.name, 0) + 1
+        return counts
 
     @property
     def _idle_check_s(self) -> float:
@@ -256,8 +270,8 @@ class Broker:
                 log.info("controlled shutdown complete: this broker leads no partition another replica could lead")
             else:
                 log.warning("controlled shutdown did not move all leadership within %.0fs", timeout_s)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
         self.groups.shutdown()
         self.txns.shutdown()
@@ -283,9 +297,11 @@ async def _serve(config: BrokerConfig) -> None:
     status = await broker.startup()
     joined = "" if broker.cluster is None else (
         f", cluster {broker.state.cluster_id} via ZooKeeper {config.zookeeper_connect}")
+    others = ", ".join(f"{name}://{host}:{port}" for name, (host, port)
+                       in broker.state.advertised_by_listener.items())
     print(
         f"eoslog broker {config.node_id} ready on {status.host}:{status.port} "
-        f"(data: {status.data_dir}{joined})",
+        f"(data: {status.data_dir}{joined}; listeners {others})",
         flush=True,
     )
     try:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from eoslog.broker.listeners import listeners
 from eoslog.cli.common import app
 from eoslog.config import BrokerConfig, ConfigError
 
@@ -38,7 +39,7 @@ def broker(
         overrides["listeners"] = listen
     try:
         cfg = BrokerConfig.load(config, overrides)
-        cfg.listener()
+        listeners(cfg)
     except (ConfigError, OSError) as e:
         typer.echo(f"eoslog broker: {e}", err=True)
         raise typer.Exit(2) from None

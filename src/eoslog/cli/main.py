@@ -14,6 +14,7 @@ from eoslog.cli import transactions  # noqa: F401
 from eoslog.cli import configs  # noqa: F401
 from eoslog.cli import cluster  # noqa: F401
 from eoslog.cli import console  # noqa: F401
+from eoslog.cli import certs  # noqa: F401
 # isort: on
 from eoslog.cli.common import app
 

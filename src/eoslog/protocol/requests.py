@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
     from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
     from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest as _AlterUserScramCredentialsRequestV0,
+    )
     from kio.schema.api_versions.v0.request import ApiVersionsRequest as _ApiVersionsRequestV0
     from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersionsRequestV1
     from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat.v1.request import (
         ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV1,
     )
+    from kio.schema.create_acls.v1.request import CreateAclsRequest as _CreateAclsRequestV1
+    from kio.schema.create_acls.v2.request import CreateAclsRequest as _CreateAclsRequestV2
+    from kio.schema.create_acls.v3.request import CreateAclsRequest as _CreateAclsRequestV3
     from kio.schema.create_partitions.v0.request import CreatePartitionsRequest as _CreatePartitionsRequestV0
     from kio.schema.create_partitions.v1.request import CreatePartitionsRequest as _CreatePartitionsRequestV1
     from kio.schema.create_partitions.v2.request import CreatePartitionsRequest as _CreatePartitionsRequestV2
@@ -44,6 +50,9 @@ if TYPE_CHECKING:
     from kio.schema.create_topics.v5.request import CreateTopicsRequest as _CreateTopicsRequestV5
     from kio.schema.create_topics.v6.request import CreateTopicsRequest as _CreateTopicsRequestV6
     from kio.schema.create_topics.v7.request import CreateTopicsRequest as _CreateTopicsRequestV7
+    from kio.schema.delete_acls.v1.request import DeleteAclsRequest as _DeleteAclsRequestV1
+    from kio.schema.delete_acls.v2.request import DeleteAclsRequest as _DeleteAclsRequestV2
+    from kio.schema.delete_acls.v3.request import DeleteAclsRequest as _DeleteAclsRequestV3
     from kio.schema.delete_groups.v0.request import DeleteGroupsRequest as _DeleteGroupsRequestV0
     from kio.schema.delete_groups.v1.request import DeleteGroupsRequest as _DeleteGroupsRequestV1
     from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGroupsRequestV2
@@ -56,6 +65,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as _DeleteTopicsRequestV4
     from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as _DeleteTopicsRequestV5
     from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as _DeleteTopicsRequestV6
+    from kio.schema.describe_acls.v1.request import DescribeAclsRequest as _DescribeAclsRequestV1
+    from kio.schema.describe_acls.v2.request import DescribeAclsRequest as _DescribeAclsRequestV2
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest as _DescribeAclsRequestV3
     from kio.schema.describe_cluster.v0.request import DescribeClusterRequest as _DescribeClusterRequestV0
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest as _DescribeClusterRequestV1
     from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as _DescribeClusterRequestV2
@@ -72,6 +84,9 @@ if TYPE_CHECKING:
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
     from kio.schema.describe_transactions.v0.request import (
         DescribeTransactionsRequest as _DescribeTransactionsRequestV0,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest as _DescribeUserScramCredentialsRequestV0,
     )
     from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as _ElectLeadersRequestV0
     from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as _ElectLeadersRequestV1
@@ -194,6 +209,10 @@ if TYPE_CHECKING:
     from kio.schema.produce.v9.request import ProduceRequest as _ProduceRequestV9
     from kio.schema.produce.v10.request import ProduceRequest as _ProduceRequestV10
     from kio.schema.produce.v11.request import ProduceRequest as _ProduceRequestV11
+    from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV0
+    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
     from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
     from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
     from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -307,6 +326,13 @@ if TYPE_CHECKING:
         _OffsetForLeaderEpochRequestV2 | _OffsetForLeaderEpochRequestV3 | _OffsetForLeaderEpochRequestV4
     )
     ConsumerGroupHeartbeatRequest = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+    SaslHandshakeRequest = _SaslHandshakeRequestV1
+    SaslAuthenticateRequest = _SaslAuthenticateRequestV0 | _SaslAuthenticateRequestV1 | _SaslAuthenticateRequestV2
+    DescribeAclsRequest = _DescribeAclsRequestV1 | _DescribeAclsRequestV2 | _DescribeAclsRequestV3
+    CreateAclsRequest = _CreateAclsRequestV1 | _CreateAclsRequestV2 | _CreateAclsRequestV3
+    DeleteAclsRequest = _DeleteAclsRequestV1 | _DeleteAclsRequestV2 | _DeleteAclsRequestV3
+    DescribeUserScramCredentialsRequest = _DescribeUserScramCredentialsRequestV0
+    AlterUserScramCredentialsRequest = _AlterUserScramCredentialsRequestV0
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as _AlterConfigsResponseV0
     from kio.schema.alter_configs.v1.response import AlterConfigsResponse as _AlterConfigsResponseV1
     from kio.schema.alter_configs.v2.response import AlterConfigsResponse as _AlterConfigsResponseV2
+    from kio.schema.alter_user_scram_credentials.v0.response import (
+        AlterUserScramCredentialsResponse as _AlterUserScramCredentialsResponseV0,
+    )
     from kio.schema.api_versions.v0.response import ApiVersionsResponse as _ApiVersionsResponseV0
     from kio.schema.api_versions.v1.response import ApiVersionsResponse as _ApiVersionsResponseV1
     from kio.schema.api_versions.v2.response import ApiVersionsResponse as _ApiVersionsResponseV2
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat.v1.response import (
         ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV1,
     )
+    from kio.schema.create_acls.v1.response import CreateAclsResponse as _CreateAclsResponseV1
+    from kio.schema.create_acls.v2.response import CreateAclsResponse as _CreateAclsResponseV2
+    from kio.schema.create_acls.v3.response import CreateAclsResponse as _CreateAclsResponseV3
     from kio.schema.create_partitions.v0.response import CreatePartitionsResponse as _CreatePartitionsResponseV0
     from kio.schema.create_partitions.v1.response import CreatePartitionsResponse as _CreatePartitionsResponseV1
     from kio.schema.create_partitions.v2.response import CreatePartitionsResponse as _CreatePartitionsResponseV2
@@ -43,6 +49,9 @@ if TYPE_CHECKING:
     from kio.schema.create_topics.v5.response import CreateTopicsResponse as _CreateTopicsResponseV5
     from kio.schema.create_topics.v6.response import CreateTopicsResponse as _CreateTopicsResponseV6
     from kio.schema.create_topics.v7.response import CreateTopicsResponse as _CreateTopicsResponseV7
+    from kio.schema.delete_acls.v1.response import DeleteAclsResponse as _DeleteAclsResponseV1
+    from kio.schema.delete_acls.v2.response import DeleteAclsResponse as _DeleteAclsResponseV2
+    from kio.schema.delete_acls.v3.response import DeleteAclsResponse as _DeleteAclsResponseV3
     from kio.schema.delete_groups.v0.response import DeleteGroupsResponse as _DeleteGroupsResponseV0
     from kio.schema.delete_groups.v1.response import DeleteGroupsResponse as _DeleteGroupsResponseV1
     from kio.schema.delete_groups.v2.response import DeleteGroupsResponse as _DeleteGroupsResponseV2
@@ -55,6 +64,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_topics.v4.response import DeleteTopicsResponse as _DeleteTopicsResponseV4
     from kio.schema.delete_topics.v5.response import DeleteTopicsResponse as _DeleteTopicsResponseV5
     from kio.schema.delete_topics.v6.response import DeleteTopicsResponse as _DeleteTopicsResponseV6
+    from kio.schema.describe_acls.v1.response import DescribeAclsResponse as _DescribeAclsResponseV1
+    from kio.schema.describe_acls.v2.response import DescribeAclsResponse as _DescribeAclsResponseV2
+    from kio.schema.describe_acls.v3.response import DescribeAclsResponse as _DescribeAclsResponseV3
     from kio.schema.describe_cluster.v0.response import DescribeClusterResponse as _DescribeClusterResponseV0
     from kio.schema.describe_cluster.v1.response import DescribeClusterResponse as _DescribeClusterResponseV1
     from kio.schema.describe_cluster.v2.response import DescribeClusterResponse as _DescribeClusterResponseV2
@@ -69,6 +81,9 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v4.response import DescribeGroupsResponse as _DescribeGroupsResponseV4
     from kio.schema.describe_groups.v5.response import DescribeGroupsResponse as _DescribeGroupsResponseV5
     from kio.schema.describe_producers.v0.response import DescribeProducersResponse as _DescribeProducersResponseV0
+    from kio.schema.describe_user_scram_credentials.v0.response import (
+        DescribeUserScramCredentialsResponse as _DescribeUserScramCredentialsResponseV0,
+    )
     from kio.schema.elect_leaders.v0.response import ElectLeadersResponse as _ElectLeadersResponseV0
     from kio.schema.elect_leaders.v1.response import ElectLeadersResponse as _ElectLeadersResponseV1
     from kio.schema.elect_leaders.v2.response import ElectLeadersResponse as _ElectLeadersResponseV2
@@ -190,6 +205,10 @@ if TYPE_CHECKING:
     from kio.schema.produce.v9.response import ProduceResponse as _ProduceResponseV9
     from kio.schema.produce.v10.response import ProduceResponse as _ProduceResponseV10
     from kio.schema.produce.v11.response import ProduceResponse as _ProduceResponseV11
+    from kio.schema.sasl_authenticate.v0.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV0
+    from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV1
+    from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV2
+    from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse as _SaslHandshakeResponseV1
     from kio.schema.sync_group.v0.response import SyncGroupResponse as _SyncGroupResponseV0
     from kio.schema.sync_group.v1.response import SyncGroupResponse as _SyncGroupResponseV1
     from kio.schema.sync_group.v2.response import SyncGroupResponse as _SyncGroupResponseV2
@@ -307,6 +326,13 @@ if TYPE_CHECKING:
         _OffsetForLeaderEpochResponseV2 | _OffsetForLeaderEpochResponseV3 | _OffsetForLeaderEpochResponseV4
     )
     ConsumerGroupHeartbeatResponse = _ConsumerGroupHeartbeatResponseV0 | _ConsumerGroupHeartbeatResponseV1
+    SaslHandshakeResponse = _SaslHandshakeResponseV1
+    SaslAuthenticateResponse = _SaslAuthenticateResponseV0 | _SaslAuthenticateResponseV1 | _SaslAuthenticateResponseV2
+    DescribeAclsResponse = _DescribeAclsResponseV1 | _DescribeAclsResponseV2 | _DescribeAclsResponseV3
+    CreateAclsResponse = _CreateAclsResponseV1 | _CreateAclsResponseV2 | _CreateAclsResponseV3
+    DeleteAclsResponse = _DeleteAclsResponseV1 | _DeleteAclsResponseV2 | _DeleteAclsResponseV3
+    DescribeUserScramCredentialsResponse = _DescribeUserScramCredentialsResponseV0
+    AlterUserScramCredentialsResponse = _AlterUserScramCredentialsResponseV0
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3
         | _ApiVersionsResponseV4

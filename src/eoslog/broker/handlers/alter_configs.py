@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation
 from eoslog.broker.config_admin import AlterOp, Refused, check_request
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.configs import config_refusal
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import AlterConfigOpType
-from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.errors import ErrorCode, error_code, from_code
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import AlterConfigsRequest, IncrementalAlterConfigsRequest
@@ -32,7 +34,10 @@ async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     admin, validate_only = ctx.state.config_admin, bool(request.validate_only)
     responses = []
     for (resource_type, name, ops), refusal in zip(resources, check_request(resources, incremental), strict=True):
-        if refusal is None:
+        denied = config_refusal(ctx, resource_type, name, AclOperation.ALTER_CONFIGS)
+        if denied is not None:
+            refusal = Refused(from_code(denied), "Authorization failed.")
+        elif refusal is None:
             try:
                 pending = admin.alter(resource_type, name, ops, incremental=incremental, validate_only=validate_only)
                 if pending is not None:  # a topic's change, written to ZooKeeper

@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 from types import ModuleType
 from typing import Any
 
+from eoslog.broker.acls import AclOperation
 from eoslog.broker.context import RequestContext
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build
@@ -30,36 +30,13 @@ NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-class AclOperation(IntEnum):
-    """Kafka's AclOperation codes: bit positions in *_authorized_operations fields."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
 class CloseConnection(Exception):
     """The request cannot be answered; close this connection only (the dispatcher does)."""
 
 
-# Operations that apply to each resource type (Kafka's AclEntry.supportedOperations).
-_O = AclOperation
-TOPIC_OPERATIONS = frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
-                              _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS})
-CLUSTER_OPERATIONS = frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
-                                _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE})
-
-
 def authorized_operations(requested: bool, operations: Iterable[AclOperation]) -> int:
-    """The bit field a response reports for ``operations`` the principal may perform
-    (all of them until ACLs exist), or the 'omitted' marker when not requested."""
+    """The bit field a response reports for ``operations`` (those the principal may perform,
+    ``RequestContext.allowed_operations``), or the 'omitted' marker when not requested."""
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
     return sum(1 << op for op in set(operations))

@@ -12,8 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.base import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    NO_THROTTLE,
+    ApiSpec,
+    authorized_operations,
+    build,
+    response_types,
+)
 from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
@@ -27,13 +35,6 @@ BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
 
-# The schema's "not requested" value for authorized-operation bitfields.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# AclOperation codes Kafka supports on the CLUSTER resource (AclEntry.supportedOperations):
-# CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-# IDEMPOTENT_WRITE 12. Without ACLs every one is authorized, as on Kafka without an
-# authorizer; the ACL issue will ask security.Authorizer instead.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
@@ -55,21 +56,27 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
             endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         ))
+    if not ctx.allowed_on_cluster(AclOperation.DESCRIBE):
+        return cast("DescribeClusterResponse", build(
+            module.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+            endpoint_type=BROKER_ENDPOINT, cluster_id="", controller_id=-1, brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        ))
     state = ctx.state
     brokers = tuple(
         build(module.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port,
               rack=b.rack, is_fenced=False)
-        for b in state.live_brokers()
+        for b in state.live_brokers(ctx.listener)
     )
     return cast("DescribeClusterResponse", build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
         endpoint_type=BROKER_ENDPOINT, cluster_id=state.cluster_id, controller_id=state.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED
-        ),
+        cluster_authorized_operations=authorized_operations(
+            bool(request.include_cluster_authorized_operations),
+            ctx.allowed_operations(ResourceType.CLUSTER, CLUSTER_NAME)),
     ))
 
 
@@ -88,7 +95,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
         TopicPartition(str(t.topic), int(p)) for t in request.topic_partitions for p in t.partitions]
     top_level = Errors.NONE
     cluster = ctx.state.cluster
-    if cluster is None:  # one node leads every partition it has
+    if not ctx.allowed_on_cluster(AclOperation.ALTER):
+        top_level = Errors.CLUSTER_AUTHORIZATION_FAILED
+        results = dict.fromkeys(wanted or (), top_level)
+    elif cluster is None:  # one node leads every partition it has
         results = {tp: Errors.ELECTION_NOT_NEEDED if ctx.state.logs.get_log(*tp) is not None
                    else Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted or ()}
     else:

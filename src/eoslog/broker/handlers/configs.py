@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.config import (
@@ -45,6 +46,7 @@ from eoslog.config import (
     ConfigDef,
     TopicConfig,
     config_string,
+    is_secret,
 )
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
@@ -177,9 +179,13 @@ def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     for name in sorted(names):
         defn = BROKER_CONFIGS.get(name)
         known = defn is not None or name in _UNIT_ALIASES
-        value = config_string(broker.values.get(name)) if known else None
-        entries.append(_entry(name, value, _broker_synonyms(broker, name), defn,
-                              read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known,
+        secret = is_secret(name)  # Kafka's PASSWORD type: reported sensitive, never its value
+        value = config_string(broker.values.get(name)) if known and not secret else None
+        synonyms = _broker_synonyms(broker, name)
+        if secret:
+            synonyms = [ConfigSynonym(s.name, None, s.source) for s in synonyms]
+        entries.append(_entry(name, value, synonyms, defn,
+                              read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known or secret,
                               doc=_UNIT_ALIASES.get(name)))
     return entries
 
@@ -249,6 +255,18 @@ def _describe_resource(
     return ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}", []
 
 
+def config_refusal(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
+    """Kafka's checks for DescribeConfigs (DESCRIBE_CONFIGS) and the AlterConfigs APIs
+    (ALTER_CONFIGS): on the topic, the group, or the cluster for broker resources."""
+    if resource_type == ConfigResourceType.TOPIC:
+        ok, refused = ctx.allowed(operation, ResourceType.TOPIC, name), ErrorCode.topic_authorization_failed
+    elif resource_type == ConfigResourceType.GROUP:
+        ok, refused = ctx.allowed(operation, ResourceType.GROUP, name), ErrorCode.group_authorization_failed
+    else:
+        ok, refused = ctx.allowed_on_cluster(operation), ErrorCode.cluster_authorization_failed
+    return None if ok else refused
+
+
 def _filter(entries: list[ConfigEntry], keys: Iterable[str] | None) -> list[ConfigEntry]:
     wanted = set(keys or ())
     return [e for e in entries if e.name in wanted] if wanted else entries
@@ -260,7 +278,10 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
     include_docs = bool(getattr(request, "include_documentation", False))
     results = []
     for resource in request.resources:
-        code, message, entries = _describe_resource(ctx, int(resource.resource_type), resource.resource_name)
+        refusal = config_refusal(ctx, int(resource.resource_type), resource.resource_name,
+                                 AclOperation.DESCRIBE_CONFIGS)
+        code, message, entries = (_describe_resource(ctx, int(resource.resource_type), resource.resource_name)
+                                  if refusal is None else (refusal, None, []))
         configs = tuple(
             build(
                 module.DescribeConfigsResourceResult,

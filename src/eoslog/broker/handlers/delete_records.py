@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import KafkaError
@@ -40,8 +41,10 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
     topics = []
     for t in request.topics:
         partitions = []
+        deletable = ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, t.name)  # Kafka's check
         for p in t.partitions:
-            code, low = _delete(ctx, t.name, int(p.partition_index), int(p.offset))
+            code, low = (_delete(ctx, t.name, int(p.partition_index), int(p.offset)) if deletable
+                         else (ErrorCode.topic_authorization_failed, NO_LOW_WATERMARK))
             partitions.append(build(module.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                     low_watermark=low, error_code=code))
         topics.append(build(module.DeleteRecordsTopicResult, name=t.name, partitions=tuple(partitions)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
@@ -80,16 +81,24 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         max_bytes=min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"])),
         isolation=IsolationLevel(int(request.isolation_level)),
     )
+    # Kafka's KafkaApis: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
+    # each topic; a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED, unread.
+    follower_refused = params.replica_id >= 0 and not ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION)
+    readable = {t.topic for t in request.topics
+                if not follower_refused and (params.replica_id >= 0
+                                             or ctx.allowed(AclOperation.READ, ResourceType.TOPIC, t.topic))}
     wanted = [
         FetchPartition(TopicPartition(t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes),
                        int(getattr(p, "current_leader_epoch", -1)))
-        for t in request.topics for p in t.partitions
+        for t in request.topics if t.topic in readable for p in t.partitions
     ]
     read_committed = params.isolation is IsolationLevel.READ_COMMITTED
-    results = iter(await ctx.state.replicas.fetch_messages(params, wanted))
+    results = iter(await ctx.state.replicas.fetch_messages(params, wanted) if wanted else ())
+    refused = FetchedRecords(Errors.TOPIC_AUTHORIZATION_FAILED)
     topics = tuple(
         build(module.FetchableTopicResponse, topic=t.topic, partitions=tuple(
-            _partition_data(module, int(p.partition), next(results), ctx.api_version, read_committed)
+            _partition_data(module, int(p.partition), next(results) if t.topic in readable else refused,
+                            ctx.api_version, read_committed)
             for p in t.partitions
         ))
         for t in request.topics

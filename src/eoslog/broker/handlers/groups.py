@@ -16,8 +16,18 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
+from eoslog.broker.handlers.base import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    NO_THROTTLE,
+    ApiSpec,
+    authorized_operations,
+    build,
+    response_types,
+    to_ms,
+    versioned,
+)
 from eoslog.coordinator.group import (
     GroupState,
     JoinRequest,
@@ -58,9 +68,7 @@ T = TypeVar("T")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-NO_AUTHORIZED_OPERATIONS = -2147483648
-# READ | DELETE | DESCRIBE (Kafka's AclOperation codes 3, 6, 8): everything a group allows.
-ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_AUTHORIZED_OPERATIONS = AUTHORIZED_OPERATIONS_OMITTED
 CLASSIC_GROUP_TYPE = "classic"
 
 def client_host(ctx: RequestContext) -> str:
@@ -119,18 +127,35 @@ def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1,
     return dict(error_code=code, error_message=message, node_id=node_id, host=host, port=port)
 
 
+def _find_refusal(ctx: RequestContext, key_type: int, key: str) -> ErrorCode | None:
+    """Kafka's checks: DESCRIBE on the group, or on the transactional id."""
+    if key_type == GROUP_KEY_TYPE and not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return None
+
+
+def _may_read(ctx: RequestContext, group_id: str) -> bool:
+    """READ on the group: what JoinGroup, SyncGroup, Heartbeat and LeaveGroup need."""
+    return ctx.allowed(AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     module = response_types(ctx)
     state = ctx.state
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
 
     def fields(key: str) -> dict[str, Any]:
+        refusal = _find_refusal(ctx, key_type, key)
+        if refusal is not None:
+            return _coordinator_fields(refusal, None)
         if state.cluster is not None:
             return _find_in_cluster(ctx, key_type, key)
         code, message = _find(ctx, key_type)
         if code != ErrorCode.none:
             return _coordinator_fields(code, message)
-        return _coordinator_fields(code, message, state.node_id, state.advertised_host, state.advertised_port)
+        return _coordinator_fields(code, message, state.node_id, *state.endpoint(ctx.listener))
 
     if ctx.api_version < 4:
         return cast("FindCoordinatorResponse", build(
@@ -162,7 +187,9 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
         supports_skip_assignment=version >= 9,
         reason=getattr(request, "reason", None),
     )
-    result: JoinResult = await wait_for(lambda cb: ctx.state.group_coordinator.join_group(join, cb))
+    result: JoinResult = (
+        await wait_for(lambda cb: ctx.state.group_coordinator.join_group(join, cb)) if _may_read(ctx, request.group_id)
+        else JoinResult(Errors.GROUP_AUTHORIZATION_FAILED, ""))
     members = tuple(
         build(module.JoinGroupResponseMember, member_id=m.member_id,
               group_instance_id=m.group_instance_id, metadata=m.metadata)
@@ -183,7 +210,9 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
     result: SyncResult
-    if ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
+    if not _may_read(ctx, request.group_id):
+        result = SyncResult(Errors.GROUP_AUTHORIZATION_FAILED)
+    elif ctx.api_version >= 5 and (protocol_type is None or protocol_name is None):
         result = SyncResult(Errors.INCONSISTENT_GROUP_PROTOCOL)  # mandatory from v5
     else:
         sync = SyncRequest(
@@ -209,7 +238,7 @@ async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> He
     error = ctx.state.group_coordinator.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         int(request.generation_id),
-    )
+    ) if _may_read(ctx, request.group_id) else Errors.GROUP_AUTHORIZATION_FAILED
     return cast("HeartbeatResponse", build(
         module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(error)))
 
@@ -221,7 +250,8 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
         leaving = [(versioned(request).member_id, None, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in versioned(request).members]
-    error, member_errors = ctx.state.group_coordinator.leave_group(request.group_id, leaving)
+    error, member_errors = (ctx.state.group_coordinator.leave_group(request.group_id, leaving)
+                            if _may_read(ctx, request.group_id) else (Errors.GROUP_AUTHORIZATION_FAILED, []))
     if ctx.api_version < 3:
         # One member, one error code: the group's, else the member's.
         if error == Errors.NONE and member_errors:
@@ -246,6 +276,12 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     include_ops = bool(getattr(request, "include_authorized_operations", False))
     groups = []
     for group_id in request.groups:
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(build(
+                module.DescribedGroup, error_code=ErrorCode.group_authorization_failed, group_id=group_id,
+                group_state="", protocol_type="", protocol_data="", members=(),
+                authorized_operations=NO_AUTHORIZED_OPERATIONS))
+            continue
         error, summary = coordinator.describe_group(group_id)
         members = tuple(
             build(module.DescribedGroupMember, member_id=m.member_id,
@@ -258,7 +294,8 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
             module.DescribedGroup, error_code=error_code(error), group_id=group_id,
             group_state=summary.state.value if error == Errors.NONE else "",
             protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
-            authorized_operations=ALL_GROUP_OPERATIONS if include_ops else NO_AUTHORIZED_OPERATIONS,
+            authorized_operations=authorized_operations(
+                include_ops, ctx.allowed_operations(ResourceType.GROUP, group_id)),
         ))
     return cast("DescribeGroupsResponse", build(
         module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups)))
@@ -276,6 +313,8 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
     error, listed = ctx.state.group_coordinator.list_groups(states or None)
     if unknown_state_only or (wanted_types and CLASSIC_GROUP_TYPE not in wanted_types):
         listed = []
+    if not ctx.allowed_on_cluster(AclOperation.DESCRIBE):  # Kafka: else only the groups it may describe
+        listed = [g for g in listed if ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     groups = tuple(
         build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
               group_state=g.state.value, group_type=CLASSIC_GROUP_TYPE)
@@ -288,7 +327,10 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
 
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     module = response_types(ctx)
-    results = ctx.state.group_coordinator.delete_groups(request.groups_names)
+    deletable = [g for g in request.groups_names if ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, g)]
+    results: dict[str, Errors] = {g: Errors.GROUP_AUTHORIZATION_FAILED for g in request.groups_names}
+    if deletable:
+        results.update(ctx.state.group_coordinator.delete_groups(deletable))
     return cast("DeleteGroupsResponse", build(
         module.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
         results=tuple(

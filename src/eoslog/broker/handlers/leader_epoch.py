@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
@@ -26,11 +27,17 @@ async def handle_offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     module = response_types(ctx)
     topics = []
+    # Kafka: a follower (replica_id >= 0) needs CLUSTER_ACTION, a consumer DESCRIBE on each topic.
+    follower = int(getattr(request, "replica_id", -1)) >= 0
     for t in request.topics:
         results = []
+        allowed = (ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION) if follower
+                   else ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic))
         for p in t.partitions:
             partition = ctx.state.replicas.get_partition(TopicPartition(t.topic, int(p.partition)))
-            if partition is None:
+            if not allowed:
+                error, epoch, end = Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1
+            elif partition is None:
                 error, epoch, end = Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
             else:
                 error, epoch, end = partition.last_offset_for_leader_epoch(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import KafkaError
@@ -18,21 +19,27 @@ if TYPE_CHECKING:
     from eoslog.protocol.responses import ListOffsetsResponse
 
 
+def _lookup(ctx: RequestContext, tp: TopicPartition, timestamp: int,
+            isolation: IsolationLevel) -> tuple[ErrorCode, int, int, int]:
+    try:
+        found = ctx.state.replicas.fetch_offset_for_timestamp(tp, timestamp, isolation)
+    except KafkaError as e:
+        return error_code(e.error), -1, -1, -1
+    # Kafka names no epoch when it found no offset (Optional.empty -> -1).
+    return ErrorCode.none, found.timestamp, found.offset, found.leader_epoch if found.offset >= 0 else -1
+
+
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     module = response_types(ctx)
     isolation = IsolationLevel(int(getattr(request, "isolation_level", 0)))
     topics = []
     for topic in request.topics:
+        described = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)  # Kafka's check
         partitions = []
         for p in topic.partitions:
-            code, ts, offset, epoch = ErrorCode.none, -1, -1, -1
-            try:
-                found = ctx.state.replicas.fetch_offset_for_timestamp(
-                    TopicPartition(topic.name, int(p.partition_index)), int(p.timestamp), isolation)
-                # Kafka names no epoch when it found no offset (Optional.empty -> -1).
-                ts, offset, epoch = found.timestamp, found.offset, found.leader_epoch if found.offset >= 0 else -1
-            except KafkaError as e:
-                code = error_code(e.error)
+            code, ts, offset, epoch = (
+                _lookup(ctx, TopicPartition(topic.name, int(p.partition_index)), int(p.timestamp), isolation)
+                if described else (ErrorCode.topic_authorization_failed, -1, -1, -1))
             partitions.append(
                 build(
                     module.ListOffsetsPartitionResponse,

@@ -10,15 +10,15 @@ exist are created when ``auto.create.topics.enable`` and the request's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_OPERATIONS,
     NO_THROTTLE,
-    TOPIC_OPERATIONS,
     ApiSpec,
     authorized_operations,
     build,
@@ -38,8 +38,11 @@ if TYPE_CHECKING:
     from eoslog.protocol.responses import MetadataResponse
 
 
+TopicOps = Callable[[str], int]
+
+
 def _topic_entry(module: ModuleType, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
-                 topic_ops: int) -> Any:
+                 topic_ops: TopicOps) -> Any:
     return build(
         module.MetadataResponseTopic,
         error_code=ErrorCode.none, name=name, topic_id=topic_id, is_internal=internal,
@@ -50,18 +53,18 @@ def _topic_entry(module: ModuleType, name: str, topic_id: Any, internal: bool, p
                   offline_replicas=p.offline_replicas)
             for p in partitions
         ),
-        topic_authorized_operations=topic_ops,
+        topic_authorized_operations=topic_ops(name),
     )
 
 
-def _local_entry(module: ModuleType, ctx: RequestContext, info: TopicInfo, topic_ops: int) -> Any:
+def _local_entry(module: ModuleType, ctx: RequestContext, info: TopicInfo, topic_ops: TopicOps) -> Any:
     """One node: it leads every partition, in epoch 0."""
     node = (ctx.state.node_id,)
     views = [PartitionView(p, node[0], 0, node, node, (), Errors.NONE) for p in range(info.num_partitions)]
     return _topic_entry(module, info.name, info.topic_id, info.internal, views, topic_ops)
 
 
-def _cluster_entry(module: ModuleType, cluster: ClusterMember, topic: str, topic_ops: int) -> Any:
+def _cluster_entry(module: ModuleType, cluster: ClusterMember, topic: str, topic_ops: TopicOps) -> Any:
     assignment = cluster.metadata.topics[topic]
     views = [cluster.metadata.view(tp) for tp in cluster.metadata.partitions_of(topic)]
     return _topic_entry(module, topic, assignment.topic_id, topic in INTERNAL_TOPICS, views, topic_ops)
@@ -76,10 +79,10 @@ def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id
 
 
 async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: Any, module: ModuleType,
-                          topic_ops: int, all_topics: bool) -> list[Any]:
+                          topic_ops: TopicOps, all_topics: bool) -> list[Any]:
     metadata = cluster.metadata
     if all_topics:
-        return [_cluster_entry(module, cluster, t, topic_ops) for t in sorted(metadata.topics)]
+        return [_cluster_entry(module, cluster, t, topic_ops) for t in sorted(metadata.topics) if _describable(ctx, t)]
     out: list[Any] = []
     for wanted in request.topics:
         name = wanted.name
@@ -88,7 +91,10 @@ async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: 
             if name is None:
                 out.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
                 continue
-        if name in metadata.topics:
+        refusal = _refusal(ctx, request, name, name in metadata.topics)
+        if refusal is not None:
+            out.append(_error_entry(module, name, refusal))
+        elif name in metadata.topics:
             out.append(_cluster_entry(module, cluster, name, topic_ops))
         elif name is not None and _may_auto_create(ctx, request):
             # As Kafka: the new topic has no leaders yet; the client asks again.
@@ -99,15 +105,33 @@ async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: 
     return out
 
 
+def _describable(ctx: RequestContext, topic: str) -> bool:
+    return ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
+def _refusal(ctx: RequestContext, request: Any, name: str | None, exists: bool) -> ErrorCode | None:
+    """Kafka's answer for a named topic the principal may not see (no DESCRIBE) or may not
+    auto-create (no CREATE on the cluster or the topic): TOPIC_AUTHORIZATION_FAILED."""
+    if name is None:
+        return None
+    if not _describable(ctx, name):
+        return ErrorCode.topic_authorization_failed
+    if not exists and _may_auto_create(ctx, request) and not (
+            ctx.allowed_on_cluster(AclOperation.CREATE) or ctx.allowed(AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return ErrorCode.topic_authorization_failed
+    return None
+
+
 def _may_auto_create(ctx: RequestContext, request: Any) -> bool:
     return bool(getattr(request, "allow_auto_topic_creation", True)) and bool(
         ctx.state.config["auto.create.topics.enable"])
 
 
-def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: int, all_topics: bool) -> list[Any]:
+def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: TopicOps,
+                  all_topics: bool) -> list[Any]:
     logs = ctx.state.logs
     if all_topics:
-        return [_local_entry(module, ctx, t, topic_ops) for t in logs.topics.values()]
+        return [_local_entry(module, ctx, t, topic_ops) for t in logs.topics.values() if _describable(ctx, t.name)]
     topics: list[Any] = []
     allow_create = _may_auto_create(ctx, request)
     for wanted in request.topics:
@@ -118,6 +142,10 @@ def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_o
             if info is None:
                 topics.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
                 continue
+        refusal = _refusal(ctx, request, name if info is None else info.name, info is not None)
+        if refusal is not None:
+            topics.append(_error_entry(module, name, refusal))
+            continue
         if info is None and allow_create and name is not None:
             try:
                 info = logs.create_topic(name, int(ctx.state.config["num.partitions"]))
@@ -134,9 +162,11 @@ def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_o
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     module = response_types(ctx)
     # v8+: the operations the principal may perform, only when asked for.
-    topic_ops = authorized_operations(
-        bool(getattr(request, "include_topic_authorized_operations", False)), TOPIC_OPERATIONS
-    )
+    include_topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+
+    def topic_ops(name: str) -> int:
+        return authorized_operations(include_topic_ops, ctx.allowed_operations(ResourceType.TOPIC, name))
+
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     cluster = ctx.state.cluster
@@ -146,7 +176,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         topics = await _cluster_topics(ctx, cluster, request, module, topic_ops, all_topics)
     brokers = tuple(
         build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in ctx.state.live_brokers()
+        for b in ctx.state.live_brokers(ctx.listener)
     )
     return cast("MetadataResponse", build(
         module.MetadataResponse,
@@ -154,7 +184,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         controller_id=ctx.state.controller_id, topics=tuple(topics),
         cluster_authorized_operations=authorized_operations(
             bool(getattr(request, "include_cluster_authorized_operations", False)),
-            CLUSTER_OPERATIONS,
+            ctx.allowed_operations(ResourceType.CLUSTER, CLUSTER_NAME),
         ),
     ))
 

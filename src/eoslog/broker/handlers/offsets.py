@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
@@ -30,15 +31,25 @@ NO_RETENTION = -1
 
 
 def requested_partitions(
-    ctx: RequestContext, request: Any
+    ctx: RequestContext, request: Any, refused: Errors | None = None
 ) -> tuple[list[tuple[TopicPartition, Any]], dict[TopicPartition, Errors]]:
-    """Each requested partition with its request entry, in request order, and
-    UNKNOWN_TOPIC_OR_PARTITION for those that do not exist (OffsetCommit, OffsetDelete,
-    TxnOffsetCommit)."""
+    """Each requested partition with its request entry, in request order, and the error of
+    those not to be touched (OffsetCommit, OffsetDelete, TxnOffsetCommit), as KafkaApis
+    decides them: every one ``refused`` (the group or transactional id was not authorized),
+    TOPIC_AUTHORIZATION_FAILED without READ on the topic, UNKNOWN_TOPIC_OR_PARTITION for
+    those that do not exist."""
     parts = [(TopicPartition(t.name, int(p.partition_index)), p) for t in request.topics for p in t.partitions]
-    errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp, _ in parts
-              if not ctx.state.partition_exists(tp.topic, tp.partition)}
+    if refused is not None:
+        return parts, {tp: refused for tp, _ in parts}
+    readable = {t.name for t in request.topics if ctx.allowed(AclOperation.READ, ResourceType.TOPIC, t.name)}
+    errors = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp, _ in parts if tp.topic not in readable}
+    errors.update({tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp, _ in parts
+                   if tp not in errors and not ctx.state.partition_exists(tp.topic, tp.partition)})
     return parts, errors
+
+
+def group_refusal(ctx: RequestContext, operation: AclOperation, group_id: str) -> Errors | None:
+    return None if ctx.allowed(operation, ResourceType.GROUP, group_id) else Errors.GROUP_AUTHORIZATION_FAILED
 
 
 # Kafka's offsets.commit.timeout.ms default: how long a coordinator's write may wait for the ISR.
@@ -81,7 +92,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     retention = getattr(request, "retention_time", None)  # v2-v4 only
     retention_ms = to_ms(retention) if retention is not None else NO_RETENTION
     expire = now + retention_ms if retention_ms != NO_RETENTION else None
-    parts, errors = requested_partitions(ctx, request)
+    parts, errors = requested_partitions(ctx, request, group_refusal(ctx, AclOperation.READ, request.group_id))
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, expire) for tp, p in parts if tp not in errors}
     if offsets:
@@ -116,9 +127,22 @@ def _fetch_group(
     tps = None if topics is None else [
         TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes
     ]
-    error, fetched = ctx.state.group_coordinator.fetch_offsets(group_id, tps, require_stable)
+    refusal = group_refusal(ctx, AclOperation.DESCRIBE, group_id)
+    if refusal is not None:
+        return refusal, [FetchedOffset(tp, None, refusal) for tp in tps or ()]
+    # DESCRIBE on each topic: a named one is refused, the others are left out.
+    visible = {name for name in ({tp.topic for tp in tps} if tps is not None else set())
+               if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
+    error, fetched = ctx.state.group_coordinator.fetch_offsets(
+        group_id, None if tps is None else [tp for tp in tps if tp.topic in visible], require_stable)
+    if tps is None:
+        fetched = [f for f in fetched if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, f.tp.topic)]
     if error != Errors.NONE and tps is not None:
         fetched = [FetchedOffset(tp, None, error) for tp in tps]
+    elif tps is not None:
+        found = {f.tp: f for f in fetched}
+        fetched = [found[tp] if tp.topic in visible else FetchedOffset(tp, None, Errors.TOPIC_AUTHORIZATION_FAILED)
+                   for tp in tps]
     return error, fetched
 
 
@@ -174,10 +198,12 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
 
 async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     module = response_types(ctx)
+    refusal = group_refusal(ctx, AclOperation.DELETE, request.group_id)
     parts, errors = requested_partitions(ctx, request)
     order = [tp for tp, _ in parts]
     wanted = [tp for tp in order if tp not in errors]
-    error, results = ctx.state.group_coordinator.delete_offsets(request.group_id, wanted)
+    error, results = (ctx.state.group_coordinator.delete_offsets(request.group_id, wanted) if refusal is None
+                      else (refusal, {}))
     if error != Errors.NONE:
         return cast("OffsetDeleteResponse", build(module.OffsetDeleteResponse, error_code=error_code(error),
                      throttle_time=NO_THROTTLE, topics=()))

@@ -16,6 +16,7 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
 from eoslog.errors import Errors
@@ -64,13 +65,21 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     entries: dict[TopicPartition, bytes] = {}
     refused: dict[TopicPartition, ProduceResult] = {}
     order: list[tuple[str, list[tuple[int, TopicPartition]]]] = []
+    # Kafka's KafkaApis: a transactional request needs WRITE on its transactional id (else
+    # every partition is refused), each topic WRITE on the topic.
+    txn_refused = request.transactional_id is not None and not ctx.allowed(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     for topic_data in request.topic_data:
         indexes = []
+        topic_refused = txn_refused or not ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
         for pdata in topic_data.partition_data:
             tp = TopicPartition(topic_data.name, int(pdata.index))
             indexes.append((tp.partition, tp))
             records = pdata.records or b""
-            if (ctx.api_version < ZSTD_MIN_VERSION and _is_zstd(records)
+            if topic_refused:
+                refused[tp] = ProduceResult(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_refused
+                                            else Errors.TOPIC_AUTHORIZATION_FAILED)
+            elif (ctx.api_version < ZSTD_MIN_VERSION and _is_zstd(records)
                     and replicas.get_partition(tp) is not None):
                 refused[tp] = ProduceResult(Errors.UNSUPPORTED_COMPRESSION_TYPE)
             else:

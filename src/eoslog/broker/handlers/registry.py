@@ -4,6 +4,7 @@ advertises exactly this registry (and is the one entry built from it)."""
 from __future__ import annotations
 
 from eoslog.broker.handlers import (
+    acls,
     alter_configs,
     cluster,
     configs,
@@ -16,6 +17,8 @@ from eoslog.broker.handlers import (
     metadata,
     offsets,
     produce,
+    sasl,
+    scram_credentials,
     topics,
     transactions,
 )
@@ -23,7 +26,7 @@ from eoslog.broker.handlers.api_versions import api_versions_spec
 from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
-             offsets, delete_records, leader_epoch, consumer_group_heartbeat)
+             offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials)
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
 _api_versions = api_versions_spec(REGISTRY)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
 from eoslog.broker.handlers.configs import topic_config_entries
@@ -179,6 +180,8 @@ def _placement(ctx: RequestContext, topic: Any) -> Refusal | Placement:
 
 def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
     name = topic.name
+    if not (ctx.allowed_on_cluster(AclOperation.CREATE) or ctx.allowed(AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return Refusal(ErrorCode.topic_authorization_failed, "Authorization failed.")  # Kafka's check comes first
     if name == CLUSTER_METADATA_TOPIC:
         return Refusal(ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited.")
     try:
@@ -378,14 +381,19 @@ async def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uui
     to_delete: dict[uuid.UUID, str] = {}
     for topic_id in dict.fromkeys(i for i in ids if i not in dup_ids):
         named = _topic_named(ctx, topic_id)
-        if named is None:
+        if named is not None and not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, named):
+            out.append(DeleteOutcome(None, topic_id, ErrorCode.topic_authorization_failed, "Authorization failed."))
+        elif named is None:
             out.append(DeleteOutcome(None, topic_id, ErrorCode.unknown_topic_id,
                                      "This server does not host this topic ID."))
         else:
             to_delete[topic_id] = named
     for name in dict.fromkeys(n for n in names if n not in dup_names):
         id_of_name = _topic_id(ctx, name)
-        if id_of_name is None:
+        if not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
+            # Kafka: TOPIC_AUTHORIZATION_FAILED whether or not the topic exists (nothing leaks).
+            out.append(DeleteOutcome(name, None, ErrorCode.topic_authorization_failed, "Authorization failed."))
+        elif id_of_name is None:
             out.append(DeleteOutcome(name, None, ErrorCode.unknown_topic_or_partition,
                                      "This server does not host this topic-partition."))
         elif id_of_name in to_delete or id_of_name in dup_ids:
@@ -485,7 +493,9 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
     counts = {t.name: _partition_count(ctx, t.name) for t in unique}
     added = sum(max(0, int(t.count) - n) for t in unique if (n := counts[t.name]) is not None)
     for t in unique:
-        if added > MAX_RECORDS_PER_USER_OP:
+        if not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            outcomes[t.name] = Refusal(ErrorCode.topic_authorization_failed, "Authorization failed.")
+        elif added > MAX_RECORDS_PER_USER_OP:
             outcomes[t.name] = Refusal(ErrorCode.policy_violation, TOO_LARGE_MESSAGE)
         else:
             outcomes[t.name] = await _grow(ctx, t, bool(request.validate_only), request.timeout.total_seconds())

@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
-from eoslog.broker.handlers.offsets import committed_offset, replicated, requested_partitions
+from eoslog.broker.handlers.offsets import committed_offset, group_refusal, replicated, requested_partitions
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
@@ -79,6 +80,11 @@ def _abortable(name: Errors, version: int, first_version: int) -> Errors:
 
 
 
+def _may_write_txn(ctx: RequestContext, transactional_id: str) -> bool:
+    """WRITE on the transactional id: what every transactional request needs (Kafka's KafkaApis)."""
+    return ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 # -- InitProducerId ----------------------------------------------------------------------------
 
 
@@ -88,7 +94,12 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
     ongoing = (-1, -1)
     expected_pid = int(getattr(request, "producer_id", -1))
     expected_epoch = int(getattr(request, "producer_epoch", -1))
-    if request.transactional_id is None:
+    if request.transactional_id is None and not (ctx.allowed_on_cluster(AclOperation.IDEMPOTENT_WRITE)
+                                                 or ctx.allowed_any(AclOperation.WRITE, ResourceType.TOPIC)):
+        error = Errors.CLUSTER_AUTHORIZATION_FAILED  # KIP-679: IDEMPOTENT_WRITE, or WRITE on some topic
+    elif request.transactional_id is not None and not _may_write_txn(ctx, request.transactional_id):
+        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif request.transactional_id is None:
         try:
             producer_id, epoch = ctx.state.producer_ids.generate_producer_id(), 0
         except ProducerIdsExhausted:
@@ -125,12 +136,18 @@ async def _replicated_txn(ctx: RequestContext, transactional_id: str, error: Err
 
 
 def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
-    """Kafka's rules: unknown partitions fail, and then nothing else is attempted."""
+    """Kafka's rules: without WRITE on the transactional id every partition fails; topics
+    without WRITE or unknown partitions fail, and then nothing else is attempted."""
     tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
-    unknown = {tp for tp in tps if not ctx.state.partition_exists(tp.topic, tp.partition)}
-    if unknown:
-        return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
-                for tp in tps}
+    if not verify_only and not _may_write_txn(ctx, txn.transactional_id):
+        return dict.fromkeys(tps, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = {t.name for t in txn.topics
+                if verify_only or ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
+    failed = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in tps if tp.topic not in writable}
+    failed.update({tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in tps
+                   if tp not in failed and not ctx.state.partition_exists(tp.topic, tp.partition)})
+    if failed:
+        return {tp: failed.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in tps}
     coordinator = ctx.state.txn_coordinator
     if verify_only:
         return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
@@ -176,6 +193,10 @@ async def handle_add_partitions_to_txn(
         results = await _add_partitions(ctx, txn, verify_only=False)
         return cast("AddPartitionsToTxnResponse", build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                      results_by_topic_v3_and_below=_topic_results(module, results, version)))
+    if not ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION):  # v4+ is for brokers only
+        return cast("AddPartitionsToTxnResponse", build(
+            module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=()))
     transactions = tuple([
         build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
               topic_results=_topic_results(module, await _add_partitions(ctx, txn, txn.verify_only), version))
@@ -188,11 +209,16 @@ async def handle_add_partitions_to_txn(
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     module = response_types(ctx)
-    ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
-    error = ctx.state.txn_coordinator.add_offsets(
-        request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
-    )
-    error = await _replicated_txn(ctx, request.transactional_id, error)
+    if not _may_write_txn(ctx, request.transactional_id):
+        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        error = Errors.GROUP_AUTHORIZATION_FAILED
+    else:
+        ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
+        error = ctx.state.txn_coordinator.add_offsets(
+            request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
+        )
+        error = await _replicated_txn(ctx, request.transactional_id, error)
     return cast("AddOffsetsToTxnResponse", build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2))))
 
@@ -202,10 +228,13 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTx
 
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     module = response_types(ctx)
-    error = ctx.state.txn_coordinator.end_transaction(
-        request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
-    )
-    error = await _replicated_txn(ctx, request.transactional_id, error)
+    if not _may_write_txn(ctx, request.transactional_id):
+        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        error = ctx.state.txn_coordinator.end_transaction(
+            request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
+        )
+        error = await _replicated_txn(ctx, request.transactional_id, error)
     return cast("EndTxnResponse", build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2))))
 
@@ -213,13 +242,15 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     module = response_types(ctx)
     markers = []
+    allowed = ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION)  # brokers only
     for marker in request.markers:
         topics = tuple(
             build(module.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(
                 build(module.WritableTxnMarkerPartitionResult, partition_index=p,
                       error_code=error_code(ctx.state.replicas.write_txn_marker(
                           TopicPartition(t.name, int(p)), int(marker.producer_id), int(marker.producer_epoch),
-                          int(marker.coordinator_epoch), bool(marker.transaction_result))))
+                          int(marker.coordinator_epoch), bool(marker.transaction_result))
+                          if allowed else Errors.CLUSTER_AUTHORIZATION_FAILED))
                 for p in t.partition_indexes
             ))
             for t in marker.topics
@@ -254,7 +285,9 @@ async def _verify_offsets_partition(ctx: RequestContext, request: TxnOffsetCommi
 async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
-    parts, errors = requested_partitions(ctx, request)
+    refused = (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if not _may_write_txn(ctx, request.transactional_id)
+               else group_refusal(ctx, AclOperation.READ, request.group_id))
+    parts, errors = requested_partitions(ctx, request, refused)
     order = [tp for tp, _ in parts]
     offsets = {tp: committed_offset(p, now, None) for tp, p in parts if tp not in errors}
     if offsets:
@@ -296,8 +329,11 @@ async def handle_describe_producers(
     topics = []
     for topic in request.topics:
         partitions = []
+        readable = ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             try:
+                if not readable:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"{ctx.principal} may not READ {topic.name}")
                 active = ctx.state.replicas.active_producers(TopicPartition(topic.name, int(index)))
             except KafkaError as e:
                 partitions.append(build(
@@ -330,7 +366,9 @@ async def handle_describe_transactions(
     module = response_types(ctx)
     states = []
     for txn_id in request.transactional_ids:
-        d = ctx.state.txn_coordinator.describe(txn_id)
+        d = (ctx.state.txn_coordinator.describe(txn_id)
+             if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id)
+             else DescribedTransaction(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_id))
         if d.error != Errors.NONE:  # Kafka leaves the fields at their schema defaults: zeros
             d = DescribedTransaction(d.error, txn_id, start_ms=0, producer_id=0, producer_epoch=0)
         states.append(build(
@@ -352,6 +390,8 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         tuple(request.state_filters), {int(p) for p in request.producer_id_filters},
         int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None),
     )
+    listed = [t for t in listed
+              if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
     return cast("ListTransactionsResponse", build(
         module.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
         unknown_state_filters=tuple(unknown),

@@ -1,0 +1,136 @@
+"""Listeners as Kafka names them: ``listeners``, ``listener.security.protocol.map``,
+``advertised.listeners``, and the TLS context an SSL or SASL_SSL listener serves with.
+
+``listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093`` opens two sockets; a
+listener's name maps to its security protocol through the protocol map (the four protocol
+names map to themselves, so ``CLIENT://..`` needs ``CLIENT:SASL_SSL`` in the map). Metadata
+answers each client with the advertised address of the listener it connected to.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from enum import StrEnum
+
+from eoslog.config import BrokerConfig, ConfigError, parse_listener
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    protocol: SecurityProtocol
+    host: str
+    port: int
+
+
+def _protocol_map(config: BrokerConfig) -> dict[str, SecurityProtocol]:
+    out: dict[str, SecurityProtocol] = {}
+    for item in str(config["listener.security.protocol.map"]).split(","):
+        if not item.strip():
+            continue
+        name, sep, proto = item.partition(":")
+        try:
+            out[name.strip().upper()] = SecurityProtocol(proto.strip().upper())
+        except ValueError:
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL with PROTOCOL one of "
+                              + ", ".join(SecurityProtocol)) from None
+        if not sep:
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+    return out
+
+
+def _parse(spec: str, protocols: dict[str, SecurityProtocol], key: str) -> list[Listener]:
+    out: list[Listener] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        name = item.split("://", 1)[0].upper() if "://" in item else "PLAINTEXT"
+        if name not in protocols:
+            raise ConfigError(f"{key}: listener {name} has no entry in listener.security.protocol.map")
+        host, port = parse_listener(item)
+        out.append(Listener(name, protocols[name], host, port))
+    if len({lst.name for lst in out}) != len(out):
+        raise ConfigError(f"{key}: each listener name may appear once ({spec!r})")
+    return out
+
+
+def listeners(config: BrokerConfig) -> list[Listener]:
+    """Every listener to bind, in the order ``listeners`` names them (at least one)."""
+    found = _parse(str(config["listeners"]), _protocol_map(config), "listeners")
+    if not found:
+        raise ConfigError("listeners is empty")
+    return found
+
+
+def advertised_listeners(config: BrokerConfig) -> dict[str, tuple[str, int]]:
+    """Listener name → (host, port) given to clients; port 0 means 'the bound port'."""
+    spec = str(config["advertised.listeners"] or "")
+    if not spec:
+        return {}
+    known = {lst.name for lst in listeners(config)}
+    out: dict[str, tuple[str, int]] = {}
+    for lst in _parse(spec, _protocol_map(config), "advertised.listeners"):
+        if lst.name not in known:
+            raise ConfigError(f"advertised.listeners: {lst.name} is not one of the listeners")
+        out[lst.name] = (lst.host, lst.port)
+    return out
+
+
+_TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def listener_value(config: BrokerConfig, listener: str, key: str) -> str:
+    """Kafka's per-listener override ``listener.name.<name>.<key>`` (name in lower case),
+    else the broker-wide ``key``."""
+    prefixed = f"listener.name.{listener.lower()}.{key}"
+    return str(config.values[prefixed] if prefixed in config.values else config[key])
+
+
+def server_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS side of an SSL or SASL_SSL listener: PEM keystore and truststore, TLS 1.2+,
+    ``ssl.client.auth`` (required: no certificate, no connection); each setting may be
+    given per listener (``listener.name.ssl.ssl.client.auth=required``)."""
+
+    def value(key: str) -> str:
+        return listener_value(config, listener, key)
+
+    keystore = value("ssl.keystore.location")
+    if not keystore:
+        raise ConfigError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM certificate chain and key)")
+    versions = []
+    for name in value("ssl.enabled.protocols").split(","):
+        if name.strip() not in _TLS_VERSIONS:
+            raise ConfigError(f"ssl.enabled.protocols: {name.strip()!r} is not served; use TLSv1.2 and/or TLSv1.3")
+        versions.append(_TLS_VERSIONS[name.strip()])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
+    try:
+        ctx.load_cert_chain(keystore, password=value("ssl.key.password") or None)
+        truststore = value("ssl.truststore.location")
+        if truststore:
+            ctx.load_verify_locations(truststore)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"cannot load the TLS keystore or truststore: {e}") from None
+    client_auth = value("ssl.client.auth")
+    if client_auth not in ("required", "requested", "none"):
+        raise ConfigError(f"ssl.client.auth={client_auth}; valid values are required, requested, none")
+    if client_auth != "none" and not truststore:
+        raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location")
+    ctx.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(client_auth, ssl.CERT_NONE)
+    return ctx

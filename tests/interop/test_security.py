@@ -1,0 +1,440 @@
+"""Issue 15: TLS, SASL and ACLs against real clients, on one broker with every listener
+(tests/security_harness.py): PLAINTEXT, SSL with mTLS required, SASL_PLAINTEXT, SASL_SSL,
+and a SASL_PLAINTEXT listener (SHORT) whose sessions last 1.5 s (connections.max.reauth.ms).
+
+The admin principal (a super user) sets ACLs with librdkafka's AdminClient; alice, bob and
+the mTLS principal get exactly the ACLs a test names, so every refusal below is one the
+authorizer made, and the same operation with the ACL succeeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from deps import require_kcat
+from eoslog.broker.handlers.registry import REGISTRY
+from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.scram import Mechanism, ScramClient
+from rawkafka import ConnectionClosed, RawClient, fetch_request, metadata_request, produce_request, simple_batch
+from security_harness import (
+    SHORT_SESSION_MS,
+    USERS,
+    SecuredBroker,
+    plain_login,
+    sasl_authenticate,
+    sasl_handshake,
+    scram_login,
+)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    sb = SecuredBroker(tmp_path_factory.mktemp("secured"))
+    b = sb.broker.start()
+    yield sb
+    if b.alive():
+        b.stop()
+
+
+_admins: dict[int, AdminClient] = {}
+
+
+def admin(sb: SecuredBroker) -> AdminClient:
+    """The super user's AdminClient (kept: librdkafka fails the futures of a destroyed one)."""
+    key = id(sb)
+    if key not in _admins:
+        _admins[key] = AdminClient(sb.rdkafka("SASL_SSL", user="admin"))
+    return _admins[key]
+
+
+def grant(sb: SecuredBroker, principal: str, rtype: ResourceType, name: str, *ops: AclOperation,
+          pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+          permission: AclPermissionType = AclPermissionType.ALLOW) -> None:
+    bindings = [AclBinding(rtype, name, pattern, principal, "*", op, permission) for op in ops]
+    for f in admin(sb).create_acls(bindings, request_timeout=30).values():
+        f.result()
+
+
+def revoke(sb: SecuredBroker, principal: str, rtype: ResourceType, name: str) -> None:
+    flt = AclBindingFilter(rtype, name, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+    for f in admin(sb).delete_acls([flt], request_timeout=30).values():
+        f.result()
+
+
+def create_topic(sb: SecuredBroker, name: str, partitions: int = 1) -> None:
+    for f in admin(sb).create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+        f.result()
+
+
+def produce(conf: dict[str, Any], topic: str, values: list[bytes], **extra: Any) -> list[KafkaError | None]:
+    errors: list[KafkaError | None] = []
+    p = Producer({**conf, **extra})
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda err, _msg: errors.append(err))
+    assert p.flush(60) == 0, "deliveries still pending after 60 s"
+    return errors
+
+
+def consume(conf: dict[str, Any], topic: str, count: int, group: str, **extra: Any) -> list[bytes]:
+    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  **extra})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                raise KafkaException(m.error())
+            got.append(m.value())
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    return got
+
+
+# -- 1. real clients over every protocol ----------------------------------------------------------
+
+
+def test_librdkafka_sasl_ssl_scram512_idempotent_then_transactional(secured: SecuredBroker) -> None:
+    topic, txn, group = "alice-orders", "alice-txn", "alice-group"
+    create_topic(secured, topic)
+    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
+          pattern=ResourcePatternType.PREFIXED)
+    grant(secured, "User:alice", ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
+    grant(secured, "User:alice", ResourceType.GROUP, group, AclOperation.READ)
+    conf = secured.rdkafka("SASL_SSL", user="alice", mechanism="SCRAM-SHA-512")
+    assert produce(conf, topic, [b"i0", b"i1", b"i2"], **{"enable.idempotence": True}) == [None] * 3
+    p = Producer({**conf, "transactional.id": txn})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for v in (b"t0", b"t1"):
+        p.produce(topic, v)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"aborted")
+    p.abort_transaction(30)
+    got = consume(conf, topic, 5, group, **{"isolation.level": "read_committed"})
+    assert got == [b"i0", b"i1", b"i2", b"t0", b"t1"]
+
+
+def test_mtls_principal_is_the_certificate_dn(secured: SecuredBroker) -> None:
+    """SSL with ssl.client.auth=required: the principal is the client certificate's DN
+    (Kafka's DEFAULT mapping rule), and its ACLs are what let it in."""
+    topic = "mtls-events"
+    create_topic(secured, topic)
+    conf = secured.rdkafka("SSL")
+    refused = produce(conf, topic, [b"x"], **{"message.timeout.ms": 10000})
+    assert refused[0] is not None and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    principal = "User:CN=client,OU=eoslog-dev"
+    grant(secured, principal, ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
+    grant(secured, principal, ResourceType.GROUP, "mtls-group", AclOperation.READ)
+    assert produce(conf, topic, [b"m0", b"m1"]) == [None, None]
+    assert consume(conf, topic, 2, "mtls-group") == [b"m0", b"m1"]
+
+
+def test_tls_refuses_an_untrusted_broker_and_a_foreign_client_certificate(secured: SecuredBroker) -> None:
+    import ssl
+
+    # A client that does not trust the broker's CA fails the handshake.
+    with pytest.raises(ssl.SSLCertVerificationError):
+        RawClient(secured.address("SASL_SSL"), tls=secured.tls(ca=secured.other_ca / "ca.pem"))
+    # A client certificate from another CA is refused under ssl.client.auth=required.
+    foreign = ssl.create_default_context(cafile=str(secured.certs / "ca.pem"))
+    foreign.load_cert_chain(str(secured.other_ca / "client.pem"))
+    with pytest.raises((ssl.SSLError, ConnectionError, ConnectionClosed)):
+        c = RawClient(secured.address("SSL"), tls=foreign)
+        c.call(metadata_request(None))
+    # No certificate at all: refused too.
+    with pytest.raises((ssl.SSLError, ConnectionError, ConnectionClosed)):
+        c = RawClient(secured.address("SSL"), tls=secured.tls())
+        c.call(metadata_request(None))
+
+
+def test_kcat_sasl_ssl_plain(secured: SecuredBroker, tmp_path: Path) -> None:
+    """kcat over SASL_SSL with PLAIN: its bundled librdkafka (2.0.2) sends a wrong SCRAM nonce
+    that Kafka 4 refuses (librdkafka#4895), and so does eoslog (the SCRAM test below)."""
+    kcat = require_kcat()
+    topic = "alice-kcat"
+    create_topic(secured, topic)
+    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
+          pattern=ResourcePatternType.PREFIXED)
+    conf = secured.rdkafka("SASL_SSL", user="alice", mechanism="PLAIN")
+    args = [f"-X{k}={v}" for k, v in conf.items() if k != "bootstrap.servers"]
+    base = [kcat, "-b", secured.address("SASL_SSL"), *args, "-t", topic]
+    subprocess.run([*base, "-P"], input=b"k1\nk2\n", check=True, timeout=60)
+    out = subprocess.run([*base, "-C", "-o", "beginning", "-c", "2", "-e"], capture_output=True, check=True,
+                         timeout=60)
+    assert out.stdout.split() == [b"k1", b"k2"]
+
+
+def test_kafka_python_sasl_plaintext_plain(secured: SecuredBroker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = "bob-plain"
+    create_topic(secured, topic)
+    grant(secured, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
+    grant(secured, "User:bob", ResourceType.GROUP, "bob-group", AclOperation.READ)
+    conf = dict(bootstrap_servers=secured.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="PLAIN", sasl_plain_username="bob", sasl_plain_password=USERS["bob"])
+    p = KafkaProducer(**conf, enable_idempotence=True)
+    for v in (b"p0", b"p1"):
+        p.send(topic, v).get(30)
+    p.close()
+    c = KafkaConsumer(topic, **conf, group_id="bob-group", auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    got = [m.value for _, m in zip(range(2), c, strict=False)]
+    c.close()
+    assert got == [b"p0", b"p1"]
+
+
+def test_aiokafka_sasl_ssl_scram256(secured: SecuredBroker) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = "bob-aio"
+    create_topic(secured, topic)
+    grant(secured, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
+    grant(secured, "User:bob", ResourceType.GROUP, "bob-aio-group", AclOperation.READ)
+
+    async def run() -> list[bytes]:
+        conf = dict(bootstrap_servers=secured.address("SASL_SSL"), security_protocol="SASL_SSL",
+                    ssl_context=secured.tls(), sasl_mechanism="SCRAM-SHA-256",
+                    sasl_plain_username="bob", sasl_plain_password=USERS["bob"])
+        p = AIOKafkaProducer(**conf, enable_idempotence=True)
+        await p.start()
+        try:
+            for v in (b"a0", b"a1"):
+                await p.send_and_wait(topic, v)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, **conf, group_id="bob-aio-group", auto_offset_reset="earliest")
+        await c.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(60):
+                async for m in c:
+                    got.append(m.value)
+                    if len(got) == 2:
+                        break
+        finally:
+            await c.stop()
+        return got
+
+    assert asyncio.run(run()) == [b"a0", b"a1"]
+
+
+# -- 2. authorization: refusals with Kafka's codes, and the same with the ACL ---------------------
+
+
+def test_transactional_producer_without_transactional_id_write_is_refused(secured: SecuredBroker) -> None:
+    create_topic(secured, "bob-txn-topic")
+    grant(secured, "User:bob", ResourceType.TOPIC, "bob-txn-topic", AclOperation.WRITE)
+    p = Producer({**secured.rdkafka("SASL_SSL", user="bob"), "transactional.id": "bob-txn"})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(30)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    grant(secured, "User:bob", ResourceType.TRANSACTIONAL_ID, "bob-txn", AclOperation.WRITE)
+    p = Producer({**secured.rdkafka("SASL_SSL", user="bob"), "transactional.id": "bob-txn"})
+    p.init_transactions(30)  # in effect at once: no restart
+
+
+def test_a_producer_without_write_on_a_transactional_id_cannot_fence_its_owner(secured: SecuredBroker) -> None:
+    topic, txn = "alice-fence", "alice-fence-txn"
+    create_topic(secured, topic)
+    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
+          pattern=ResourcePatternType.PREFIXED)
+    grant(secured, "User:alice", ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
+    owner = Producer({**secured.rdkafka("SASL_SSL", user="alice"), "transactional.id": txn})
+    owner.init_transactions(30)
+    owner.begin_transaction()
+    owner.produce(topic, b"owned")
+    owner.flush(30)
+    intruder = Producer({**secured.rdkafka("SASL_SSL", user="bob"), "transactional.id": txn})
+    with pytest.raises(KafkaException) as e:
+        intruder.init_transactions(30)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    owner.commit_transaction(30)  # not fenced: the intruder's InitProducerId never reached the coordinator
+
+
+def test_consumer_without_group_read_is_refused(secured: SecuredBroker) -> None:
+    topic = "bob-grouped"
+    create_topic(secured, topic)
+    grant(secured, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
+    assert produce(secured.rdkafka("SASL_SSL", user="bob"), topic, [b"g0"]) == [None]
+    with pytest.raises(KafkaException) as e:
+        consume(secured.rdkafka("SASL_SSL", user="bob"), topic, 1, "bob-no-group")
+    assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    grant(secured, "User:bob", ResourceType.GROUP, "bob-no-group", AclOperation.READ)
+    assert consume(secured.rdkafka("SASL_SSL", user="bob"), topic, 1, "bob-no-group") == [b"g0"]
+
+
+def test_produce_without_topic_write_and_metadata_hides_what_it_may_not_see(secured: SecuredBroker) -> None:
+    create_topic(secured, "secret-ledger")
+    conf = secured.rdkafka("SASL_SSL", user="bob")
+    errors = produce(conf, "secret-ledger", [b"x"], **{"message.timeout.ms": 10000})
+    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    listed = AdminClient(conf).list_topics(timeout=30).topics
+    assert "secret-ledger" not in listed
+    assert "secret-ledger" in admin(secured).list_topics(timeout=30).topics
+    with RawClient(secured.address("SASL_PLAINTEXT")) as raw:
+        assert scram_login(raw, "bob", USERS["bob"]).error_code == 0
+        topic = raw.call(metadata_request(["secret-ledger"])).topics[0]
+        assert topic.error_code == 29 and topic.partitions == ()  # TOPIC_AUTHORIZATION_FAILED, nothing else
+        # Reading it: the fetch is refused and returns no records.
+        part = raw.call(fetch_request("secret-ledger", 0, 0)).responses[0].partitions[0]
+        assert part.error_code == 29 and not part.records
+
+
+# -- 3. no way around it ---------------------------------------------------------------------------
+
+
+def _log_digest(sb: SecuredBroker) -> str:
+    h = hashlib.sha256()
+    for path in sorted(sb.data.rglob("*.log")):
+        h.update(str(path).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def test_every_api_before_authentication_closes_the_connection(secured: SecuredBroker) -> None:
+    """Every API key and version eoslog serves, except ApiVersions and the SASL ones, sent
+    first on a SASL listener: closed unanswered, and no log byte changes."""
+    create_topic(secured, "alice-untouched")
+    before = _log_digest(secured)
+    exempt = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+    tried = 0
+    for spec in REGISTRY.values():
+        if spec.api_key in exempt:
+            continue
+        for version in range(spec.min_version, spec.max_version + 1):
+            with RawClient(secured.address("SASL_PLAINTEXT")) as raw:
+                header = ApiKey(spec.api_key).to_bytes(2, "big") + version.to_bytes(2, "big") + b"\0\0\0\1\xff\xff"
+                raw.send(len(header + b"\0" * 16).to_bytes(4, "big") + header + b"\0" * 16)
+                assert raw.closed_by_peer(), f"{spec.name} v{version} was not refused"
+                tried += 1
+    # A well-formed produce too, over TLS: nothing appended.
+    with secured.raw("SASL_SSL") as raw:
+        raw.send(raw.frame(produce_request("alice-untouched", 0, simple_batch([b"sneaky"])))[1])
+        assert raw.closed_by_peer()
+    assert tried > 100
+    assert _log_digest(secured) == before
+
+
+def test_wrong_password_is_delayed_answered_and_closed_without_logging_it(secured: SecuredBroker) -> None:
+    wrong = "not-alices-password-7f3a"
+    for login in (lambda r: scram_login(r, "alice", wrong), lambda r: plain_login(r, "alice", wrong),
+                  lambda r: scram_login(r, "nobody", wrong, Mechanism.SCRAM_SHA_256)):
+        with secured.raw("SASL_SSL") as raw:
+            started = time.monotonic()
+            answer = login(raw)
+            assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
+            assert time.monotonic() - started >= 0.1  # connection.failed.authentication.delay.ms
+            assert raw.closed_by_peer()
+    assert wrong not in secured.broker.log_text()
+    assert "failed authentication" in secured.broker.log_text()
+
+
+def test_truncated_replayed_and_oversized_scram_exchanges_fail(secured: SecuredBroker) -> None:
+    # Truncated: client-first, then something else than the client-final.
+    with secured.raw("SASL_PLAINTEXT") as raw:
+        assert sasl_handshake(raw, "SCRAM-SHA-512").error_code == 0
+        sasl_authenticate(raw, ScramClient(Mechanism.SCRAM_SHA_512, "alice", USERS["alice"]).first_message())
+        raw.send(raw.frame(metadata_request(None))[1])
+        assert raw.closed_by_peer()
+    # Replayed: alice's client-final from a finished exchange, in a new one.
+    with secured.raw("SASL_PLAINTEXT") as raw:
+        assert sasl_handshake(raw, "SCRAM-SHA-512").error_code == 0
+        scram = ScramClient(Mechanism.SCRAM_SHA_512, "alice", USERS["alice"])
+        final = scram.final_message(sasl_authenticate(raw, scram.first_message()).auth_bytes)
+        assert sasl_authenticate(raw, final).error_code == 0
+    with secured.raw("SASL_PLAINTEXT") as raw:
+        assert sasl_handshake(raw, "SCRAM-SHA-512").error_code == 0
+        replay = ScramClient(Mechanism.SCRAM_SHA_512, "alice", "whatever", nonce=scram.nonce)
+        sasl_authenticate(raw, replay.first_message())
+        assert sasl_authenticate(raw, final).error_code == 58
+        assert raw.closed_by_peer()
+    # An over-long user name: refused, and the broker serves the next client.
+    with secured.raw("SASL_PLAINTEXT") as raw:
+        assert sasl_handshake(raw, "SCRAM-SHA-512").error_code == 0
+        huge = ScramClient(Mechanism.SCRAM_SHA_512, "u" * 100_000, "x").first_message()
+        assert sasl_authenticate(raw, huge).error_code == 58
+    with secured.raw("SASL_PLAINTEXT") as raw:
+        assert scram_login(raw, "alice", USERS["alice"]).error_code == 0
+
+
+def test_session_expires_after_connections_max_reauth_ms_unless_reauthenticated(secured: SecuredBroker) -> None:
+    with secured.raw("SHORT") as raw:
+        answer = scram_login(raw, "alice", USERS["alice"])
+        assert answer.error_code == 0
+        assert answer.session_lifetime.total_seconds() * 1000 == SHORT_SESSION_MS
+        raw.call(metadata_request(None))
+        time.sleep(SHORT_SESSION_MS / 1000 * 0.5)
+        assert scram_login(raw, "alice", USERS["alice"]).error_code == 0  # KIP-368 re-authentication
+        time.sleep(SHORT_SESSION_MS / 1000 * 0.7)  # past the first session's end, inside the second
+        raw.call(metadata_request(None))
+    with secured.raw("SHORT") as raw:
+        assert scram_login(raw, "alice", USERS["alice"]).error_code == 0
+        time.sleep(SHORT_SESSION_MS / 1000 + 0.3)
+        raw.send(raw.frame(metadata_request(None))[1])
+        assert raw.closed_by_peer()
+    with secured.raw("SHORT") as raw:  # re-authenticating as someone else is refused
+        assert scram_login(raw, "alice", USERS["alice"]).error_code == 0
+        assert scram_login(raw, "bob", USERS["bob"]).error_code == 58
+
+
+# -- 5. changes take effect at once and survive a restart ------------------------------------------
+
+
+def test_acl_and_credential_changes_apply_at_once_and_survive_a_restart(secured: SecuredBroker) -> None:
+    topic = "carol-notes"
+    create_topic(secured, topic)
+    a = admin(secured)
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          b"carol-secret")
+    for f in a.alter_user_scram_credentials([upsert]).values():
+        f.result()
+    conf = {**secured.rdkafka("SASL_SSL", user="alice"), "sasl.username": "carol", "sasl.password": "carol-secret"}
+    assert produce(conf, topic, [b"c0"], **{"message.timeout.ms": 10000})[0].code() == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    grant(secured, "User:carol", ResourceType.TOPIC, topic, AclOperation.WRITE)
+    grant(secured, "User:carol", ResourceType.TOPIC, topic, AclOperation.WRITE, permission=AclPermissionType.DENY)
+    assert produce(conf, topic, [b"c1"], **{"message.timeout.ms": 10000})[0].code() == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED)  # DENY wins over ALLOW
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:carol", "*",
+                           AclOperation.WRITE, AclPermissionType.DENY)
+    for f in a.delete_acls([flt]).values():
+        f.result()
+    assert produce(conf, topic, [b"c2"]) == [None]
+    secured.broker.restart()
+    assert produce(conf, topic, [b"c3"]) == [None]  # carol's credential and ACL came back
+    bob = secured.rdkafka("SASL_SSL", user="bob")
+    assert produce(bob, topic, [b"b"], **{"message.timeout.ms": 10000})[0].code() == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED)  # and nothing more
+    described = admin(secured).describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, "User:carol", None, AclOperation.ANY,
+        AclPermissionType.ANY), request_timeout=30).result()
+    assert [(b.name, b.operation, b.permission_type) for b in described] == [
+        (topic, AclOperation.WRITE, AclPermissionType.ALLOW)]
