@@ -39,7 +39,7 @@ def produce_request(topic: str, partition: int, records: bytes | None, *, acks: 
 
 
 def fetch_request(topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
-                  max_wait_ms: int = 0, version: int = 12) -> Any:
+                  max_wait_ms: int = 0, version: int = 12, isolation_level: int = 0) -> Any:
     m = request_module(FETCH, version)
     part = build(
         m.FetchPartition, partition=i32(partition), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
@@ -48,7 +48,7 @@ def fetch_request(topic: str, partition: int, offset: int, *, max_bytes: int = 1
     return build(
         m.FetchRequest, cluster_id=None, replica_id=i32(-1),
         max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=i32(1),
-        max_bytes=i32(max_bytes), isolation_level=i8(0), session_id=i32(0),
+        max_bytes=i32(max_bytes), isolation_level=i8(isolation_level), session_id=i32(0),
         session_epoch=i32(-1), topics=(m.FetchTopic(topic=topic, partitions=(part,)),),
         forgotten_topics_data=(), rack_id="",
     )

@@ -6,6 +6,11 @@ One broker with metrics for the module. The workload, on topic ``paid`` (2 parti
 produce request each; 3 committed and 2 aborted transactions of 4 records each on
 partition 1; a group ``billing`` committed at offset 30 of partition 0. Then a transaction
 left open on partition 0 pins its LSO, and its abort frees it.
+
+Where a transaction's latency goes, on topic ``waits``: a read_committed fetch that expires,
+then one parked behind an open transaction, woken in vain by the transaction's second
+record and then by its commit marker (the LSO advance); the coordinator times that
+transaction's PREPARE_* append, its markers and its COMPLETE_* append.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import re
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -159,6 +165,57 @@ def test_scraped_values_equal_the_workload(broker: tuple[BrokerProcess, Scraper]
     assert scrape.partition("eoslog_partition_laststableoffset", 0) == PLAIN + 3  # the ABORT marker
     assert scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED + 1
     assert scrape.value("eoslog_transaction_coordinator_transactions", state="Ongoing") == 0
+
+
+def test_a_parked_read_committed_fetch_wakes_on_the_lso_advance(broker: tuple[BrokerProcess, Scraper]) -> None:
+    b, scrape = broker
+    with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+        admin.create_topics([NewTopic("waits", 1, 1)])
+    series = [("eoslog_fetch_delayed_waits_total", {"isolation": i, "outcome": o})
+              for i in ("read_committed", "read_uncommitted") for o in ("woken", "expired", "not_readable")]
+    series += [("eoslog_fetch_delayed_wake_seconds_count", {"isolation": "read_committed"})]
+    series += [("eoslog_transaction_coordinator_end_phase_seconds_count", {"phase": p})
+               for p in ("prepare", "markers", "complete")]
+    before = {(n, tuple(ls.items())): scrape.value(n, **ls) for n, ls in series}
+
+    def delta(name: str, **labels: str) -> float:
+        return scrape.value(name, **labels) - before[name, tuple(labels.items())]
+
+    def parked() -> bool:
+        return scrape.value("kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch") == 1
+
+    with RawClient(b.bootstrap, timeout_s=120) as raw:
+        empty = raw.call(fetch_request("waits", 0, 0, max_wait_ms=200, isolation_level=1))
+        assert not empty.responses[0].partitions[0].records
+    assert delta("eoslog_fetch_delayed_waits_total", isolation="read_committed", outcome="expired") == 1
+
+    txn = transactional(b.bootstrap, "metrics-waits")
+    committed = scrape.value("eoslog_transaction_coordinator_completed_total", result="committed")
+    txn.begin_transaction()
+    txn.produce("waits", value=b"first", partition=0)
+    assert txn.flush(30) == 0
+    with RawClient(b.bootstrap, timeout_s=120) as raw, ThreadPoolExecutor(1) as pool:
+        # max_wait 60 s: answered sooner only if an append wakes it.
+        fetch = pool.submit(raw.call, fetch_request("waits", 0, 0, max_wait_ms=60_000, isolation_level=1))
+        wait_until(parked, "the read_committed fetch parked behind the open transaction")
+        txn.produce("waits", value=b"second", partition=0)
+        assert txn.flush(30) == 0
+        wait_until(lambda: delta("eoslog_fetch_delayed_waits_total", isolation="read_committed",
+                                 outcome="not_readable") == 1, "the second record's append woke the fetch in vain")
+        assert parked() and not fetch.done()
+        txn.commit_transaction(60)
+        answer = fetch.result(timeout=120)
+    assert answer.responses[0].partitions[0].records  # both records, readable now
+    assert delta("eoslog_fetch_delayed_waits_total", isolation="read_committed", outcome="woken") == 1
+    assert delta("eoslog_fetch_delayed_wake_seconds_count", isolation="read_committed") == 1
+    assert delta("eoslog_fetch_delayed_waits_total", isolation="read_committed", outcome="expired") == 1
+    for outcome in ("woken", "expired", "not_readable"):
+        assert delta("eoslog_fetch_delayed_waits_total", isolation="read_uncommitted", outcome=outcome) == 0
+
+    wait_until(lambda: scrape.value("eoslog_transaction_coordinator_completed_total", result="committed")
+               == committed + 1, "the commit's markers and COMPLETE_COMMIT")
+    for phase in ("prepare", "markers", "complete"):
+        assert delta("eoslog_transaction_coordinator_end_phase_seconds_count", phase=phase) == 1, phase
 
 
 def test_metrics_listener_refuses_a_bad_address(tmp_path: Path) -> None:

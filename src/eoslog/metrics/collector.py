@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.replica.stats import ISOLATION_NAMES
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class BrokerCollector(Collector):
         now_ms = self.state.clock_ms()
         yield from self._partitions(now_ms)
         yield from self._topics()
+        yield from self._fetch_waits()
         yield from self._transactions(now_ms)
         yield from self._groups()
         conns = _gauge("kafka_server_socket_server_metrics_connection_count",
@@ -141,6 +143,30 @@ class BrokerCollector(Collector):
                 c.add_metric([topic], n)
             yield c
 
+    def _fetch_waits(self) -> Iterator[Metric]:
+        replicas = self.state.replicas
+        size = _gauge("kafka_server_delayedoperationpurgatory_purgatorysize", "(request, partition) pairs "
+                      "waiting in a purgatory now (Kafka: DelayedOperationPurgatory PurgatorySize)",
+                      ["delayedoperation"])
+        size.add_metric(["Fetch"], replicas.fetch_purgatory.waiting())
+        size.add_metric(["Produce"], replicas.produce_purgatory.waiting())
+        yield size
+        waits = replicas.fetch_waits
+        ended = CounterMetricFamily("eoslog_fetch_delayed_waits", "consumer fetches' waits in the fetch "
+                                    "purgatory by how they ended: woken (records readable), expired (max_wait_ms; "
+                                    "Kafka: DelayedFetchMetrics ExpiresPerSec), not_readable (woken, waited again)",
+                                    labels=["isolation", "outcome"])
+        for isolation in ISOLATION_NAMES:
+            for outcome in ("woken", "expired", "not_readable"):
+                ended.add_metric([isolation, outcome], waits.outcomes[isolation, outcome])
+        yield ended
+        delay = HistogramMetricFamily("eoslog_fetch_delayed_wake_seconds", "from the append that made a waiting "
+                                      "fetch's records readable (for read_committed, the LSO advance) to its answer",
+                                      labels=["isolation"])
+        for isolation, h in waits.wake_delay.items():
+            delay.add_metric([isolation], h.cumulative(), h.total)
+        yield delay
+
     def _transactions(self, now_ms: int) -> Iterator[Metric]:
         coordinator = self.state.txn_coordinator
         by_state: Counter[str] = Counter()
@@ -179,6 +205,13 @@ class BrokerCollector(Collector):
                                         "aborted because they outlived their timeout")
         timed_out.add_metric([], counts.timed_out)
         yield timed_out
+        phases = HistogramMetricFamily(
+            "eoslog_transaction_coordinator_end_phase_seconds", "an ended transaction's second phase: the "
+            "PREPARE_* append (prepare), PREPARE_* appended to every marker written (markers), the COMPLETE_* "
+            "append (complete)", labels=["phase"])
+        for phase, h in counts.end_phases.items():
+            phases.add_metric([phase], h.cumulative(), h.total)
+        yield phases
 
     def _groups(self) -> Iterator[Metric]:
         groups = self.state.group_coordinator.groups

@@ -8,9 +8,7 @@ planned once per response class; Prometheus families are built only when scraped
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import itertools
 import typing
 from collections import Counter
 from collections.abc import Iterator
@@ -20,8 +18,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from eoslog.errors import Errors
-
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+from eoslog.metrics.histogram import LatencyHistogram
 
 # Response class → (does it have an error_code field, the tuple fields whose structs hold
 # error codes somewhere below): worked out once per class from its type hints, so a walk never
@@ -75,32 +72,19 @@ def error_name(code: int) -> str:
         return f"UNKNOWN_{code}"
 
 
-class _ApiTimes:
-    """One API's latency histogram as plain numbers: count, sum, and counts per bucket."""
-
-    __slots__ = ("buckets", "count", "total")
-
-    def __init__(self) -> None:
-        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one: above every bound (+Inf)
-        self.count = 0
-        self.total = 0.0
-
-
 class RequestMetrics(Collector):
     """Observed per request as plain numbers (a bisect and three increments), turned into
     Prometheus families only when scraped."""
 
     def __init__(self) -> None:
-        self._times: dict[str, _ApiTimes] = {}
+        self._times: dict[str, LatencyHistogram] = {}
         self._errors: Counter[tuple[str, int]] = Counter()
 
     def observe(self, api: str, seconds: float, response: Any) -> None:
         times = self._times.get(api)
         if times is None:
-            times = self._times[api] = _ApiTimes()
-        times.count += 1
-        times.total += seconds
-        times.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            times = self._times[api] = LatencyHistogram()
+        times.observe(seconds)
         if response is not None:
             codes: list[int] = []
             _error_codes(response, codes)
@@ -115,9 +99,7 @@ class RequestMetrics(Collector):
             "time from a request's arrival at the dispatcher to its response (Kafka: TotalTimeMs)", labels=["request"])
         for api, t in sorted(self._times.items()):
             requests.add_metric([api], t.count)
-            cumulative = list(itertools.accumulate(t.buckets))
-            latency.add_metric([api], [(repr(bound), n) for bound, n in zip(LATENCY_BUCKETS, cumulative, strict=False)]
-                               + [("+Inf", cumulative[-1])], t.total)
+            latency.add_metric([api], t.cumulative(), t.total)
         errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
                                      "error codes in responses, per API and code (Kafka: ErrorsPerSec)",
                                      labels=["request", "error"])

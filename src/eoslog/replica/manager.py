@@ -42,7 +42,7 @@ from eoslog.replica.partition import (
     Partition,
 )
 from eoslog.replica.purgatory import Purgatory
-from eoslog.replica.stats import TopicStats
+from eoslog.replica.stats import FetchWaitStats, TopicStats
 from eoslog.replica.verification import (
     TransactionSupportedOperation,
     TransactionVerifier,
@@ -108,6 +108,7 @@ class ReplicaManager:
         # (Kafka's maybeExpandIsr runs in that path too).
         self.follower_fetch_listener: Callable[[Partition, int], None] | None = None
         self.stats = TopicStats()
+        self.fetch_waits = FetchWaitStats()
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -313,15 +314,26 @@ class ReplicaManager:
         deadline = time.monotonic() + params.max_wait_ms / 1000
         min_bytes = max(1, params.min_bytes)
         wanted = [p.tp for p in partitions]
+        follower = params.replica_id >= 0
+        parked = False
+        woken_at: float | None = None  # when the append that ended the last wait notified
         while True:
             results, total, errors = self._read_all(params, partitions)
             left = deadline - time.monotonic()
-            if total >= min_bytes or errors or left <= 0 or not wanted:
-                follower = params.replica_id >= 0
+            readable = total >= min_bytes or errors
+            if readable or left <= 0 or not wanted:
                 for p, result in zip(partitions, results, strict=True):
                     self.stats.fetched(p.tp.topic, len(result.records), follower)
+                if parked and not follower:
+                    if readable and woken_at is not None:
+                        self.fetch_waits.woken(params.isolation, time.perf_counter() - woken_at)
+                    else:
+                        self.fetch_waits.ended(params.isolation, "expired")
                 return results
-            await self.fetch_purgatory.wait(wanted, left)
+            if woken_at is not None and not follower:
+                self.fetch_waits.ended(params.isolation, "not_readable")
+            parked = True
+            woken_at = await self.fetch_purgatory.wait(wanted, left)
 
     def _read_all(self, params: FetchParams,
                   partitions: Sequence[FetchPartition]) -> tuple[list[FetchedRecords], int, bool]:

@@ -11,6 +11,7 @@ the rest of its time.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -19,25 +20,27 @@ from eoslog.types import TopicPartition
 
 class Purgatory:
     def __init__(self) -> None:
-        self._waiters: defaultdict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
+        self._waiters: defaultdict[TopicPartition, set[asyncio.Future[float]]] = defaultdict(set)
 
     def notify(self, tp: TopicPartition) -> None:
         waiters = self._waiters.pop(tp, None)
         if waiters:
+            now = time.perf_counter()
             for fut in waiters:
                 if not fut.done():
-                    fut.set_result(None)
+                    fut.set_result(now)
 
-    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when any of ``partitions`` is notified or ``timeout_s`` passes."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> float | None:
+        """Return when any of ``partitions`` is notified (``time.perf_counter()`` at the
+        notification) or ``timeout_s`` passes (None)."""
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         keys = list(partitions)
         for tp in keys:
             self._waiters[tp].add(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
-            pass
+            return None
         finally:
             for tp in keys:
                 s = self._waiters.get(tp)

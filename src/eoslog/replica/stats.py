@@ -7,7 +7,11 @@ hot path never touches a metrics library.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+
+from eoslog.metrics.histogram import LatencyHistogram
+
+ISOLATION_NAMES = ("read_uncommitted", "read_committed")  # by the protocol's isolation_level
 
 
 class TopicStats:
@@ -34,3 +38,25 @@ class TopicStats:
         for counts in (self.bytes_in, self.messages_in, self.bytes_out, self.replication_bytes_out,
                        self.failed_produce):
             counts.pop(topic, None)
+
+
+class FetchWaitStats:
+    """Consumer fetches that waited in the fetch purgatory (Kafka's DelayedFetchMetrics), per
+    isolation level, so that one can see what ends a wait: ``woken`` — an append notified the
+    partition and the fetch answered with records (for read_committed, records become readable
+    only when the last stable offset passes them: a marker's append), with the time from that
+    notification to the answer; ``expired`` — max_wait_ms passed first (Kafka's ExpiresPerSec);
+    ``not_readable`` — an append notified it but nothing became readable (a transaction's own
+    records, above the LSO), so it waited again."""
+
+    def __init__(self) -> None:
+        self.outcomes: Counter[tuple[str, str]] = Counter()  # (isolation, outcome) → waits
+        self.wake_delay = {name: LatencyHistogram() for name in ISOLATION_NAMES}
+
+    def woken(self, isolation: int, seconds: float) -> None:
+        name = ISOLATION_NAMES[isolation]
+        self.outcomes[name, "woken"] += 1
+        self.wake_delay[name].observe(seconds)
+
+    def ended(self, isolation: int, outcome: str) -> None:
+        self.outcomes[ISOLATION_NAMES[isolation], outcome] += 1

@@ -33,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.internal_topic import (
@@ -65,6 +66,7 @@ from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
 from eoslog.faults import CrashPoints
+from eoslog.metrics.histogram import LatencyHistogram
 from eoslog.replica import ReplicaManager
 from eoslog.types import TopicPartition
 
@@ -133,6 +135,11 @@ class TransactionCounts:
     committed: int = 0  # CompleteCommit written
     aborted: int = 0  # CompleteAbort written, whatever asked for it
     timed_out: int = 0  # aborts this coordinator started because a transaction outlived its timeout
+    # How an EndTxn's second phase spent its time (seconds), per transaction this coordinator
+    # prepared: the PREPARE_* append, PREPARE_* appended → every marker written (the queue, the
+    # wait for PREPARE_* to replicate, WriteTxnMarkers), and the COMPLETE_* append.
+    end_phases: dict[str, LatencyHistogram] = field(
+        default_factory=lambda: {phase: LatencyHistogram() for phase in ("prepare", "markers", "complete")})
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +467,9 @@ class TransactionCoordinator:
         prepared = m.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                                              self._now())
         self._crash_points.reached("before_prepare")
+        started = time.perf_counter()
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
+        prepared_at = time.perf_counter()
         if error != Errors.NONE:
             if fencing:
                 m.has_failed_epoch_fence = True
@@ -474,7 +483,9 @@ class TransactionCoordinator:
         partition = self.state.partition_for(transactional_id)
         self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
                                             set(prepared.partitions), marker_producer=marker_producer,
-                                            durable_at=(partition, self.state.topic.appended_end.get(partition, 0))))
+                                            durable_at=(partition, self.state.topic.appended_end.get(partition, 0)),
+                                            prepared_at=prepared_at))
+        self.counts.end_phases["prepare"].observe(prepared_at - started)
         return Errors.NONE
 
     def _on_markers_written(self, p: PendingCompleteTxn) -> bool:
@@ -488,11 +499,15 @@ class TransactionCoordinator:
             log.info("%s: not writing %s, the coordinator moved on", p.transactional_id, p.transit.state.kafka_name)
             return False
         self._crash_points.reached("after_markers")
+        markers_written = time.perf_counter()
         error = self.state.append_transition(m, p.coordinator_epoch, p.transit,
                                              keep_pending_on=frozenset({Errors.COORDINATOR_NOT_AVAILABLE}))
         if error != Errors.NONE:
             return error == Errors.COORDINATOR_NOT_AVAILABLE
         self._crash_points.reached("after_complete")
+        if p.prepared_at is not None:
+            self.counts.end_phases["markers"].observe(markers_written - p.prepared_at)
+            self.counts.end_phases["complete"].observe(time.perf_counter() - markers_written)
         if p.transit.state is TxnState.COMPLETE_COMMIT:
             self.counts.committed += 1
         elif p.transit.state is TxnState.COMPLETE_ABORT:

@@ -67,6 +67,9 @@ class PendingCompleteTxn:
     # offset is replicated — a coordinator that lost it on a leader change must not have
     # decided anything (None: it is, e.g. loaded from the log by a new coordinator).
     durable_at: tuple[int, int] | None = None
+    # time.perf_counter() when PREPARE_* was appended (None: not prepared by this process):
+    # the coordinator's end_phases histograms time the markers from it.
+    prepared_at: float | None = None
 
     @property
     def commit(self) -> bool:
