@@ -10,7 +10,9 @@ Each case runs three processes on fresh topics (3 partitions each):
 - **generator** (librdkafka, idempotent, linger.ms 1): records of 100 B at a fixed rate into
   ``in``, each value starting with its send time (``time.time_ns()``);
 - **loop**, the system measured, of eoslog's client (blocking ``Consumer`` + ``Producer``) or
-  of librdkafka: reads ``in`` (read_committed, assigned partitions) and writes each record to
+  of librdkafka: reads ``in`` (read_uncommitted: the input has no transactions, so it reads
+  the same records, and the broker's read_committed fetch counters are the sink's alone;
+  assigned partitions) and writes each record to
   the same partition of ``out``, stamping it with the time the loop received it and the
   number of its transaction. Modes: ``alo`` — at-least-once with idempotence, no transaction,
   offsets committed every 100 ms; ``txn-10ms`` / ``txn-100ms`` — a transaction committed
@@ -31,6 +33,14 @@ receipt → sink receipt. Ratios: each transactional mode's p50 and p99 ÷ the s
 Kafka 6.3x; eoslog's design goal is ≤ 3x). Cases are interleaved over ``--rounds``; the
 round with the lowest p50 counts (load only slows a case down); all rounds are in the JSON.
 
+**Broker side**: the broker serves ``metrics.listener`` and is scraped before each case's
+generator starts and after its sink is done (``broker_timings.py``): per transaction, the
+request latency of AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn (and
+Produce), the coordinator's second phase (PREPARE_* append, → every marker written,
+COMPLETE_* append), and how the sink's parked read_committed fetches ended: woken by the
+append that made records readable (the marker: the LSO advance) or expired at
+``fetch.wait.max.ms``, with the notification-to-answer time.
+
 Output: a table, ``bench/results/eos-latency-<timestamp>.json``, ``eos-latency-latest.json``
 and ``eos-latency-latest.png``.
 """
@@ -50,7 +60,9 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from broker_timings import case_timings, scrape
 from common import RESULTS_DIR, BrokerProcess, prepare_run
+from harness import free_port
 
 PARTITIONS = 3
 RECORD_BYTES = 100
@@ -146,7 +158,7 @@ class EoslogLoop:
         self.group = f"loop-{spec['case']}"
         self.out = spec["out"]
         self.consumer = Consumer({"bootstrap.servers": b, "group.id": self.group, "enable.auto.commit": False,
-                                  "isolation.level": "read_committed"})
+                                  "isolation.level": "read_uncommitted"})
         self.consumer.assign([(spec["in"], p) for p in range(PARTITIONS)])
         for p in range(PARTITIONS):
             self.consumer.seek((spec["in"], p), 0)
@@ -192,7 +204,7 @@ class RdLoop:
         self.out = spec["out"]
         self.topic_in = spec["in"]
         self.consumer = Consumer({"bootstrap.servers": b, "group.id": self.group, "enable.auto.commit": False,
-                                  "isolation.level": "read_committed"})
+                                  "isolation.level": "read_uncommitted"})
         self.consumer.assign([TopicPartition(self.topic_in, p, 0) for p in range(PARTITIONS)])
         settings: dict[str, Any] = {"bootstrap.servers": b, "linger.ms": 1, "enable.idempotence": True}
         if txn:
@@ -304,7 +316,7 @@ def read_stamps(path: Path) -> list[array[int]]:
     return arrays
 
 
-def run_case(bootstrap: str, admin: Any, work: Path, impl: str, mode: str, rate: int, r: int,
+def run_case(bootstrap: str, metrics_url: str, admin: Any, work: Path, impl: str, mode: str, rate: int, r: int,
              args: argparse.Namespace) -> dict[str, Any]:
     from eoslog.client import NewTopic
 
@@ -322,15 +334,18 @@ def run_case(bootstrap: str, admin: Any, work: Path, impl: str, mode: str, rate:
             raise RuntimeError(f"sink of {case} exited: {sink_p.communicate()[1][-2000:]}")
         time.sleep(0.05)
     time.sleep(2.0)  # the loop's connections and producer id, before records flow
+    before = scrape(metrics_url)
     gen = result_of(spawn("generator", {**base, "seconds": args.seconds, "topic": t_in}), "generator",
                     args.seconds + 120)
     stop_loop.write_text(str(gen["sent"]))
     commits = result_of(loop_p, "loop", args.drain + 120)["commits"]
     stop_sink.write_text(str(gen["sent"]))
     result_of(sink_p, "sink", args.seconds + args.drain + 120)
+    broker = case_timings(before, scrape(metrics_url), len(commits))
     sent, loop_rx, txns, sink_rx = read_stamps(stamps)
     admin.delete_topics([t_in, t_out])
-    return summarise(case, gen["sent"], sent, loop_rx, txns, sink_rx, commits, args.warmup, rate)
+    return {**summarise(case, gen["sent"], sent, loop_rx, txns, sink_rx, commits, args.warmup, rate),
+            "broker": broker}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -377,7 +392,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     started = datetime.datetime.now(datetime.UTC)
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-eos-latency-", args.broker_src)
-    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
+    metrics_port = free_port()
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS),
+                                                "metrics.listener": f"http://127.0.0.1:{metrics_port}"}).start()
     cases = [(impl, mode, rate) for rate in args.rates for mode in args.modes for impl in args.impls]
     runs: dict[str, list[dict[str, Any]]] = {}
     try:
@@ -387,7 +405,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for impl, mode, rate in cases[shift:] + cases[:shift]:
                     key = f"{impl}/{mode}/{rate}"
                     try:
-                        res = run_case(broker.bootstrap, admin, work, impl, mode, rate, r, args)
+                        res = run_case(broker.bootstrap, metrics_url, admin, work, impl, mode, rate, r, args)
                     except (RuntimeError, subprocess.TimeoutExpired) as e:
                         print(f"round {r + 1} {key:<28} FAILED: {str(e).strip().splitlines()[-1]}", flush=True)
                         runs.setdefault(key, []).append({"round": r + 1, "error": str(e)[-3000:]})
@@ -443,10 +461,29 @@ def render(results: dict[str, Any]) -> None:
         print(f"{key:<28} {lat['p50']:7.1f} {lat['p99']:7.1f} {lat['p999']:7.1f}   "
               + "  ".join(f"{k} {parts[k]['p50']:6.1f}" for k in ("in", "wait", "commit", "visible"))
               + ("  saturated: the loop fell behind the input rate" if b.get("saturated") else ""))
+    print("\nbroker side, per case (best round): per transaction, requests x mean ms of AddPartitionsToTxn, "
+          "AddOffsetsToTxn, TxnOffsetCommit, EndTxn; coordinator mean ms prepare / markers / complete; "
+          "sink's read_committed fetch waits woken / expired (not_readable), wake->answer p50 ms")
+    for key, b in results["best"].items():
+        if b is not None and "broker" in b:
+            print(f"{key:<28} {broker_line(b['broker'])}")
     print("\ntransactional / at-least-once (same client, same rate): p50, p99 (goal for eoslog: <= 3)")
     for r in results["ratios"]:
         print(f"{r['impl']:<11} {r['rate']:>6}/s {r['mode']:<12} p50 {r['p50']:5.2f}  p99 {r['p99']:5.2f}"
               + ("  (saturated: backlog, not the loop)" if r.get("saturated") else ""))
+
+
+def broker_line(broker: dict[str, Any]) -> str:
+    req, per_txn, phases = broker["requests"], broker["per_txn"], broker["end_phases"]
+    short = {"AddPartitionsToTxn": "AddPartitions", "AddOffsetsToTxn": "AddOffsets",
+             "TxnOffsetCommit": "TxnOffsetCommit", "EndTxn": "EndTxn"}
+    apis = " ".join(f"{name} {per_txn.get(api, 0):.1f}x{req[api]['mean_ms']:.2f}"
+                    for api, name in short.items() if req[api]["count"])
+    coordinator = " / ".join(f"{phases[p]['mean_ms']:.2f}" for p in ("prepare", "markers", "complete")) \
+        if phases["prepare"]["count"] else "-"
+    waits = broker["read_committed_waits"]
+    return (f"{apis or 'no transactions'} | coordinator {coordinator} | waits {waits['woken']:.0f} / "
+            f"{waits['expired']:.0f} ({waits['not_readable']:.0f}) wake {broker['wake']['p50_ms']:.2f}")
 
 
 def save(results: dict[str, Any]) -> list[Path]:
