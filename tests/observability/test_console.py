@@ -102,6 +102,7 @@ def test_hanging_transaction_is_flagged_and_aborted_from_the_page(stack: Stack) 
     assert lso == hw == 9  # the ABORT marker moved the LSO to the end
     assert read_committed(bootstrap, topic, 0) == [f"committed-{i}".encode() for i in range(4)]
     assert stack.open("/transactions").locator(row).count() == 0
+    assert_broker_logged(stack, "WriteTxnMarkers", "ABORT marker for producer", "on orders-0: NONE")
 
 
 def test_cluster_page(stack: Stack) -> None:
@@ -127,6 +128,15 @@ def test_records_page_flags_aborted_records_and_hides_them_under_read_committed(
 
 def test_delete_records_and_reset_a_group_offset_from_the_pages(stack: Stack) -> None:
     check_actions(stack, "trimmed", "console-trim")
+    assert_broker_logged(stack, "DeleteRecords", "delete records trimmed-0 before offset 4: NONE")
+    assert_broker_logged(stack, "OffsetCommit", "group console-trim (no generation) trimmed-0 to 7: NONE")
+
+
+def assert_broker_logged(stack: Stack, api: str, *parts: str) -> None:
+    """The broker's log has an audit line for ``api`` from the console carrying every part."""
+    lines = [line for line in stack.broker.log_text().splitlines()
+             if f"eoslog.audit: {api} by client.id=eoslog-console principal=User:ANONYMOUS peer=127.0.0.1:" in line]
+    assert any(all(p in line for p in parts) for line in lines), (api, parts, lines)
 
 
 def test_pages_refresh_in_place(stack: Stack, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 
+from eoslog.broker import audit
 from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers.api_versions import unsupported_version_response
 from eoslog.broker.handlers.base import CloseConnection
@@ -75,6 +76,7 @@ class Dispatcher:
         # Authorization is per resource: each handler asks ctx.allowed(...) before it
         # touches one and answers Kafka's *_AUTHORIZATION_FAILED code for it.
         response = await spec.handler(ctx, request)
+        audit.record(ctx, request, response)
         if self.metrics is not None:
             self.metrics.observe(spec.name, time.perf_counter() - start, response)
         if response is None:

@@ -25,10 +25,15 @@ log = logging.getLogger(__name__)
 MakeRequest = Callable[[ApiVersionTable], Any]
 
 
+def inter_broker_client_id(broker_id: int) -> str:
+    """The client.id of a broker's requests to the others (the audit log leaves them out)."""
+    return f"broker-{broker_id}"
+
+
 class BrokerChannel:
     def __init__(self, metadata: ClusterMetadata, broker_id: int, request_timeout_ms: int) -> None:
         self.metadata = metadata
-        self.client_id = f"broker-{broker_id}"
+        self.client_id = inter_broker_client_id(broker_id)
         self.request_timeout_s = request_timeout_ms / 1000
         self._connections: dict[int, AioConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
