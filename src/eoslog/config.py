@@ -94,6 +94,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "default message.timestamp.before.max.ms"),
     ConfigDef("log.message.timestamp.after.max.ms", int, 3600000,
               "default message.timestamp.after.max.ms"),
+    # eoslog's own (Kafka has no such setting): when an acknowledged write is on disk.
+    ConfigDef("log.flush.policy", str, "auto",
+              "group-commit: acks=all writes and coordinator writes are answered, and shown to "
+              "consumers, once fsynced (one fsync round shared by all requests); kafka: Kafka's "
+              "behaviour, only flush.messages/flush.ms fsync; auto: group-commit on a single node, "
+              "kafka in a cluster (replicas stand in for the fsync)", valid=("auto", "group-commit", "kafka")),
     ConfigDef("log.flush.interval.messages", int, LONG_MAX, "default flush.messages"),
     ConfigDef("log.flush.interval.ms", int, LONG_MAX, "default flush.ms"),
     ConfigDef("log.index.interval.bytes", int, 4096, "default index.interval.bytes"),
@@ -390,6 +396,12 @@ class BrokerConfig:
     def zookeeper_connect(self) -> str:
         """Empty in single-node mode."""
         return str(self.values["zookeeper.connect"]).strip()
+
+    @property
+    def group_commit(self) -> bool:
+        """log.flush.policy resolved: fsync before acknowledging (single node by default)."""
+        policy = str(self.values["log.flush.policy"])
+        return policy == "group-commit" or (policy == "auto" and not self.zookeeper_connect)
 
     @property
     def zookeeper_connection_timeout_ms(self) -> int:

@@ -21,11 +21,16 @@ from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import from_code
 from eoslog.protocol.messages import build, request_types
-from eoslog.replica import ReplicaManager
+from eoslog.replica import ReplicaManager, TxnMarkerWrite
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
     from eoslog.cluster.channel import BrokerChannel
+
+
+# How long a marker waits to be acknowledged (replicated; fsynced with group commit) before
+# the channel tries it again (Kafka's request.timeout.ms default for WriteTxnMarkers).
+MARKER_WRITE_TIMEOUT_MS = 30_000
 
 
 class MarkerSender:
@@ -37,12 +42,10 @@ class MarkerSender:
 
     async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         if node_id == self.replicas.node_id:
-            return [
-                {tp: self.replicas.write_txn_marker(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                                    m.commit)
-                 for tp in m.partitions}
-                for m in markers
-            ]
+            writes = [TxnMarkerWrite(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit)
+                      for m in markers for tp in m.partitions]
+            errors = iter(await self.replicas.write_txn_markers(writes, MARKER_WRITE_TIMEOUT_MS))
+            return [{tp: next(errors) for tp in m.partitions} for m in markers]
         if self.channel is None:
             raise RuntimeError(f"no inter-broker channel to node {node_id}")
         try:

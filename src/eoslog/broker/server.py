@@ -83,7 +83,8 @@ class Broker:
         # The partitions first (the coordinators append through them), then the coordinators,
         # then the state handlers share: nothing in it is ever missing.
         self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms,
-                                       leads_every_local_log=self.cluster is None)
+                                       leads_every_local_log=self.cluster is None,
+                                       group_commit=config.group_commit)
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         cluster = self.cluster
         self.txns = TransactionCoordinator.for_broker(
@@ -128,6 +129,9 @@ class Broker:
             if replication.warning is not None:
                 log.warning(replication.warning)
         self.logs.startup(cluster_id)
+        if self.replicas.group_commit is not None and not self.logs.had_clean_shutdown:
+            # What recovery kept is shown only once it is on disk (a second cut must not undo a read).
+            self.logs.flush_all()
         if self.cluster is None:
             # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
             # until the loader (started below) has replayed it.
@@ -288,6 +292,11 @@ class Broker:
             await self.metrics_server.stop()
         if self.cluster is not None:
             await self.cluster.close()
+        if self.replicas.group_commit is not None:
+            self.replicas.group_commit.stop()
+            stats = self.replicas.group_commit.stats
+            log.info("group commit: %d fsync rounds, %d files synced, %d offsets made durable", stats.rounds,
+                     stats.files_synced, stats.offsets_synced)
         self.logs.shutdown()
         log.info("clean shutdown complete")
 

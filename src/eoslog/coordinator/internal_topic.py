@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 KeyValue = tuple[bytes, bytes | None]
 T = TypeVar("T")
+# Kafka's offsets.commit.timeout.ms / request.timeout.ms order: how long a coordinator waits
+# for its own write to be replicated before trying again.
+REPLICATION_WAIT_MS = 5000
 
 
 class CoordinatorAppendError(KafkaError):
@@ -156,6 +159,12 @@ class InternalTopic:
         """Has the ISR of ``partition`` everything below ``offset``?"""
         p = self.replicas.get_partition(TopicPartition(self.name, partition))
         return p is not None and p.is_leader and p.high_watermark >= offset
+
+    async def wait_offset_replicated(self, partition: int, offset: int) -> Errors:
+        """Until the ISR of ``partition`` has everything below ``offset`` (with group commit:
+        fsynced), or a replication timeout."""
+        return await self.replicas.wait_for_replication(TopicPartition(self.name, partition), offset,
+                                                        REPLICATION_WAIT_MS)
 
     async def wait_replicated(self, partition: int, timeout_ms: int) -> Errors:
         """Until this coordinator's appends to ``partition`` so far are replicated (acks=all);

@@ -4,7 +4,7 @@ partition's role, ISR and high watermark, ``purgatory`` the waiting fetches and 
 produces, ``verification`` the KIP-890 check of transactional writes. Nothing here speaks
 the wire protocol."""
 
-from eoslog.replica.manager import FetchParams, FetchPartition, ProduceResult, ReplicaManager
+from eoslog.replica.manager import FetchParams, FetchPartition, ProduceResult, ReplicaManager, TxnMarkerWrite
 from eoslog.replica.partition import (
     CONSUMER_REPLICA_ID,
     FetchedRecords,
@@ -29,4 +29,5 @@ __all__ = [
     "ReplicaState",
     "Role",
     "TransactionVerifier",
+    "TxnMarkerWrite",
 ]

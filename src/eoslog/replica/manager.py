@@ -27,6 +27,7 @@ instead (``leads_every_local_log=False``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from typing import NamedTuple
 
 from eoslog.errors import Errors, KafkaError
 from eoslog.records import ControlRecordType, RecordValidationError, build_control_batch
+from eoslog.replica.group_commit import GroupCommit
 from eoslog.replica.partition import (
     ACKS_ALL,
     FetchedRecords,
@@ -74,6 +76,16 @@ class ProduceResult(NamedTuple):  # tuples: built per partition of every request
     record_errors: tuple[tuple[int, str], ...] = ()  # (record index in its batch, why)
 
 
+class TxnMarkerWrite(NamedTuple):
+    """One partition's COMMIT/ABORT marker of a WriteTxnMarkers request."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
 class FetchParams(NamedTuple):
     replica_id: int  # -1 for a consumer, the follower's broker id for a replica
     max_wait_ms: int
@@ -91,7 +103,9 @@ class FetchPartition(NamedTuple):
 
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, clock_ms: Callable[[], int], *,
-                 leads_every_local_log: bool = True) -> None:
+                 leads_every_local_log: bool = True, group_commit: bool = False) -> None:
+        """``group_commit`` (log.flush.policy=group-commit): writes are acknowledged and shown
+        once fsynced (``replica.group_commit``)."""
         self.node_id = node_id
         self.logs = logs
         self.clock_ms = clock_ms
@@ -109,6 +123,7 @@ class ReplicaManager:
         self.follower_fetch_listener: Callable[[Partition, int], None] | None = None
         self.stats = TopicStats()
         self.fetch_waits = FetchWaitStats()
+        self.group_commit = GroupCommit(self._synced) if group_commit else None
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -138,7 +153,8 @@ class ReplicaManager:
         plog = self.logs.get_log(tp.topic, tp.partition)
         if plog is None:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"no local log for {tp.topic}-{tp.partition}")
-        partition = self._partitions[tp] = Partition(tp, plog, self.node_id, self.clock_ms)
+        partition = self._partitions[tp] = Partition(tp, plog, self.node_id, self.clock_ms,
+                                                     durable=self.group_commit is not None)
         return partition
 
     def partition_or_error(self, tp: TopicPartition) -> Partition:
@@ -165,6 +181,16 @@ class ReplicaManager:
         look again."""
         self.fetch_purgatory.notify(tp)
         self.produce_purgatory.notify(tp)
+
+    def _written(self, partition: Partition) -> None:
+        """A leader appended to ``partition``: the next group-commit round syncs it."""
+        if self.group_commit is not None:
+            self.group_commit.written(partition)
+
+    def _synced(self, partition: Partition) -> None:
+        """A group-commit round made ``partition``'s records durable: its high watermark may move."""
+        if partition.maybe_increment_high_watermark():
+            self._appended(partition.tp)
 
     def high_watermark_moved(self, tp: TopicPartition) -> None:
         """The cluster layer moved a high watermark (a follower fetched, the ISR changed)."""
@@ -232,6 +258,7 @@ class ReplicaManager:
         if not info.duplicate:
             self._appended(partition.tp)
             self.stats.appended(partition.tp.topic, len(records), info.records)
+            self._written(partition)
         return ProduceResult(Errors.NONE, info.first_offset, info.log_append_time, info.log_start_offset), info
 
     def _replicated(self, tp: TopicPartition, partition: Partition | None, required_offset: int,
@@ -281,6 +308,7 @@ class ReplicaManager:
         except OSError as e:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"{tp.topic}-{tp.partition}: {e}") from e
         self._appended(tp)
+        self._written(partition)
         return info
 
     def write_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
@@ -304,6 +332,23 @@ class ReplicaManager:
         if listener is not None:
             listener(tp.partition, producer_id, commit)
         return Errors.NONE
+
+    async def write_txn_markers(self, markers: Sequence[TxnMarkerWrite], timeout_ms: int) -> list[Errors]:
+        """WriteTxnMarkers as Kafka answers it: every marker appended (``write_txn_marker``),
+        then each written one acknowledged once its partition's ISR has it (acks=all: with
+        group commit, once fsynced), so the coordinator writes COMPLETE_* only after every
+        marker it counts as written would survive a power cut."""
+        errors: list[Errors] = []
+        ends: dict[int, tuple[TopicPartition, int]] = {}
+        for i, m in enumerate(markers):
+            errors.append(self.write_txn_marker(m.tp, m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                                m.commit))
+            if errors[i] is Errors.NONE:
+                ends[i] = (m.tp, self.partition_or_error(m.tp).log.log_end_offset)
+        waits = [self.wait_for_replication(tp, end, timeout_ms) for tp, end in ends.values()]
+        for i, error in zip(ends, await asyncio.gather(*waits), strict=True):
+            errors[i] = error
+        return errors
 
     # -- fetch ------------------------------------------------------------------------------------
 

@@ -87,6 +87,9 @@ class Partition:
     replicas: tuple[int, ...] = ()
     isr: frozenset[int] = frozenset()
     remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    # log.flush.policy=group-commit: this replica's own records count towards the high
+    # watermark once fsynced (its recovery point), not once written (``group_commit``).
+    durable: bool = False
 
     # -- leadership ----------------------------------------------------------------------
 
@@ -155,11 +158,12 @@ class Partition:
         return self.log.high_watermark
 
     def maybe_increment_high_watermark(self) -> bool:
-        """The smallest log end offset of the ISR (the leader's own included), if larger
-        than the current high watermark (Kafka's maybeIncrementLeaderHW)."""
+        """The smallest log end offset of the ISR (the leader's own included: its fsynced end
+        when ``durable``), if larger than the current high watermark (Kafka's
+        maybeIncrementLeaderHW)."""
         if self.role is not Role.LEADER:
             return False
-        new = self.log.log_end_offset
+        new = self.log.recovery_point if self.durable else self.log.log_end_offset
         for broker_id in self.isr:
             if broker_id != self.local_broker_id:
                 follower = self.remote_replicas.get(broker_id)

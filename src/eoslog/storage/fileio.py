@@ -18,6 +18,18 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def sync_files(fds: list[int]) -> None:
+    """fdatasync each descriptor, then close it (a group-commit round, run off the event
+    loop on duplicated descriptors, so a segment closed meanwhile cannot hand its number to
+    another file). Every descriptor is closed even when one fails."""
+    try:
+        for fd in fds:
+            os.fdatasync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:

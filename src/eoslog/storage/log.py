@@ -31,6 +31,7 @@ from eoslog.records.batch import (
     validate_produce_batches,
     validate_timestamps,
 )
+from eoslog.storage.fileio import fsync_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
@@ -74,6 +75,17 @@ class OffsetOutOfRange(Exception):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class SyncPlan:
+    """One log's part of a group-commit round: descriptors to fdatasync off the event loop
+    (duplicated, closed by the sync) and the log end offset they make durable."""
+
+    log: PartitionLog
+    target: int
+    truncations: int
+    fds: list[int]
+
+
 # The leader epoch a single eoslog node stamps on the batches it appends (Kafka's leader
 # stamps its epoch; a one-node partition never changes leader, so its epoch stays 0).
 SINGLE_NODE_LEADER_EPOCH = 0
@@ -109,7 +121,10 @@ class PartitionLog:
         self.dir = directory
         self.config = config
         self._clock_ms = clock_ms
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.dir.exists():
+            self.dir.mkdir(parents=True)
+            fsync_dir(self.dir.parent)  # the partition's name survives a power cut
+        self._truncations = 0  # a group-commit round started before a truncation is void
         self.segments: list[LogSegment] = []
         self.recovery_results: list[tuple[Path, RecoveryResult]] = []
         self.recovery_point = recovery_point
@@ -478,6 +493,22 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._last_flush_ms = self._clock_ms()
 
+    def begin_sync(self) -> SyncPlan | None:
+        """What an fsync round must sync so that everything appended so far survives a power
+        cut (None: it already does). The caller syncs ``fds`` and then calls ``end_sync``."""
+        target = self.log_end_offset
+        if target <= self.recovery_point:
+            return None
+        fds = [seg.dup_fd() for seg in self.segments
+               if seg.next_offset > self.recovery_point or seg is self.active_segment]
+        return SyncPlan(self, target, self._truncations, fds)
+
+    def end_sync(self, plan: SyncPlan) -> None:
+        """The round of ``plan`` is on disk: the recovery point moves to its target, unless the
+        log was truncated meanwhile (offsets below the target may now be other, unsynced data)."""
+        if plan.truncations == self._truncations:
+            self.recovery_point = max(self.recovery_point, min(plan.target, self.log_end_offset))
+
     def maybe_flush_on_time(self, now: int) -> bool:
         if self.active_segment.unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
@@ -665,6 +696,7 @@ class PartitionLog:
         return offset
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         end = self.log_end_offset
         self.epochs.truncate_from_end(end)
         self.high_watermark = min(self.high_watermark, end)

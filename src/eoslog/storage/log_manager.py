@@ -30,7 +30,7 @@ from typing import Any
 from eoslog.config import TopicConfig
 from eoslog.errors import Errors, KafkaError
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
-from eoslog.storage.fileio import atomic_write
+from eoslog.storage.fileio import atomic_write, fsync_dir
 from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
 
 log = logging.getLogger(__name__)
@@ -113,13 +113,17 @@ class LogManager:
     # -- start-up and shut-down ---------------------------------------------------
 
     def startup(self, cluster_id: str | None = None) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if not self.log_dir.exists():
+            self.log_dir.mkdir(parents=True)
+            fsync_dir(self.log_dir.parent)  # a power cut must not take the whole log directory
         self._lock_log_dir()
         self._load_meta(cluster_id)
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
         if self.had_clean_shutdown:
             marker.unlink()
+            # Durably: a power cut later must not find a stale marker and trust the indexes.
+            fsync_dir(self.log_dir)
         elif (self.log_dir / TOPICS_FILE).exists():
             log.warning(
                 "no clean-shutdown marker in %s: re-validating segments past each partition's "
@@ -437,6 +441,12 @@ class LogManager:
         now = self._clock_ms()
         for lg in self.all_logs():
             lg.producer_state.remove_expired(now)
+
+    def flush_all(self) -> None:
+        """fsync every log (after an unclean start-up, before a durable broker shows what it
+        recovered: a consumer must not read what a second power cut could take away)."""
+        for lg in self.all_logs():
+            lg.flush()
 
     def run_time_flush(self) -> None:
         now = self._clock_ms()

@@ -24,6 +24,7 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
+from eoslog.storage.fileio import fsync_dir
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from eoslog.storage.txn_index import TxnIndex
 
@@ -62,12 +63,18 @@ class LogSegment:
         # Loaded (or rebuilt) by the partition log, which owns transaction state.
         self.txn_index = TxnIndex(directory / segment_file_name(base_offset, ".txnindex"))
         self.index_interval_bytes = index_interval_bytes
+        created = not self.log_path.exists()
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
         if self.size == 0 and not self.txn_index.path.exists():
             # A new segment starts with an (empty) txn index, so that a missing one on a
             # later start means damage, not "never had an abort".
             self.txn_index.create_empty()
+        if created:
+            # The new files' directory entries must survive a power cut before any
+            # acknowledged record in them counts as written (an fsync of the file alone
+            # does not make its name durable).
+            fsync_dir(directory)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -126,6 +133,11 @@ class LogSegment:
             self.txn_index.flush()
             timed_fsync(self._fd)
         self.unflushed_messages = 0
+
+    def dup_fd(self) -> int:
+        """A descriptor of the log file that stays valid if the segment is closed (a
+        group-commit round syncs through it off the event loop)."""
+        return os.dup(self._fd)
 
     def close(self) -> None:
         self.index.close()

@@ -57,11 +57,12 @@ COORDINATOR_WRITE_TIMEOUT_MS = 5000
 
 
 async def replicated(ctx: RequestContext, topic: InternalTopic, partition: int, error: Errors) -> Errors:
-    """A coordinator's own writes are acks=all: in a cluster its answer waits until the ISR
-    has them (a new leader would not have a write its followers lacked). The error a client
+    """A coordinator's own writes are acks=all: its answer waits until the ISR has them (a new
+    leader would not have a write its followers lacked) and, with group commit, until they
+    are fsynced (a power cut must not take back an answered write). The error a client
     should see when that fails, as Kafka maps its append errors (NOT_COORDINATOR when this
     broker no longer leads the partition, else COORDINATOR_NOT_AVAILABLE, retriable)."""
-    if error is not Errors.NONE or ctx.state.cluster is None:
+    if error is not Errors.NONE:
         return error
     outcome = await topic.wait_replicated(partition, COORDINATOR_WRITE_TIMEOUT_MS)
     if outcome is Errors.NONE:

@@ -31,6 +31,7 @@ from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.broker.handlers.offsets import committed_offset, group_refusal, replicated, requested_partitions
+from eoslog.broker.marker_sender import MARKER_WRITE_TIMEOUT_MS
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
@@ -38,6 +39,7 @@ from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
+from eoslog.replica import TxnMarkerWrite
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -241,16 +243,17 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
 
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     module = response_types(ctx)
-    markers = []
+    writes = [TxnMarkerWrite(TopicPartition(t.name, int(p)), int(marker.producer_id), int(marker.producer_epoch),
+                             int(marker.coordinator_epoch), bool(marker.transaction_result))
+              for marker in request.markers for t in marker.topics for p in t.partition_indexes]
     allowed = ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION)  # brokers only
+    errors = iter(await ctx.state.replicas.write_txn_markers(writes, MARKER_WRITE_TIMEOUT_MS) if allowed
+                  else [Errors.CLUSTER_AUTHORIZATION_FAILED] * len(writes))
+    markers = []
     for marker in request.markers:
         topics = tuple(
             build(module.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(
-                build(module.WritableTxnMarkerPartitionResult, partition_index=p,
-                      error_code=error_code(ctx.state.replicas.write_txn_marker(
-                          TopicPartition(t.name, int(p)), int(marker.producer_id), int(marker.producer_epoch),
-                          int(marker.coordinator_epoch), bool(marker.transaction_result))
-                          if allowed else Errors.CLUSTER_AUTHORIZATION_FAILED))
+                build(module.WritableTxnMarkerPartitionResult, partition_index=p, error_code=error_code(next(errors)))
                 for p in t.partition_indexes
             ))
             for t in marker.topics

@@ -161,7 +161,8 @@ class TransactionCoordinator:
         self._generate_producer_id = generate_producer_id
         self._offsets_partition_for = offsets_partition_for
         self.markers = TxnMarkerChannel(sender, leader_for, self._on_markers_written,
-                                        is_replicated=state.topic.is_replicated)
+                                        is_replicated=state.topic.is_replicated,
+                                        wait_replicated=state.topic.wait_offset_replicated)
         self._crash_points = crash_points or CrashPoints()
         self.counts = TransactionCounts()
 

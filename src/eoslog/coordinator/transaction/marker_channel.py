@@ -85,11 +85,15 @@ class TxnMarkerChannel:
         self, sender: MarkerSender, leader_for: LeaderLookup,
         on_markers_written: Callable[[PendingCompleteTxn], bool], retry_backoff_ms: int = 100,
         is_replicated: Callable[[int, int], bool] | None = None,
+        wait_replicated: Callable[[int, int], Awaitable[object]] | None = None,
     ) -> None:
         """``on_markers_written`` writes COMPLETE_*; it returns True to be called again
-        after the back-off (its append failed with a retriable error)."""
+        after the back-off (its append failed with a retriable error). ``wait_replicated``
+        (state partition, offset) waits, bounded, until ``is_replicated`` may hold, so a
+        transaction whose PREPARE_* is being replicated or fsynced does not wait a back-off."""
         self._sender = sender
         self._is_replicated = is_replicated or (lambda _partition, _offset: True)
+        self._wait_replicated = wait_replicated
         self._leader_for = leader_for
         self._on_markers_written = on_markers_written
         self._retry_backoff_s = retry_backoff_ms / 1000
@@ -140,6 +144,9 @@ class TxnMarkerChannel:
         """One request per leader for everything queued; True if something must wait."""
         batch, self._queue = self._queue, []
         waiting = [p for p in batch if p.durable_at is not None and not self._is_replicated(*p.durable_at)]
+        if waiting and self._wait_replicated is not None:
+            await asyncio.gather(*(self._wait_replicated(*p.durable_at) for p in waiting if p.durable_at))
+            waiting = [p for p in waiting if p.durable_at is not None and not self._is_replicated(*p.durable_at)]
         if waiting:
             batch = [p for p in batch if p not in waiting]
             self._queue.extend(waiting)
