@@ -11,6 +11,8 @@
 #      apt-get when missing and root;
 #   5b. Chromium (the console tests drive it headless with Playwright), installed with apt-get
 #      when missing and root;
+#   5c. FUSE 3 (fuse3: libfuse3, fusermount3) for the power-cut tests' file system (issue 14);
+#      its Python binding mfusepy comes with the test extras;
 #   6. the reference implementations of reference/pom.xml (Apache Kafka, Spark's Kafka
 #      connector) copied by Maven into .reference/lib/, once per pom hash (issue 12).
 #
@@ -262,6 +264,27 @@ fi
 step "Chromium (headless browser for the console tests, tests/observability)"
 ensure_command chromium chromium "chromium --version" \
     "Install it with: sudo apt-get update && sudo apt-get install -y chromium, or set EOSLOG_CHROMIUM"
+
+# -- 5c. FUSE 3 (issue 14: the power-cut tests run the broker on tests/cutfs.py) ---------------
+
+step "FUSE 3 (libfuse3 + fusermount3, for the power-cut file system of tests/chaos/test_power_cut.py)"
+fuse_ok() { [[ -e /dev/fuse ]] && command -v fusermount3 >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q libfuse3; }
+if fuse_ok; then
+    ok "fusermount3 $(fusermount3 -V 2>/dev/null | awk '{print $NF}'), /dev/fuse"
+elif [[ ! -e /dev/fuse ]]; then
+    missing_dep "FUSE (/dev/fuse does not exist: no FUSE in this kernel or container)" \
+        "Load the module (modprobe fuse) or give the container /dev/fuse (docker run --device /dev/fuse --cap-add SYS_ADMIN)."
+elif is_root && command -v apt-get >/dev/null 2>&1; then
+    echo "    FUSE 3 is missing; installing it: apt-get update && apt-get install -y fuse3"
+    if apt_install fuse3 && fuse_ok; then
+        ok "installed fuse3"
+    else
+        missing_dep "FUSE 3 (apt-get could not install fuse3)" "Install it by hand: apt-get install -y fuse3"
+    fi
+else
+    missing_dep "FUSE 3 (fusermount3 / libfuse3 not found; no root shell or no apt-get here)" \
+        "Install it with: sudo apt-get update && sudo apt-get install -y fuse3"
+fi
 
 # -- 6. Reference implementations (issue 12): Apache Kafka and Spark's Kafka connector ------
 # reference/pom.xml names them; Maven copies them with their transitive jars into .reference/lib/

@@ -264,7 +264,9 @@ class CopierProcess:
 
 
 class CopyRun:
-    def __init__(self, scenario: Scenario, tmp: Path) -> None:
+    def __init__(self, scenario: Scenario, tmp: Path, data_dir: Path | None = None,
+                 overrides: dict[str, str] | None = None) -> None:
+        """``data_dir``/``overrides``: the single broker's (test_power_cut puts it on cutfs)."""
         self.s = scenario
         self.tmp = tmp
         self.rng = random.Random(SEED)
@@ -280,7 +282,9 @@ class CopyRun:
         elif scenario.reference == "kafka":
             self.broker = KafkaBroker(tmp / "data", BROKER_OVERRIDES).start()
         else:
-            self.broker = BrokerProcess(tmp / "data", overrides=BROKER_OVERRIDES).start()
+            self.broker = BrokerProcess(data_dir or tmp / "data", overrides={**BROKER_OVERRIDES, **(overrides or {})})
+            self.broker.log_path = tmp / f"broker-{self.broker.port}.log"  # never on the data's file system
+            self.broker.start()
         self.copiers: list[CopierProcess] = []
         self.broker_kills = 0
         self.bouncer: threading.Thread | None = None
