@@ -58,9 +58,11 @@ class GroupCommit:
             self._on_durable(partition)
             return
         self._dirty[partition.tp] = partition
-        self._wakeup.set()
         if self._task is None or self._task.done():
+            # (A new event with a new task: an asyncio.Event belongs to the loop it first waited in.)
+            self._wakeup = asyncio.Event()
             self._task = loop.create_task(self._run())
+        self._wakeup.set()
 
     def stop(self) -> None:
         if self._task is not None:
