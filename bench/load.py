@@ -201,9 +201,10 @@ def high_watermarks(bootstrap: str, topic: str) -> list[int]:
 
 
 def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0,
-          record_size: int = RECORD_SIZE) -> Measurement:
+          record_size: int = RECORD_SIZE, extra: dict[str, Any] | None = None) -> Measurement:
     """Read ``records`` records back from offset 0 of every partition (assign, no group
-    membership); timed from assign() to the last record."""
+    membership); timed from assign() to the last record. ``extra``: more consumer settings
+    (security.protocol, ...)."""
     client_errors: list[str] = []
 
     def on_error(err: KafkaError) -> None:
@@ -212,7 +213,7 @@ def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0,
 
     # confluent-kafka insists on a group.id even though assign() never joins the group.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", **CONSUMER_BASE,
-                         "error_cb": on_error})
+                         **(extra or {}), "error_cb": on_error})
     got = 0
     nbytes = 0
     try:

@@ -214,3 +214,20 @@ def test_a_client_final_nonce_other_than_the_combined_one_is_refused() -> None:
     proof = bytes(a ^ b for a, b in zip(client_key, _hmac(mech, _h(mech, client_key), auth), strict=True))
     with pytest.raises(AuthenticationFailed, match="nonce"):
         server.evaluate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+
+
+def test_client_security_settings_under_librdkafka_and_kafka_names() -> None:
+    from eoslog.client.errors import ConfigException
+    from eoslog.client.producer.config import producer_config
+
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="p\\"w";'
+    c = producer_config({"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas})
+    assert (c.security.mechanism, c.security.username, c.security.password) == (
+        Mechanism.SCRAM_SHA_256, "alice", 'p"w')
+    assert 'p"w' not in repr(c) and "password" not in repr(c.security)
+    for bad in ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.username": "a"},
+                {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
+                {"security.protocol": "TLS"}):
+        with pytest.raises(ConfigException):
+            producer_config({"bootstrap.servers": "h:1", **bad})

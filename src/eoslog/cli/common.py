@@ -7,6 +7,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -65,6 +66,25 @@ def user_errors(command: str) -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+CommandConfig = Annotated[
+    Path | None,
+    typer.Option("--command-config", metavar="FILE",
+                 help="client settings (security.protocol, sasl.*, ssl.*) as a properties file, like Kafka's tools"),
+]
+
+
+def command_settings(command_config: Path | None) -> dict[str, str]:
+    """The properties of ``--command-config`` (none without it)."""
+    if command_config is None:
+        return {}
+    from eoslog.config import ConfigError, parse_properties
+
+    try:
+        return parse_properties(command_config.read_text())
+    except (OSError, ConfigError) as e:
+        raise CommandError(f"--command-config {command_config}: {e}", exit_code=2) from None
+
+
 def check_reachable(bootstrap_server: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Fail at once, with one readable line, when no broker of ``--bootstrap-server`` takes a
     connection: the clients would keep retrying for their whole timeout."""
@@ -83,14 +103,14 @@ def check_reachable(bootstrap_server: str, timeout_s: float = CONNECT_TIMEOUT_S)
 
 
 @contextmanager
-def open_admin(bootstrap_server: str, timeout_s: float = 30.0) -> Iterator[Admin]:
+def open_admin(bootstrap_server: str, timeout_s: float = 30.0, command_config: Path | None = None) -> Iterator[Admin]:
     """An admin client (``eoslog.client.Admin``) for ``--bootstrap-server``.
 
     The broker is tried first (``check_reachable``), so that an unreachable one is one
     readable error at once; the admin client alone would keep retrying for its whole timeout."""
     check_reachable(bootstrap_server)
     admin = Admin({"bootstrap.servers": bootstrap_server, "client.id": "eoslog-cli",
-                   "default.api.timeout.ms": int(timeout_s * 1000)})
+                   "default.api.timeout.ms": int(timeout_s * 1000), **command_settings(command_config)})
     try:
         yield admin
     finally:

@@ -15,6 +15,8 @@ from eoslog.cli import configs  # noqa: F401
 from eoslog.cli import cluster  # noqa: F401
 from eoslog.cli import console  # noqa: F401
 from eoslog.cli import certs  # noqa: F401
+from eoslog.cli import acls  # noqa: F401
+from eoslog.cli import users  # noqa: F401
 # isort: on
 from eoslog.cli.common import app
 

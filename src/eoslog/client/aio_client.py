@@ -24,6 +24,7 @@ from typing import Any
 from eoslog.client.aio_connection import AioConnection
 from eoslog.client.cluster import ClusterMetadata, TopicMetadata
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
+from eoslog.client.security import ClientSecurity
 from eoslog.client.settings import parse_bootstrap
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
@@ -47,6 +48,7 @@ class AioClient:
         metadata_max_age_ms: int = 300000,
         connection_setup_timeout_ms: int = 10000,
         allow_auto_topic_creation: bool = True,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.cluster = ClusterMetadata(parse_bootstrap(bootstrap_servers))
         self.client_id = client_id
@@ -57,6 +59,7 @@ class AioClient:
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.connection_setup_timeout_s = connection_setup_timeout_ms / 1000
         self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.security = security or ClientSecurity()
         # Topics whose metadata the client keeps (Java's producer metadata: topics in use).
         self.topics: set[str] = set()
         self._conns: dict[int, AioConnection] = {}
@@ -78,7 +81,7 @@ class AioClient:
             c.bootstrap_servers, client_id=c.client_id, request_timeout_ms=c.request_timeout_ms,
             retry_backoff_ms=c.retry_backoff_ms, reconnect_backoff_ms=c.reconnect_backoff_ms,
             reconnect_backoff_max_ms=c.reconnect_backoff_max_ms, metadata_max_age_ms=c.metadata_max_age_ms,
-            connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms, **overrides,
+            connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms, security=c.security, **overrides,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -163,7 +166,7 @@ class AioClient:
                 raise KafkaConnectionError(f"no address known for broker {node_id}")
             conn = AioConnection(
                 address.host, address.port, node_id=node_id, client_id=self.client_id,
-                request_timeout_s=self.request_timeout_s, on_close=self._on_close,
+                request_timeout_s=self.request_timeout_s, on_close=self._on_close, security=self.security,
             )
             await conn.open(self.connection_setup_timeout_s)
         except KafkaError as e:

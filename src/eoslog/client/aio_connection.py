@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from eoslog.client.security import ClientSecurity
 from eoslog.client.versions import ApiVersionTable, api_name, negotiation
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import decode_response, encode_request
@@ -63,8 +65,10 @@ class AioConnection(asyncio.Protocol):
         client_id: str = "eoslog",
         request_timeout_s: float = 30.0,
         on_close: Callable[[AioConnection], None] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
+        self.security = security or ClientSecurity()
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -95,9 +99,12 @@ class AioConnection(asyncio.Protocol):
         """Connect and negotiate API versions; raises KafkaConnectionError on failure."""
         try:
             await asyncio.wait_for(
-                self._loop.create_connection(lambda: self, self.host, self.port), timeout_s
+                self._loop.create_connection(
+                    lambda: self, self.host, self.port, ssl=self.security.ssl_context,
+                    server_hostname=self.host if self.security.ssl_context is not None else None),
+                timeout_s,
             )
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError, ssl.SSLError) as e:
             self._closed = True
             raise KafkaConnectionError(
                 f"cannot connect to broker {self.host}:{self.port}: {getattr(e, 'strerror', None) or e!r}"
@@ -112,6 +119,9 @@ class AioConnection(asyncio.Protocol):
                 except StopIteration as done:
                     self.versions = done.value
                     break
+            if self.security.uses_sasl:
+                await self.security.authenticate(
+                    self.request, self.versions.pick(ApiKey.SASL_AUTHENTICATE, 2), f"broker {self.host}:{self.port}")
         except BaseException as e:
             self.close(e if isinstance(e, KafkaError) else None)
             raise
@@ -329,10 +339,10 @@ class AioConnection(asyncio.Protocol):
 async def open_connection(
     host: str, port: int, *, node_id: int = -1, client_id: str = "eoslog",
     request_timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-    on_close: Callable[[AioConnection], None] | None = None,
+    on_close: Callable[[AioConnection], None] | None = None, security: ClientSecurity | None = None,
 ) -> AioConnection:
     conn = AioConnection(host, port, node_id=node_id, client_id=client_id,
-                         request_timeout_s=request_timeout_s, on_close=on_close)
+                         request_timeout_s=request_timeout_s, on_close=on_close, security=security)
     return await conn.open(connect_timeout_s)
 
 

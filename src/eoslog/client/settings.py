@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eoslog.client.errors import ConfigException
+from eoslog.client.security import SECURITY_SETTINGS, ClientSecurity, client_security
 
 
 def kafka_name(name: str) -> str:
@@ -26,7 +27,7 @@ def invalid(name: str, value: Any, why: str) -> ConfigException:
 def collect(settings: Mapping[str, Any] | None, kwargs: Mapping[str, Any], known: Iterable[str],
             client: str) -> dict[str, Any]:
     """The settings by underscored name; ``bootstrap.servers`` required (a list is joined)."""
-    names = frozenset(known)
+    names = frozenset(known) | SECURITY_SETTINGS
     raw: dict[str, Any] = {}
     for name, value in [*(settings or {}).items(), *kwargs.items()]:
         key = name.replace(".", "_")
@@ -39,6 +40,11 @@ def collect(settings: Mapping[str, Any] | None, kwargs: Mapping[str, Any], known
     if isinstance(servers, (list, tuple)):
         raw["bootstrap_servers"] = ",".join(str(s) for s in servers)
     return raw
+
+
+def split_security(raw: dict[str, Any]) -> ClientSecurity:
+    """Take the security settings (security.protocol, ssl.*, sasl.*) out of ``raw``."""
+    return client_security({k: raw.pop(k) for k in list(raw) if k in SECURITY_SETTINGS})
 
 
 def parse_bool(name: str, value: Any) -> bool:

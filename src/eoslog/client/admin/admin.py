@@ -22,6 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from eoslog.client.admin.configs import ConfigAdmin
 from eoslog.client.admin.groups import GroupAdmin
+from eoslog.client.admin.security import SecurityAdmin
 from eoslog.client.admin.topics import TopicAdmin
 from eoslog.client.admin.transactions import TransactionAdmin
 from eoslog.client.sync import BlockingFacade
@@ -30,7 +31,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin):
+class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin, SecurityAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -85,6 +86,11 @@ class Admin(BlockingFacade):
     describe_transactions = _blocking(AIOAdmin.describe_transactions)
     describe_producers = _blocking(AIOAdmin.describe_producers)
     abort_transaction = _blocking(AIOAdmin.abort_transaction)
+    create_acls = _blocking(AIOAdmin.create_acls)
+    describe_acls = _blocking(AIOAdmin.describe_acls)
+    delete_acls = _blocking(AIOAdmin.delete_acls)
+    describe_user_scram_credentials = _blocking(AIOAdmin.describe_user_scram_credentials)
+    alter_user_scram_credentials = _blocking(AIOAdmin.alter_user_scram_credentials)
 
 
 __all__ = ["AIOAdmin", "Admin"]

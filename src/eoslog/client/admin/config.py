@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from eoslog.client.errors import ConfigException
+from eoslog.client.security import SECURITY_SETTINGS, ClientSecurity
+from eoslog.client.settings import split_security
 
 _client_ids = itertools.count(1)
 
@@ -30,10 +32,11 @@ class AdminConfig:
     reconnect_backoff_max_ms: int = 1000
     metadata_max_age_ms: int = 300000
     socket_connection_setup_timeout_ms: int = 10000
+    security: ClientSecurity = field(default_factory=ClientSecurity, compare=False)
 
 
 _INT_FIELDS = frozenset(f.name for f in fields(AdminConfig) if f.type == "int")
-_FIELDS = frozenset(f.name for f in fields(AdminConfig))
+_FIELDS = frozenset(f.name for f in fields(AdminConfig) if f.name != "security") | SECURITY_SETTINGS
 
 
 def admin_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) -> AdminConfig:
@@ -54,4 +57,5 @@ def admin_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) -> Ad
     if not values.get("bootstrap_servers"):
         raise ConfigException("Missing required configuration bootstrap.servers which has no default value.")
     values.setdefault("client_id", f"eoslog-admin-{next(_client_ids)}")
-    return AdminConfig(**values)
+    security = split_security(values)  # before the rest are used: it takes its settings out
+    return AdminConfig(**values, security=security)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from eoslog.client.errors import ConfigException
-from eoslog.client.settings import collect, invalid, kafka_name, parse_bool, parse_int
+from eoslog.client.security import ClientSecurity
+from eoslog.client.settings import collect, invalid, kafka_name, parse_bool, parse_int, split_security
 
 _client_ids = itertools.count(1)
 
@@ -81,6 +82,7 @@ class ConsumerConfig:
     client_rack: str = ""
     key_deserializer: Deserializer | None = field(default=None, compare=False)
     value_deserializer: Deserializer | None = field(default=None, compare=False)
+    security: ClientSecurity = field(default_factory=ClientSecurity, compare=False)
 
     @property
     def read_committed(self) -> bool:
@@ -91,7 +93,7 @@ class ConsumerConfig:
         return ISOLATION_LEVELS[self.isolation_level]
 
 
-_FIELDS = {f.name: f for f in fields(ConsumerConfig)}
+_FIELDS = {f.name: f for f in fields(ConsumerConfig) if f.name != "security"}
 _INT_NAMES = {n for n, f in _FIELDS.items() if f.type == "int"}
 _BOOL_NAMES = {n for n, f in _FIELDS.items() if f.type == "bool"}
 # Smallest value each integer setting takes (Kafka's ConfigDef ranges).
@@ -132,6 +134,7 @@ def _parse_assignors(value: Any) -> tuple[str, ...]:
 def consumer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) -> ConsumerConfig:
     """Validate settings (Kafka's dotted names in ``settings``, or underscores in ``kwargs``)."""
     raw = collect(settings, kwargs, _FIELDS, "consumer")
+    security = split_security(raw)
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if value is None and _FIELDS[key].default is None:
@@ -174,4 +177,4 @@ def consumer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) ->
             raise ConfigException(f"{kafka_name(key)} must be callable")
     if not values.get("client_id"):
         values["client_id"] = f"eoslog-consumer-{group_id + '-' if group_id else ''}{next(_client_ids)}"
-    return ConsumerConfig(**values)
+    return ConsumerConfig(**values, security=security)

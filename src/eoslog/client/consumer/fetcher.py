@@ -411,6 +411,7 @@ class FetchConnections:
                 address.host, address.port, node_id=node_id, client_id=self.config.client_id,
                 request_timeout_s=self.client.request_timeout_s,
                 connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
+                security=self.client.security,
             )
         except KafkaError as e:
             failures = self._failures[node_id] = self._failures.get(node_id, 0) + 1

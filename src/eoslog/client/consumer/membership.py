@@ -180,6 +180,7 @@ class GroupMembership:
             str(found.host), int(found.port), node_id=2**31 - 1 - node_id, client_id=self.config.client_id,
             request_timeout_s=self._request_timeout_s,
             connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
+            security=self.client.security,
         )
         if self._closed:
             conn.close()

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from eoslog.client.errors import ConfigException
-from eoslog.client.settings import collect, parse_bool, parse_int
+from eoslog.client.security import ClientSecurity
+from eoslog.client.settings import collect, parse_bool, parse_int, split_security
 from eoslog.records.compression import CompressionType
 
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
@@ -65,6 +66,7 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     key_serializer: Serializer | None = field(default=None, compare=False)
     value_serializer: Serializer | None = field(default=None, compare=False)
+    security: ClientSecurity = field(default_factory=ClientSecurity, compare=False)
     # The names the user set (Kafka's "originals"): decides between error and override.
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -73,7 +75,7 @@ class ProducerConfig:
         return self.transactional_id is not None
 
 
-_FIELDS = {f.name: f for f in fields(ProducerConfig) if f.name != "explicit"}
+_FIELDS = {f.name: f for f in fields(ProducerConfig) if f.name not in ("explicit", "security")}
 _INT_NAMES = {n for n, f in _FIELDS.items() if f.type == "int"}
 _BOOL_NAMES = {n for n, f in _FIELDS.items() if f.type == "bool"}
 _NON_NEGATIVE = {
@@ -110,6 +112,7 @@ def _parse_compression(value: Any) -> CompressionType:
 def producer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) -> ProducerConfig:
     """Validate settings (Kafka's dotted names in ``settings``, or underscores in ``kwargs``)."""
     raw = collect(settings, kwargs, _FIELDS, "producer")
+    security = split_security(raw)
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "acks":
@@ -128,7 +131,7 @@ def producer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) ->
             raise ConfigException("Invalid value for configuration transactional.id: String must be non-empty")
     explicit = frozenset(k for k in raw if raw[k] is not None)
     values.setdefault("client_id", f"eoslog-producer-{next(_client_ids)}")
-    config = ProducerConfig(**values, explicit=explicit)
+    config = ProducerConfig(**values, explicit=explicit, security=security)
     return _validate(config)
 
 
@@ -185,4 +188,5 @@ def _validate(c: ProducerConfig) -> ProducerConfig:
         "enable_idempotence": idempotence,
         "delivery_timeout_ms": delivery,
         "explicit": explicit,
+        "security": c.security,
     })
