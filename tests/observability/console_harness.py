@@ -284,6 +284,23 @@ def check_records_page(stack: Stack, topic: str) -> None:
     assert cell(page, "#records tr[data-offset='3']", "value") == "61 2d 30"  # "a-0"
 
 
+def check_cluster_page(stack: Stack, version: str) -> None:
+    """The cluster page shows the admin client's cluster id, and for the broker its advertised
+    endpoint, listeners (the bootstrap port among them) and ``version``."""
+    page = stack.open("/")
+    with Admin({"bootstrap.servers": stack.broker.bootstrap}) as admin:
+        cluster = admin.describe_cluster()
+    assert page.locator("#cluster-id").inner_text() == cluster.cluster_id
+    (node,) = cluster.nodes
+    row = f"#brokers tr[data-broker='{node.id}']"
+    host, port = stack.broker.bootstrap.rsplit(":", 1)
+    assert (cell(page, row, "host"), cell(page, row, "port")) == (host, port)
+    assert f"{host}:{port}" in cell(page, row, "listeners")
+    assert f"{host}:{port}" in cell(page, row, "advertised-listeners")
+    assert cell(page, row, "version") == version
+    screenshot(page, f"cluster-{stack.name}")
+
+
 def check_actions(stack: Stack, topic: str, group: str) -> None:
     """Deleting records before an offset (partitions page) and resetting a group's offset (groups
     page), each confirmed in the browser, take effect as the admin client then reads them."""

@@ -13,6 +13,7 @@ from console_harness import (
     ConsoleProcess,
     Stack,
     check_actions,
+    check_cluster_page,
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
@@ -49,3 +50,7 @@ def test_records_page_flags_aborted_records_and_hides_them_under_read_committed_
 
 def test_delete_records_and_reset_a_group_offset_from_the_pages_on_kafka(stack: Stack) -> None:
     check_actions(stack, "trimmed", "console-trim")
+
+
+def test_cluster_page_on_kafka(stack: Stack) -> None:
+    check_cluster_page(stack, "unknown")  # Kafka's protocol carries no software version

@@ -193,7 +193,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return await form_action(request, "/groups", ("group", "topic", "partition", "offset"), reset_offsets)
 
     routes = [
-        Route("/", page("cluster.html", lambda c, _: {"cluster": views.cluster_info(c)})),
+        Route("/", page("cluster.html", lambda c, _: {"cluster": views.cluster_info(c, settings.metrics_url)})),
         Route("/transactions", page("transactions.html", transactions)),
         Route("/transactions/abort", abort, methods=["POST"]),
         Route("/partitions", page("partitions.html",

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from eoslog.cli.transactions import (
@@ -26,7 +27,8 @@ from eoslog.cli.transactions import (
     list_transactions,
 )
 from eoslog.client import Consumer
-from eoslog.client.admin import IsolationLevel, OffsetSpec
+from eoslog.client.admin import ConfigResource, ConfigResourceType, IsolationLevel, OffsetSpec
+from eoslog.client.errors import KafkaError
 from eoslog.client.types import ConsumerRecord, TopicPartition
 
 TP = tuple[str, int]
@@ -159,16 +161,20 @@ class ProducerRow:
 # -- metrics endpoint -----------------------------------------------------------------------------
 
 
+def _scrape(url: str | None) -> list[Metric]:
+    """Every metric family an eoslog broker's endpoint serves; none without one."""
+    if not url:
+        return []
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return list(text_string_to_metric_families(r.read().decode()))
+
+
 def scrape_partition_gauges(url: str | None) -> dict[str, dict[TP, float]]:
     """``kafka_log_log_logendoffset`` and ``kafka_log_log_size`` per partition from an eoslog
     broker's metrics endpoint; empty without one (Kafka's protocol does not carry them)."""
     wanted = {"kafka_log_log_logendoffset": "log_end", "kafka_log_log_size": "size"}
     out: dict[str, dict[TP, float]] = {v: {} for v in wanted.values()}
-    if not url:
-        return out
-    with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode()
-    for family in text_string_to_metric_families(text):
+    for family in _scrape(url):
         key = wanted.get(family.name)
         if key is not None:
             for s in family.samples:
@@ -303,9 +309,46 @@ def producers(cluster: Cluster) -> list[ProducerRow]:
     ]
 
 
-def cluster_info(cluster: Cluster) -> Mapping[str, object]:
+@dataclass(frozen=True, slots=True)
+class BrokerRow:
+    id: int
+    host: str  # the advertised endpoint Metadata/DescribeCluster give clients
+    port: int
+    rack: str | None
+    listeners: str  # the broker's ``listeners`` config, "unknown" where DescribeConfigs is refused
+    advertised_listeners: str
+    version: str
+
+
+UNKNOWN = "unknown"
+
+
+def cluster_info(cluster: Cluster, metrics_url: str | None = None) -> Mapping[str, object]:
+    """Cluster id, controller and each broker with its listeners and version. The Kafka protocol
+    carries no software version: it is read from an eoslog broker's metrics endpoint
+    (``kafka_server_app_info``, Kafka's app-info MBean) for the broker that serves it, else unknown."""
     d = cluster.admin.describe_cluster()
-    return {"cluster_id": d.cluster_id, "controller": d.controller, "nodes": sorted(d.nodes, key=lambda n: n.id)}
+    versions = {int(s.labels["id"]): s.labels["version"]
+                for family in _scrape(metrics_url) if family.name == "kafka_server_app_info"
+                for s in family.samples}
+    rows = []
+    for n in sorted(d.nodes, key=lambda n: n.id):
+        configs = broker_configs(cluster, n.id)
+        rows.append(BrokerRow(n.id, n.host, n.port, n.rack, configs.get("listeners") or UNKNOWN,
+                              configs.get("advertised.listeners") or configs.get("listeners") or UNKNOWN,
+                              versions.get(n.id, UNKNOWN)))
+    return {"cluster_id": d.cluster_id, "controller": d.controller, "nodes": rows}
+
+
+def broker_configs(cluster: Cluster, node_id: int) -> dict[str, str]:
+    """The broker's listener configs (DescribeConfigs); empty when it refuses (no permission)."""
+    resource = ConfigResource(ConfigResourceType.BROKER, str(node_id))
+    try:
+        entries = cluster.admin.describe_configs([resource])[resource]
+    except KafkaError:
+        return {}
+    return {k: str(entries[k].value) for k in ("listeners", "advertised.listeners")
+            if k in entries and entries[k].value}
 
 
 # -- records ----------------------------------------------------------------------------------------

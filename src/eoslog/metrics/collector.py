@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+import eoslog
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.replica.stats import ISOLATION_NAMES
@@ -68,6 +69,10 @@ class BrokerCollector(Collector):
         for coordinator, seconds in sorted(self.facts.load_seconds.items()):
             load.add_metric([coordinator], seconds)
         yield load
+        info = _gauge("kafka_server_app_info", "1, labelled with this broker's id and software version "
+                      "(Kafka: kafka.server:type=app-info Version)", ["id", "version"])
+        info.add_metric([str(self.state.node_id), eoslog.__version__], 1)
+        yield info
 
     def _partitions(self, now_ms: int) -> Iterator[Metric]:
         leo = _gauge("kafka_log_log_logendoffset", "log end offset (Kafka: Log LogEndOffset)", _PARTITION)
