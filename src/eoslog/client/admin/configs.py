@@ -10,7 +10,7 @@ caller gave, after the broker handled every resource of the request.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.client.admin.core import AdminCore, MakeRequest, raise_first
 from eoslog.client.admin.types import (
@@ -27,6 +27,14 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    from eoslog.protocol.responses import (
+        AlterConfigsResponse,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsResponse,
+    )
+
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
 
 
@@ -39,7 +47,7 @@ def _by_node(resources: Iterable[ConfigResource]) -> dict[int | None, list[Confi
     return out
 
 
-def _resource(result: Any) -> ConfigResource:
+def _resource(result: Any) -> ConfigResource:  # a result of (Incremental)AlterConfigs, any version
     return ConfigResource(ConfigResourceType(int(result.resource_type)), str(result.resource_name))
 
 
@@ -53,16 +61,16 @@ class ConfigAdmin(AdminCore):
         wanted = list(dict.fromkeys(resources))
         by_node = _by_node(wanted)
 
-        def make_for(batch: list[ConfigResource]) -> Any:
-            def make(versions: ApiVersionTable) -> Any:
+        def make_for(batch: list[ConfigResource]) -> MakeRequest:
+            def make(versions: ApiVersionTable) -> DescribeConfigsRequest:
                 m = request_types(ApiKey.DESCRIBE_CONFIGS, versions.pick(ApiKey.DESCRIBE_CONFIGS, 4, 1))
-                return build(m.DescribeConfigsRequest, include_synonyms=include_synonyms,
+                return cast("DescribeConfigsRequest", build(m.DescribeConfigsRequest, include_synonyms=include_synonyms,
                              include_documentation=include_documentation, resources=tuple(
                                  build(m.DescribeConfigsResource, resource_type=int(r.type), resource_name=r.name,
-                                       configuration_keys=None) for r in batch))
+                                       configuration_keys=None) for r in batch)))
             return make
 
-        def handle(_: int | None, response: Any) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        def handle(_: int | None, response: DescribeConfigsResponse) -> dict[ConfigResource, dict[str, ConfigEntry]]:
             out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
             errors: dict[ConfigResource, tuple[int, str | None]] = {}
             for result in response.results:
@@ -92,12 +100,13 @@ class ConfigAdmin(AdminCore):
         reset to its default)."""
         wanted = {r: dict(c) for r, c in configs.items()}
 
-        def make(batch: list[ConfigResource], versions: ApiVersionTable) -> Any:
+        def make(batch: list[ConfigResource], versions: ApiVersionTable) -> AlterConfigsRequest:
             m = request_types(ALTER_CONFIGS, versions.pick(ALTER_CONFIGS, 2))
-            return build(m.AlterConfigsRequest, validate_only=validate_only, resources=tuple(
+            return cast("AlterConfigsRequest", build(
+                m.AlterConfigsRequest, validate_only=validate_only, resources=tuple(
                 build(m.AlterConfigsResource, resource_type=int(r.type), resource_name=r.name, configs=tuple(
                     build(m.AlterableConfig, name=k, value=v) for k, v in wanted[r].items()))
-                for r in batch))
+                for r in batch)))
 
         await self._alter("alter_configs", list(wanted), make, timeout_ms)
 
@@ -109,22 +118,24 @@ class ConfigAdmin(AdminCore):
         InvalidRequestError (e.g. a broker config that cannot change at run time)."""
         wanted = {r: list(ops) for r, ops in configs.items()}
 
-        def make(batch: list[ConfigResource], versions: ApiVersionTable) -> Any:
+        def make(batch: list[ConfigResource], versions: ApiVersionTable) -> IncrementalAlterConfigsRequest:
             m = request_types(INCREMENTAL_ALTER_CONFIGS, versions.pick(INCREMENTAL_ALTER_CONFIGS, 1))
-            return build(m.IncrementalAlterConfigsRequest, validate_only=validate_only, resources=tuple(
+            return cast("IncrementalAlterConfigsRequest", build(
+                m.IncrementalAlterConfigsRequest, validate_only=validate_only, resources=tuple(
                 build(m.AlterConfigsResource, resource_type=int(r.type), resource_name=r.name, configs=tuple(
                     build(m.AlterableConfig, name=o.name, config_operation=int(o.op_type),
                           value=None if o.op_type is AlterConfigOpType.DELETE else o.value)
                     for o in wanted[r]))
-                for r in batch))
+                for r in batch)))
 
         await self._alter("incremental_alter_configs", list(wanted), make, timeout_ms)
 
     async def _alter(self, what: str, wanted: list[ConfigResource],
-                     make: Callable[[list[ConfigResource], ApiVersionTable], Any], timeout_ms: int | None) -> None:
+                     make: Callable[[list[ConfigResource], ApiVersionTable], object], timeout_ms: int | None) -> None:
         by_node = _by_node(wanted)
 
-        def handle(_: int | None, response: Any) -> dict[ConfigResource, tuple[int, str | None]]:
+        def handle(_: int | None, response: AlterConfigsResponse | IncrementalAlterConfigsResponse
+                   ) -> dict[ConfigResource, tuple[int, str | None]]:
             return {_resource(r): (int(r.error_code), r.error_message or str(_resource(r)))
                     for r in response.responses if int(r.error_code) != 0}
 
@@ -139,7 +150,7 @@ class ConfigAdmin(AdminCore):
         raise_first(errors, wanted)
 
 
-def _config_entry(c: Any) -> ConfigEntry:
+def _config_entry(c: Any) -> ConfigEntry:  # a DescribeConfigs result's config, any version
     return ConfigEntry(
         str(c.name), c.value, ConfigSource(int(c.config_source)), bool(c.is_sensitive), bool(c.read_only),
         tuple(ConfigSynonym(str(s.name), s.value, ConfigSource(int(s.source))) for s in getattr(c, "synonyms", ())),

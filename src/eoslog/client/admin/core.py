@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from eoslog.client.admin.config import AdminConfig, admin_config
 from eoslog.client.admin.types import Node
@@ -48,17 +48,23 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import FindCoordinatorRequest, MetadataRequest
+    from eoslog.protocol.responses import FindCoordinatorResponse, MetadataResponse
+
 log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 T = TypeVar("T")
+R = TypeVar("R")  # a kio response class (a union over the versions a call sends)
 
 METADATA_MAX_VERSION = 12
 FIND_COORDINATOR_MAX_VERSION = 4
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
-MakeRequest = Callable[[ApiVersionTable], Any]
+# Builds the kio request for a broker's versions; each call's ``make`` names its request union.
+MakeRequest = Callable[[ApiVersionTable], object]
 
 
 def raise_for(code: int, message: str | None) -> None:
@@ -67,7 +73,7 @@ def raise_for(code: int, message: str | None) -> None:
         raise error_for(int(code), message)
 
 
-def raise_first(errors: Mapping[Any, tuple[int, str | None]], order: Iterable[Any]) -> None:
+def raise_first(errors: Mapping[K, tuple[int, str | None]], order: Iterable[K]) -> None:
     """Raise the error of the first key of ``order`` that has one (a call about several
     items reports the first failure in the caller's order, once all were handled)."""
     for key in order:
@@ -167,7 +173,7 @@ class AdminCore:
 
     # -- routing --------------------------------------------------------------------------------
 
-    async def _call(self, what: str, make: MakeRequest, handle: Callable[[int | None, Any], T], *,
+    async def _call(self, what: str, make: MakeRequest, handle: Callable[[int | None, R], T], *,
                     node: Callable[[], Awaitable[int | None]] | None = None, timeout_ms: int | None = None) -> T:
         """Send a request to ``node()`` (None: the least loaded broker) and ``handle(node_id,
         response)``, which raises the response's errors; retried as the module doc says."""
@@ -178,7 +184,7 @@ class AdminCore:
 
         return await self._retrying(what, attempt, timeout_ms)
 
-    async def _on_every_broker(self, what: str, make: MakeRequest, handle: Callable[[int | None, Any], list[T]],
+    async def _on_every_broker(self, what: str, make: MakeRequest, handle: Callable[[int | None, R], list[T]],
                                timeout_ms: int | None) -> list[T]:
         """The same request to every broker (ListGroups, ListTransactions), results joined."""
 
@@ -210,22 +216,22 @@ class AdminCore:
 
         return node
 
-    async def _metadata(self, topics: Iterable[str] | None) -> Any:
+    async def _metadata(self, topics: Iterable[str] | None) -> MetadataResponse:
         """A Metadata response for ``topics`` (None: every topic); also refreshes the
         client's broker addresses and controller."""
         names = None if topics is None else sorted(set(topics))
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> MetadataRequest:
             m = request_types(ApiKey.METADATA, versions.pick(ApiKey.METADATA, METADATA_MAX_VERSION, 1))
-            return build(
+            return cast("MetadataRequest", build(
                 m.MetadataRequest,
                 topics=None if names is None else tuple(
                     build(m.MetadataRequestTopic, name=n, topic_id=None) for n in names),
                 allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                 include_topic_authorized_operations=False,
-            )
+            ))
 
-        response = await self.client.send(make)
+        response: MetadataResponse = await self.client.send(make)
         self.client.cluster.update(response)
         return response
 
@@ -276,7 +282,7 @@ class AdminCore:
 
     async def _per_leader(self, what: str, partitions: Iterable[TopicPartition],
                           make: Callable[[list[TopicPartition]], MakeRequest],
-                          handle: Callable[[int, Any], dict[TopicPartition, T]],
+                          handle: Callable[[int, R], dict[TopicPartition, T]],
                           timeout_ms: int | None) -> dict[TopicPartition, T]:
         """One request per leader for its partitions; the whole look-up is retried when a
         leader moved or is not known yet."""
@@ -300,16 +306,18 @@ class AdminCore:
         if cached is not None:
             return cached
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> FindCoordinatorRequest:
             # key_type arrived in v1; transaction coordinators need it.
             version = versions.pick(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_MAX_VERSION,
                                     1 if key_type != GROUP_KEY_TYPE else 0)
             m = request_types(ApiKey.FIND_COORDINATOR, version)
-            return build(m.FindCoordinatorRequest, key=key, key_type=key_type, coordinator_keys=(key,))
+            return cast("FindCoordinatorRequest",
+                        build(m.FindCoordinatorRequest, key=key, key_type=key_type, coordinator_keys=(key,)))
 
-        response = await self.client.send(make)
+        response: FindCoordinatorResponse = await self.client.send(make)
         found = response.coordinators[0] if hasattr(response, "coordinators") else response
-        raise_for(found.error_code, found.error_message or f"no coordinator for {key!r}")
+        # v0 has no error_message (a broker answering only v0 would otherwise raise AttributeError).
+        raise_for(found.error_code, getattr(found, "error_message", None) or f"no coordinator for {key!r}")
         node_id = int(found.node_id)
         self.client.cluster.add_broker(node_id, str(found.host), int(found.port))
         self._coordinators[(key_type, key)] = node_id

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kio.serial import entity_reader
 
@@ -27,7 +27,26 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
 DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_DELETE, DELETE_GROUPS = 15, 16, 47, 42
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        DeleteGroupsRequest,
+        DescribeGroupsRequest,
+        ListGroupsRequest,
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        OffsetFetchRequest,
+    )
+    from eoslog.protocol.responses import (
+        DeleteGroupsResponse,
+        DescribeGroupsResponse,
+        ListGroupsResponse,
+        OffsetCommitResponse,
+        OffsetDeleteResponse,
+        OffsetFetchResponse,
+    )
+
 T = TypeVar("T")
+R = TypeVar("R")
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _ASSIGNMENT_VERSIONS = 3  # the newest ConsumerProtocolAssignment kio knows; later ones only add fields
@@ -59,7 +78,7 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 class GroupAdmin(AdminCore):
     async def _group_call(self, what: str, group_id: str, make: MakeRequest,
-                          handle: Callable[[int | None, Any], T], timeout_ms: int | None) -> T:
+                          handle: Callable[[int | None, R], T], timeout_ms: int | None) -> T:
         """A request to the group's coordinator, with retries."""
         return await self._call(what, make, handle, node=self._coordinator_of(GROUP_KEY_TYPE, group_id),
                                 timeout_ms=timeout_ms)
@@ -70,14 +89,14 @@ class GroupAdmin(AdminCore):
         ``states`` (``Stable``, ``Empty``, ...; ListGroups v4+)."""
         state_filter = tuple(states or ())
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> ListGroupsRequest:
             version = versions.pick(LIST_GROUPS, 5)
             if state_filter and version < 4:
                 raise UnsupportedVersionError("filtering groups by state needs ListGroups v4")
             m = request_types(LIST_GROUPS, version)
-            return build(m.ListGroupsRequest, states_filter=state_filter, types_filter=())
+            return cast("ListGroupsRequest", build(m.ListGroupsRequest, states_filter=state_filter, types_filter=()))
 
-        def handle(_: int | None, response: Any) -> list[GroupListing]:
+        def handle(_: int | None, response: ListGroupsResponse) -> list[GroupListing]:
             raise_for(response.error_code, "ListGroups")
             return [GroupListing(str(g.group_id), str(g.protocol_type), getattr(g, "group_state", None),
                                  getattr(g, "group_type", None)) for g in response.groups]
@@ -90,11 +109,12 @@ class GroupAdmin(AdminCore):
         """State, protocol and members (with their assigned partitions) of each group."""
 
         async def describe(group_id: str) -> GroupDescription:
-            def make(versions: ApiVersionTable) -> Any:
+            def make(versions: ApiVersionTable) -> DescribeGroupsRequest:
                 m = request_types(DESCRIBE_GROUPS, versions.pick(DESCRIBE_GROUPS, 5))
-                return build(m.DescribeGroupsRequest, groups=(group_id,), include_authorized_operations=False)
+                return cast("DescribeGroupsRequest", build(
+                    m.DescribeGroupsRequest, groups=(group_id,), include_authorized_operations=False))
 
-            def handle(node_id: int | None, response: Any) -> GroupDescription:
+            def handle(node_id: int | None, response: DescribeGroupsResponse) -> GroupDescription:
                 g = response.groups[0]
                 raise_for(g.error_code, f"group {group_id}")
                 consumer = str(g.protocol_type) in (CONSUMER_PROTOCOL_TYPE, "")
@@ -120,16 +140,18 @@ class GroupAdmin(AdminCore):
         ``require_stable`` waits out offsets a transaction has not committed yet."""
         wanted = None if partitions is None else _by_topic(TopicPartition(str(t), int(p)) for t, p in partitions)
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> OffsetFetchRequest:
             version = versions.pick(ApiKey.OFFSET_FETCH, 7, 7 if require_stable else 2 if wanted is None else 1)
             m = request_types(ApiKey.OFFSET_FETCH, version)
             topics = None if wanted is None else tuple(
                 build(m.OffsetFetchRequestTopic, name=t, partition_indexes=tuple(ps)) for t, ps in wanted.items())
-            return build(m.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=require_stable)
+            return cast("OffsetFetchRequest", build(
+                m.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=require_stable))
 
-        def handle(_: int | None, response: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+        def handle(_: int | None, response: OffsetFetchResponse) -> dict[TopicPartition, OffsetAndMetadata]:
             raise_for(getattr(response, "error_code", 0), f"group {group_id}")
             out: dict[TopicPartition, OffsetAndMetadata] = {}
+            assert hasattr(response, "topics")  # make sends v1-v7; v8+ answer per group
             for t in response.topics:
                 for p in t.partitions:
                     tp = TopicPartition(str(t.name), int(p.partition_index))
@@ -148,9 +170,9 @@ class GroupAdmin(AdminCore):
         wanted = {TopicPartition(str(tp[0]), int(tp[1])): o if isinstance(o, OffsetAndMetadata)
                   else OffsetAndMetadata(int(o)) for tp, o in offsets.items()}
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> OffsetCommitRequest:
             m = request_types(ApiKey.OFFSET_COMMIT, versions.pick(ApiKey.OFFSET_COMMIT, 8, 2))
-            return build(
+            return cast("OffsetCommitRequest", build(
                 m.OffsetCommitRequest, group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                 group_instance_id=None, retention_time_ms=-1,
                 topics=tuple(
@@ -162,9 +184,9 @@ class GroupAdmin(AdminCore):
                         for p in parts))
                     for topic, parts in _by_topic(wanted).items()
                 ),
-            )
+            ))
 
-        def handle(_: int | None, response: Any) -> None:
+        def handle(_: int | None, response: OffsetCommitResponse) -> None:
             _raise_partition_errors(group_id, response.topics)
 
         if wanted:
@@ -175,14 +197,14 @@ class GroupAdmin(AdminCore):
         """Delete a group's committed offsets (OffsetDelete)."""
         wanted = _by_topic(dict.fromkeys(TopicPartition(str(t), int(p)) for t, p in partitions))
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> OffsetDeleteRequest:
             m = request_types(OFFSET_DELETE, versions.pick(OFFSET_DELETE, 0))
-            return build(m.OffsetDeleteRequest, group_id=group_id, topics=tuple(
+            return cast("OffsetDeleteRequest", build(m.OffsetDeleteRequest, group_id=group_id, topics=tuple(
                 build(m.OffsetDeleteRequestTopic, name=t, partitions=tuple(
                     build(m.OffsetDeleteRequestPartition, partition_index=p) for p in ps))
-                for t, ps in wanted.items()))
+                for t, ps in wanted.items())))
 
-        def handle(_: int | None, response: Any) -> None:
+        def handle(_: int | None, response: OffsetDeleteResponse) -> None:
             raise_for(response.error_code, f"group {group_id}")
             _raise_partition_errors(group_id, response.topics)
 
@@ -193,11 +215,11 @@ class GroupAdmin(AdminCore):
         """Delete groups without active members, with their offsets (DeleteGroups)."""
 
         async def delete(group_id: str) -> None:
-            def make(versions: ApiVersionTable) -> Any:
+            def make(versions: ApiVersionTable) -> DeleteGroupsRequest:
                 m = request_types(DELETE_GROUPS, versions.pick(DELETE_GROUPS, 2))
-                return build(m.DeleteGroupsRequest, groups_names=(group_id,))
+                return cast("DeleteGroupsRequest", build(m.DeleteGroupsRequest, groups_names=(group_id,)))
 
-            def handle(_: int | None, response: Any) -> None:
+            def handle(_: int | None, response: DeleteGroupsResponse) -> None:
                 for r in response.results:
                     raise_for(r.error_code, f"group {group_id}")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.client.admin.core import AdminCore, raise_first, raise_for
+from eoslog.client.admin.core import AdminCore, MakeRequest, raise_first, raise_for
 from eoslog.client.admin.types import (
     ClusterDescription,
     CreatedTopic,
@@ -38,15 +38,37 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
 
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        CreatePartitionsRequest,
+        CreateTopicsRequest,
+        DeleteRecordsRequest,
+        DeleteTopicsRequest,
+        DescribeClusterRequest,
+        ElectLeadersRequest,
+        ListOffsetsRequest,
+        MetadataRequest,
+    )
+    from eoslog.protocol.responses import (
+        CreatePartitionsResponse,
+        CreateTopicsResponse,
+        DeleteRecordsResponse,
+        DeleteTopicsResponse,
+        DescribeClusterResponse,
+        ElectLeadersResponse,
+        ListOffsetsResponse,
+        MetadataResponse,
+    )
+
 DELETE_RECORDS, CREATE_PARTITIONS, ELECT_LEADERS, DESCRIBE_CLUSTER = 21, 37, 43, 60
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def _topic_id(value: Any) -> uuid.UUID | None:
+def _topic_id(value: object) -> uuid.UUID | None:
     return value if isinstance(value, uuid.UUID) and value != NO_TOPIC_ID else None
 
 
-def topic_description(t: Any) -> TopicDescription:
+def topic_description(t: Any) -> TopicDescription:  # a Metadata topic of any version (kio has no union)
     return TopicDescription(
         str(t.name), _topic_id(getattr(t, "topic_id", None)), bool(getattr(t, "is_internal", False)),
         tuple(sorted(
@@ -68,14 +90,15 @@ class TopicAdmin(AdminCore):
         topics = list(new_topics)
         server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> CreateTopicsRequest:
             version = versions.pick(ApiKey.CREATE_TOPICS, 7, 2)
             if version < 4 and any(t.num_partitions < 0 or t.replication_factor < 0
                                    for t in topics if t.replica_assignment is None):
                 raise UnsupportedVersionError("the broker's defaults for partitions and replication factor need "
                                               "CreateTopics v4")
             m = request_types(ApiKey.CREATE_TOPICS, version)
-            return build(m.CreateTopicsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
+            return cast("CreateTopicsRequest", build(
+                m.CreateTopicsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
                 build(
                     m.CreatableTopic, name=t.name,
                     num_partitions=-1 if t.replica_assignment is not None else t.num_partitions,
@@ -87,9 +110,9 @@ class TopicAdmin(AdminCore):
                     configs=tuple(build(m.CreatableTopicConfig, name=k, value=v) for k, v in t.configs.items()),
                 )
                 for t in topics
-            ))
+            )))
 
-        def handle(_: int | None, response: Any) -> dict[str, CreatedTopic]:
+        def handle(_: int | None, response: CreateTopicsResponse) -> dict[str, CreatedTopic]:
             errors: dict[str, tuple[int, str | None]] = {}
             created: dict[str, CreatedTopic] = {}
             for r in response.topics:
@@ -112,15 +135,16 @@ class TopicAdmin(AdminCore):
         wanted = list(dict.fromkeys(names))
         server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> DeleteTopicsRequest:
             version = versions.pick(ApiKey.DELETE_TOPICS, 6, 1)
             m = request_types(ApiKey.DELETE_TOPICS, version)
             if version >= 6:
-                return build(m.DeleteTopicsRequest, timeout=server_timeout,
-                             topics=tuple(build(m.DeleteTopicState, name=n, topic_id=None) for n in wanted))
-            return build(m.DeleteTopicsRequest, timeout=server_timeout, topic_names=tuple(wanted))
+                return cast("DeleteTopicsRequest", build(m.DeleteTopicsRequest, timeout=server_timeout,
+                             topics=tuple(build(m.DeleteTopicState, name=n, topic_id=None) for n in wanted)))
+            return cast("DeleteTopicsRequest", build(
+                m.DeleteTopicsRequest, timeout=server_timeout, topic_names=tuple(wanted)))
 
-        def handle(_: int | None, response: Any) -> None:
+        def handle(_: int | None, response: DeleteTopicsResponse) -> None:
             raise_first({str(r.name): (int(r.error_code), getattr(r, "error_message", None) or f"topic {r.name}")
                           for r in response.responses if int(r.error_code) != 0}, wanted)
 
@@ -157,16 +181,17 @@ class TopicAdmin(AdminCore):
         wanted = {t: p if isinstance(p, NewPartitions) else NewPartitions(int(p)) for t, p in new_partitions.items()}
         server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> CreatePartitionsRequest:
             m = request_types(CREATE_PARTITIONS, versions.pick(CREATE_PARTITIONS, 3))
-            return build(m.CreatePartitionsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
+            return cast("CreatePartitionsRequest", build(
+                m.CreatePartitionsRequest, timeout=server_timeout, validate_only=validate_only, topics=tuple(
                 build(m.CreatePartitionsTopic, name=t, count=p.total_count, assignments=None
                       if p.new_assignments is None else tuple(
                           build(m.CreatePartitionsAssignment, broker_ids=tuple(a)) for a in p.new_assignments))
                 for t, p in wanted.items()
-            ))
+            )))
 
-        def handle(_: int | None, response: Any) -> None:
+        def handle(_: int | None, response: CreatePartitionsResponse) -> None:
             raise_first({str(r.name): (int(r.error_code), r.error_message or f"topic {r.name}")
                           for r in response.results if int(r.error_code) != 0}, wanted)
 
@@ -184,17 +209,18 @@ class TopicAdmin(AdminCore):
             TopicPartition(str(t), int(p)) for t, p in partitions))
         server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> ElectLeadersRequest:
             version = versions.pick(ELECT_LEADERS, 2, 1 if election_type is ElectionType.UNCLEAN else 0)
             m = request_types(ELECT_LEADERS, version)
             by_topic: dict[str, list[int]] = {}
             for tp in wanted or ():
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            return build(m.ElectLeadersRequest, election_type=int(election_type), timeout=server_timeout,
+            return cast("ElectLeadersRequest", build(
+                m.ElectLeadersRequest, election_type=int(election_type), timeout=server_timeout,
                          topic_partitions=None if wanted is None else tuple(
-                             build(m.TopicPartitions, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+                             build(m.TopicPartitions, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
 
-        def handle(_: int | None, response: Any) -> dict[TopicPartition, KafkaProtocolError | None]:
+        def handle(_: int | None, response: ElectLeadersResponse) -> dict[TopicPartition, KafkaProtocolError | None]:
             raise_for(getattr(response, "error_code", 0), "ElectLeaders")
             return {TopicPartition(str(r.topic), int(p.partition_id)):
                     None if int(p.error_code) == 0 else error_for(int(p.error_code), p.error_message)
@@ -207,24 +233,29 @@ class TopicAdmin(AdminCore):
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster; Metadata where a broker lacks it)."""
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> DescribeClusterRequest | MetadataRequest:
             if versions.supports(DESCRIBE_CLUSTER):
                 m = request_types(DESCRIBE_CLUSTER, versions.pick(DESCRIBE_CLUSTER, 2))
-                return build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
-                             endpoint_type=1, include_fenced_brokers=False)
+                return cast("DescribeClusterRequest", build(
+                    m.DescribeClusterRequest, include_cluster_authorized_operations=False,
+                             endpoint_type=1, include_fenced_brokers=False))
             m = request_types(ApiKey.METADATA, versions.pick(ApiKey.METADATA, 12, 1))
-            return build(m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
-                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+            return cast("MetadataRequest", build(m.MetadataRequest, topics=(), allow_auto_topic_creation=False,
+                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False))
 
-        def handle(_: int | None, response: Any) -> ClusterDescription:
+        def handle(_: int | None, response: DescribeClusterResponse | MetadataResponse) -> ClusterDescription:
             if hasattr(response, "error_code"):  # DescribeCluster
-                raise_for(response.error_code, response.error_message)
+                described = cast("DescribeClusterResponse", response)
+                raise_for(described.error_code, described.error_message)
                 nodes = {int(b.broker_id): Node(int(b.broker_id), str(b.host), int(b.port), b.rack)
-                         for b in response.brokers}
-            else:
-                nodes = {int(b.node_id): Node(int(b.node_id), str(b.host), int(b.port), b.rack)
-                         for b in response.brokers}
-            return ClusterDescription(response.cluster_id, nodes.get(int(response.controller_id)),
+                         for b in described.brokers}
+                return ClusterDescription(described.cluster_id, nodes.get(int(described.controller_id)),
+                                          tuple(nodes[n] for n in sorted(nodes)))
+            # Metadata v1+ (make asks for no older): cluster_id arrived in v2.
+            nodes = {int(b.node_id): Node(int(b.node_id), str(b.host), int(b.port), getattr(b, "rack", None))
+                     for b in response.brokers}
+            return ClusterDescription(getattr(response, "cluster_id", None),
+                                      nodes.get(int(getattr(response, "controller_id", -1))),
                                       tuple(nodes[n] for n in sorted(nodes)))
 
         return await self._call("describe_cluster", make, handle, timeout_ms=timeout_ms)
@@ -241,22 +272,23 @@ class TopicAdmin(AdminCore):
         min_version = 7 if any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in wanted.values()) \
             else 2 if isolation_level is IsolationLevel.READ_COMMITTED else 1
 
-        def make(batch: list[TopicPartition]) -> Any:
+        def make(batch: list[TopicPartition]) -> MakeRequest:
             by_topic: dict[str, list[TopicPartition]] = {}
             for tp in batch:
                 by_topic.setdefault(tp.topic, []).append(tp)
 
-            def build_request(versions: ApiVersionTable) -> Any:
+            def build_request(versions: ApiVersionTable) -> ListOffsetsRequest:
                 m = request_types(ApiKey.LIST_OFFSETS, versions.pick(ApiKey.LIST_OFFSETS, 7, min_version))
-                return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=int(isolation_level), topics=tuple(
+                return cast("ListOffsetsRequest", build(
+                    m.ListOffsetsRequest, replica_id=-1, isolation_level=int(isolation_level), topics=tuple(
                     build(m.ListOffsetsTopic, name=topic, partitions=tuple(
                         build(m.ListOffsetsPartition, partition_index=tp.partition, current_leader_epoch=-1,
                               timestamp=wanted[tp].timestamp) for tp in tps))
                     for topic, tps in by_topic.items()
-                ))
+                )))
             return build_request
 
-        def handle(_: int, response: Any) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        def handle(_: int, response: ListOffsetsResponse) -> dict[TopicPartition, ListOffsetsResultInfo]:
             out: dict[TopicPartition, ListOffsetsResultInfo] = {}
             for t in response.topics:
                 for p in t.partitions:
@@ -280,22 +312,22 @@ class TopicAdmin(AdminCore):
                   for tp, r in records_to_delete.items()}
         server_timeout = datetime.timedelta(milliseconds=self.config.request_timeout_ms)
 
-        def make(batch: list[TopicPartition]) -> Any:
+        def make(batch: list[TopicPartition]) -> MakeRequest:
             by_topic: dict[str, list[TopicPartition]] = {}
             for tp in batch:
                 by_topic.setdefault(tp.topic, []).append(tp)
 
-            def build_request(versions: ApiVersionTable) -> Any:
+            def build_request(versions: ApiVersionTable) -> DeleteRecordsRequest:
                 m = request_types(DELETE_RECORDS, versions.pick(DELETE_RECORDS, 2))
-                return build(m.DeleteRecordsRequest, timeout=server_timeout, topics=tuple(
+                return cast("DeleteRecordsRequest", build(m.DeleteRecordsRequest, timeout=server_timeout, topics=tuple(
                     build(m.DeleteRecordsTopic, name=topic, partitions=tuple(
                         build(m.DeleteRecordsPartition, partition_index=tp.partition,
                               offset=wanted[tp].before_offset) for tp in tps))
                     for topic, tps in by_topic.items()
-                ))
+                )))
             return build_request
 
-        def handle(_: int, response: Any) -> dict[TopicPartition, DeletedRecords]:
+        def handle(_: int, response: DeleteRecordsResponse) -> dict[TopicPartition, DeletedRecords]:
             out: dict[TopicPartition, DeletedRecords] = {}
             errors: dict[TopicPartition, tuple[int, str | None]] = {}
             for t in response.topics:

@@ -17,15 +17,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
-from eoslog.client.admin.core import TRANSACTION_KEY_TYPE, AdminCore, raise_for
+from eoslog.client.admin.core import TRANSACTION_KEY_TYPE, AdminCore, MakeRequest, raise_for
 from eoslog.client.admin.types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
 from eoslog.client.errors import KafkaError
 from eoslog.client.types import TopicPartition
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
+
+if TYPE_CHECKING:
+    from kio.schema.describe_producers.v0.response import ProducerState as KioProducerState
+
+    from eoslog.protocol.requests import (
+        DescribeProducersRequest,
+        DescribeTransactionsRequest,
+        ListTransactionsRequest,
+        WriteTxnMarkersRequest,
+    )
+    from eoslog.protocol.responses import (
+        DescribeProducersResponse,
+        DescribeTransactionsResponse,
+        ListTransactionsResponse,
+        WriteTxnMarkersResponse,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +52,7 @@ WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS 
 # -- the API ----------------------------------------------------------------------------------------
 
 
-def _producer_state(s: Any) -> ProducerState:
+def _producer_state(s: KioProducerState) -> ProducerState:
     coordinator_epoch, start = int(s.coordinator_epoch), int(s.current_txn_start_offset)
     return ProducerState(int(s.producer_id), int(s.producer_epoch), int(s.last_sequence), int(s.last_timestamp),
                          coordinator_epoch if coordinator_epoch >= 0 else None, start if start >= 0 else None)
@@ -57,12 +73,13 @@ class TransactionAdmin(AdminCore):
         duration = -1 if min_duration_ms is None else min_duration_ms
         min_version = 2 if transactional_id_pattern is not None else 1 if duration >= 0 else 0
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> ListTransactionsRequest:
             m = request_types(LIST_TRANSACTIONS, versions.pick(LIST_TRANSACTIONS, 2, min_version))
-            return build(m.ListTransactionsRequest, state_filters=state_filter, producer_id_filters=producer_filter,
-                         duration_filter=duration, transactional_id_pattern=transactional_id_pattern)
+            return cast("ListTransactionsRequest", build(
+                m.ListTransactionsRequest, state_filters=state_filter, producer_id_filters=producer_filter,
+                         duration_filter=duration, transactional_id_pattern=transactional_id_pattern))
 
-        def handle(node_id: int | None, response: Any) -> list[TransactionListing]:
+        def handle(node_id: int | None, response: ListTransactionsResponse) -> list[TransactionListing]:
             raise_for(response.error_code, f"ListTransactions on broker {node_id}")
             if response.unknown_state_filters:
                 log.warning("unknown state filter(s) ignored by broker %s: %s", node_id,
@@ -80,11 +97,12 @@ class TransactionAdmin(AdminCore):
         transactional id, from its coordinator. Unknown ids raise TransactionalIdNotFoundError."""
 
         async def describe(txn_id: str) -> TransactionDescription:
-            def make(versions: ApiVersionTable) -> Any:
+            def make(versions: ApiVersionTable) -> DescribeTransactionsRequest:
                 m = request_types(DESCRIBE_TRANSACTIONS, versions.pick(DESCRIBE_TRANSACTIONS, 0))
-                return build(m.DescribeTransactionsRequest, transactional_ids=(txn_id,))
+                return cast("DescribeTransactionsRequest", build(
+                    m.DescribeTransactionsRequest, transactional_ids=(txn_id,)))
 
-            def handle(node_id: int | None, response: Any) -> TransactionDescription:
+            def handle(node_id: int | None, response: DescribeTransactionsResponse) -> TransactionDescription:
                 [s] = response.transaction_states
                 raise_for(s.error_code, f"transactional id {txn_id}")
                 start = s.transaction_start_time  # None: no transaction in progress
@@ -104,18 +122,19 @@ class TransactionAdmin(AdminCore):
         """The active producers of each partition (DescribeProducers), from its leader or
         from the replica on ``broker_id``."""
 
-        def make(batch: list[TopicPartition]) -> Any:
+        def make(batch: list[TopicPartition]) -> MakeRequest:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in batch:
                 by_topic.setdefault(topic, []).append(partition)
 
-            def build_request(versions: ApiVersionTable) -> Any:
+            def build_request(versions: ApiVersionTable) -> DescribeProducersRequest:
                 m = request_types(DESCRIBE_PRODUCERS, versions.pick(DESCRIBE_PRODUCERS, 0))
-                return build(m.DescribeProducersRequest, topics=tuple(
-                    build(m.TopicRequest, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()))
+                return cast("DescribeProducersRequest", build(m.DescribeProducersRequest, topics=tuple(
+                    build(m.TopicRequest, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())))
             return build_request
 
-        def handle(node_id: int | None, response: Any) -> dict[TopicPartition, list[ProducerState]]:
+        def handle(node_id: int | None,
+                   response: DescribeProducersResponse) -> dict[TopicPartition, list[ProducerState]]:
             out: dict[TopicPartition, list[ProducerState]] = {}
             for t in response.topics:
                 for p in t.partitions:
@@ -138,17 +157,17 @@ class TransactionAdmin(AdminCore):
         when the partition has seen a newer producer or coordinator epoch."""
         tp = TopicPartition(str(spec.topic_partition[0]), int(spec.topic_partition[1]))
 
-        def make(batch: list[TopicPartition]) -> Any:
-            def build_request(versions: ApiVersionTable) -> Any:
+        def make(batch: list[TopicPartition]) -> MakeRequest:
+            def build_request(versions: ApiVersionTable) -> WriteTxnMarkersRequest:
                 m = request_types(WRITE_TXN_MARKERS, versions.pick(WRITE_TXN_MARKERS, 1))
-                return build(m.WriteTxnMarkersRequest, markers=(build(
+                return cast("WriteTxnMarkersRequest", build(m.WriteTxnMarkersRequest, markers=(build(
                     m.WritableTxnMarker, producer_id=spec.producer_id, producer_epoch=spec.producer_epoch,
                     transaction_result=False, coordinator_epoch=spec.coordinator_epoch,
                     topics=(build(m.WritableTxnMarkerTopic, name=tp.topic, partition_indexes=(tp.partition,)),),
-                ),))
+                ),)))
             return build_request
 
-        def handle(node_id: int, response: Any) -> dict[TopicPartition, None]:
+        def handle(node_id: int, response: WriteTxnMarkersResponse) -> dict[TopicPartition, None]:
             results = [(t.name, p) for mk in response.markers for t in mk.topics for p in t.partitions]
             if not results:
                 raise KafkaError(f"broker {node_id} answered WriteTxnMarkers without a result")
