@@ -18,7 +18,8 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from enum import Enum, auto
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from eoslog.client.errors import KafkaError, ProducerFencedError, error_for
 from eoslog.client.producer.txn_state import (
@@ -33,6 +34,24 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+        FindCoordinatorRequest,
+        InitProducerIdRequest,
+        TxnOffsetCommitRequest,
+    )
+    from eoslog.protocol.responses import (
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnResponse,
+        EndTxnResponse,
+        FindCoordinatorResponse,
+        InitProducerIdResponse,
+        TxnOffsetCommitResponse,
+    )
 
 E = ErrorCode
 
@@ -92,14 +111,15 @@ class TxnRequestHandler:
     def coordinator_key(self) -> str:
         return self.tm.transactional_id or ""
 
-    def build(self, versions: ApiVersionTable) -> Any:
+    def build(self, versions: ApiVersionTable) -> object:
         version = versions.pick(self.api_key, self.max_version, self.min_version)
         return self.request(request_types(self.api_key, version), version)
 
-    def request(self, m: Any, version: int) -> Any:
+    def request(self, m: ModuleType, version: int) -> object:
         raise NotImplementedError
 
     def handle_response(self, response: Any) -> Outcome:
+        """``response``: kio's answer to ``build``'s request; each handler names its union."""
         raise NotImplementedError
 
     # -- error dispatch -----------------------------------------------------------------------
@@ -127,7 +147,7 @@ class TxnRequestHandler:
         self.result.fail(error)
         return Outcome.DONE
 
-    def producer_fields(self) -> dict[str, Any]:
+    def producer_fields(self) -> dict[str, str | int | None]:
         return {
             "transactional_id": self.tm.transactional_id,
             "producer_id": self.tm.producer.producer_id,
@@ -173,14 +193,15 @@ class FindCoordinatorHandler(TxnRequestHandler):
         self.key = key
         self.on_found = on_found
 
-    def request(self, m: Any, version: int) -> Any:
-        return build(m.FindCoordinatorRequest, key=self.key, key_type=self.kind.value, coordinator_keys=(self.key,))
+    def request(self, m: ModuleType, version: int) -> FindCoordinatorRequest:
+        return cast("FindCoordinatorRequest", build(
+            m.FindCoordinatorRequest, key=self.key, key_type=self.kind.value, coordinator_keys=(self.key,)))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: FindCoordinatorResponse) -> Outcome:
         entry = response.coordinators[0] if hasattr(response, "coordinators") else response
         code = int(entry.error_code)
         if code != 0:
-            return self.on_error(code, entry.error_message)
+            return self.on_error(code, getattr(entry, "error_message", None))  # (v0, which min_version skips, lacks it)
         node_id = int(entry.node_id)
         self.on_found(node_id, str(entry.host), int(entry.port))
         self.tm.set_coordinator(self.kind, self.key, node_id)
@@ -199,18 +220,18 @@ class InitProducerIdHandler(TxnRequestHandler):
             # An idempotent producer's id comes from any broker (seed 001).
             self.coordinator_type = None
 
-    def build(self, versions: ApiVersionTable) -> Any:
+    def build(self, versions: ApiVersionTable) -> InitProducerIdRequest:
         # Bumping the epoch of an existing producer id needs v3 (KIP-360); two-phase
         # commit v6 (KIP-939): an older broker gets no request, and we fail (UnsupportedVersion).
         two_pc = self.tm.transactional and self.tm.enable_2pc
         version = versions.pick(self.api_key, self.max_version, 6 if two_pc else 3 if self.epoch_bump else 0)
         return self.request(request_types(self.api_key, version), version)
 
-    def request(self, m: Any, version: int) -> Any:
+    def request(self, m: ModuleType, version: int) -> InitProducerIdRequest:
         tm = self.tm
         producer = tm.producer if self.epoch_bump else ProducerIdAndEpoch(-1, -1)
         two_pc = tm.transactional and tm.enable_2pc
-        return build(
+        return cast("InitProducerIdRequest", build(
             m.InitProducerIdRequest,
             transactional_id=tm.transactional_id,
             transaction_timeout=datetime.timedelta(milliseconds=tm.transaction_timeout_ms),
@@ -218,9 +239,9 @@ class InitProducerIdHandler(TxnRequestHandler):
             producer_epoch=producer.epoch,
             enable2_pc=two_pc,
             keep_prepared_txn=two_pc and tm.keep_prepared_txn and not self.epoch_bump,
-        )
+        ))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: InitProducerIdResponse) -> Outcome:
         code = int(response.error_code)
         if code != 0:
             return self.on_error(code)
@@ -255,12 +276,12 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
         super().__init__(tm, result)
         self.partitions = partitions
 
-    def request(self, m: Any, version: int) -> Any:
+    def request(self, m: ModuleType, version: int) -> AddPartitionsToTxnRequest:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(partition)
         tm = self.tm
-        return build(
+        return cast("AddPartitionsToTxnRequest", build(
             m.AddPartitionsToTxnRequest,
             v3_and_below_transactional_id=tm.transactional_id,
             v3_and_below_producer_id=tm.producer.producer_id,
@@ -268,9 +289,10 @@ class AddPartitionsToTxnHandler(TxnRequestHandler):
             v3_and_below_topics=tuple(
                 build(m.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
             ),
-        )
+        ))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: AddPartitionsToTxnResponse) -> Outcome:
+        assert hasattr(response, "results_by_topic_v3_and_below")  # max_version 3
         codes = [
             int(p.partition_error_code)
             for t in response.results_by_topic_v3_and_below
@@ -308,10 +330,11 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
         self.offsets = offsets
         self.group = group
 
-    def request(self, m: Any, version: int) -> Any:
-        return build(m.AddOffsetsToTxnRequest, group_id=self.group.group_id, **self.producer_fields())
+    def request(self, m: ModuleType, version: int) -> AddOffsetsToTxnRequest:
+        return cast("AddOffsetsToTxnRequest", build(
+            m.AddOffsetsToTxnRequest, group_id=self.group.group_id, **self.producer_fields()))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: AddOffsetsToTxnResponse) -> Outcome:
         code = int(response.error_code)
         if code != 0:
             return self.on_error(code)
@@ -354,23 +377,23 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
     def coordinator_key(self) -> str:
         return self.group.group_id
 
-    def request(self, m: Any, version: int) -> Any:
-        by_topic: dict[str, list[Any]] = {}
+    def request(self, m: ModuleType, version: int) -> TxnOffsetCommitRequest:
+        by_topic: dict[str, list[object]] = {}
         for (topic, partition), offset in sorted(self.pending.items()):
             by_topic.setdefault(topic, []).append(build(
                 m.TxnOffsetCommitRequestPartition, partition_index=partition, committed_offset=offset.offset,
                 committed_leader_epoch=offset.leader_epoch, committed_metadata=offset.metadata,
             ))
         g = self.group
-        return build(
+        return cast("TxnOffsetCommitRequest", build(
             m.TxnOffsetCommitRequest, group_id=g.group_id, generation_id=g.generation_id, member_id=g.member_id,
             group_instance_id=g.group_instance_id,
             topics=tuple(build(m.TxnOffsetCommitRequestTopic, name=t, partitions=tuple(ps))
                          for t, ps in by_topic.items()),
             **self.producer_fields(),
-        )
+        ))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: TxnOffsetCommitResponse) -> Outcome:
         codes = []
         for t in response.topics:
             for p in t.partitions:
@@ -396,10 +419,10 @@ class EndTxnHandler(TxnRequestHandler):
         super().__init__(tm, result)
         self.commit = commit
 
-    def request(self, m: Any, version: int) -> Any:
-        return build(m.EndTxnRequest, committed=self.commit, **self.producer_fields())
+    def request(self, m: ModuleType, version: int) -> EndTxnRequest:
+        return cast("EndTxnRequest", build(m.EndTxnRequest, committed=self.commit, **self.producer_fields()))
 
-    def handle_response(self, response: Any) -> Outcome:
+    def handle_response(self, response: EndTxnResponse) -> Outcome:
         code = int(response.error_code)
         if code != 0:
             return self.on_error(code)
