@@ -28,7 +28,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum, auto
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.client.aio_client import AioClient
 from eoslog.client.consumer.assignors import (
@@ -68,6 +69,10 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import MetadataRequest, OffsetCommitRequest, OffsetFetchRequest
+    from eoslog.protocol.responses import MetadataResponse, OffsetCommitResponse, OffsetFetchResponse
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -205,14 +210,14 @@ class ConsumerCoordinator(GroupMembership):
             return
         self._next_pattern_refresh = now + self.config.metadata_max_age_ms / 1000
 
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> MetadataRequest:
             version = versions.pick(ApiKey.METADATA, 12, 1)
             m = request_types(ApiKey.METADATA, version)
-            return build(m.MetadataRequest, topics=None, allow_auto_topic_creation=False,
-                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+            return cast("MetadataRequest", build(m.MetadataRequest, topics=None, allow_auto_topic_creation=False,
+                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False))
 
         try:
-            response = await self.client.send(make)
+            response: MetadataResponse = await self.client.send(make)
         except KafkaError as e:
             log.info("group %s: cannot list topics for the pattern: %s", self.group_id, e)
             self._next_pattern_refresh = now + self._retry_s
@@ -408,8 +413,8 @@ class ConsumerCoordinator(GroupMembership):
         for tp, om in offsets.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, om))
 
-        def fill(m: Any, version: int) -> Any:
-            return build(
+        def fill(m: ModuleType, version: int) -> OffsetCommitRequest:
+            return cast("OffsetCommitRequest", build(
                 m.OffsetCommitRequest, group_id=self.group_id, generation_id_or_member_epoch=g.generation_id,
                 member_id=g.member_id, group_instance_id=self.group_instance_id,
                 retention_time=datetime.timedelta(milliseconds=-1),
@@ -422,10 +427,10 @@ class ConsumerCoordinator(GroupMembership):
                     ))
                     for topic, parts in by_topic.items()
                 ),
-            )
+            ))
 
         started = time.monotonic()
-        response = await self._request(ApiKey.OFFSET_COMMIT, fill)
+        response: OffsetCommitResponse = await self._request(ApiKey.OFFSET_COMMIT, fill)
         self.metrics.commit_latency(time.monotonic() - started)
         first_error: KafkaError | None = None
         for t in response.topics:
@@ -468,19 +473,21 @@ class ConsumerCoordinator(GroupMembership):
         for tp in wanted:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
 
-        def fill(m: Any, version: int) -> Any:
+        def fill(m: ModuleType, version: int) -> OffsetFetchRequest:
             if version >= 8:
                 topics = tuple(build(m.OffsetFetchRequestTopics, name=t, partition_indexes=tuple(ps))
                                for t, ps in by_topic.items())
-                return build(m.OffsetFetchRequest, require_stable=require_stable, groups=(
+                return cast("OffsetFetchRequest", build(m.OffsetFetchRequest, require_stable=require_stable, groups=(
                     build(m.OffsetFetchRequestGroup, group_id=self.group_id, member_id=None, member_epoch=-1,
-                          topics=topics),))
+                          topics=topics),)))
             topics = tuple(build(m.OffsetFetchRequestTopic, name=t, partition_indexes=tuple(ps))
                            for t, ps in by_topic.items())
-            return build(m.OffsetFetchRequest, group_id=self.group_id, topics=topics, require_stable=require_stable)
+            return cast("OffsetFetchRequest", build(
+                m.OffsetFetchRequest, group_id=self.group_id, topics=topics, require_stable=require_stable))
 
         while True:
-            response = await self._retriable_request(ApiKey.OFFSET_FETCH, fill, deadline=deadline)
+            response: OffsetFetchResponse | None = await self._retriable_request(ApiKey.OFFSET_FETCH, fill,
+                                                                                 deadline=deadline)
             if response is None:
                 continue
             if hasattr(response, "groups"):

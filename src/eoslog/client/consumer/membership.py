@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.client.aio_client import AioClient
 from eoslog.client.aio_connection import AioConnection, open_connection
@@ -36,6 +37,21 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import (
+        FindCoordinatorRequest,
+        HeartbeatRequest,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        SyncGroupRequest,
+    )
+    from eoslog.protocol.responses import (
+        FindCoordinatorResponse,
+        HeartbeatResponse,
+        JoinGroupResponse,
+        SyncGroupResponse,
+    )
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -163,17 +179,19 @@ class GroupMembership:
         return await asyncio.shield(self._lookup)
 
     async def _find_coordinator(self) -> AioConnection:
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> FindCoordinatorRequest:
             version = versions.pick(ApiKey.FIND_COORDINATOR, MAX_VERSIONS[ApiKey.FIND_COORDINATOR])
             m = request_types(ApiKey.FIND_COORDINATOR, version)
-            return build(m.FindCoordinatorRequest, key=self.group_id, key_type=GROUP_KEY_TYPE,
-                         coordinator_keys=(self.group_id,))
+            return cast("FindCoordinatorRequest", build(
+                m.FindCoordinatorRequest, key=self.group_id, key_type=GROUP_KEY_TYPE,
+                         coordinator_keys=(self.group_id,)))
 
-        response = await self.client.send(make)
+        response: FindCoordinatorResponse = await self.client.send(make)
         found = response.coordinators[0] if hasattr(response, "coordinators") else response
         code = int(found.error_code)
         if code != E.none:
-            raise error_for(code, f"FindCoordinator for group {self.group_id}: {found.error_message or ''}")
+            message = getattr(found, "error_message", None) or ""  # v0 has none
+            raise error_for(code, f"FindCoordinator for group {self.group_id}: {message}")
         node_id = int(found.node_id)
         # A connection of its own (Java: node id Integer.MAX_VALUE - id), apart from fetches.
         conn = await open_connection(
@@ -189,9 +207,11 @@ class GroupMembership:
         log.debug("group %s: coordinator is node %d at %s:%s", self.group_id, node_id, found.host, found.port)
         return conn
 
-    async def _request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None) -> Any:
+    async def _request(self, api_key: ApiKey, fill: Callable[[ModuleType, int], object],
+                       timeout_s: float | None = None) -> Any:
         """Send a request built by ``fill(module, version)`` to the coordinator; connection
-        failures forget the coordinator and are raised (the caller decides to retry)."""
+        failures forget the coordinator and are raised (the caller decides to retry). The
+        answer is kio's response to ``api_key``: each caller names its union."""
         conn = await self.coordinator()
         version = conn.versions.pick(api_key, MAX_VERSIONS[api_key])
         request = fill(request_types(api_key, version), version)
@@ -201,7 +221,8 @@ class GroupMembership:
             self.mark_coordinator_unknown(str(e))
             raise
 
-    async def _retriable_request(self, api_key: ApiKey, fill: Callable[[Any, int], Any], timeout_s: float | None = None,
+    async def _retriable_request(self, api_key: ApiKey, fill: Callable[[ModuleType, int], object],
+                                 timeout_s: float | None = None,
                                  deadline: float | None = None) -> Any:
         """``_request``, or None after a back-off when it failed with a retriable error."""
         try:
@@ -288,8 +309,9 @@ class GroupMembership:
         while True:
             protocols = self.join_protocols()
 
-            def join_request(m: Any, version: int, protocols: list[tuple[str, bytes]] = protocols) -> Any:
-                return build(
+            def join_request(m: ModuleType, version: int,
+                             protocols: list[tuple[str, bytes]] = protocols) -> JoinGroupRequest:
+                return cast("JoinGroupRequest", build(
                     m.JoinGroupRequest, group_id=self.group_id,
                     session_timeout=datetime.timedelta(milliseconds=self.config.session_timeout_ms),
                     rebalance_timeout=datetime.timedelta(milliseconds=rebalance_timeout_ms),
@@ -297,9 +319,9 @@ class GroupMembership:
                     protocol_type=CONSUMER_PROTOCOL_TYPE,
                     protocols=tuple(build(m.JoinGroupRequestProtocol, name=n, metadata=md) for n, md in protocols),
                     reason=None,
-                )
+                ))
 
-            response = await self._retriable_request(JOIN_GROUP, join_request, join_timeout_s)
+            response: JoinGroupResponse | None = await self._retriable_request(JOIN_GROUP, join_request, join_timeout_s)
             if response is None:
                 continue
             code = int(response.error_code)
@@ -317,17 +339,17 @@ class GroupMembership:
             if response.leader == response.member_id:
                 assignments = await self.perform_assignment(str(response.protocol_name), response.members)
 
-            def sync_request(m: Any, version: int, g: Generation = generation,
-                             assignments: dict[str, bytes] = assignments) -> Any:
-                return build(
+            def sync_request(m: ModuleType, version: int, g: Generation = generation,
+                             assignments: dict[str, bytes] = assignments) -> SyncGroupRequest:
+                return cast("SyncGroupRequest", build(
                     m.SyncGroupRequest, group_id=self.group_id, generation_id=g.generation_id,
                     member_id=g.member_id, group_instance_id=self.group_instance_id,
                     protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=g.protocol_name,
                     assignments=tuple(build(m.SyncGroupRequestAssignment, member_id=mid, assignment=a)
                                       for mid, a in assignments.items()),
-                )
+                ))
 
-            sync = await self._retriable_request(SYNC_GROUP, sync_request, join_timeout_s)
+            sync: SyncGroupResponse | None = await self._retriable_request(SYNC_GROUP, sync_request, join_timeout_s)
             if sync is None:
                 continue
             code = int(sync.error_code)
@@ -394,11 +416,12 @@ class GroupMembership:
     async def _heartbeat(self) -> None:
         g = self.generation
 
-        def fill(m: Any, version: int) -> Any:
-            return build(m.HeartbeatRequest, group_id=self.group_id, generation_id=g.generation_id,
-                         member_id=g.member_id, group_instance_id=self.group_instance_id)
+        def fill(m: ModuleType, version: int) -> HeartbeatRequest:
+            return cast("HeartbeatRequest", build(
+                m.HeartbeatRequest, group_id=self.group_id, generation_id=g.generation_id,
+                         member_id=g.member_id, group_instance_id=self.group_instance_id))
 
-        response = await self._request(HEARTBEAT, fill)
+        response: HeartbeatResponse = await self._request(HEARTBEAT, fill)
         self.metrics.heartbeat_total += 1
         code = int(response.error_code)
         if self.generation is not g or self.state is not MemberState.STABLE:
@@ -429,10 +452,10 @@ class GroupMembership:
         if self.group_instance_id is None and self.member_id and self.state is not MemberState.UNJOINED:
             member_id = self.member_id
 
-            def fill(m: Any, version: int) -> Any:
-                return build(m.LeaveGroupRequest, group_id=self.group_id, member_id=member_id,
+            def fill(m: ModuleType, version: int) -> LeaveGroupRequest:
+                return cast("LeaveGroupRequest", build(m.LeaveGroupRequest, group_id=self.group_id, member_id=member_id,
                              members=(build(m.MemberIdentity, member_id=member_id, group_instance_id=None,
-                                            reason=reason),))
+                                            reason=reason),)))
 
             try:
                 await asyncio.wait_for(self._request(LEAVE_GROUP, fill), self._request_timeout_s)
