@@ -28,7 +28,7 @@ import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.client.aio_client import AioClient
 from eoslog.client.aio_connection import AioConnection, open_connection
@@ -43,6 +43,10 @@ from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
+
+if TYPE_CHECKING:
+    from eoslog.protocol.requests import FetchRequest, ListOffsetsRequest
+    from eoslog.protocol.responses import FetchResponse, ListOffsetsResponse
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ class Fetcher:
         self.wakeup = wakeup
         self.isolation_level = config.isolation_level_code
         self._completed: deque[CompletedFetch] = deque()
-        self._in_flight: dict[int, tuple[asyncio.Future[Any], dict[TopicPartition, int]]] = {}
+        self._in_flight: dict[int, tuple[asyncio.Future[FetchResponse], dict[TopicPartition, int]]] = {}
         self._conns = FetchConnections(client, config, wakeup)
         self._errors: deque[KafkaError] = deque()
         self.blocked = False
@@ -149,25 +153,25 @@ class Fetcher:
                 return False
         return True
 
-    def _fetch_request(self, versions: ApiVersionTable, partitions: list[tuple[TopicPartition, int]]) -> Any:
+    def _fetch_request(self, versions: ApiVersionTable, partitions: list[tuple[TopicPartition, int]]) -> FetchRequest:
         version = versions.pick(ApiKey.FETCH, FETCH_MAX_VERSION, FETCH_MIN_VERSION)
         m = request_types(ApiKey.FETCH, version)
-        by_topic: dict[str, list[Any]] = defaultdict(list)
+        by_topic: dict[str, list[object]] = defaultdict(list)
         for tp, offset in partitions:
             by_topic[tp.topic].append(build(
                 m.FetchPartition, partition=tp.partition, current_leader_epoch=-1, fetch_offset=offset,
                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=self.config.max_partition_fetch_bytes,
             ))
-        return build(
+        return cast("FetchRequest", build(
             m.FetchRequest, cluster_id=None, replica_id=-1, max_wait=self._max_wait,
             min_bytes=self.config.fetch_min_bytes, max_bytes=self.config.fetch_max_bytes,
             isolation_level=self.isolation_level, session_id=NO_SESSION_ID, session_epoch=FINAL_EPOCH,
             topics=tuple(build(m.FetchTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             forgotten_topics_data=(), rack_id=self.config.client_rack,
-        )
+        ))
 
     def _on_response(self, node_id: int, offsets: dict[TopicPartition, int], sent_at: float,
-                     future: asyncio.Future[Any]) -> None:
+                     future: asyncio.Future[FetchResponse]) -> None:
         if self._in_flight.get(node_id, (None,))[0] is future:
             del self._in_flight[node_id]
         self.wakeup()
@@ -192,7 +196,8 @@ class Fetcher:
                 if fetch_offset is not None:
                     self._partition_response(tp, fetch_offset, p)
 
-    def _partition_response(self, tp: TopicPartition, fetch_offset: int, p: Any) -> None:
+    def _partition_response(self, tp: TopicPartition, fetch_offset: int,
+                            p: Any) -> None:  # a FetchResponse partition of any version
         subs = self.subscriptions
         state = subs.assignment.get(tp)
         if state is None or state.position != fetch_offset or state.reset is not None:
@@ -329,18 +334,19 @@ class Fetcher:
 
     async def _list_offsets_from(self, node_id: int, parts: Mapping[TopicPartition, int],
                                  level: int) -> dict[TopicPartition, tuple[int, int] | KafkaError]:
-        def make(versions: ApiVersionTable) -> Any:
+        def make(versions: ApiVersionTable) -> ListOffsetsRequest:
             version = versions.pick(ApiKey.LIST_OFFSETS, LIST_OFFSETS_MAX_VERSION, LIST_OFFSETS_MIN_VERSION)
             m = request_types(ApiKey.LIST_OFFSETS, version)
-            by_topic: dict[str, list[Any]] = defaultdict(list)
+            by_topic: dict[str, list[object]] = defaultdict(list)
             for tp, ts in parts.items():
                 by_topic[tp.topic].append(build(m.ListOffsetsPartition, partition_index=tp.partition,
                                                 current_leader_epoch=-1, timestamp=ts))
-            return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=level, topics=tuple(
+            return cast("ListOffsetsRequest", build(
+                m.ListOffsetsRequest, replica_id=-1, isolation_level=level, topics=tuple(
                 build(m.ListOffsetsTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
-            ))
+            )))
 
-        response = await self.client.send(make, node_id)
+        response: ListOffsetsResponse = await self.client.send(make, node_id)
         out: dict[TopicPartition, tuple[int, int] | KafkaError] = {}
         for t in response.topics:
             for p in t.partitions:
