@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+class HasTopicPartition(Protocol):
+    """confluent-kafka's TopicPartition, or any object naming a topic and a partition."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+
+
+# What the consumer's partition arguments accept: eoslog's TopicPartition, a (topic,
+# partition) tuple, or confluent-kafka's TopicPartition.
+PartitionLike = tuple[str, int] | HasTopicPartition
+# A mapping's key type is invariant: methods taking a Mapping keyed by partitions are generic in it.
+P = TypeVar("P", bound=PartitionLike)
 
 
 class OffsetAndMetadata(NamedTuple):

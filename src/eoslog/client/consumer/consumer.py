@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 import queue
@@ -51,14 +52,22 @@ from eoslog.client.consumer.subscription_state import (
 )
 from eoslog.client.errors import IllegalStateError, InvalidGroupIdError, KafkaError, KafkaTimeoutError
 from eoslog.client.sync import BlockingFacade
-from eoslog.client.types import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from eoslog.client.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    P,
+    PartitionLike,
+    TopicPartition,
+)
 
 T = TypeVar("T")
 # on_assign / on_revoke / on_lost: (consumer, partitions) → None, or an awaitable in AIOConsumer.
-RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
+# The first argument is the user's Consumer or AIOConsumer (Any: a callback may name either).
+RebalanceCallback = Callable[[Any, list[TopicPartition]], object]
 
 
-def _tp(tp: Any) -> TopicPartition:
+def _tp(tp: PartitionLike) -> TopicPartition:
     """Accept TopicPartition, (topic, partition) tuples and confluent-kafka's TopicPartition."""
     if isinstance(tp, TopicPartition):
         return tp
@@ -72,7 +81,7 @@ class _Listener(RebalanceListener):
     is kept and raised by poll() once the rebalance step is done (Java does the same)."""
 
     def __init__(self) -> None:
-        self.target: Any = None
+        self.target: object = None
         self.on_assign: RebalanceCallback | None = None
         self.on_revoke: RebalanceCallback | None = None
         self.on_lost: RebalanceCallback | None = None
@@ -193,7 +202,7 @@ class AIOConsumer:
 
     # -- assignment ----------------------------------------------------------------------------
 
-    def assign(self, partitions: Iterable[Any]) -> None:
+    def assign(self, partitions: Iterable[PartitionLike]) -> None:
         """Read exactly these partitions (no group membership; commits still use group.id)."""
         client, fetcher = self._parts()
         tps = list(dict.fromkeys(_tp(tp) for tp in partitions))
@@ -257,7 +266,7 @@ class AIOConsumer:
 
     # -- positions -----------------------------------------------------------------------------
 
-    def seek(self, partition: Any, offset: int) -> None:
+    def seek(self, partition: PartitionLike, offset: int) -> None:
         """The next poll() returns records of ``partition`` from ``offset`` on."""
         self._parts()
         if offset < 0:
@@ -265,22 +274,22 @@ class AIOConsumer:
         self._subscriptions.seek(_tp(partition), offset)
         self._wake()
 
-    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_beginning(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         """Evaluated lazily, on the next poll() or position() (as Kafka does); all assigned
         partitions when ``partitions`` is empty or None."""
         self._seek_to(partitions, EARLIEST)
 
-    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_end(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         """As seek_to_beginning, to the end: the last stable offset under read_committed."""
         self._seek_to(partitions, LATEST)
 
-    def _seek_to(self, partitions: Iterable[Any] | None, strategy: str) -> None:
+    def _seek_to(self, partitions: Iterable[PartitionLike] | None, strategy: str) -> None:
         self._parts()
         tps = [_tp(tp) for tp in partitions or ()] or self._subscriptions.assigned()
         self._subscriptions.request_reset(tps, strategy)
         self._wake()
 
-    async def position(self, partition: Any, timeout: float | None = None) -> int:
+    async def position(self, partition: PartitionLike, timeout: float | None = None) -> int:
         """The offset of the next record poll() will return for ``partition`` (looked up
         from the committed offset or the reset policy when it has none yet)."""
         self._parts()
@@ -377,11 +386,12 @@ class AIOConsumer:
 
     # -- offsets lookups -------------------------------------------------------------------------
 
-    async def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
+    async def beginning_offsets(self, partitions: Iterable[PartitionLike], timeout: float | None = None
                                 ) -> dict[TopicPartition, int]:
         return await self._offsets({_tp(tp): EARLIEST_TIMESTAMP for tp in partitions}, timeout)
 
-    async def end_offsets(self, partitions: Iterable[Any], timeout: float | None = None) -> dict[TopicPartition, int]:
+    async def end_offsets(self, partitions: Iterable[PartitionLike],
+                          timeout: float | None = None) -> dict[TopicPartition, int]:
         """The high watermark, or the last stable offset under read_committed."""
         return await self._offsets({_tp(tp): LATEST_TIMESTAMP for tp in partitions}, timeout)
 
@@ -390,7 +400,7 @@ class AIOConsumer:
         found = await fetcher.list_offsets(targets, self._api_timeout_s if timeout is None else timeout)
         return {tp: offset for tp, (offset, _) in found.items()}
 
-    async def offsets_for_times(self, timestamps: Mapping[Any, int], timeout: float | None = None
+    async def offsets_for_times(self, timestamps: Mapping[P, int], timeout: float | None = None
                                 ) -> dict[TopicPartition, int | None]:
         """The earliest offset whose timestamp is at least the given one (ms), per partition;
         None when there is none."""
@@ -405,7 +415,7 @@ class AIOConsumer:
 
     # -- commits -------------------------------------------------------------------------------
 
-    def _commit_offsets(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None
+    def _commit_offsets(self, offsets: Mapping[P, OffsetAndMetadata | int] | None
                         ) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
             return {tp: OffsetAndMetadata(o) for tp, o in self._subscriptions.consumed_offsets().items()}
@@ -417,7 +427,7 @@ class AIOConsumer:
             out[_tp(tp)] = value
         return out
 
-    async def commit(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
+    async def commit(self, offsets: Mapping[P, OffsetAndMetadata | int] | None = None,
                      asynchronous: bool = False, timeout: float | None = None) -> asyncio.Task[None] | None:
         """Commit ``offsets`` (the positions of every assigned partition when None). With
         ``asynchronous`` the commit runs in the background; the returned task completes
@@ -429,7 +439,7 @@ class AIOConsumer:
         await coordinator.commit(values, self._api_timeout_s if timeout is None else timeout)
         return None
 
-    async def committed(self, partitions: Iterable[Any], timeout: float | None = None
+    async def committed(self, partitions: Iterable[PartitionLike], timeout: float | None = None
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets; under read_committed it waits for offsets that an
         open transaction is committing (require_stable, KIP-447)."""
@@ -446,11 +456,11 @@ class AIOConsumer:
 
     # -- flow control, metrics ---------------------------------------------------------------------
 
-    def pause(self, partitions: Iterable[Any]) -> None:
+    def pause(self, partitions: Iterable[PartitionLike]) -> None:
         """Stop fetching these partitions (buffered data is kept for resume)."""
         self._subscriptions.pause(_tp(tp) for tp in partitions)
 
-    def resume(self, partitions: Iterable[Any]) -> None:
+    def resume(self, partitions: Iterable[PartitionLike]) -> None:
         self._subscriptions.resume(_tp(tp) for tp in partitions)
         self._wake()
 
@@ -481,7 +491,9 @@ class Consumer(BlockingFacade):
         self._aio = AIOConsumer(settings, **kwargs)
         self.config = self._aio.config
         self._aio._listener.target = self
-        self._callbacks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # (callback, partitions, done) to run in the caller's thread; None: the call finished.
+        self._callbacks: queue.SimpleQueue[
+            tuple[RebalanceCallback, list[TopicPartition], asyncio.Future[None]] | None] = queue.SimpleQueue()
         self._start_loop(f"eoslog-consumer-heartbeat-thread | {self.config.client_id}",
                          "a blocking consumer call from the consumer's own thread would deadlock",
                          self._aio.start())
@@ -511,7 +523,7 @@ class Consumer(BlockingFacade):
         if callback is None:
             return None
 
-        async def hop(_: Any, partitions: list[TopicPartition]) -> None:
+        async def hop(_: object, partitions: list[TopicPartition]) -> None:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._callbacks.put((callback, partitions, done))
             await done
@@ -521,7 +533,7 @@ class Consumer(BlockingFacade):
     def close(self, timeout: float | None = None) -> None:
         self._close_once(lambda: self._serving_callbacks(self._aio.close(timeout)))
 
-    def assign(self, partitions: Iterable[Any]) -> None:
+    def assign(self, partitions: Iterable[PartitionLike]) -> None:
         tps = list(partitions)
         self._run(lambda: self._aio.assign(tps))
 
@@ -541,35 +553,37 @@ class Consumer(BlockingFacade):
     def unsubscribe(self) -> None:
         self._serving_callbacks(self._aio.unsubscribe())
 
-    def seek(self, partition: Any, offset: int) -> None:
+    def seek(self, partition: PartitionLike, offset: int) -> None:
         self._run(lambda: self._aio.seek(partition, offset))
 
-    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_beginning(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         tps = None if partitions is None else list(partitions)
         self._run(lambda: self._aio.seek_to_beginning(tps))
 
-    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_end(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         tps = None if partitions is None else list(partitions)
         self._run(lambda: self._aio.seek_to_end(tps))
 
-    def position(self, partition: Any, timeout: float | None = None) -> int:
+    def position(self, partition: PartitionLike, timeout: float | None = None) -> int:
         return self._call(self._aio.position(partition, timeout))
 
     def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
         return self._serving_callbacks(self._aio.poll(timeout))
 
-    def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None) -> dict[TopicPartition, int]:
+    def beginning_offsets(self, partitions: Iterable[PartitionLike],
+                          timeout: float | None = None) -> dict[TopicPartition, int]:
         return self._call(self._aio.beginning_offsets(list(partitions), timeout))
 
-    def end_offsets(self, partitions: Iterable[Any], timeout: float | None = None) -> dict[TopicPartition, int]:
+    def end_offsets(self, partitions: Iterable[PartitionLike],
+                    timeout: float | None = None) -> dict[TopicPartition, int]:
         return self._call(self._aio.end_offsets(list(partitions), timeout))
 
-    def offsets_for_times(self, timestamps: Mapping[Any, int], timeout: float | None = None
+    def offsets_for_times(self, timestamps: Mapping[P, int], timeout: float | None = None
                           ) -> dict[TopicPartition, int | None]:
         return self._call(self._aio.offsets_for_times(dict(timestamps), timeout))
 
-    def commit(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None, asynchronous: bool = False,
-               timeout: float | None = None) -> Any:
+    def commit(self, offsets: Mapping[P, OffsetAndMetadata | int] | None = None, asynchronous: bool = False,
+               timeout: float | None = None) -> concurrent.futures.Future[None] | None:
         """Synchronous by default; with ``asynchronous`` a concurrent.futures.Future."""
         values = None if offsets is None else dict(offsets)
         if not asynchronous:
@@ -583,18 +597,18 @@ class Consumer(BlockingFacade):
 
         return self._loop_thread.submit(commit_async())
 
-    def committed(self, partitions: Iterable[Any], timeout: float | None = None
+    def committed(self, partitions: Iterable[PartitionLike], timeout: float | None = None
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._call(self._aio.committed(list(partitions), timeout))
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         return self._run(self._aio.group_metadata)
 
-    def pause(self, partitions: Iterable[Any]) -> None:
+    def pause(self, partitions: Iterable[PartitionLike]) -> None:
         tps = list(partitions)
         self._run(lambda: self._aio.pause(tps))
 
-    def resume(self, partitions: Iterable[Any]) -> None:
+    def resume(self, partitions: Iterable[PartitionLike]) -> None:
         tps = list(partitions)
         self._run(lambda: self._aio.resume(tps))
 
