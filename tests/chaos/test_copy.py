@@ -59,7 +59,7 @@ from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, che
 from cluster_harness import Cluster, find_coordinator
 from harness import BrokerProcess
 from history import OK, History, check
-from kafka_harness import KafkaBroker, KafkaCluster, KafkaNode
+from kafka_harness import KafkaBroker, KafkaCluster, KafkaNode, cluster_marked
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -490,7 +490,7 @@ def at(r: OutputRecord) -> tuple[int, int]:
     return r.partition, r.offset
 
 
-@pytest.mark.parametrize("copy_run", list(SCENARIOS), indirect=True)
+@pytest.mark.parametrize("copy_run", cluster_marked(list(SCENARIOS)), indirect=True)
 def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
     run, s = copy_run, copy_run.s
     run.seed()

@@ -10,10 +10,10 @@ import pytest
 import rawkafka as raw
 from eoslog.records import decode_records, iter_batch_headers
 from harness import wait_until
-from kafka_harness import KINDS, AnyBroker, KafkaCluster, start_broker
+from kafka_harness import KINDS, AnyBroker, KafkaCluster, cluster_marked, start_broker
 
 
-@pytest.fixture(scope="module", params=KINDS)
+@pytest.fixture(scope="module", params=cluster_marked(KINDS))
 def any_broker(request: pytest.FixtureRequest,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnyBroker]:
     b = start_broker(request.param, tmp_path_factory.mktemp(request.param))
@@ -63,7 +63,7 @@ def broker_ids(bootstrap: str) -> set[int]:
     return {int(b.node_id) for b in resp.brokers}
 
 
-@pytest.mark.parametrize("any_broker", ["kafka-cluster"], indirect=True)
+@pytest.mark.parametrize("any_broker", cluster_marked(["kafka-cluster"]), indirect=True)
 def test_cluster_node_killed_and_restarted(any_broker: AnyBroker) -> None:
     cluster = any_broker
     assert isinstance(cluster, KafkaCluster)

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness import wait_until
 from kafka_harness import KafkaCluster
 
+pytestmark = pytest.mark.kafka_cluster  # a 3-node Apache Kafka cluster: -m "not kafka_cluster" skips
 WAIT_S = 180.0
 TRANSACTIONS = 45  # of 12 records each, a third aborted
 Row = tuple[int, int, bytes]  # partition, offset, value
