@@ -52,9 +52,10 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
+import against
 from common import MB, REPO_ROOT, RESULTS_DIR, BrokerProcess, Measurement, git_commit
 from harness import free_port
-from kafka_harness import KafkaBroker, kafka_version
+from kafka_harness import KafkaBroker
 from latency import end_to_end
 from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, create_topic, fetch, high_watermarks, produce
 from transactions import Case, prime_coordinator, run_case, verify
@@ -119,8 +120,8 @@ def start(name: str, src: Path | None, work: Path, metrics: bool = False) -> Bui
     t0 = time.perf_counter()
     broker: BrokerProcess | KafkaBroker
     if src is None:
-        broker = KafkaBroker(work / f"data-{name}", overrides).start()
-        commit: str | None = f"Apache Kafka {kafka_version()}"
+        broker = against.kafka_broker(work / f"data-{name}", overrides).start()
+        commit: str | None = against.kafka_label()
     else:
         src = src.resolve()
         if not (src / "eoslog" / "__init__.py").exists():

@@ -56,6 +56,7 @@ from typing import Any
 
 import psutil
 
+import against
 from baselines import recycle_pages
 from common import MB, RESULTS_DIR, BrokerProcess, prepare_run
 
@@ -384,7 +385,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = datetime.datetime.now(datetime.UTC)
     records = {k: int(v * args.scale) for k, v in (QUICK_RECORDS if args.quick else RECORDS).items()}
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-clients-", args.broker_src)
-    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)}).start()
+    broker = against.broker_for(args, data_dir, {"num.partitions": str(PARTITIONS)}).start()
     assert broker.proc is not None
     broker_cpu = psutil.Process(broker.proc.pid)
     cases = [(role, client, size, equal) for role in args.roles for size in args.sizes for equal in (False, True)
@@ -629,6 +630,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tag", default="", help="results as clients-<tag>-latest.json / .png")
     p.add_argument("--render", type=Path, help="print and plot a saved results JSON again (ratios recomputed)")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    against.add_flag(p)
     args = p.parse_args(argv)
     if args.clients:
         args.producers = [c for c in args.clients.split(",") if c in PRODUCERS]
@@ -636,6 +638,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.rounds is None:
         args.rounds = 1 if args.quick else 2
     return args
+
+
+def figures(results: dict[str, Any]) -> against.Figures:
+    """What ``--against kafka`` compares, per client case: records/s and the broker's CPU per record."""
+    out: against.Figures = {}
+    for key, b in results["best"].items():
+        if b is None:  # no verified round
+            continue
+        out[f"{key} records/s"] = (b["records_s"], True)
+        out[f"{key} broker CPU us/record"] = (round(b["broker_cpu_us_per_record"], 2), False)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -657,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
             name = "clients" + (f"-{saved['tag']}" if saved.get("tag") else "")
             plot_clients(saved, RESULTS_DIR / f"{name}-latest.png")
         return 0
+    if args.against:
+        return against.main("clients", args, run, figures, print)
     results = run(args)
     render(results)
     if not args.no_save:

@@ -33,11 +33,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+import against
 from baselines import loopback_copy, plain_writer, recycle_pages
 from common import (
     MB,
     RESULTS_DIR,
-    BrokerProcess,
     Measurement,
     RssSampler,
     best,
@@ -85,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tag", help="save as core-TAG-<timestamp>.json and core-TAG-latest.{json,png}, "
                    "leaving core-latest alone (e.g. --tag sustained for a long memory run)")
     p.add_argument("--no-save", action="store_true", help="print only; write no JSON/PNG")
+    against.add_flag(p)
     return p.parse_args(argv)
 
 
@@ -116,7 +117,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-", args.broker_src)
     started = datetime.datetime.now().astimezone()
-    console.print(f"[bold]eoslog core benchmark[/]: {total_mb} MB per case ({records:,} records of "
+    side = getattr(args, "side", "eoslog")
+    console.print(f"[bold]eoslog core benchmark[/] on {side}: {total_mb} MB per case ({records:,} records of "
                   f"{RECORD_SIZE} B), {PARTITIONS} partitions; work dir {work} "
                   f"({facts['disk'].get('device')}, {facts['disk'].get('fstype')})")
     console.print(f"machine: {facts['cpu_count']} CPUs, load {facts['load_avg_at_start']}, "
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     limits: dict[str, list[Measurement]] = {}
     produced: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     fetch_runs: list[Measurement] = []
-    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)})
+    broker = against.broker_for(args, data_dir, {"num.partitions": str(PARTITIONS)})
     sampler: RssSampler | None = None
     try:
         console.print("machine limits (before) …")
@@ -331,8 +333,21 @@ def save(results: dict[str, Any], tag: str | None) -> list[Path]:
     return [*paths, png]
 
 
+def figures(results: dict[str, Any]) -> against.Figures:
+    """What ``--against kafka`` compares: MB/s and MB per broker CPU second of each case, peak RSS."""
+    out: against.Figures = {}
+    for key, m in [*results["produce"].items(), ("fetch", results["fetch"])]:
+        out[f"{key} MB/s"] = (m["mb_s"], True)
+        if key in results["mb_per_cpu_s"]:
+            out[f"{key} MB per broker CPU s"] = (results["mb_per_cpu_s"][key], True)
+    out["peak RSS MB"] = (results["rss"]["summary"]["peak_mb"], False)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.against:
+        return against.main("core", args, run, figures, console.print)
     results = run(args)
     render(results)
     if not args.no_save:

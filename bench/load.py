@@ -104,7 +104,8 @@ def open_producer(bootstrap: str, topic: str, config: dict[str, Any], errors: Er
     """A producer with PRODUCER_BASE + ``config``, ready to be timed; returns it and the
     seconds its warm-up took.
 
-    Before any clock starts: create the topic (auto-create) and learn its leaders, and
+    Before any clock starts: create the topic (``create_topic``: Apache Kafka answers an
+    auto-creating Metadata before the partitions exist) and learn its leaders, and
     deliver one record elsewhere so that connections and (for an idempotent or
     transactional producer) the producer id are in place; otherwise start-up costs land
     in the first case. A transactional producer (``transactional.id`` set) is initialised
@@ -113,6 +114,7 @@ def open_producer(bootstrap: str, topic: str, config: dict[str, Any], errors: Er
         "bootstrap.servers": bootstrap, **PRODUCER_BASE, **config,
         "on_delivery": errors.on_delivery, "error_cb": errors.on_error,
     })
+    create_topic(bootstrap, topic)
     md = producer.list_topics(topic, timeout=30)
     parts = len(md.topics[topic].partitions)
     if parts != PARTITIONS:

@@ -76,6 +76,7 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+import against
 from common import RESULTS_DIR, BrokerProcess, prepare_run
 from eoslog.client.producer import Producer as EoslogProducer
 from eoslog.client.types import TopicPartition as EoslogTopicPartition
@@ -83,7 +84,7 @@ from eoslog.spark.log_reader import LogReader
 from eoslog.spark.session import spark_session
 from eoslog.spark.sink import EoslogStreamWriter, stream_task_identity, write_task
 from eoslog.spark.standalone import StandaloneCluster
-from kafka_harness import KafkaBroker, spark_kafka_jars
+from kafka_harness import spark_kafka_jars
 
 CASES = ("at-least-once", "exactly-once")
 
@@ -293,7 +294,7 @@ def main() -> int:
 
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-spark-sink-", None)
     broker = BrokerProcess(data_dir, overrides={"transaction.two.phase.commit.enable": "true"}).start()
-    kafka = KafkaBroker(work / "kafka" / "data").start() if args.against else None
+    kafka = against.kafka_broker(work / "kafka" / "data").start() if args.against else None
     targets = [("", broker.bootstrap)] + ([("@kafka", kafka.bootstrap)] if kafka is not None else [])
     results: dict[str, list[dict[str, Any]]] = {}
     failures: dict[str, str] = {}

@@ -74,6 +74,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from rich.console import Console
 from rich.table import Table
 
+import against
 from baselines import recycle_pages
 from common import (
     MB,
@@ -167,6 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--broker-src", type=Path, default=None,
                    help="run the broker from this eoslog src/ directory (see README)")
     p.add_argument("--no-save", action="store_true", help="print only; write no JSON/PNG")
+    against.add_flag(p)
     args = p.parse_args(argv)
     args.seconds = args.seconds or (QUICK_SECONDS if args.quick else DEFAULT_SECONDS)
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
@@ -419,14 +421,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cases = cases_for(args.intervals, args.controls)
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-txn-", args.broker_src)
     started = datetime.datetime.now().astimezone()
-    console.print(f"[bold]eoslog transactions benchmark[/]: {args.seconds:g} s per case, {args.rounds} round(s), "
+    console.print(f"[bold]eoslog transactions benchmark[/] on {getattr(args, 'side', 'eoslog')}: "
+                  f"{args.seconds:g} s per case, {args.rounds} round(s), "
                   f"{RECORD_SIZE} B records, {PARTITIONS} partitions, commit intervals "
                   f"{', '.join(f'{ms} ms' for ms in args.intervals)}; work dir {work}")
     console.print(f"machine: {facts['cpu_count']} CPUs, load {facts['load_avg_at_start']}, Python {facts['python']}, "
                   f"librdkafka {facts['librdkafka']}; broker from {facts['broker_src']} ({facts['eoslog_commit']})")
     runs: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     failures: list[dict[str, Any]] = []
-    broker = BrokerProcess(data_dir, overrides={"num.partitions": str(PARTITIONS)})
+    broker = against.broker_for(args, data_dir, {"num.partitions": str(PARTITIONS)})
     sampler: RssSampler | None = None
     try:
         broker.start()
@@ -745,10 +748,28 @@ def profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def figures(results: dict[str, Any]) -> against.Figures:
+    """What ``--against kafka`` compares, per case with a verified round: MB/s, MB per broker CPU
+    second, and the p99 commit (transactions) or flush (controls) time."""
+    out: against.Figures = {}
+    for name, c in results["cases"].items():
+        if c is None:
+            continue
+        out[f"{name} MB/s"] = (c["mb_s"], True)
+        if c["mb_per_broker_cpu_s"]:
+            out[f"{name} MB per broker CPU s"] = (c["mb_per_broker_cpu_s"], True)
+        p99 = c.get("latency_ms", {}).get("commit_p99" if c["transactional"] else "flush_p99")
+        if p99:
+            out[f"{name} p99 {'commit' if c['transactional'] else 'flush'} ms"] = (p99, False)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.profile:
         return profile(args)
+    if args.against:
+        return against.main("transactions", args, run, figures, console.print)
     results = run(args)
     render(results)
     if not args.no_save:
