@@ -135,7 +135,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for yy, v in zip(y, values, strict=True):
         ax.text(v, yy, f" {v:.2f}", va="center")
     ax.set_xlabel("eoslog / Kafka (best of each side's rounds)")
-    ax.set_title(f"{results['benchmark']}: eoslog vs {results['kafka']}, {results['rounds']} interleaved "
+    ax.set_title(f"{results['benchmark']}: eoslog vs {results['kafka']}\n{results['rounds']} interleaved "
                  f"rounds each, load {results['load_avg_at_start'][0]} at start")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
