@@ -146,5 +146,5 @@ def render(results: dict[str, Any], print_: Callable[[str], None]) -> None:
     print_(f"eoslog / {results['kafka']} ({results['rounds']} rounds each, interleaved):")
     for name, r in results["ratios_eoslog_over_kafka"].items():
         e, k = results["best"]["eoslog"][name], results["best"]["kafka"][name]
-        print_(f"  {name}: {r['value']:.3f}  (eoslog {e}, Kafka {k}; "
+        print_(f"  {name}: {r['value']:.3f}  (eoslog {e:,.4g}, Kafka {k:,.4g}; "
                f"{'higher' if r['higher_is_better'] else 'lower'} is better)")
