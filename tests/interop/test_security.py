@@ -542,3 +542,64 @@ def test_cli_users_set_password_offline_into_a_data_dir(tmp_path: Path) -> None:
     assert password_matches(Mechanism.SCRAM_SHA_512, cred, "s3cret")
     assert not password_matches(Mechanism.SCRAM_SHA_512, cred, "other")
     assert "s3cret" not in (tmp_path / "scram-credentials.json").read_text()
+
+
+def _outcome(result: Any) -> int | None:
+    """The first Kafka error code among an AdminClient call's futures (None: all succeeded)."""
+    futures = list(result.values()) if isinstance(result, dict) else [result]
+    for f in futures:
+        try:
+            f.result()
+        except KafkaException as e:
+            return int(e.args[0].code())
+    return None
+
+
+def test_admin_apis_refuse_a_principal_without_the_permission_and_serve_a_super_user(
+        secured: SecuredBroker) -> None:
+    """Part of the authorization matrix through librdkafka's AdminClient: bob holds no ACL on
+    these resources and gets Kafka's code for each API; the super user succeeds. (librdkafka
+    2.x aborts on a refused DescribeUserScramCredentials, so that one goes through eoslog's.)"""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    create_topic(secured, "matrix-topic", partitions=1)
+    t, c, g = KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED, (
+        KafkaError.GROUP_AUTHORIZATION_FAILED)
+    calls: dict[str, tuple[Any, int]] = {
+        "DescribeConfigs(topic)": (lambda a: a.describe_configs([ConfigResource("TOPIC", "matrix-topic")]), t),
+        "DescribeConfigs(broker)": (lambda a: a.describe_configs([ConfigResource("BROKER", "0")]), c),
+        "CreatePartitions": (lambda a: a.create_partitions([NewPartitions("matrix-topic", 2)]), t),
+        "DescribeGroups": (lambda a: a.describe_consumer_groups(["matrix-group"]), g),
+        "OffsetFetch": (
+            lambda a: a.list_consumer_group_offsets([ConsumerGroupTopicPartitions("matrix-group")]), g),
+        "CreateAcls": (lambda a: a.create_acls([AclBinding(ResourceType.TOPIC, "x", ResourcePatternType.LITERAL,
+                                                           "User:bob", "*", AclOperation.READ,
+                                                           AclPermissionType.ALLOW)]), c),
+        "CreateTopics": (lambda a: a.create_topics([NewTopic("matrix-new", 1, 1)]), t),
+        "DeleteTopics": (lambda a: a.delete_topics(["matrix-topic"]), t),
+    }
+    bob = AdminClient(secured.rdkafka("SASL_SSL", user="bob"))
+    refused = {name: _outcome(call(bob)) for name, (call, _) in calls.items()}
+    assert refused == {name: code for name, (_, code) in calls.items()}
+    super_user = admin(secured)
+    for name in ("DescribeConfigs(topic)", "DescribeConfigs(broker)", "CreatePartitions"):
+        assert _outcome(calls[name][0](super_user)) is None, name
+    # DescribeUserScramCredentials through eoslog's admin (librdkafka 2.x crashes on this refusal).
+    from eoslog.client import Admin
+    from eoslog.client.admin.types import ConfigResource as EosConfigResource
+    from eoslog.client.admin.types import ConfigResourceType
+
+    # DescribeAcls, DescribeCluster, ListOffsets, DeleteRecords through eoslog's admin too:
+    # librdkafka answers the last three from Metadata (which hides the topic) without asking.
+    from eoslog.client.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    with Admin(eoslog_settings(secured, "SASL_SSL", user="bob")) as eos_bob:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            eos_bob.describe_user_scram_credentials()
+        with pytest.raises(ClusterAuthorizationFailedError):
+            eos_bob.describe_acls((1, None, 1, None, None, 1, 1))
+        with pytest.raises(ClusterAuthorizationFailedError):
+            eos_bob.describe_cluster()
+        with pytest.raises((TopicAuthorizationFailedError, ClusterAuthorizationFailedError)):
+            eos_bob.describe_configs([EosConfigResource(ConfigResourceType.TOPIC, "matrix-topic")])

@@ -28,8 +28,14 @@ if TYPE_CHECKING:
 async def handle_describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> Any:
     module = response_types(ctx)
     if not ctx.allowed_on_cluster(AclOperation.DESCRIBE):
+        # As Kafka's getErrorResponse: the error and its message on top and on each named user
+        # (librdkafka aborts on a refusal without a message).
+        message = "Cluster authorization failed."
         return build(module.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=())
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=message, results=tuple(
+                         build(module.DescribeUserScramCredentialsResult, user=u.name,
+                               error_code=ErrorCode.cluster_authorization_failed, error_message=message,
+                               credential_infos=()) for u in request.users or ()))
     users = ctx.state.security.credentials.users()
     names = list(users) if not request.users else [u.name for u in request.users]
     counts = Counter(names)
