@@ -502,11 +502,15 @@ def _eoslog(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=120)
 
 
+def _command_config(sb: SecuredBroker, path: Path, user: str) -> list[str]:
+    """``--bootstrap-server`` and ``--command-config`` for ``user`` over SASL_SSL (a properties file)."""
+    path.write_text("\n".join(f"{k}={v}" for k, v in sb.rdkafka("SASL_SSL", user=user).items()
+                              if k != "bootstrap.servers") + "\n")
+    return ["--bootstrap-server", sb.address("SASL_SSL"), "--command-config", str(path)]
+
+
 def test_cli_users_and_acls_with_command_config(secured: SecuredBroker, tmp_path: Path) -> None:
-    props = tmp_path / "admin.properties"
-    props.write_text("\n".join(f"{k}={v}" for k, v in secured.rdkafka("SASL_SSL", user="admin").items()
-                               if k != "bootstrap.servers") + "\n")
-    common = ["--bootstrap-server", secured.address("SASL_SSL"), "--command-config", str(props)]
+    common = _command_config(secured, tmp_path / "admin.properties", "admin")
     done = _eoslog("users", "set-password", "dora", "--password", "dora-secret", "--mechanism", "SCRAM-SHA-256",
                    *common)
     assert done.returncode == 0, done.stderr
@@ -529,6 +533,29 @@ def test_cli_users_and_acls_with_command_config(secured: SecuredBroker, tmp_path
     # Without the admin's settings the CLI cannot get in: a readable error, not a hang.
     refused = _eoslog("acls", "list", "--bootstrap-server", secured.address("SASL_SSL"))
     assert refused.returncode != 0
+
+
+def test_cli_topics_produce_consume_with_command_config(secured: SecuredBroker, tmp_path: Path) -> None:
+    """The client commands take --command-config like acls and users: alice's SCRAM settings over
+    SASL_SSL; her ACLs decide what they may do (unit test: every broker command has the option)."""
+    import sys
+
+    alice = _command_config(secured, tmp_path / "alice.properties", "alice")
+    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
+          AclOperation.CREATE, AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED)
+    created = _eoslog("topics", "create", "alice-cli", "--partitions", "1", *alice)
+    assert created.returncode == 0, created.stderr
+    produced = subprocess.run([sys.executable, "-m", "eoslog", "produce", "alice-cli", *alice], input="c0\nc1\n",
+                              capture_output=True, text=True, timeout=120)
+    assert produced.returncode == 0, produced.stderr
+    consumed = _eoslog("consume", "alice-cli", "--from-beginning", "--max-messages", "2", "--timeout-ms", "30000",
+                       *alice)
+    assert consumed.returncode == 0 and consumed.stdout.split() == ["c0", "c1"], consumed.stderr
+    refused = _eoslog("topics", "create", "bob-cli", *alice)  # no CREATE on bob-*: Kafka's refusal, readable
+    assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr
+    create_topic(secured, "hidden-from-alice")
+    listed = _eoslog("topics", "list", *alice)  # Metadata shows her topics only
+    assert "alice-cli" in listed.stdout.split() and "hidden-from-alice" not in listed.stdout, listed.stderr
 
 
 def test_cli_users_set_password_offline_into_a_data_dir(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from eoslog.cli.common import DEFAULT_BOOTSTRAP_SERVER, BootstrapServer, app, open_admin, user_errors
+from eoslog.cli.common import DEFAULT_BOOTSTRAP_SERVER, BootstrapServer, CommandConfig, app, open_admin, user_errors
 from eoslog.client.errors import ElectionNotNeededError
 from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable
 
@@ -161,6 +161,7 @@ def leader_election(
     all_topic_partitions: Annotated[bool, typer.Option("--all-topic-partitions",
                                                        help="Every partition of every topic")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Elect partition leaders, like kafka-leader-election.sh (ElectLeaders on the controller)."""
     from eoslog.client.admin import ElectionType
@@ -172,7 +173,7 @@ def leader_election(
         raise typer.BadParameter("--partition needs --topic")
     kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
     console = Console(highlight=False, soft_wrap=True)
-    with user_errors("leader-election"), open_admin(bootstrap_server) as admin:
+    with user_errors("leader-election"), open_admin(bootstrap_server, command_config=command_config) as admin:
         partitions: list[TopicPartition] | None = None
         if topic is not None:
             if partition is not None:

@@ -15,6 +15,7 @@ DELETE for each ``--delete-config`` (and, beyond kafka-configs.sh, APPEND / SUBT
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,6 +25,7 @@ from rich.table import Table
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
+    CommandConfig,
     CommandError,
     app,
     open_admin,
@@ -100,8 +102,9 @@ def _label(resource: ConfigResource) -> str:
         else f"{kind} {resource.name}"
 
 
-def alter(resource: ConfigResource, ops: list[AlterConfigOp], bootstrap_server: str, validate_only: bool) -> None:
-    with open_admin(bootstrap_server) as admin:
+def alter(resource: ConfigResource, ops: list[AlterConfigOp], bootstrap_server: str, validate_only: bool,
+          command_config: Path | None = None) -> None:
+    with open_admin(bootstrap_server, command_config=command_config) as admin:
         try:
             admin.incremental_alter_configs({resource: ops}, validate_only=validate_only)
         except KafkaProtocolError as e:
@@ -109,8 +112,9 @@ def alter(resource: ConfigResource, ops: list[AlterConfigOp], bootstrap_server: 
     typer.echo(("Validated" if validate_only else "Completed updating") + f" config for {_label(resource)}.")
 
 
-def describe(resource: ConfigResource, bootstrap_server: str, show_all: bool) -> None:
-    with open_admin(bootstrap_server) as admin:
+def describe(resource: ConfigResource, bootstrap_server: str, show_all: bool,
+             command_config: Path | None = None) -> None:
+    with open_admin(bootstrap_server, command_config=command_config) as admin:
         try:
             entries = admin.describe_configs([resource], include_synonyms=True)[resource]
         except KafkaProtocolError as error:
@@ -156,6 +160,7 @@ def configs(
                                                         help="values to remove from a list config")] = None,
     validate_only: Annotated[bool, typer.Option("--validate-only", help="with --alter: check, change nothing")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Describe or alter the configs of a topic, a broker or a group (kafka-configs.sh)."""
     with user_errors("configs"):
@@ -164,9 +169,9 @@ def configs(
         resource = _resource(entity_type, entity_name, entity_default)
         if alter_:
             alter(resource, _ops(add_config, delete_config, append_config, subtract_config), bootstrap_server,
-                  validate_only)
+                  validate_only, command_config)
         else:
-            describe(resource, bootstrap_server, show_all)
+            describe(resource, bootstrap_server, show_all, command_config)
 
 
 @topics_app.command("alter-config")
@@ -178,8 +183,9 @@ def alter_config(
                                                             help="configs to remove (back to the default)")] = None,
     validate_only: Annotated[bool, typer.Option("--validate-only", help="check, change nothing")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Set or remove a topic's config overrides (IncrementalAlterConfigs); in effect at once."""
     with user_errors("topics alter-config"):
         alter(ConfigResource(ConfigResourceType.TOPIC, name), _ops(add_config, delete_config, None, None),
-              bootstrap_server, validate_only)
+              bootstrap_server, validate_only, command_config)

@@ -20,6 +20,7 @@ from rich.table import Table
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
+    CommandConfig,
     CommandError,
     app,
     open_admin,
@@ -62,9 +63,10 @@ def list_command(
         typer.Option("--state", help="Only groups in this state (Stable, Empty, ...); repeatable"),
     ] = None,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """List consumer groups with their state and protocol type (ListGroups)."""
-    with user_errors("groups list"), open_admin(bootstrap_server) as admin:
+    with user_errors("groups list"), open_admin(bootstrap_server, command_config=command_config) as admin:
         groups = admin.list_groups(state or None)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for column in ("GROUP", "STATE", "PROTOCOL-TYPE"):
@@ -79,10 +81,11 @@ def describe_command(
     group: Annotated[str, typer.Argument(help="Group id")],
     members: Annotated[bool, typer.Option("--members", help="One row per member instead of per partition")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Committed offsets, end offsets and lag per partition, and who consumes each."""
     console = table_console()
-    with user_errors("groups describe"), open_admin(bootstrap_server) as admin:
+    with user_errors("groups describe"), open_admin(bootstrap_server, command_config=command_config) as admin:
         info = admin.describe_groups([group])[group]
         committed = {tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
         owners = {tp: m for m in info.members for tp in m.assignment}
@@ -125,6 +128,7 @@ def describe_command(
 def delete_command(
     group: Annotated[list[str], typer.Argument(help="Group id(s)")],
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Delete groups without active members, with their offsets (DeleteGroups)."""
     failed = False
@@ -132,7 +136,7 @@ def delete_command(
         int(ErrorCode.group_id_not_found): "it does not exist",
         int(ErrorCode.non_empty_group): "it has active members",
     }
-    with user_errors("groups delete"), open_admin(bootstrap_server) as admin:
+    with user_errors("groups delete"), open_admin(bootstrap_server, command_config=command_config) as admin:
         for g in dict.fromkeys(group):
             try:
                 admin.delete_groups([g])
@@ -170,9 +174,10 @@ def reset_offsets_command(
         bool, typer.Option("--execute", help="Commit the new offsets (default: only show them)")
     ] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Set a group's committed offsets; new offsets are kept within [log start, end]."""
-    with user_errors("groups reset-offsets"), open_admin(bootstrap_server) as admin:
+    with user_errors("groups reset-offsets"), open_admin(bootstrap_server, command_config=command_config) as admin:
         chosen = [to_earliest, to_latest, to_offset is not None, shift_by is not None]
         if sum(chosen) != 1:
             raise CommandError("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by", 2)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import IO, Annotated
 
 import typer
@@ -27,9 +28,11 @@ from rich.table import Table
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
+    CommandConfig,
     CommandError,
     app,
     check_reachable,
+    command_settings,
     open_admin,
     user_errors,
 )
@@ -155,6 +158,7 @@ def produce(
         int, typer.Option("--batch-size", min=1, help="Bytes of records per batch (batch.size)")
     ] = DEFAULT_BATCH_BYTES,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Produce one record per stdin line; keys via --key-separator.
 
@@ -172,7 +176,7 @@ def produce(
             "compression.type": compression.value, "batch.size": batch_size, "linger.ms": 1000,
             # Plain batches, as Kafka's console producer sends them: no producer id.
             "enable.idempotence": False, "max.request.size": MAX_REQUEST_BYTES,
-            "max.block.ms": METADATA_WAIT_MS,
+            "max.block.ms": METADATA_WAIT_MS, **command_settings(command_config),
         })
         sent = _Sent(topic)
         try:
@@ -312,6 +316,7 @@ def consume(
         IsolationLevel, typer.Option("--isolation-level", help="read_committed hides aborted and open transactions")
     ] = IsolationLevel.read_uncommitted,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Print records to stdout, one line each (the value, like kafka-console-consumer)."""
     start = _parse_start(offset)
@@ -323,14 +328,14 @@ def consume(
     started = False
     try:
         with user_errors("consume"):
-            ids = _partitions_of(bootstrap_server, topic, partition)
+            ids = _partitions_of(bootstrap_server, topic, partition, command_config)
             consumer = Consumer({
                 "bootstrap.servers": bootstrap_server, "client.id": CLIENT_ID, "group.id": None,
                 "enable.auto.commit": False, "isolation.level": isolation_level.value,
                 # Where a position out of range goes (Kafka's console consumer: the start it was given).
                 "auto.offset.reset": "earliest" if from_beginning or start == EARLIEST else "latest",
                 "fetch.max.wait.ms": FETCH_MAX_WAIT_MS, "fetch.max.bytes": FETCH_MAX_BYTES,
-                "max.partition.fetch.bytes": PARTITION_MAX_BYTES,
+                "max.partition.fetch.bytes": PARTITION_MAX_BYTES, **command_settings(command_config),
             })
             try:
                 tps = [TopicPartition(topic, p) for p in ids]
@@ -355,9 +360,10 @@ def consume(
             typer.echo(f"Processed a total of {output.count} messages", err=True)
 
 
-def _partitions_of(bootstrap_server: str, topic: str, partition: int | None) -> list[int]:
+def _partitions_of(bootstrap_server: str, topic: str, partition: int | None,
+                   command_config: Path | None) -> list[int]:
     """The partitions to read; CommandError for an unknown topic or partition."""
-    with open_admin(bootstrap_server) as admin:
+    with open_admin(bootstrap_server, command_config=command_config) as admin:
         try:
             described = admin.describe_topics([topic])[topic]
         except UnknownTopicOrPartitionError:

@@ -15,6 +15,7 @@ from rich.table import Table
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
+    CommandConfig,
     CommandError,
     app,
     open_admin,
@@ -72,11 +73,12 @@ def create(
         bool, typer.Option("--if-not-exists", help="Succeed quietly if the topic exists")
     ] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Create a topic (CreateTopics)."""
     with user_errors("topics create"):
         configs = parse_properties(config, "--config")
-        with open_admin(bootstrap_server) as admin:
+        with open_admin(bootstrap_server, command_config=command_config) as admin:
             new = NewTopic(name, -1 if partitions is None else partitions,
                            -1 if replication_factor is None else replication_factor, configs)
             try:
@@ -96,9 +98,10 @@ def list_topics(
         bool, typer.Option("--exclude-internal", help="Leave out internal topics (__consumer_offsets, ...)")
     ] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """List topic names, one per line."""
-    with user_errors("topics list"), open_admin(bootstrap_server) as admin:
+    with user_errors("topics list"), open_admin(bootstrap_server, command_config=command_config) as admin:
         names = admin.list_topics(internal=not exclude_internal)
     for topic in sorted(names):
         typer.echo(topic)
@@ -108,11 +111,12 @@ def list_topics(
 def describe(
     name: Annotated[str | None, typer.Argument(help="Topic name (default: all topics)")] = None,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Partitions, leader and its epoch, replicas, ISR, offline replicas, log start/end offsets
     and config overrides."""
     console = Console(soft_wrap=True)
-    with user_errors("topics describe"), open_admin(bootstrap_server) as admin:
+    with user_errors("topics describe"), open_admin(bootstrap_server, command_config=command_config) as admin:
         names = [name] if name is not None else sorted(admin.list_topics(internal=True))
         try:
             topics = list(admin.describe_topics(names).values())
@@ -180,11 +184,12 @@ def delete_records(
         help="Delete the records before OFFSET (-1: all of them) in PARTITION, or in every partition "
              "when no partition is given (repeatable)")],
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Delete the records before an offset (DeleteRecords), like kafka-delete-records.sh: each
     partition's log start offset moves there and the segments below it are deleted."""
     console = table_console()
-    with user_errors("topics delete-records"), open_admin(bootstrap_server) as admin:
+    with user_errors("topics delete-records"), open_admin(bootstrap_server, command_config=command_config) as admin:
         try:
             partitions = [p.partition for p in admin.describe_topics([name])[name].partitions]
         except UnknownTopicOrPartitionError:
@@ -223,9 +228,10 @@ def delete(
     name: Annotated[str, typer.Argument(help="Topic name")],
     if_exists: Annotated[bool, typer.Option("--if-exists", help="Succeed quietly if the topic is missing")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Delete a topic (DeleteTopics)."""
-    with user_errors("topics delete"), open_admin(bootstrap_server) as admin:
+    with user_errors("topics delete"), open_admin(bootstrap_server, command_config=command_config) as admin:
         try:
             admin.delete_topics([name])
         except KafkaProtocolError as e:

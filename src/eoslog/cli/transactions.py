@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -49,6 +50,7 @@ from rich.table import Table
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
+    CommandConfig,
     CommandError,
     app,
     open_admin,
@@ -177,8 +179,8 @@ class Cluster:
 
 
 @contextmanager
-def open_cluster(bootstrap_server: str) -> Iterator[Cluster]:
-    with open_admin(bootstrap_server) as admin:
+def open_cluster(bootstrap_server: str, command_config: Path | None = None) -> Iterator[Cluster]:
+    with open_admin(bootstrap_server, command_config=command_config) as admin:
         yield Cluster(admin)
 
 
@@ -362,9 +364,10 @@ def list_command(
         "--transactional-id-pattern", help="Only transactional ids matching this regular expression")] = None,
     output: Output = OutputFormat.table,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """List the transactions every coordinator knows (ListTransactions)."""
-    with user_errors("transactions list"), open_cluster(bootstrap_server) as cluster:
+    with user_errors("transactions list"), open_cluster(bootstrap_server, command_config) as cluster:
         listings = list_transactions(cluster, state or [], producer_id or [], duration_filter,
                                      transactional_id_pattern)
         # ListTransactions does not carry the timeout that marks a 2PC transactional id.
@@ -386,12 +389,13 @@ def describe_command(
         "--transactional-id", help="Transactional id; repeatable")],
     output: Output = OutputFormat.table,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Describe transactional ids at their coordinator (DescribeTransactions).
 
     Producer id and epoch, state, timeout, when the current transaction started, for how long, its partitions.
     """
-    with user_errors("transactions describe"), open_cluster(bootstrap_server) as cluster:
+    with user_errors("transactions describe"), open_cluster(bootstrap_server, command_config) as cluster:
         found = describe_transactions(cluster, transactional_id)
         now = _now_ms()
         for txn_id in transactional_id:
@@ -432,12 +436,13 @@ def describe_producers_command(
         "--broker-id", help="Ask this replica instead of the leader")] = None,
     output: Output = OutputFormat.table,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Describe the active producers of a partition (DescribeProducers).
 
     CurrentTransactionStartOffset is where the producer's open transaction begins.
     """
-    with user_errors("transactions describe-producers"), open_cluster(bootstrap_server) as cluster:
+    with user_errors("transactions describe-producers"), open_cluster(bootstrap_server, command_config) as cluster:
         node = broker_id if broker_id is not None else cluster.leader(topic, partition)
         producers = describe_producers(cluster, [(topic, partition)], node).get((topic, partition), [])
     producers.sort(key=lambda p: p.producer_id)
@@ -462,12 +467,13 @@ def abort_command(
     coordinator_epoch: Annotated[int | None, typer.Option("--coordinator-epoch", help="Coordinator epoch")] = None,
     output: Output = OutputFormat.table,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Abort a hanging transaction in one partition (WriteTxnMarkers).
 
     Writes the ABORT marker at the partition's leader. Only for transactions find-hanging lists.
     """
-    with user_errors("transactions abort"), open_cluster(bootstrap_server) as cluster:
+    with user_errors("transactions abort"), open_cluster(bootstrap_server, command_config) as cluster:
         if start_offset is None and producer_id is None:
             raise CommandError("The transaction to abort must be identified either with --start-offset or "
                                "with --producer-id, --producer-epoch and --coordinator-epoch", 2)
@@ -512,6 +518,7 @@ def find_hanging_command(
              "timeout any producer uses, at most transaction.max.timeout.ms)")] = DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
     output: Output = OutputFormat.table,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
 ) -> None:
     """Find hanging transactions: open in a partition, unknown to every coordinator.
 
@@ -523,7 +530,7 @@ def find_hanging_command(
                                "the scope of the search", 2)
         if partition is not None and topic is None:
             raise CommandError("The --partition argument requires --topic to be provided", 2)
-        with open_cluster(bootstrap_server) as cluster:
+        with open_cluster(bootstrap_server, command_config) as cluster:
             if broker_id is not None and broker_id not in cluster.brokers:
                 raise CommandError(f"broker {broker_id} is not in the cluster (brokers: "
                                    f"{', '.join(str(n) for n in sorted(cluster.brokers))})")
