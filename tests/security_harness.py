@@ -10,6 +10,7 @@ secret is committed: all of it is made at test time.
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,13 @@ class SecuredBroker:
             "group.initial.rebalance.delay.ms": "0",
             **self.overrides,
         })
+
+    def log_digest(self) -> str:
+        """A digest of every log segment's bytes: equal before and after means nothing was written."""
+        h = hashlib.sha256()
+        for path in sorted(self.data.rglob("*.log")):
+            h.update(str(path).encode() + path.read_bytes())
+        return h.hexdigest()
 
     def address(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"

@@ -9,7 +9,6 @@ authorizer made, and the same operation with the ACL succeeds.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -310,18 +309,11 @@ def test_produce_without_topic_write_and_metadata_hides_what_it_may_not_see(secu
 # -- 3. no way around it ---------------------------------------------------------------------------
 
 
-def _log_digest(sb: SecuredBroker) -> str:
-    h = hashlib.sha256()
-    for path in sorted(sb.data.rglob("*.log")):
-        h.update(str(path).encode() + path.read_bytes())
-    return h.hexdigest()
-
-
 def test_every_api_before_authentication_closes_the_connection(secured: SecuredBroker) -> None:
     """Every API key and version eoslog serves, except ApiVersions and the SASL ones, sent
     first on a SASL listener: closed unanswered, and no log byte changes."""
     create_topic(secured, "alice-untouched")
-    before = _log_digest(secured)
+    before = secured.log_digest()
     exempt = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
     tried = 0
     for spec in REGISTRY.values():
@@ -338,7 +330,7 @@ def test_every_api_before_authentication_closes_the_connection(secured: SecuredB
         raw.send(raw.frame(produce_request("alice-untouched", 0, simple_batch([b"sneaky"])))[1])
         assert raw.closed_by_peer()
     assert tried > 100
-    assert _log_digest(secured) == before
+    assert secured.log_digest() == before
 
 
 def test_wrong_password_is_delayed_answered_and_closed_without_logging_it(secured: SecuredBroker) -> None:
