@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 # for the metadata cache to say so.
 _WAIT_FOR_METADATA = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
                                 Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION})
+# The leader has not yet seen what our watch told us (it leads from this epoch, the topic
+# exists): it will within milliseconds, so such a round is retried after LEADER_CATCHING_UP_S
+# rather than replica.fetch.backoff.ms (1 s by default: a failover's first acks=all write
+# waited for it whenever the follower learned of the election before the leader did).
+_LEADER_BEHIND = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_LEADER_EPOCH,
+                            Errors.UNKNOWN_TOPIC_OR_PARTITION})
+LEADER_CATCHING_UP_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,7 @@ class ReplicaFetcher:
         self.settings = settings
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
+        self._leader_behind = False  # this round met _LEADER_BEHIND errors
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
@@ -85,13 +93,14 @@ class ReplicaFetcher:
                 await self._wake.wait()
                 continue
             try:
+                self._leader_behind = False
                 truncating = [tp for tp, s in self.partitions.items() if s.truncating]
                 progressed = await self._truncate(truncating) if truncating else False
                 ready = {tp: s for tp, s in self.partitions.items() if not s.truncating}
                 if ready:
                     progressed = await self._fetch(ready) or progressed
                 if not progressed:  # every partition errored or waits for its leadership to settle
-                    await asyncio.sleep(self.settings.backoff_s)
+                    await asyncio.sleep(LEADER_CATCHING_UP_S if self._leader_behind else self.settings.backoff_s)
             except (ClientError, OSError) as e:  # the leader is unreachable or went away
                 log.debug("fetcher for leader %d: %s", self.leader_id, e)
                 await asyncio.sleep(self.settings.backoff_s)
@@ -145,6 +154,7 @@ class ReplicaFetcher:
                 error = from_code(int(p.error_code))
                 if error is not Errors.NONE:
                     log.debug("%s: OffsetForLeaderEpoch from %d: %s", tp, self.leader_id, error.name)
+                    self._leader_behind |= error in _LEADER_BEHIND
                     continue
                 plog = partition.log
                 cut = follower_truncation(plog.epochs, plog.log_end_offset, plog.high_watermark,
@@ -220,6 +230,7 @@ class ReplicaFetcher:
             return True
         if error not in _WAIT_FOR_METADATA:
             log.warning("%s: fetch from leader %d: %s", tp, self.leader_id, error.name)
+        self._leader_behind |= error in _LEADER_BEHIND
         return False
 
 
