@@ -28,6 +28,7 @@ from eoslog.broker.acls import AclOperation as Op
 from eoslog.broker.acls import ResourceType as Res
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
+from eoslog.records import build_batch
 from rawkafka import (
     EARLIEST,
     LATEST,
@@ -46,7 +47,7 @@ from security_harness import USERS, SecuredBroker, scram_login
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 HIDDEN = -1  # filtering APIs (ListTransactions) refuse by leaving the resource out
-ELECTION_NOT_NEEDED, MEMBER_ID_REQUIRED = 84, 79
+ELECTION_NOT_NEEDED, MEMBER_ID_REQUIRED, NOT_LEADER = 84, 79, 6
 BOB = "User:bob"
 TOPIC, DEL_TOPIC, GROUP = "mx", "mx-del", "mx-group"
 
@@ -124,6 +125,16 @@ class World:
                                           creations=tuple(_acl(principal, n) for n in needs)))
             assert set(error_codes(created)) == {0}
 
+    def add_partition(self, txn: str) -> None:
+        """Make ``txn`` Ongoing with TOPIC's partition 0 in it (the admin's AddPartitionsToTxn v3)."""
+        self.coordinator(txn, 1, init=True)
+        pid, epoch = self.txns[txn]
+        added = self.admin.call(req(
+            "AddPartitionsToTxn", 3, "AddPartitionsToTxnRequest", v3_and_below_transactional_id=txn,
+            v3_and_below_producer_id=i64(pid), v3_and_below_producer_epoch=i16(epoch), v3_and_below_topics=(
+                req("AddPartitionsToTxn", 3, "AddPartitionsToTxnTopic", name=TOPIC, partitions=(i32(0),)),)))
+        assert set(error_codes(added)) == {0}
+
     def add_offsets(self, txn: str) -> None:
         """Make ``txn`` Ongoing with GROUP's offsets in it (the admin's AddOffsetsToTxn)."""
         self.coordinator(txn, 1, init=True)
@@ -133,6 +144,13 @@ class World:
 def add_offsets_request(txn: str, pid: int, epoch: int) -> Any:
     return req("AddOffsetsToTxn", 3, "AddOffsetsToTxnRequest", transactional_id=txn, producer_id=i64(pid),
                producer_epoch=i16(epoch), group_id=GROUP)
+
+
+def transactional_produce_request(w: World, txn: str) -> Any:
+    pid, epoch = w.txns[txn]
+    batch = build_batch([(None, b"t", ())], timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0, transactional=True)
+    return dataclasses.replace(produce_request(TOPIC, 0, batch), transactional_id=txn)
 
 
 def describe_cluster_request() -> Any:
@@ -338,6 +356,24 @@ ROWS: list[Row] = [
     Row("Produce", [Need(Res.TOPIC, TOPIC, Op.WRITE, TOPIC_DENIED)],
         lambda w: produce_request(TOPIC, 0, simple_batch([b"bob"])),
         leaked=lambda r: any(int(p.base_offset) != -1 for p in partitions(r, "responses", "partition_responses"))),
+    Row("Produce", [Need(Res.TRANSACTIONAL_ID, "mx-tp", Op.WRITE, TXN_DENIED),
+                    Need(Res.TOPIC, TOPIC, Op.WRITE, TOPIC_DENIED)],
+        lambda w: transactional_produce_request(w, "mx-tp"), setup=lambda w: w.add_partition("mx-tp"),
+        leaked=lambda r: any(int(p.base_offset) != -1 for p in partitions(r, "responses", "partition_responses")),
+        label="Produce(transactional)"),
+    # Past authorization, a replica id the partition does not have is NOT_LEADER_OR_FOLLOWER (Kafka's answer).
+    Row("Fetch", [Need(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, TOPIC_DENIED)],
+        lambda w: dataclasses.replace(fetch_request(TOPIC, 0, 0), replica_id=i32(1)),
+        codes=lambda r: error_codes(r.responses), label="Fetch(follower)", ok=frozenset({0, NOT_LEADER}),
+        leaked=lambda r: any(p.records or int(p.high_watermark) != -1
+                             for p in partitions(r, "responses", "partitions"))),
+    Row("AddPartitionsToTxn", [Need(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, CLUSTER_DENIED)],
+        lambda w: req("AddPartitionsToTxn", 5, "AddPartitionsToTxnRequest", transactions=(
+            req("AddPartitionsToTxn", 5, "AddPartitionsToTxnTransaction", transactional_id="mx-apt4",
+                producer_id=i64(w.txns["mx-apt4"][0]), producer_epoch=i16(w.txns["mx-apt4"][1]), verify_only=True,
+                topics=(req("AddPartitionsToTxn", 5, "AddPartitionsToTxnTopic", name=TOPIC,
+                            partitions=(i32(0),)),)),)),
+        setup=lambda w: w.add_partition("mx-apt4"), label="AddPartitionsToTxn(broker)"),
     Row("Fetch", [Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
         lambda w: fetch_request(TOPIC, 0, 0), codes=lambda r: error_codes(r.responses),  # top level: sessions
         leaked=lambda r: any(p.records or int(p.high_watermark) != -1
