@@ -50,14 +50,15 @@ def produce_input(bootstrap: str, topic: str, count: int, partitions: int, *, st
 
 def pass_through(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path, *,
                  max_per_trigger: int = 40, sink_options: dict[str, str] | None = None,
-                 available_now: bool = True) -> Any:
-    """Start ``source → sink`` (key and value), ``max_per_trigger`` offsets per micro-batch."""
-    df = (spark.readStream.format("eoslog").option("kafka.bootstrap.servers", bootstrap)
+                 available_now: bool = True, client_options: dict[str, str] | None = None) -> Any:
+    """Start ``source → sink`` (key and value), ``max_per_trigger`` offsets per micro-batch;
+    ``client_options`` (``kafka.*``, e.g. security settings) go to both ends."""
+    client = {"kafka.bootstrap.servers": bootstrap, **(client_options or {})}
+    df = (spark.readStream.format("eoslog").options(**client)
           .option("subscribe", source).option("startingOffsets", "earliest")
           .option("maxOffsetsPerTrigger", str(max_per_trigger)).load())
-    writer = (df.select("key", "value").writeStream.format("eoslog")
-              .option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-              .option("checkpointLocation", str(checkpoint)))
+    writer = (df.select("key", "value").writeStream.format("eoslog").options(**client)
+              .option("topic", sink).option("checkpointLocation", str(checkpoint)))
     for k, v in (sink_options or {}).items():
         writer = writer.option(k, v)
     trigger = {"availableNow": True} if available_now else {"processingTime": "200 milliseconds"}

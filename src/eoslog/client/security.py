@@ -27,6 +27,14 @@ SECURITY_SETTINGS = frozenset({
     "ssl_keystore_type", "ssl_truststore_type", "sasl_mechanism", "sasl_mechanisms", "sasl_username",
     "sasl_password", "sasl_jaas_config",
 })
+
+
+def security_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The security settings among ``settings`` (dotted or underscored names), as given: what
+    every extra client built for the same user (an admin beside a producer) must carry too."""
+    return {k: v for k, v in settings.items() if k.replace(".", "_") in SECURITY_SETTINGS}
+
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -132,7 +132,7 @@ TOPIC_VISIBLE_S = 30.0
 
 def admin_client(options: SinkOptions) -> AIOAdmin:
     """The admin client the sink's driver calls share (``async with``)."""
-    return AIOAdmin({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id})
+    return AIOAdmin(options.connection_settings())
 
 
 async def _partition_count(admin: AIOAdmin, options: SinkOptions) -> int | None:
@@ -188,9 +188,8 @@ async def read_latest_decision_async(options: SinkOptions, key: str, admin: AIOA
     if stable <= begin:
         return None
     wanted = key.encode()
-    consumer = AIOConsumer({"bootstrap.servers": options.bootstrap_servers, "client.id": options.client_id,
-                            "isolation.level": "read_committed", "enable.auto.commit": False,
-                            "auto.offset.reset": "none"})
+    consumer = AIOConsumer(options.connection_settings(**{"isolation.level": "read_committed",
+                                                          "enable.auto.commit": False, "auto.offset.reset": "none"}))
     async with consumer:
         consumer.assign([tp])
         end, window = stable, _FIRST_WINDOW

@@ -23,6 +23,7 @@ from typing import Self
 from eoslog.client.admin import Admin
 from eoslog.client.consumer import Consumer, OffsetOutOfRangeNoResetError
 from eoslog.client.errors import KafkaError
+from eoslog.client.security import security_settings
 from eoslog.client.types import ConsumerRecord, TopicPartition
 
 POLL_S = 0.5
@@ -87,7 +88,7 @@ class LogReader:
         not exist is left out (never auto-created)."""
         if self._admin is None:
             client_id = self.settings.get("client.id")
-            self._admin = Admin({"bootstrap.servers": self.bootstrap_servers,
+            self._admin = Admin({"bootstrap.servers": self.bootstrap_servers, **security_settings(self.settings),
                                  **({"client.id": client_id} if client_id else {})})
         existing = set(self._admin.list_topics())
         wanted = sorted(existing if names is None else existing.intersection(names))

@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from eoslog.client.security import security_settings
 from eoslog.spark.options import kafka_client_options
 
 Mode = Literal["exactly-once", "at-least-once"]
@@ -143,6 +144,12 @@ class SinkOptions:
     @property
     def client_id(self) -> str:
         return self.producer.get("client.id", "eoslog-spark-sink")
+
+    def connection_settings(self, **extra: object) -> dict[str, object]:
+        """Settings for the sink's admin and consumers: where, who (client.id) and how (the
+        security settings among ``kafka.*``)."""
+        return {**security_settings(self.producer), "bootstrap.servers": self.bootstrap_servers,
+                "client.id": self.client_id, **extra}
 
     def producer_settings(self, **extra: object) -> dict[str, object]:
         """Settings for eoslog's Producer: the user's ``kafka.*`` ones, then the sink's own."""
