@@ -236,8 +236,9 @@ def use_broker_src(src: Path | None) -> Path:
     """Make broker subprocesses import eoslog from ``src``: another checkout's ``src``
     directory, or an export of a fixed commit (``git archive HEAD src | tar -x -C DIR``
     plus ``DIR/COMMIT`` holding the commit id). Returns the source in use."""
-    if src is None:
-        return REPO_ROOT / "src"
+    if src is None:  # PYTHONPATH's first entry when it holds eoslog (brokers inherit it)
+        first = Path(os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or REPO_ROOT / "src")
+        return first.resolve() if (first / "eoslog" / "__init__.py").exists() else REPO_ROOT / "src"
     src = src.resolve()
     if not (src / "eoslog" / "__init__.py").exists():
         raise SystemExit(f"{src} has no eoslog package")
