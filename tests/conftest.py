@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import deps
+from cutfs import FUSE_HINT, CutFs, fuse_missing
 from harness import BrokerProcess
 
 
@@ -38,3 +39,15 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     yield b
     if b.alive():
         b.stop()
+
+
+@pytest.fixture(scope="module")
+def cutfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutFs]:
+    """A cutfs mount (tests/cutfs.py) for a module's power-cut tests; fails naming what to
+    install when FUSE is missing."""
+    missing = fuse_missing()
+    deps.require("FUSE for the power-cut file system", missing is None, f"{missing}; {FUSE_HINT}")
+    base = tmp_path_factory.mktemp("powercut")
+    fs = CutFs(base / "mnt", base / "cutfs.log")
+    yield fs
+    fs.unmount()

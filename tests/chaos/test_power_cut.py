@@ -13,7 +13,7 @@ cuts the power; at that moment the broker is ``kill -9``ed, then restarted on wh
 - with Kafka's flush behaviour (``log.flush.policy=kafka``: no fsync before acknowledging)
   the same checks fail on the same file system: they catch what they claim to catch.
 
-One cutfs mount per module; each test has its own data directory on it and its own broker.
+One cutfs mount per module (tests/conftest.py); each test has its own data directory on it and its own broker.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,70 +33,14 @@ from copier import CONFLUENT, EOSLOG
 from test_copy import CopyRun, Scenario
 from test_copy import test_transactional_copy_is_exactly_once as check_copy_run
 
-from cutfs import FUSE_HINT, CutFs, fuse_missing
-from deps import require
-from eoslog.faults import CRASH_ENV
+from cutfs import CutFs
 from eoslog.storage.fileio import fsync_dir
-from harness import BrokerProcess, wait_until
+from harness import wait_until
+from power_cut import PowerCutBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-SMALL_INTERNAL_TOPICS = {
-    "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
-    "group.initial.rebalance.delay.ms": "0",
-}
 CUTS = 3
-
-
-@pytest.fixture(scope="module")
-def cutfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutFs]:
-    missing = fuse_missing()
-    require("FUSE for the power-cut file system", missing is None, f"{missing}; {FUSE_HINT}")
-    base = tmp_path_factory.mktemp("powercut")
-    fs = CutFs(base / "mnt", base / "cutfs.log")
-    yield fs
-    fs.unmount()
-
-
-class PowerCutBroker:
-    """A broker whose data directory is on cutfs; ``power_cut`` drops what was not fsynced."""
-
-    def __init__(self, fs: CutFs, name: str, logs: Path, overrides: dict[str, str]) -> None:
-        self.fs = fs
-        data = fs.mountpoint / name
-        data.mkdir()
-        fsync_dir(fs.mountpoint)  # the test's own directory is durable from the start
-        self.broker = BrokerProcess(data, overrides={**SMALL_INTERNAL_TOPICS, **overrides})
-        self.broker.log_path = logs / f"broker-{name}.log"  # never on the file system that gets cut
-        self.dropped: list[dict[str, Any]] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return self.broker.bootstrap
-
-    def start(self, crash_at: str | None = None) -> PowerCutBroker:
-        if crash_at is None:
-            os.environ.pop(CRASH_ENV, None)
-            self.broker.start()
-        else:
-            os.environ[CRASH_ENV] = crash_at
-            try:
-                self.broker.start()
-            finally:
-                os.environ.pop(CRASH_ENV, None)
-        return self
-
-    def power_cut(self) -> None:
-        """The power goes: unsynced state is gone and nothing more is written (cutfs refuses
-        every operation until thawed); the broker dies; the file system comes back."""
-        self.dropped.append(self.fs.cut())
-        self.broker.kill()
-        self.fs.thaw()
-
-    def stop(self) -> None:
-        """A clean stop: the next test's cut drops nothing of this one's."""
-        if self.broker.alive():
-            self.broker.stop()
 
 
 def test_cutfs_keeps_only_what_was_fsynced(cutfs: CutFs) -> None:

@@ -9,7 +9,8 @@
 - ``all_decisions``: every decision in a decisions topic (a test's own, never compacted:
   the active segment is never cleaned);
 - ``find_hanging``: ``eoslog transactions find-hanging`` over a topic, every open
-  transaction a candidate (``--max-transaction-timeout 0``).
+  transaction a candidate (``--max-transaction-timeout 0``); ``assert_nothing_left_open``:
+  no open transaction in a topic, and find-hanging agrees.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from sink_support import start_driver
+from sink_support import open_transactions, start_driver
 
 from eoslog.spark.decisions import Decision
 from eoslog.spark.standalone import StandaloneCluster
@@ -154,3 +155,11 @@ def find_hanging(bootstrap: str, topic: str) -> tuple[list[Any], str]:
     assert done.returncode == 0, done.stderr
     hanging: list[Any] = json.loads(done.stdout)
     return hanging, done.stderr
+
+
+def assert_nothing_left_open(bootstrap: str, topic: str) -> None:
+    """No transaction open in ``topic`` (LSO = HW everywhere), and find-hanging agrees: nothing
+    hanging, no prepared transaction waiting for its coordinator."""
+    assert open_transactions(bootstrap, topic) == {}
+    hanging, said = find_hanging(bootstrap, topic)
+    assert hanging == [] and "not hanging" not in said, said

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import ClusterDriver, all_decisions, find_hanging
+from cluster_support import ClusterDriver, all_decisions, assert_nothing_left_open
 from sink_support import (
     WAIT_S,
     assert_exactly_once,
@@ -66,14 +66,6 @@ def standalone(cluster: StandaloneCluster) -> StandaloneCluster:
 def state_of(d: TransactionDescription) -> str:
     """A described transaction as a decision names it ("producerId:epoch")."""
     return f"{d.producer_id}:{d.producer_epoch}"
-
-
-def assert_nothing_left_open(bootstrap: str, topic: str) -> None:
-    """No transaction open in ``topic`` (LSO = HW everywhere), and find-hanging agrees: nothing
-    hanging, no prepared transaction waiting for its coordinator."""
-    assert open_transactions(bootstrap, topic) == {}
-    hanging, said = find_hanging(bootstrap, topic)
-    assert hanging == [] and "not hanging" not in said, said
 
 
 def test_exactly_once_with_tasks_in_two_executor_processes(standalone: StandaloneCluster,
