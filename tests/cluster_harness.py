@@ -9,6 +9,7 @@ topics so that start-up stays cheap on a 2-core machine.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from kio.static.primitive import i16, i32
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
-from harness import BrokerProcess, wait_until
+from harness import BrokerProcess, free_port, wait_until
 from netns import Host, Lab
 from rawkafka import RawClient, coordinator_id, request_module
 from zk_harness import start_zookeeper
@@ -88,8 +89,10 @@ def create_topic(bootstrap: str, name: str, partitions: int = -1, replication_fa
 
 class Cluster:
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                 zookeeper: ZooKeeperServer | None = None, lab: Lab | None = None) -> None:
+                 zookeeper: ZooKeeperServer | None = None, lab: Lab | None = None,
+                 per_broker: Callable[[int, int], dict[str, str]] | None = None) -> None:
         """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own).
+        ``per_broker(broker id, its first listener's port)``: overrides of one broker (listeners).
         ``lab``: each broker in a network namespace of its own (tests/netns.py), ZooKeeper in
         the test's namespace on the lab's bridge."""
         self.root = root
@@ -100,6 +103,7 @@ class Cluster:
         self.zookeeper = zookeeper
         self._own_zookeeper = zookeeper is None
         self.brokers: dict[int, BrokerProcess] = {}
+        self.per_broker = per_broker
 
     def start(self) -> Cluster:
         if self.zookeeper is None:
@@ -115,8 +119,10 @@ class Cluster:
             if self.lab is not None:
                 host = self.hosts[i] = self.lab.add_host(f"b{i}")
                 placement = {"host": host.address, "prefix": host.command()}
-            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", overrides={
-                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect}, **placement)
+            port = free_port()
+            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
+                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
+                **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
         self._in_parallel([b.start for b in self.brokers.values()])
         self.wait_for(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self

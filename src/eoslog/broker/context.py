@@ -88,10 +88,10 @@ class BrokerState:
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """This node alone (at ``listener``'s address), or every registered broker of the
-        cluster (by id; a cluster registers its first listener only, docs/security.md)."""
+        cluster (by id, at the address each registered for ``listener``)."""
         if self.cluster is None:
             return [BrokerEndpoint(self.node_id, *self.endpoint(listener))]
-        return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack)
+        return [BrokerEndpoint(b.broker_id, *b.address(listener), b.rack)
                 for _, b in sorted(self.cluster.metadata.brokers.items())]
 
     def partition_exists(self, topic: str, partition: int) -> bool:

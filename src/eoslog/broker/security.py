@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from eoslog.broker.acls import (
     CLUSTER_NAME,
@@ -37,7 +37,7 @@ from eoslog.broker.credentials import CredentialStore
 from eoslog.broker.listeners import Listener, SecurityProtocol, listener_value
 from eoslog.config import BrokerConfig, ConfigError
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.scram import AuthenticationFailed, Mechanism, ScramServer, plain_authenticate
+from eoslog.protocol.scram import AuthenticationFailed, Mechanism, ScramCredential, ScramServer, plain_authenticate
 
 decision_log = logging.getLogger("eoslog.authorizer")
 log = logging.getLogger(__name__)
@@ -133,6 +133,7 @@ class Security:
         self.config = config
         self.credentials = CredentialStore(config.log_dir)
         self.acl_store = AclStore(config.log_dir)
+        self.remote: RemoteSecurityStore | None = None  # set in cluster mode
         authorizer = str(config["authorizer.class.name"]).strip()
         if authorizer and authorizer.rsplit(".", 1)[-1] not in KNOWN_AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name={authorizer}: eoslog serves StandardAuthorizer only")
@@ -240,8 +241,29 @@ class Security:
                          principal, "Allowed" if result else "Denied", operation.name, resource_type.name, api)
         return result
 
-    def replace_acls(self, acls: Iterable[AclBinding]) -> None:
-        self.acl_store.replace(acls)
+    async def store_acls(self, acls: Iterable[AclBinding]) -> None:
+        """Store the new set durably (ZooKeeper in cluster mode, the local file otherwise); in
+        effect here from the next check."""
+        if self.remote is not None:
+            await self.remote.store_acls(acls)
+        else:
+            self.acl_store.replace(acls)
+
+    async def store_credentials(self, upserts: list[tuple[str, Mechanism, ScramCredential]],
+                                deletions: list[tuple[str, Mechanism]]) -> None:
+        if self.remote is not None:
+            await self.remote.store_credentials(upserts, deletions)
+        else:
+            self.credentials.apply(upserts, deletions)
+
+
+class RemoteSecurityStore(Protocol):
+    """Where a cluster keeps ACLs and credentials for every broker (cluster/security_store.py)."""
+
+    async def store_acls(self, acls: Iterable[AclBinding]) -> None: ...
+
+    async def store_credentials(self, upserts: list[tuple[str, Mechanism, ScramCredential]],
+                                deletions: list[tuple[str, Mechanism]]) -> None: ...
 
 
 CLUSTER = (ResourceType.CLUSTER, CLUSTER_NAME)

@@ -124,6 +124,8 @@ class Broker:
         cluster_id = None
         if self.cluster is not None:
             cluster_id = await self.cluster.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
+            from eoslog.cluster.security_store import ZkSecurityStore  # kazoo only in cluster mode
+            await ZkSecurityStore(self.cluster.zk, self.state.security).start()
         else:
             replication = internal_topic_replication(self.config, brokers=1)
             if replication.warning is not None:
@@ -145,7 +147,8 @@ class Broker:
         if self.metrics_server is not None:
             await self.metrics_server.start()
         if self.cluster is not None:
-            await self.cluster.join(self.state.advertised_host, self.state.advertised_port)
+            await self.cluster.join(self.state.advertised_host, self.state.advertised_port,
+                                    self.state.advertised_by_listener)
             self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms,
                                            self._coordinator_elected, self._coordinator_resigned)
         self.state.serving.set()

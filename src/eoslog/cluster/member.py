@@ -99,6 +99,7 @@ class ClusterMember:
         ), on_deposed=self._end_controllership)
         self.registration: BrokerRegistration | None = None
         self._address: tuple[str, int] | None = None
+        self._listeners: dict[str, tuple[str, int]] = {}
         self._watch_tokens: dict[str, object] = {}
         self._brokers = _Refresher(self._refresh_brokers)
         self._shutdowns = _Refresher(self._refresh_shutdown_requests)
@@ -129,8 +130,9 @@ class ClusterMember:
         self.metadata.cluster_id = cluster_id
         return cluster_id
 
-    async def join(self, host: str, port: int) -> None:
+    async def join(self, host: str, port: int, listeners: dict[str, tuple[str, int]] | None = None) -> None:
         self._address = (host, port)
+        self._listeners = dict(listeners or {})
         await self._register()
         await self._watch()
         await load_metadata(self.zk, self.metadata)
@@ -142,7 +144,7 @@ class ClusterMember:
     async def _register(self) -> None:
         assert self._address is not None
         rack = str(self.config["broker.rack"]) or None
-        registration = BrokerRegistration(self.broker_id, *self._address, rack)
+        registration = BrokerRegistration(self.broker_id, *self._address, rack, listeners=self._listeners)
         path = znodes.broker_path(self.broker_id)
         # A broker restarted after kill -9 finds its old session's registration until
         # ZooKeeper expires it (zookeeper.session.timeout.ms); only then may it register.

@@ -139,9 +139,10 @@ class ZkSession:
     # -- writes ---------------------------------------------------------------------------
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-                     makepath: bool = False) -> None:
+                     makepath: bool = False, sequence: bool = False) -> None:
         """Raises kazoo's NodeExistsError when ``path`` exists."""
-        await self._await(self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath))
+        await self._await(self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath,
+                                                   sequence=sequence))
 
     async def ensure_path(self, path: str) -> None:
         with contextlib.suppress(NodeExistsError):

@@ -123,12 +123,19 @@ class BrokerRegistration:
     # The registration znode's czxid (Kafka's broker epoch): tells one life of a broker id
     # from the next. -1 until read back from ZooKeeper.
     epoch: int = -1
+    # Every listener's advertised address (name → (host, port)); Metadata answers a client
+    # with the addresses of the listener it came in on. Empty: the first one only (PLAINTEXT).
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict, compare=False)
+
+    def address(self, listener: str | None) -> tuple[str, int]:
+        return self.listeners.get(listener or "", (self.host, self.port))
 
     def encode(self, timestamp_ms: int) -> bytes:
+        listeners = self.listeners or {"PLAINTEXT": (self.host, self.port)}
         return _dumps({
             "version": 5, "host": self.host, "port": self.port,
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{name}://{h}:{p}" for name, (h, p) in listeners.items()],
+            "listener_security_protocol_map": {name: name for name in listeners},
             "jmx_port": -1, "rack": self.rack, "timestamp": str(timestamp_ms), "features": {},
         })
 
@@ -143,7 +150,12 @@ class BrokerRegistration:
             host, _, port_text = endpoint.rpartition(":")
             port = int(port_text)
         rack = doc.get("rack")
-        return cls(broker_id, str(host), int(port), None if rack is None else str(rack), epoch)
+        listeners = {}
+        for endpoint in doc.get("endpoints", []):
+            name, _, address = str(endpoint).partition("://")
+            h, _, p = address.rpartition(":")
+            listeners[name] = (h, int(p))
+        return cls(broker_id, str(host), int(port), None if rack is None else str(rack), epoch, listeners)
 
 
 # -- /controller, /controller_epoch -----------------------------------------------------------

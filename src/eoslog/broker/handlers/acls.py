@@ -82,7 +82,7 @@ async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) ->
         if reason is None:
             new.append(acl)
     if new:
-        ctx.state.security.replace_acls([*ctx.state.security.acl_store.acls, *new])
+        await ctx.state.security.store_acls([*ctx.state.security.acl_store.acls, *new])
     return build(module.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
         build(module.AclCreationResult, error_code=code, error_message=msg) for code, msg in results))
 
@@ -107,7 +107,7 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
                                  operation=a.operation, permission_type=a.permission) for a in matched)))
     kept = [a for a in current if not any(f.matches(a) for f in filters)]
     if len(kept) != len(current):
-        ctx.state.security.replace_acls(kept)
+        await ctx.state.security.store_acls(kept)
     return build(module.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(results))
 
 

@@ -102,7 +102,7 @@ async def handle_alter(ctx: RequestContext, request: AlterUserScramCredentialsRe
         else:
             upserts.append((u.name, mech, credential_from_salted(mech, u.salted_password, u.salt, int(u.iterations))))
     if upserts or deletions:
-        store.apply(upserts, deletions)
+        await ctx.state.security.store_credentials(upserts, deletions)
     return build(module.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(
         build(module.AlterUserScramCredentialsResult, user=name, error_code=errors.get(name, (ErrorCode.none,))[0],
               error_message=errors[name][1] or None if name in errors else None)

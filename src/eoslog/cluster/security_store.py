@@ -1,0 +1,150 @@
+"""SCRAM credentials and ACLs in ZooKeeper, as Kafka's ZooKeeper era kept them, so every
+broker of a cluster sees what one broker was told (docs/security.md, "Cluster mode").
+
+- ``/config/users/<user>``: ``{"version":1,"config":{"SCRAM-SHA-512":"salt=..,stored_key=..,
+  server_key=..,iterations=N"}}`` (salted keys only), announced by a sequential
+  ``/config/changes/config_change_`` znode ``{"version":2,"entity_path":"users/<user>"}``.
+- ``/kafka-acl/<ResourceType>/<name>`` (LITERAL) and ``/kafka-acl-extended/prefixed/<ResourceType>/
+  <name>`` (PREFIXED): ``{"version":1,"acls":[{"principal","permissionType","operation","host"}]}``,
+  announced by a sequential ``/kafka-acl-changes/acl_changes_`` znode (``Type:PATTERN:name``).
+
+Every broker watches the two change paths and reloads the whole set on a change (it is small);
+the broker that wrote applies the new set at once, before answering. The local files
+(acls.json, scram-credentials.json) stay as each broker's cache of what it last loaded.
+ZooKeeper is the consensus; nothing here decides an order beyond its znode versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
+
+from eoslog.broker.acls import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
+from eoslog.broker.security import Security
+from eoslog.cluster.zk import ZkSession
+from eoslog.protocol.scram import Mechanism, ScramCredential
+
+log = logging.getLogger(__name__)
+
+USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+ACLS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
+ACL_CHANGES = "/kafka-acl-changes"
+# Kafka's names in the znodes: "Topic", "TransactionalId", "Allow", "IdempotentWrite"...
+_CAMEL = {t: "".join(w.capitalize() for w in t.name.split("_")) for t in (*ResourceType, *AclOperation,
+                                                                            *PermissionType)}
+
+
+E = TypeVar("E", ResourceType, AclOperation, PermissionType)
+
+
+def _from_camel(cls: type[E], name: str) -> E:
+    return next(v for v in cls if _CAMEL[v] == name)
+
+
+def credential_text(c: ScramCredential) -> str:
+    d = c.to_json()
+    return f"salt={d['salt']},stored_key={d['stored_key']},server_key={d['server_key']},iterations={d['iterations']}"
+
+
+def credential_from_text(text: str) -> ScramCredential:
+    return ScramCredential.from_json(dict(part.split("=", 1) for part in text.split(",")))  # type: ignore[arg-type]
+
+
+class ZkSecurityStore:
+    def __init__(self, zk: ZkSession, security: Security) -> None:
+        self.zk = zk
+        self.security = security
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        for path in (USERS, CONFIG_CHANGES, ACL_CHANGES, *ACLS.values()):
+            await self.zk.ensure_path(path)
+        await self.zk.watch_children(CONFIG_CHANGES, lambda _p, _c: self._spawn(self.load_credentials()))
+        await self.zk.watch_children(ACL_CHANGES, lambda _p, _c: self._spawn(self.load_acls()))
+        await self.load_credentials()
+        await self.load_acls()
+        self.security.remote = self
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)  # kept until done: the loop holds tasks weakly
+        task.add_done_callback(self._tasks.discard)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def load_credentials(self) -> None:
+        async with self._lock:
+            users: dict[str, dict[Mechanism, ScramCredential]] = {}
+            for child in await self.zk.children(USERS):
+                node = await self.zk.get(f"{USERS}/{child}")
+                if node is None:
+                    continue
+                config = json.loads(node.data or b"{}").get("config", {})
+                mechs = {Mechanism(m): credential_from_text(v) for m, v in config.items()
+                         if m in {x.value for x in Mechanism}}
+                if mechs:
+                    users[unquote(child)] = mechs
+            store = self.security.credentials
+            current = store.users()
+            store.apply([(u, m, c) for u, ms in users.items() for m, c in ms.items()],
+                        [(u, m) for u, ms in current.items() for m in ms if m not in users.get(u, {})])
+
+    async def load_acls(self) -> None:
+        async with self._lock:
+            acls: list[AclBinding] = []
+            for pattern, root in ACLS.items():
+                for rtype in await self.zk.children(root):
+                    for name in await self.zk.children(f"{root}/{rtype}"):
+                        node = await self.zk.get(f"{root}/{rtype}/{name}")
+                        for a in json.loads(node.data or b"{}").get("acls", []) if node is not None else []:
+                            acls.append(AclBinding(
+                                _from_camel(ResourceType, rtype), unquote(name), pattern, a["principal"], a["host"],
+                                _from_camel(AclOperation, a["operation"]),
+                                _from_camel(PermissionType, a["permissionType"])))
+            self.security.acl_store.replace(acls)
+
+    # -- writing (then applied here at once; the other brokers follow their watch) -----------
+
+    async def store_credentials(self, upserts: list[tuple[str, Mechanism, ScramCredential]],
+                                deletions: list[tuple[str, Mechanism]]) -> None:
+        users = self.security.credentials.users()
+        touched = {u for u, _m, _c in upserts} | {u for u, _m in deletions}
+        for user, mech in deletions:
+            users.get(user, {}).pop(mech, None)
+        for user, mech, cred in upserts:
+            users.setdefault(user, {})[mech] = cred
+        for user in sorted(touched):
+            doc = {"version": 1, "config": {str(m): credential_text(c) for m, c in users.get(user, {}).items()}}
+            await self._put(f"{USERS}/{quote(user, safe='')}", json.dumps(doc).encode())
+            await self.zk.create(f"{CONFIG_CHANGES}/config_change_", json.dumps(
+                {"version": 2, "entity_path": f"users/{user}"}).encode(), sequence=True)
+        await self.load_credentials()
+
+    async def store_acls(self, acls: Iterable[AclBinding]) -> None:
+        new = tuple(dict.fromkeys(acls))
+        old = self.security.acl_store.acls
+        resources = {(a.pattern_type, a.resource_type, a.resource_name) for a in (*old, *new)}
+        for pattern, rtype, name in sorted(resources):
+            before = [a for a in old if (a.pattern_type, a.resource_type, a.resource_name) == (pattern, rtype, name)]
+            after = [a for a in new if (a.pattern_type, a.resource_type, a.resource_name) == (pattern, rtype, name)]
+            if before == after:
+                continue
+            doc = {"version": 1, "acls": [{"principal": a.principal, "permissionType": _CAMEL[a.permission],
+                                           "operation": _CAMEL[a.operation], "host": a.host} for a in after]}
+            await self._put(f"{ACLS[pattern]}/{_CAMEL[rtype]}/{quote(name, safe='')}", json.dumps(doc).encode())
+            await self.zk.create(f"{ACL_CHANGES}/acl_changes_", f"{_CAMEL[rtype]}:{pattern.name}:{name}".encode(),
+                                 sequence=True)
+        await self.load_acls()
+
+    async def _put(self, path: str, data: bytes) -> None:
+        node = await self.zk.get(path)
+        if node is None:
+            await self.zk.create(path, data, makepath=True)
+        else:
+            await self.zk.set(path, data, node.version)
