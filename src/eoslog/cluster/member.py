@@ -109,8 +109,13 @@ class ClusterMember:
         self._election: Any = None  # kazoo's Election (untyped)
         self._controllership_over: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        # The inter-broker channel: followers' fetches, the transaction coordinator's markers.
-        self.channel = BrokerChannel(self.metadata, self.broker_id, int(config["replica.socket.timeout.ms"]))
+        # Inter-broker channels, each with its own connections as Kafka's fetcher threads and
+        # marker channel manager have: a broker serves one request at a time per connection,
+        # so a WriteTxnMarkers waiting for its markers' replication (group commit) must not sit
+        # ahead of the follower fetches that replicate them.
+        timeout_ms = int(config["replica.socket.timeout.ms"])
+        self.channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms)  # markers, verification
+        self.fetch_channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms)  # followers' fetches
         self.internal_topic_creations: dict[str, asyncio.Task[None]] = {}
         self.fetchers: FetcherManager | None = None
         self.leadership: Leadership | None = None
@@ -306,7 +311,7 @@ class ClusterMember:
         """Follow the partition states: lead, follow (fetchers), keep the ISR. ``on_leader``
         and ``on_follower`` hear of every role change (the coordinators' partitions)."""
         c = self.config
-        self.fetchers = FetcherManager(self.channel, replicas, FetcherSettings(
+        self.fetchers = FetcherManager(self.fetch_channel, replicas, FetcherSettings(
             broker_id=self.broker_id, max_wait_ms=int(c["replica.fetch.wait.max.ms"]),
             min_bytes=int(c["replica.fetch.min.bytes"]), max_bytes=int(c["replica.fetch.response.max.bytes"]),
             partition_max_bytes=int(c["replica.fetch.max.bytes"]), backoff_s=int(c["replica.fetch.backoff.ms"]) / 1000,
@@ -322,6 +327,7 @@ class ClusterMember:
         back into the ISR."""
         if self.leadership is not None:
             self.leadership.stop()
+        self.fetch_channel.close()
         self.channel.close()
 
     def partition_exists(self, tp: TopicPartition) -> bool:
