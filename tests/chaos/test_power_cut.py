@@ -2,7 +2,8 @@
 system that keeps in memory every write no fsync covered and throws it away when the test
 cuts the power; at that moment the broker is ``kill -9``ed, then restarted on what survived.
 
-- acknowledged acks=all writes of librdkafka's and eoslog's idempotent producers survive
+- acknowledged acks=all writes of librdkafka's, kafka-python's, aiokafka's and eoslog's
+  idempotent producers survive
   three cuts, at the offsets their acknowledgements named, with no duplicate;
 - a cut at each point of the commit path (before PrepareCommit, after it, after the markers,
   after CompleteCommit) leaves the transaction — its records in three partitions and its
@@ -18,6 +19,7 @@ One cutfs mount per module (tests/conftest.py); each test has its own data direc
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -29,7 +31,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from copier import CONFLUENT, EOSLOG
+from copier import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON
 from test_copy import CopyRun, Scenario
 from test_copy import test_transactional_copy_is_exactly_once as check_copy_run
 
@@ -118,8 +120,19 @@ class AckedWriter:
     def _run(self) -> None:
         if self.client == CONFLUENT:
             self._run_confluent()
+        elif self.client == KAFKA_PYTHON:
+            self._run_kafka_python()
+        elif self.client == AIOKAFKA:
+            asyncio.run(self._run_aiokafka())
         else:
             self._run_eoslog()
+
+    def _on_done(self, value: bytes, md: Any, error: BaseException | None) -> None:
+        """A delivery report of a Python client: its metadata carries ``partition``/``offset``."""
+        if error is not None:
+            self.errors[type(error).__name__] += 1
+        else:
+            self.acked[value] = (md.partition, md.offset)
 
     def _run_confluent(self) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
@@ -147,19 +160,11 @@ class AckedWriter:
         p = EoslogProducer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                             "linger.ms": 5, "delivery.timeout.ms": 120_000, "reconnect.backoff.max.ms": 500})
 
-        def delivered(value: bytes) -> Any:
-            def done(md: Any, error: Exception | None) -> None:
-                if error is not None:
-                    self.errors[type(error).__name__] += 1
-                else:
-                    self.acked[value] = (md.partition, md.offset)
-            return done
-
         i = 0
         while not self._stop.is_set():
             value = f"{self.client}-{i}".encode()
             try:
-                p.send(self.topic, value, partition=i % 2, on_delivery=delivered(value))
+                p.send(self.topic, value, partition=i % 2, on_delivery=lambda md, e, v=value: self._on_done(v, md, e))
                 i += 1
             except Exception as e:  # buffer full while the broker is down
                 self.errors[type(e).__name__] += 1
@@ -167,6 +172,57 @@ class AckedWriter:
             if i % 100 == 0:
                 time.sleep(0.01)
         p.close(150)
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5,
+                          request_timeout_ms=30_000, delivery_timeout_ms=120_000, max_block_ms=1_000,
+                          reconnect_backoff_max_ms=500)
+        i = 0
+        while not self._stop.is_set():
+            value = f"{self.client}-{i}".encode()
+            try:
+                f = p.send(self.topic, value, partition=i % 2)
+                f.add_callback(lambda md, v=value: self._on_done(v, md, None))
+                f.add_errback(lambda e, v=value: self._on_done(v, None, e))
+                i += 1
+            except Exception as e:  # buffer full while the broker is down (KafkaTimeoutError)
+                self.errors[type(e).__name__] += 1
+            if i % 100 == 0:
+                time.sleep(0.01)
+        p.flush(150)
+        p.close(30)
+
+    async def _run_aiokafka(self) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        p = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5,
+                             request_timeout_ms=120_000, retry_backoff_ms=200)
+        await p.start()
+
+        def report(value: bytes) -> Any:
+            def done(f: asyncio.Future[Any]) -> None:
+                if f.cancelled():
+                    self.errors["cancelled"] += 1
+                else:
+                    error = f.exception()
+                    self._on_done(value, None if error else f.result(), error)
+            return done
+
+        i = 0
+        while not self._stop.is_set():
+            value = f"{self.client}-{i}".encode()
+            try:  # send waits while the buffer is full
+                (await p.send(self.topic, value, partition=i % 2)).add_done_callback(report(value))
+                i += 1
+            except Exception as e:
+                self.errors[type(e).__name__] += 1
+                await asyncio.sleep(0.05)
+            if i % 100 == 0:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(p.flush(), 150)
+        await p.stop()
 
 
 def lost_or_doubled(acked: dict[bytes, tuple[int, int]], log: dict[tuple[int, int], bytes]) -> list[str]:
@@ -183,12 +239,12 @@ def test_acknowledged_writes_survive_power_cuts(cutfs: CutFs, tmp_path: Path, po
     node = PowerCutBroker(cutfs, f"acks-{policy}", tmp_path, {"log.flush.policy": policy}).start()
     try:
         create_topic(node.bootstrap, "acked", 2)
-        writers = [AckedWriter(CONFLUENT, node.bootstrap, "acked").start(),
-                   AckedWriter(EOSLOG, node.bootstrap, "acked").start()]
+        writers = [AckedWriter(client, node.bootstrap, "acked").start()
+                   for client in (CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG)]
         for cut in range(CUTS):
             before = [len(w.acked) for w in writers]
             wait_until(lambda b=before: all(len(w.acked) > n + 200 for w, n in zip(writers, b, strict=True)),
-                       f"both writers acknowledged after restart {cut}", 120)
+                       f"every writer acknowledged after restart {cut}", 120)
             node.power_cut()
             node.start()
         time.sleep(2)
@@ -200,7 +256,8 @@ def test_acknowledged_writes_survive_power_cuts(cutfs: CutFs, tmp_path: Path, po
     acked = {v: at for w in writers for v, at in w.acked.items()}
     problems = lost_or_doubled(acked, log)
     report = f"{policy}: {len(acked)} acknowledged, {len(log)} stored, cuts dropped {node.dropped}, " \
-             f"writer errors {[dict(w.errors) for w in writers]}"
+             f"acknowledged per writer {({w.client: len(w.acked) for w in writers})}, " \
+             f"writer errors {({w.client: dict(w.errors) for w in writers})}"
     print(report)
     if policy == "group-commit":
         assert not problems, "\n".join(problems) + "\n" + report
