@@ -5,8 +5,8 @@ broker and the Spark sink can be armed to fail exactly there. The code at such a
 one function here; unarmed, that is a set look-up and nothing happens. Armed by:
 
 - ``EOSLOG_TEST_CRASH_AT`` (environment of the broker process): the transaction coordinator
-  SIGKILLs its broker at ``before_prepare`` | ``after_prepare`` | ``after_markers`` |
-  ``after_complete`` of a transaction it ends (``CrashPoints``);
+  SIGKILLs its broker at ``before_prepare`` | ``after_prepare`` | ``between_markers`` |
+  ``after_markers`` | ``after_complete`` of a transaction it ends (``CrashPoints``);
 - the Spark sink's ``eoslog.sink.test.failAt`` option (``spark.sink_options.FaultPoints``):
   the driver's commit raises or pauses (``pause_until_released``) around its decision, a write
   task's Python worker exits as a crash would (``exit_now``) or pauses with its transaction

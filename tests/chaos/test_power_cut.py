@@ -5,8 +5,9 @@ cuts the power; at that moment the broker is ``kill -9``ed, then restarted on wh
 - acknowledged acks=all writes of librdkafka's, kafka-python's, aiokafka's and eoslog's
   idempotent producers survive
   three cuts, at the offsets their acknowledgements named, with no duplicate;
-- a cut at each point of the commit path (before PrepareCommit, after it, after the markers,
-  after CompleteCommit) leaves the transaction — its records in three partitions and its
+- a cut at each point of the commit path (before PrepareCommit, after it, between markers —
+  one partition's marker fsynced, the others never written —, after the markers, after
+  CompleteCommit) leaves the transaction — its records in three partitions and its
   offset commit — wholly committed or wholly aborted, and wholly committed if the producer
   was told it committed;
 - the transactional copy test (test_copy.py) with three power cuts: no duplicate, no loss,
@@ -268,7 +269,7 @@ def test_acknowledged_writes_survive_power_cuts(cutfs: CutFs, tmp_path: Path, po
 
 # -- the commit path -------------------------------------------------------------------------------
 
-COMMIT_POINTS = ["before_prepare", "after_prepare", "after_markers", "after_complete"]
+COMMIT_POINTS = ["before_prepare", "after_prepare", "between_markers", "after_markers", "after_complete"]
 OUT_PARTITIONS = 3
 PER_PARTITION = 3
 GROUP = "power-cut-group"

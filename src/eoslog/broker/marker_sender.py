@@ -7,6 +7,10 @@ WriteTxnMarkers request from another broker takes); another broker's partitions 
 WriteTxnMarkers request over the inter-broker channel (cluster mode). A destination that
 cannot be reached answers NETWORK_EXCEPTION for its partitions: the marker channel tries
 again after its back-off, with the leaders it knows then.
+
+Test hook: armed with ``between_markers`` (``eoslog.faults``), the local path writes the
+first partition's marker alone, waits for its acknowledgement (fsynced with group commit),
+then SIGKILLs the broker: a crash between markers, the others never written.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from eoslog.client.errors import KafkaError as ClientError
 from eoslog.client.versions import ApiVersionTable
 from eoslog.coordinator.transaction import TxnMarker
+from eoslog.coordinator.transaction.coordinator import CRASH_POINTS
 from eoslog.errors import Errors
+from eoslog.faults import CrashPoints
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import from_code
 from eoslog.protocol.messages import build, request_types
@@ -36,14 +42,19 @@ MARKER_WRITE_TIMEOUT_MS = 30_000
 class MarkerSender:
     """The coordinator's ``MarkerSender``: node id, markers → one result per marker."""
 
-    def __init__(self, replicas: ReplicaManager, channel: BrokerChannel | None = None) -> None:
+    def __init__(self, replicas: ReplicaManager, channel: BrokerChannel | None = None,
+                 crash_points: CrashPoints | None = None) -> None:
         self.replicas = replicas
         self.channel = channel
+        self.crash_points = crash_points or CrashPoints.from_env(CRASH_POINTS)
 
     async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         if node_id == self.replicas.node_id:
             writes = [TxnMarkerWrite(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit)
                       for m in markers for tp in m.partitions]
+            if "between_markers" in self.crash_points.armed and len(writes) > 1:
+                await self.replicas.write_txn_markers(writes[:1], MARKER_WRITE_TIMEOUT_MS)
+                self.crash_points.reached("between_markers")
             errors = iter(await self.replicas.write_txn_markers(writes, MARKER_WRITE_TIMEOUT_MS))
             return [{tp: next(errors) for tp in m.partitions} for m in markers]
         if self.channel is None:

@@ -24,8 +24,10 @@ Results are ``eoslog.errors.Errors`` members; handlers map them to codes and to 
 versions understand. Everything runs on the event loop; log appends are synchronous.
 
 Test hook (``eoslog.faults``): ``EOSLOG_TEST_CRASH_AT`` = ``before_prepare`` |
-``after_prepare`` | ``after_markers`` | ``after_complete`` makes the broker SIGKILL itself at
-that point of the first transaction it ends, so crash recovery is tested on the real process.
+``after_prepare`` | ``between_markers`` | ``after_markers`` | ``after_complete`` makes the
+broker SIGKILL itself at that point of the first transaction it ends, so crash recovery is
+tested on the real process (``between_markers`` is reached in ``broker.marker_sender``: one
+partition's marker acknowledged, the others never written).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CRASH_POINTS = ("before_prepare", "after_prepare", "after_markers", "after_complete")
+CRASH_POINTS = ("before_prepare", "after_prepare", "between_markers", "after_markers", "after_complete")
 _ABORT_TIMER = ("txn", "abort-timed-out")
 _EXPIRE_TIMER = ("txn", "expire-transactional-ids")
 
