@@ -147,7 +147,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("listener.security.protocol.map", str,
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
               "listener name to security protocol"),
-    ConfigDef("inter.broker.listener.name", str, "", "listener brokers use to reach each other"),
+    ConfigDef("inter.broker.listener.name", str, "", "listener brokers use to reach each other "
+              "(empty: each broker's first listener); the broker's own SASL login is "
+              "listener.name.<name>.<mechanism>.sasl.jaas.config"),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", str, "GSSAPI",
+              "SASL mechanism of inter-broker connections (PLAIN, SCRAM-SHA-256/512 served)"),
     ConfigDef("ssl.keystore.type", str, "PEM", "only PEM: a certificate chain and its private key",
               valid=("PEM",)),
     ConfigDef("ssl.keystore.location", str, "", "PEM file with this broker's certificate chain and key"),

@@ -2,22 +2,28 @@
 ZooKeeper era: /config/users + /config/changes, /kafka-acl + /kafka-acl-changes), so what one
 broker is told, every broker applies (cluster/security_store.py).
 
-Three brokers, each with a PLAINTEXT listener (first: the inter-broker one, whose ANONYMOUS
-principal is a super user, see docs/security.md) and a SASL_PLAINTEXT one; ACLs on.
+Three brokers, each with a PLAINTEXT listener (only the harness's Metadata goes there: its
+ANONYMOUS principal may do nothing else) and a SASL_PLAINTEXT one, which is the inter-broker
+listener (inter.broker.listener.name): the brokers replicate, send markers and verify
+transactions as User:broker, the only super user, with SCRAM-SHA-512. The broker user's
+credential is written into ZooKeeper before the first start, as ``kafka-configs.sh
+--zookeeper`` did; this test's admin client logs in as that user too.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -25,14 +31,16 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from cluster_harness import Cluster, create_topic
+from cluster_harness import Cluster
+from eoslog.cluster.security_store import USERS, credential_text
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
-from eoslog.protocol.scram import Mechanism
+from eoslog.protocol.scram import Mechanism, make_credential
 from harness import free_port, wait_until
 from rawkafka import RawClient
 from security_harness import STANDARD_AUTHORIZER, scram_login
 
 PASSWORD = "carol-secret"
+BROKER_PASSWORD = "broker-secret"
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +50,38 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
     def listeners(i: int, port: int) -> dict[str, str]:
         return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}"}
 
-    c = Cluster(tmp_path_factory.mktemp("secured-cluster"), zookeeper=zookeeper, per_broker=listeners, overrides={
+    root = tmp_path_factory.mktemp("secured-cluster")
+    seed_credential(f"{zookeeper.connect_string}/{root.name}", "broker", BROKER_PASSWORD)
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="broker" password="{BROKER_PASSWORD}";')
+    c = Cluster(root, zookeeper=zookeeper, per_broker=listeners, overrides={
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": STANDARD_AUTHORIZER,
-        "super.users": "User:ANONYMOUS"}).start()
+        "super.users": "User:broker", "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas}).start()
     c.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     yield c
     c.stop()
+
+
+def seed_credential(connect: str, user: str, password: str) -> None:
+    """The user's SCRAM-SHA-512 credential straight into ZooKeeper (the cluster's chroot)."""
+    from kazoo.client import KazooClient
+
+    cred = credential_text(make_credential(Mechanism.SCRAM_SHA_512, password))
+    client = KazooClient(hosts=connect.split("/")[0])
+    client.start(30)
+    try:
+        client.create(f"/{connect.split('/', 1)[1]}{USERS}/{user}", json.dumps(
+            {"version": 1, "config": {"SCRAM-SHA-512": cred}}).encode(), makepath=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+def admin_conf(c: Cluster, i: int) -> dict[str, str]:
+    return {"bootstrap.servers": sasl(c, i), "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "broker", "sasl.password": BROKER_PASSWORD}
 
 
 def sasl(c: Cluster, i: int) -> str:
@@ -63,7 +97,7 @@ def logs_in(c: Cluster, i: int, user: str, password: str) -> bool:
 
 
 def test_a_user_and_an_acl_made_at_one_broker_apply_at_the_others(cluster: Cluster) -> None:
-    via_1 = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    via_1 = AdminClient(admin_conf(cluster, 1))
     assert not logs_in(cluster, 2, "carol", PASSWORD)
     upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                           PASSWORD.encode())
@@ -73,7 +107,8 @@ def test_a_user_and_an_acl_made_at_one_broker_apply_at_the_others(cluster: Clust
         wait_until(lambda i=i: logs_in(cluster, i, "carol", PASSWORD), f"carol logs in at broker {i}")  # type: ignore[misc]
     assert not logs_in(cluster, 3, "carol", "wrong")
 
-    create_topic(cluster.brokers[1].bootstrap, "carol-topic", 1, 3)
+    for f in via_1.create_topics([NewTopic("carol-topic", 1, 3)], request_timeout=30).values():
+        f.result()
     conf = {"bootstrap.servers": sasl(cluster, 3), "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": PASSWORD}
 
@@ -93,6 +128,36 @@ def test_a_user_and_an_acl_made_at_one_broker_apply_at_the_others(cluster: Clust
     wait_until(lambda: produce_error() is None, "the ACL made at broker 1 lets carol write at broker 3")
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
-    via_2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    via_2 = AdminClient(admin_conf(cluster, 2))
     acls = via_2.describe_acls(everything, request_timeout=30).result()
     assert [(a.name, a.principal) for a in acls] == [("carol-", "User:carol")]
+
+
+def test_replication_and_a_transaction_across_brokers_over_the_authenticated_listener(cluster: Cluster) -> None:
+    """Only User:broker may replicate (ClusterAction) and write markers: an acks=all write to
+    3 replicas and a committed transaction whose coordinator and leaders differ prove that the
+    brokers logged in to each other over SASL."""
+    admin = AdminClient(admin_conf(cluster, 1))
+    for f in admin.create_topics([NewTopic("replicated", 3, 3, config={"min.insync.replicas": "3"})],
+                                 request_timeout=30).values():
+        f.result()
+    conf = admin_conf(cluster, 2)
+    p = Producer({**conf, "acks": "all", "transactional.id": "across-brokers"})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("replicated", f"v{i}".encode(), partition=i % 3)
+    p.commit_transaction(60)
+    c = Consumer({**conf, "group.id": "check", "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition("replicated", q, 0) for q in range(3)])
+    got, ends = [], set()
+    while len(ends) < 3:
+        m = c.poll(30)
+        assert m is not None, "no records"
+        if m.error() is None:
+            got.append(m.value())
+        elif m.error().code() == KafkaError._PARTITION_EOF:  # type: ignore[union-attr]
+            ends.add(m.partition())
+    c.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(30))

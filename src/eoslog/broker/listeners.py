@@ -13,6 +13,8 @@ import ssl
 from dataclasses import dataclass
 from enum import StrEnum
 
+from eoslog.client.errors import ConfigException
+from eoslog.client.security import ClientSecurity, client_security
 from eoslog.config import BrokerConfig, ConfigError, parse_listener
 
 
@@ -134,3 +136,27 @@ def server_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location")
     ctx.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(client_auth, ssl.CERT_NONE)
     return ctx
+
+
+def inter_broker_security(config: BrokerConfig) -> tuple[str | None, ClientSecurity]:
+    """(listener name or None for the first, the client side of it) for this broker's
+    connections to the others: inter.broker.listener.name's protocol, the broker's own
+    login (listener.name.<name>.<mechanism>.sasl.jaas.config) and truststore."""
+    name = str(config["inter.broker.listener.name"]) or None
+    if name is None:
+        return None, ClientSecurity()
+    protocol = _protocol_map(config).get(name)
+    if protocol is None:
+        raise ConfigError(f"inter.broker.listener.name={name} is not in listener.security.protocol.map")
+    raw: dict[str, str] = {"security_protocol": protocol.value}
+    if protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+        raw["ssl_ca_location"] = listener_value(config, name, "ssl.truststore.location")
+    if protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
+        mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).upper()
+        raw["sasl_mechanism"] = mechanism
+        raw["sasl_jaas_config"] = str(config.values.get(f"listener.name.{name.lower()}.{mechanism.lower()}"
+                                                        ".sasl.jaas.config", ""))
+    try:
+        return name, client_security(raw)
+    except ConfigException as e:
+        raise ConfigError(f"inter-broker security: {e}") from None

@@ -17,6 +17,7 @@ from typing import Any
 
 from eoslog.client.aio_connection import AioConnection
 from eoslog.client.errors import KafkaConnectionError
+from eoslog.client.security import ClientSecurity
 from eoslog.client.versions import ApiVersionTable
 from eoslog.cluster.metadata import ClusterMetadata
 
@@ -31,8 +32,13 @@ def inter_broker_client_id(broker_id: int) -> str:
 
 
 class BrokerChannel:
-    def __init__(self, metadata: ClusterMetadata, broker_id: int, request_timeout_ms: int) -> None:
+    def __init__(self, metadata: ClusterMetadata, broker_id: int, request_timeout_ms: int,
+                 listener: str | None = None, security: ClientSecurity | None = None) -> None:
+        """``listener``: the inter-broker listener's name (None: each broker's first one),
+        reached with ``security`` (the broker's own login)."""
         self.metadata = metadata
+        self.listener = listener
+        self.security = security
         self.client_id = inter_broker_client_id(broker_id)
         self.request_timeout_s = request_timeout_ms / 1000
         self._connections: dict[int, AioConnection] = {}
@@ -48,15 +54,15 @@ class BrokerChannel:
             registration = self.metadata.brokers.get(broker_id)
             if registration is None:
                 raise KafkaConnectionError(f"broker {broker_id} is not registered")
-            if conn is not None and conn.connected and (conn.host, conn.port) == (registration.host,
-                                                                                   registration.port):
+            host, port = registration.address(self.listener)
+            if conn is not None and conn.connected and (conn.host, conn.port) == (host, port):
                 return conn
             if conn is not None:
                 conn.close()  # broken, or the broker came back at another address
             if self._closed:
                 raise KafkaConnectionError("the broker is shutting down")
-            conn = AioConnection(registration.host, registration.port, node_id=broker_id,
-                                 client_id=self.client_id, request_timeout_s=self.request_timeout_s)
+            conn = AioConnection(host, port, node_id=broker_id, client_id=self.client_id,
+                                 request_timeout_s=self.request_timeout_s, security=self.security)
             await conn.open(timeout_s=self.request_timeout_s)
             self._connections[broker_id] = conn
             return conn

@@ -19,6 +19,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
+from eoslog.broker.listeners import inter_broker_security
 from eoslog.cluster import znodes
 from eoslog.cluster.channel import BrokerChannel
 from eoslog.cluster.controller.assignment import assign_replicas
@@ -112,10 +113,14 @@ class ClusterMember:
         # Inter-broker channels, each with its own connections as Kafka's fetcher threads and
         # marker channel manager have: a broker serves one request at a time per connection,
         # so a WriteTxnMarkers waiting for its markers' replication (group commit) must not sit
-        # ahead of the follower fetches that replicate them.
+        # ahead of the follower fetches that replicate them. Both reach the others through
+        # inter.broker.listener.name with the broker's own login.
         timeout_ms = int(config["replica.socket.timeout.ms"])
-        self.channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms)  # markers, verification
-        self.fetch_channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms)  # followers' fetches
+        listener, security = inter_broker_security(config)
+        self.channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms,  # markers, verification
+                                     listener, security)
+        self.fetch_channel = BrokerChannel(self.metadata, self.broker_id, timeout_ms,  # followers' fetches
+                                           listener, security)
         self.internal_topic_creations: dict[str, asyncio.Task[None]] = {}
         self.fetchers: FetcherManager | None = None
         self.leadership: Leadership | None = None
