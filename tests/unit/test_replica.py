@@ -18,7 +18,7 @@ from eoslog.config import BrokerConfig
 from eoslog.coordinator.internal_topic import internal_topic_replication
 from eoslog.errors import Errors, KafkaError
 from eoslog.records import ControlRecordType, build_batch, build_control_batch, iter_batch_headers
-from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager
+from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager, TxnMarkerWrite
 from eoslog.storage import AppendOrigin, LogManager
 from eoslog.types import TopicPartition
 
@@ -143,6 +143,29 @@ def test_acks_all_waits_in_purgatory_until_the_follower_has_the_records(tmp_path
         first = (await asyncio.wait_for(pending, 1))[TP].error
         timed_out = (await rm.append_records({TP: records(b"b")}, required_acks=-1, timeout_ms=50))[TP].error
         return first, timed_out
+
+    assert asyncio.run(scenario()) == (Errors.NONE, Errors.REQUEST_TIMED_OUT)
+
+
+def test_a_txn_marker_is_acknowledged_only_once_the_isr_has_it(tmp_path: Path) -> None:
+    """WriteTxnMarkers is acks=all under every flush policy: a marker acknowledged on append
+    alone lets the coordinator complete the transaction while a new leader that never had the
+    marker truncates it away (an aborted transaction's records then read as the next one's)."""
+    rm = leader_with_follower(tmp_path)
+    assert produce(rm, records(b"a", pid=PID, seq=0, transactional=True), acks=1) == Errors.NONE
+    abort = [TxnMarkerWrite(TP, PID, 0, 1, False)]
+
+    async def scenario() -> tuple[Errors, Errors]:
+        pending = asyncio.ensure_future(rm.write_txn_markers(abort, 10_000))
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # appended at 1, the follower has nothing yet
+        params = FetchParams(1, 0, 1, 1 << 20, IsolationLevel.READ_UNCOMMITTED)
+        await rm.fetch_messages(params, [FetchPartition(TP, 2, 1 << 20)])  # the follower has the marker
+        [acknowledged] = await asyncio.wait_for(pending, 1)
+        await rm.append_records({TP: records(b"b", pid=PID, seq=1, transactional=True)}, required_acks=1,
+                                timeout_ms=1_000)
+        [unreplicated] = await rm.write_txn_markers(abort, 50)  # the follower never fetches it
+        return acknowledged, unreplicated
 
     assert asyncio.run(scenario()) == (Errors.NONE, Errors.REQUEST_TIMED_OUT)
 

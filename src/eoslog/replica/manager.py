@@ -334,10 +334,11 @@ class ReplicaManager:
         return Errors.NONE
 
     async def write_txn_markers(self, markers: Sequence[TxnMarkerWrite], timeout_ms: int) -> list[Errors]:
-        """WriteTxnMarkers: every marker appended (``write_txn_marker``); with group commit each
-        written one is then acknowledged once fsynced (its high watermark passed it), so the
-        coordinator writes COMPLETE_* only after every marker it counts as written would
-        survive a power cut."""
+        """WriteTxnMarkers as Kafka answers it (acks=all): every marker appended
+        (``write_txn_marker``), then each written one acknowledged once its partition's ISR has
+        it (with group commit, once fsynced). The coordinator writes COMPLETE_* only after every
+        marker it counts as written; one acknowledged on append alone could be truncated away by
+        a new leader that never had it, and its transaction's records end up in the next one."""
         errors: list[Errors] = []
         ends: dict[int, tuple[TopicPartition, int]] = {}
         for i, m in enumerate(markers):
@@ -345,11 +346,6 @@ class ReplicaManager:
                                                 m.commit))
             if errors[i] is Errors.NONE:
                 ends[i] = (m.tp, self.partition_or_error(m.tp).log.log_end_offset)
-        if self.group_commit is None:
-            # Kafka's policy (the cluster default): answered once appended, as before issue 14. In
-            # a cluster a wait here could hold the connection a follower fetches on (one request
-            # at a time per connection) and stall until the timeout.
-            return errors
         waits = [self.wait_for_replication(tp, end, timeout_ms) for tp, end in ends.values()]
         for i, error in zip(ends, await asyncio.gather(*waits), strict=True):
             errors[i] = error
