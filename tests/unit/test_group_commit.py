@@ -1,19 +1,27 @@
 """Group commit (log.flush.policy=group-commit, issue 14) in the replica layer: an acks=all
 produce is answered only after an fsync round covered it, consumers read nothing unsynced,
 concurrent produces to many partitions share rounds, and a truncation voids a round that
-started before it. The power-cut tests (tests/chaos/test_power_cut.py) show the same on a
-file system that drops unsynced writes."""
+started before it; a follower reports (its next fetch offset) only what it fsynced. The
+power-cut tests (tests/chaos/test_power_cut.py) show the same on a file system that drops
+unsynced writes."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from eoslog.client.versions import ApiVersionTable
+from eoslog.cluster.channel import BrokerChannel
+from eoslog.cluster.fetcher import FetcherSettings, ReplicaFetcher
 from eoslog.config import BrokerConfig, ConfigError
 from eoslog.errors import Errors
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.records import build_batch
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager
 from eoslog.storage import LogManager
@@ -110,3 +118,102 @@ def test_a_truncation_voids_a_round_that_began_before_it(tmp_path: Path) -> None
         os.close(fd)
     log.end_sync(plan)
     assert log.recovery_point < 2, "a round begun before a truncation marked the new data durable"
+
+
+# -- a follower (cluster mode) -------------------------------------------------------------------
+
+FOLLOWER_ID = 1
+FETCH_VERSIONS = ApiVersionTable({ApiKey.FETCH: (4, 12), ApiKey.OFFSET_FOR_LEADER_EPOCH: (3, 4)})
+
+
+def replica_manager(directory: Path, node_id: int, group_commit: bool) -> ReplicaManager:
+    config = BrokerConfig.load(overrides={"log.dirs": str(directory)})
+    logs = LogManager(directory, config.topic_defaults(), lambda: CLOCK_MS)
+    logs.startup()
+    logs.create_topic("t", 2, {})
+    return ReplicaManager(node_id, logs, lambda: CLOCK_MS, leads_every_local_log=False, group_commit=group_commit)
+
+
+class Loopback:
+    """The follower's channel to its leader, in process: OffsetForLeaderEpoch and Fetch answered
+    by the leader's ReplicaManager. Notes every fetch offset the follower reports above its own
+    recovery point (what the leader would count as replicated while a power cut could take it)."""
+
+    def __init__(self, leader: ReplicaManager, follower: ReplicaManager) -> None:
+        self.leader, self.follower = leader, follower
+        self.unsynced_reports: list[tuple[TopicPartition, int, int]] = []  # (tp, fetch offset, recovery point)
+        self.fetches_with_data = 0
+
+    async def send(self, broker_id: int, make: Callable[[ApiVersionTable], Any]) -> Any:
+        request = make(FETCH_VERSIONS)
+        if type(request).__name__ == "OffsetForLeaderEpochRequest":
+            topics = []
+            for t in request.topics:
+                parts = []
+                for p in t.partitions:
+                    partition = self.leader.partition_or_error(TopicPartition(t.topic, p.partition))
+                    error, epoch, end = partition.last_offset_for_leader_epoch(p.current_leader_epoch, p.leader_epoch)
+                    parts.append(SimpleNamespace(partition=p.partition, error_code=error.value, leader_epoch=epoch,
+                                                 end_offset=end))
+                topics.append(SimpleNamespace(topic=t.topic, partitions=parts))
+            return SimpleNamespace(topics=topics)
+        wanted = []
+        for t in request.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                follower_log = self.follower.logs.logs[(tp.topic, tp.partition)]
+                if p.fetch_offset > follower_log.recovery_point:
+                    self.unsynced_reports.append((tp, p.fetch_offset, follower_log.recovery_point))
+                wanted.append(FetchPartition(tp, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch))
+        params = FetchParams(request.replica_id, int(request.max_wait.total_seconds() * 1000), request.min_bytes,
+                             request.max_bytes, IsolationLevel.READ_UNCOMMITTED)
+        fetched = await self.leader.fetch_messages(params, wanted)
+        self.fetches_with_data += any(f.records for f in fetched)
+        return SimpleNamespace(responses=[SimpleNamespace(topic=w.tp.topic, partitions=[SimpleNamespace(
+            partition_index=w.tp.partition, error_code=f.error.value, high_watermark=f.high_watermark,
+            log_start_offset=f.log_start_offset, records=f.records)]) for w, f in zip(wanted, fetched, strict=True)])
+
+
+@pytest.mark.parametrize("policy", ["group-commit", "kafka"])
+def test_a_follower_reports_only_what_it_fsynced(tmp_path: Path, policy: str) -> None:
+    """The follower's fetch offset moves the leader's high watermark (acks=all answers): under
+    group commit it never passes the follower's fsynced end, and one round covers a fetch's
+    partitions. Under Kafka's policy the follower reports what it merely wrote (asserted, so
+    the check is seen to catch it)."""
+    durable = policy == "group-commit"
+    leader = replica_manager(tmp_path / "leader", 0, durable)
+    follower = replica_manager(tmp_path / "follower", FOLLOWER_ID, durable)
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    for tp in tps:
+        leader.create_partition(tp).make_leader(0, (0, FOLLOWER_ID), (0, FOLLOWER_ID))
+        follower.create_partition(tp).make_follower(0, 0, (0, FOLLOWER_ID), (0, FOLLOWER_ID))
+    channel = Loopback(leader, follower)
+    settings = FetcherSettings(broker_id=FOLLOWER_ID, max_wait_ms=200, min_bytes=1, max_bytes=1 << 20,
+                               partition_max_bytes=1 << 20, backoff_s=0.05)
+    acked_unsynced = 0
+
+    async def run() -> None:
+        nonlocal acked_unsynced
+        fetcher = ReplicaFetcher(0, cast(BrokerChannel, channel), follower, settings)
+        for tp in tps:
+            fetcher.add(tp, 0)
+        try:
+            for i in range(10):
+                results = await leader.append_records({tp: batch(b"%d" % i) for tp in tps}, required_acks=-1,
+                                                      timeout_ms=10_000)
+                assert all(r.error is Errors.NONE for r in results.values()), results
+                for tp in tps:
+                    acked = leader.partition_or_error(tp).high_watermark
+                    assert acked >= i + 1
+                    acked_unsynced += follower.logs.logs[(tp.topic, tp.partition)].recovery_point < acked
+        finally:
+            fetcher.close()
+
+    asyncio.run(run())
+    if durable:
+        assert not channel.unsynced_reports, f"the follower reported unsynced offsets: {channel.unsynced_reports[:5]}"
+        assert acked_unsynced == 0
+        assert follower.group_commit is not None
+        assert follower.group_commit.stats.rounds <= channel.fetches_with_data, "a round per partition, not per fetch"
+    else:
+        assert channel.unsynced_reports and acked_unsynced > 0, "Kafka's policy: acknowledged before any fsync"

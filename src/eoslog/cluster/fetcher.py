@@ -8,8 +8,11 @@ a deposed leader wrote and the new leader never had go. Then it fetches with its
 from its log end offset — which tells the leader how far it is — and appends what comes back
 as it is (``Partition.append_records_to_follower``: offsets kept, producer state, open
 transactions and the aborted-transaction index rebuilt from the batches), taking the leader's
-high watermark. Errors back off for ``replica.fetch.backoff.ms``; a leader change arrives
-through the metadata cache and moves the partition to another fetcher.
+high watermark. With ``log.flush.policy=group-commit`` the appends of a fetch are fsynced
+(one group-commit round) before the next fetch reports them to the leader, so an acks=all
+write is acknowledged only once every ISR member that counts has it on disk (markers come the
+same way). Errors back off for ``replica.fetch.backoff.ms``; a leader change arrives through
+the metadata cache and moves the partition to another fetcher.
 """
 
 from __future__ import annotations
@@ -197,6 +200,7 @@ class ReplicaFetcher:
 
         response = await self.channel.send(self.leader_id, make)
         healthy = False
+        appended: list[Partition] = []
         for t in response.responses:
             for p in t.partitions:
                 tp = TopicPartition(str(t.topic), int(p.partition_index))
@@ -205,6 +209,13 @@ class ReplicaFetcher:
                 if state is None or partition is None:
                     continue
                 healthy |= self._handle_partition(tp, state, partition, p, offsets[tp])
+                if partition.log.log_end_offset > offsets[tp]:
+                    appended.append(partition)
+        group_commit = self.replicas.group_commit
+        if appended and group_commit is not None:
+            # log.flush.policy=group-commit: the next fetch offset moves the leader's high
+            # watermark, so it waits for the fsync of what this one brought (one round for all).
+            await group_commit.synced(appended)
         return healthy
 
     def _handle_partition(self, tp: TopicPartition, state: _FetchState, partition: Partition, p: Any,

@@ -14,13 +14,18 @@ round: a coordinator's decision never reaches the disk before the data it decide
 Every write that depends on another is issued only after the first is acknowledged (data
 before EndTxn, PrepareCommit before the markers, markers before CompleteCommit), so this
 ordering is a second line, not the only one.
+
+A follower (cluster mode) appends what it fetched and then awaits ``synced``: its next Fetch's
+offset tells the leader how far it has the data, which moves the high watermark, so it must
+not pass what is fsynced on the follower too. One round covers all the partitions of a fetch
+(and whatever else was written meanwhile).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from eoslog.replica.partition import Partition
@@ -46,6 +51,7 @@ class GroupCommit:
         self._dirty: dict[TopicPartition, Partition] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []  # ``synced`` callers, answered by the next round
         self.stats = GroupCommitStats()
 
     def written(self, partition: Partition) -> None:
@@ -64,10 +70,22 @@ class GroupCommit:
             self._task = loop.create_task(self._run())
         self._wakeup.set()
 
+    async def synced(self, partitions: Iterable[Partition]) -> None:
+        """Return once a round begun after this call has synced ``partitions`` (a follower's
+        appends, before its next fetch reports them to the leader)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        for partition in partitions:
+            self.written(partition)
+        await waiter
+
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for waiter in self._waiters:
+            waiter.cancel()
+        self._waiters = []
 
     async def _run(self) -> None:
         while True:
@@ -78,9 +96,11 @@ class GroupCommit:
     async def sync_round(self) -> None:
         """fsync everything written so far (one round); its partitions' high watermarks move."""
         dirty, self._dirty = self._dirty, {}
+        waiters, self._waiters = self._waiters, []
         order = sorted(dirty.values(), key=lambda p: p.tp.topic.startswith("__"))  # internal topics last
         plans = [(p, plan) for p in order if (plan := p.log.begin_sync()) is not None]
         if not plans:
+            _answer(waiters)
             return
         fds = [fd for _, plan in plans for fd in plan.fds]
         try:
@@ -89,6 +109,7 @@ class GroupCommit:
             log.exception("fsync of %d partition(s) failed; their acks=all writes wait", len(plans))
             for p, _ in plans:
                 self._dirty.setdefault(p.tp, p)
+            self._waiters[:0] = waiters
             await asyncio.sleep(_RETRY_AFTER_S)
             self._wakeup.set()
             return
@@ -99,3 +120,10 @@ class GroupCommit:
             p.log.end_sync(plan)
             self.stats.offsets_synced += max(0, p.log.recovery_point - before)
             self._on_durable(p)
+        _answer(waiters)
+
+
+def _answer(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # (cancelled: its fetcher stopped)
+            waiter.set_result(None)
