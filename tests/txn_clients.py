@@ -1,9 +1,15 @@
-"""Transactional producers and read_committed group consumers of librdkafka, kafka-python,
-aiokafka and eoslog.client behind one small interface, for tests that drive them through
-broker faults (issue 13, test 4). Each call either returns or raises the client's own error;
+"""Transactional (or only idempotent) producers and read_committed group consumers of
+librdkafka, kafka-python, aiokafka and eoslog.client behind one small interface, for tests
+that drive them through broker faults (issue 13, test 4) or over every security protocol
+(issue 15, test 1). Each call either returns or raises the client's own error;
 ``Writer.abortable`` says whether an error left the transaction for sure uncommitted.
 ``WedgedCall``: a call that did not return in CALL_TIMEOUT_S, which the caller gives up on
-as an application must (a new producer instance then fences the wedged one)."""
+as an application must (a new producer instance then fences the wedged one).
+
+``settings``: security settings in librdkafka's names (``security.protocol``, ``ssl.ca.location``,
+``ssl.certificate.location``, ``ssl.key.location``, ``sasl.mechanism``, ``sasl.username``,
+``sasl.password``), which librdkafka and eoslog.client take as they are and ``_python_names``
+translates for kafka-python and aiokafka."""
 
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ class WedgedCall(TimeoutError):
 
 
 class Writer(Protocol):
+    def send(self, records: list[tuple[int, bytes]]) -> None:
+        """Send each (partition, value) outside any transaction and wait until all are written."""
+
     def transaction(self, records: list[tuple[int, bytes]], commit: bool) -> None:
         """Begin, send each (partition, value) and wait until they are written, then
         commit or abort."""
@@ -37,6 +46,30 @@ class Reader(Protocol):
         """(partition, offset, value) of the records polled; may be empty."""
 
     def close(self) -> None: ...
+
+
+Settings = dict[str, Any]
+
+
+def _python_names(settings: Settings, aiokafka: bool = False) -> dict[str, Any]:
+    """kafka-python's / aiokafka's keyword arguments for librdkafka-named security settings
+    (aiokafka takes an SSLContext where kafka-python takes the files)."""
+    out: dict[str, Any] = {}
+    protocol = settings.get("security.protocol", "PLAINTEXT")
+    out["security_protocol"] = protocol
+    if protocol in ("SSL", "SASL_SSL"):
+        files = {"cafile": settings.get("ssl.ca.location"), "certfile": settings.get("ssl.certificate.location"),
+                 "keyfile": settings.get("ssl.key.location")}
+        if aiokafka:
+            from aiokafka.helpers import create_ssl_context
+
+            out["ssl_context"] = create_ssl_context(**files)
+        else:
+            out.update({f"ssl_{k}": v for k, v in files.items() if v})
+    if protocol.startswith("SASL"):
+        out.update(sasl_mechanism=settings["sasl.mechanism"], sasl_plain_username=settings["sasl.username"],
+                   sasl_plain_password=settings["sasl.password"])
+    return out
 
 
 class _Loop:
@@ -54,13 +87,27 @@ class _Loop:
 
 
 class _Confluent:
-    def __init__(self, bootstrap: str, topic: str, transactional_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str | None, settings: Settings) -> None:
         from confluent_kafka import Producer
 
         self.topic = topic
-        self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "acks": "all",
-                           "linger.ms": 5})
-        self.p.init_transactions(CALL_TIMEOUT_S)
+        txn = {"transactional.id": transactional_id} if transactional_id else {}
+        self.p = Producer({**settings, "bootstrap.servers": bootstrap, **txn, "enable.idempotence": True,
+                           "acks": "all", "linger.ms": 5})
+        if transactional_id:
+            self.p.init_transactions(CALL_TIMEOUT_S)
+
+    def send(self, records: list[tuple[int, bytes]]) -> None:
+        from confluent_kafka import KafkaException
+
+        errors = []
+        for partition, value in records:
+            self.p.produce(self.topic, value, partition=partition, on_delivery=lambda e, _m: errors.append(e))
+        if self.p.flush(CALL_TIMEOUT_S):
+            raise WedgedCall("librdkafka's flush did not complete")
+        for e in errors:
+            if e is not None:
+                raise KafkaException(e)
 
     def transaction(self, records: list[tuple[int, bytes]], commit: bool) -> None:
         self.p.begin_transaction()
@@ -83,13 +130,19 @@ class _Confluent:
 
 
 class _KafkaPython:
-    def __init__(self, bootstrap: str, topic: str, transactional_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str | None, settings: Settings) -> None:
         from kafka import KafkaProducer
 
         self.topic = topic
         self.p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id, acks="all",
-                               enable_idempotence=True, linger_ms=5, max_block_ms=int(CALL_TIMEOUT_S * 1000))
-        self.p.init_transactions()
+                               enable_idempotence=True, linger_ms=5, max_block_ms=int(CALL_TIMEOUT_S * 1000),
+                               **_python_names(settings))
+        if transactional_id:
+            self.p.init_transactions()
+
+    def send(self, records: list[tuple[int, bytes]]) -> None:
+        for future in [self.p.send(self.topic, value, partition=partition) for partition, value in records]:
+            future.get(CALL_TIMEOUT_S)
 
     def transaction(self, records: list[tuple[int, bytes]], commit: bool) -> None:
         self.p.begin_transaction()
@@ -125,7 +178,7 @@ class _KafkaPython:
 
 
 class _AioKafka:
-    def __init__(self, bootstrap: str, topic: str, transactional_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str | None, settings: Settings) -> None:
         from aiokafka import AIOKafkaProducer
 
         self.topic = topic
@@ -133,11 +186,18 @@ class _AioKafka:
 
         async def start() -> AIOKafkaProducer:  # aiokafka binds the running loop
             p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id, acks="all",
-                                 enable_idempotence=True, linger_ms=5)
+                                 enable_idempotence=True, linger_ms=5, **_python_names(settings, aiokafka=True))
             await p.start()  # InitProducerId
             return p
 
         self.p = self.loop.run(start())
+
+    def send(self, records: list[tuple[int, bytes]]) -> None:
+        async def run() -> None:
+            await asyncio.gather(*[await self.p.send(self.topic, value, partition=partition)
+                                   for partition, value in records])
+
+        self.loop.run(run())
 
     def transaction(self, records: list[tuple[int, bytes]], commit: bool) -> None:
         async def run() -> None:
@@ -165,12 +225,18 @@ class _AioKafka:
 
 
 class _Eoslog:
-    def __init__(self, bootstrap: str, topic: str, transactional_id: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str | None, settings: Settings) -> None:
         from eoslog.client import Producer
 
         self.topic = topic
-        self.p = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-        self.p.init_transactions(CALL_TIMEOUT_S)
+        txn = {"transactional.id": transactional_id} if transactional_id else {}
+        self.p = Producer({**settings, "bootstrap.servers": bootstrap, **txn, "enable.idempotence": True})
+        if transactional_id:
+            self.p.init_transactions(CALL_TIMEOUT_S)
+
+    def send(self, records: list[tuple[int, bytes]]) -> None:
+        for future in [self.p.send(self.topic, value, partition=partition) for partition, value in records]:
+            future.result(CALL_TIMEOUT_S)
 
     def transaction(self, records: list[tuple[int, bytes]], commit: bool) -> None:
         self.p.begin_transaction()
@@ -191,33 +257,31 @@ class _Eoslog:
         self.p.close(0)
 
 
-WRITERS: dict[str, Callable[[str, str, str], Writer]] = {
+WRITERS: dict[str, Callable[[str, str, str | None, Settings], Writer]] = {
     CONFLUENT: _Confluent, KAFKA_PYTHON: _KafkaPython, AIOKAFKA: _AioKafka, EOSLOG: _Eoslog,
 }
 
 
-def writer(client: str, bootstrap: str, topic: str, transactional_id: str) -> Writer:
-    """A transactional producer of ``client`` whose InitProducerId is done."""
-    return WRITERS[client](bootstrap, topic, transactional_id)
+def writer(client: str, bootstrap: str, topic: str, transactional_id: str | None,
+           settings: Settings | None = None) -> Writer:
+    """A producer of ``client`` with idempotence on: transactional, its InitProducerId done,
+    when ``transactional_id`` is given (else only ``send`` serves)."""
+    return WRITERS[client](bootstrap, topic, transactional_id, settings or {})
 
 
-def reader(client: str, bootstrap: str, topic: str, group: str, on_assign: OnAssign) -> Reader:
+def reader(client: str, bootstrap: str, topic: str, group: str, on_assign: OnAssign,
+           settings: Settings | None = None) -> Reader:
     """A read_committed member of ``group`` subscribed to ``topic`` (offsets auto-committed
     each second); ``on_assign`` gets the partitions of each assignment."""
-    if client == CONFLUENT:
-        return _ConfluentReader(bootstrap, topic, group, on_assign)
-    if client == KAFKA_PYTHON:
-        return _KafkaPythonReader(bootstrap, topic, group, on_assign)
-    if client == AIOKAFKA:
-        return _AioKafkaReader(bootstrap, topic, group, on_assign)
-    return _EoslogReader(bootstrap, topic, group, on_assign)
+    return READERS[client](bootstrap, topic, group, on_assign, settings or {})
 
 
 class _ConfluentReader:
-    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign, settings: Settings) -> None:
         from confluent_kafka import Consumer
 
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+        self.c = Consumer({**settings, "bootstrap.servers": bootstrap, "group.id": group,
+                           "isolation.level": "read_committed",
                            "auto.offset.reset": "earliest", "auto.commit.interval.ms": 1000})
         self.c.subscribe([topic], on_assign=lambda _c, parts: on_assign([p.partition for p in parts]))
 
@@ -249,11 +313,11 @@ def _listener(on_assign: OnAssign, base: type) -> Any:
 
 
 class _KafkaPythonReader:
-    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign, settings: Settings) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
 
         self.c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
-                               auto_offset_reset="earliest", auto_commit_interval_ms=1000)
+                               auto_offset_reset="earliest", auto_commit_interval_ms=1000, **_python_names(settings))
         self.c.subscribe([topic], listener=_listener(on_assign, ConsumerRebalanceListener))
 
     def poll(self) -> list[tuple[int, int, bytes]]:
@@ -264,14 +328,15 @@ class _KafkaPythonReader:
 
 
 class _AioKafkaReader:
-    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign, settings: Settings) -> None:
         from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
         self.loop = _Loop()
 
         async def start() -> AIOKafkaConsumer:
             c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
-                                 auto_offset_reset="earliest", auto_commit_interval_ms=1000)
+                                 auto_offset_reset="earliest", auto_commit_interval_ms=1000,
+                                 **_python_names(settings, aiokafka=True))
             await c.start()
             c.subscribe([topic], listener=_listener(on_assign, ConsumerRebalanceListener))
             return c
@@ -290,10 +355,11 @@ class _AioKafkaReader:
 
 
 class _EoslogReader:
-    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, on_assign: OnAssign, settings: Settings) -> None:
         from eoslog.client import Consumer
 
-        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+        self.c = Consumer({**settings, "bootstrap.servers": bootstrap, "group.id": group,
+                           "isolation.level": "read_committed",
                            "auto.offset.reset": "earliest", "auto.commit.interval.ms": 1000})
         self.c.subscribe([topic], on_assign=lambda _c, parts: on_assign([tp.partition for tp in parts]))
 
@@ -302,3 +368,8 @@ class _EoslogReader:
 
     def close(self) -> None:
         self.c.close()
+
+
+READERS: dict[str, Callable[[str, str, str, OnAssign, Settings], Reader]] = {
+    CONFLUENT: _ConfluentReader, KAFKA_PYTHON: _KafkaPythonReader, AIOKAFKA: _AioKafkaReader, EOSLOG: _EoslogReader,
+}

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from deps import require_kcat
+from deps import require, require_kcat
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.scram import Mechanism, ScramClient
@@ -42,6 +42,7 @@ from security_harness import (
     sasl_handshake,
     scram_login,
 )
+from txn_clients import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON, reader, writer
 
 
 @pytest.fixture(scope="module")
@@ -116,26 +117,130 @@ def consume(conf: dict[str, Any], topic: str, count: int, group: str, **extra: A
 # -- 1. real clients over every protocol ----------------------------------------------------------
 
 
-def test_librdkafka_sasl_ssl_scram512_idempotent_then_transactional(secured: SecuredBroker) -> None:
-    topic, txn, group = "alice-orders", "alice-txn", "alice-group"
+# Acceptance test 1: each client produces idempotently and transactionally and reads
+# read_committed over each secured protocol, as the principal that protocol authenticates.
+# Every client of the table does both: kafka-python has transactions since 2.1 (3.0.12 here),
+# aiokafka since 0.5; kcat's producer commits a transaction per run but cannot abort one.
+MATRIX = {  # listener -> (SASL mechanism, the principal the broker sees)
+    "SASL_SSL": ("SCRAM-SHA-512", "User:alice"),
+    "SSL": (None, "User:CN=client,OU=eoslog-dev"),  # mTLS: the client certificate's DN
+    "SASL_PLAINTEXT": ("PLAIN", "User:alice"),
+}
+MATRIX_PREFIX = "accept1-"
+
+
+@pytest.fixture(scope="module")
+def matrix_acls(secured: SecuredBroker) -> None:
+    """Each matrix principal may write, read and use transactional ids and groups named
+    accept1-*: nothing else (a refusal elsewhere stays one)."""
+    for principal in {p for _, p in MATRIX.values()}:
+        for rtype, op in ((ResourceType.TOPIC, AclOperation.WRITE), (ResourceType.TOPIC, AclOperation.READ),
+                          (ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE), (ResourceType.GROUP, AclOperation.READ)):
+            grant(secured, principal, rtype, MATRIX_PREFIX, op, pattern=ResourcePatternType.PREFIXED)
+
+
+def matrix_settings(sb: SecuredBroker, listener: str) -> dict[str, Any]:
+    mechanism, _ = MATRIX[listener]
+    return {k: v for k, v in sb.rdkafka(listener, mechanism=mechanism or "").items() if k != "bootstrap.servers"}
+
+
+# What each cell writes: partition -> values in order; an aborted transaction sits between two
+# committed ones, so a reader that shows it (or drops a record after it) is caught.
+IDEMPOTENT = [(0, b"i0"), (1, b"i1"), (0, b"i2")]
+COMMITTED_1, ABORTED, COMMITTED_2 = [(0, b"c0"), (1, b"c1")], [(0, b"aborted0"), (1, b"aborted1")], [(1, b"c2")]
+EXPECTED = {0: [b"i0", b"i2", b"c0"], 1: [b"i1", b"c1", b"c2"]}
+
+
+def read_committed_by_partition(client: str, sb: SecuredBroker, listener: str, topic: str) -> dict[int, list[bytes]]:
+    """Everything a read_committed group member of ``client`` gets, by partition: polled until the
+    expected count and then once more, so a duplicate or an aborted record would show."""
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    r = reader(client, sb.address(listener), topic, f"{topic}-group", lambda _parts: None,
+               matrix_settings(sb, listener))
+    try:
+        deadline = time.monotonic() + 60
+        while sum(map(len, got.values())) < sum(map(len, EXPECTED.values())) and time.monotonic() < deadline:
+            for partition, _offset, value in r.poll():
+                got[partition].append(value)
+        for partition, _offset, value in r.poll():
+            got[partition].append(value)
+    finally:
+        r.close()
+    return got
+
+
+@pytest.mark.parametrize("listener", list(MATRIX))
+@pytest.mark.parametrize("client", [CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG])
+def test_client_produces_idempotently_and_transactionally_and_reads_committed(
+        secured: SecuredBroker, matrix_acls: None, client: str, listener: str) -> None:
+    topic = f"{MATRIX_PREFIX}{client}-{listener}".lower()
+    create_topic(secured, topic, partitions=2)
+    settings = matrix_settings(secured, listener)
+    idempotent = writer(client, secured.address(listener), topic, None, settings)
+    try:
+        idempotent.send(IDEMPOTENT)
+    finally:
+        idempotent.close()
+    transactional = writer(client, secured.address(listener), topic, f"{topic}-txn", settings)
+    try:
+        transactional.transaction(COMMITTED_1, commit=True)
+        transactional.transaction(ABORTED, commit=False)
+        transactional.transaction(COMMITTED_2, commit=True)
+    finally:
+        transactional.close()
+    assert read_committed_by_partition(client, secured, listener, topic) == EXPECTED
+
+
+def kcat_env(listener: str, tmp_path: Path) -> dict[str, str]:
+    """kcat's environment: over SASL_SSL (SCRAM-SHA-512) it loads confluent-kafka's bundled
+    librdkafka (2.16) instead of Debian's 2.0.2, whose SCRAM client-final nonce Kafka 4 and
+    eoslog refuse (librdkafka#4895): kcat 1.7.1 itself speaks SCRAM through whichever
+    librdkafka.so.1 it is given. Over SSL and SASL_PLAINTEXT (PLAIN) it runs as installed."""
+    import os
+
+    import confluent_kafka
+
+    env = dict(os.environ)
+    if listener == "SASL_SSL":
+        libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+        bundled = sorted(libs.glob("librdkafka*.so*"))
+        require("confluent-kafka's bundled librdkafka (its manylinux wheel)", bool(bundled),
+                "pip install confluent-kafka (a Linux wheel); kcat needs a librdkafka newer than 2.0.2 for SCRAM")
+        (tmp_path / "librdkafka.so.1").symlink_to(bundled[0])
+        env["LD_LIBRARY_PATH"] = str(tmp_path)
+    return env
+
+
+@pytest.mark.parametrize("listener", list(MATRIX))
+def test_kcat_produces_idempotently_and_transactionally_and_reads_committed(
+        secured: SecuredBroker, matrix_acls: None, listener: str, tmp_path: Path) -> None:
+    """kcat -P with enable.idempotence, then with a transactional.id (kcat commits at the end of
+    its input); the aborted transaction between them comes from eoslog.client over the same
+    listener; kcat -C with isolation.level=read_committed must show each committed record once."""
+    topic = f"{MATRIX_PREFIX}kcat-{listener}".lower()
     create_topic(secured, topic)
-    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
-          pattern=ResourcePatternType.PREFIXED)
-    grant(secured, "User:alice", ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
-    grant(secured, "User:alice", ResourceType.GROUP, group, AclOperation.READ)
-    conf = secured.rdkafka("SASL_SSL", user="alice", mechanism="SCRAM-SHA-512")
-    assert produce(conf, topic, [b"i0", b"i1", b"i2"], **{"enable.idempotence": True}) == [None] * 3
-    p = Producer({**conf, "transactional.id": txn})
-    p.init_transactions(30)
-    p.begin_transaction()
-    for v in (b"t0", b"t1"):
-        p.produce(topic, v)
-    p.commit_transaction(30)
-    p.begin_transaction()
-    p.produce(topic, b"aborted")
-    p.abort_transaction(30)
-    got = consume(conf, topic, 5, group, **{"isolation.level": "read_committed"})
-    assert got == [b"i0", b"i1", b"i2", b"t0", b"t1"]
+    kcat = [require_kcat(), "-b", secured.address(listener),
+            *(f"-X{k}={v}" for k, v in matrix_settings(secured, listener).items()), "-t", topic]
+    env = kcat_env(listener, tmp_path)
+
+    def kcat_produce(values: bytes, *settings: str) -> None:
+        done = subprocess.run([*kcat, "-P", "-p", "0", *settings], input=values, capture_output=True, timeout=60,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+
+    kcat_produce(b"i0\ni1\n", "-Xenable.idempotence=true")
+    kcat_produce(b"c0\nc1\n", f"-Xtransactional.id={topic}-txn")
+    aborting = writer(EOSLOG, secured.address(listener), topic, f"{topic}-aborting", matrix_settings(secured, listener))
+    try:
+        aborting.transaction([(0, b"aborted")], commit=False)
+    finally:
+        aborting.close()
+    kcat_produce(b"c2\n", f"-Xtransactional.id={topic}-txn")
+    read = subprocess.run([*kcat, "-C", "-o", "beginning", "-e", "-f", "%o:%s\\n",
+                           "-Xisolation.level=read_committed"], capture_output=True, timeout=60, env=env)
+    assert read.returncode == 0, read.stderr
+    # Offsets 4, 6 and 8 are the commit, abort and commit markers: kcat's runs were transactions.
+    assert read.stdout.split() == [b"0:i0", b"1:i1", b"2:c0", b"3:c1", b"7:c2"]
 
 
 def test_mtls_principal_is_the_certificate_dn(secured: SecuredBroker) -> None:
@@ -169,79 +274,6 @@ def test_tls_refuses_an_untrusted_broker_and_a_foreign_client_certificate(secure
     with pytest.raises((ssl.SSLError, ConnectionError, ConnectionClosed)):
         c = RawClient(secured.address("SSL"), tls=secured.tls())
         c.call(metadata_request(None))
-
-
-def test_kcat_sasl_ssl_plain(secured: SecuredBroker, tmp_path: Path) -> None:
-    """kcat over SASL_SSL with PLAIN: its bundled librdkafka (2.0.2) sends a wrong SCRAM nonce
-    that Kafka 4 refuses (librdkafka#4895), and so does eoslog (the SCRAM test below)."""
-    kcat = require_kcat()
-    topic = "alice-kcat"
-    create_topic(secured, topic)
-    grant(secured, "User:alice", ResourceType.TOPIC, "alice-", AclOperation.WRITE, AclOperation.READ,
-          pattern=ResourcePatternType.PREFIXED)
-    conf = secured.rdkafka("SASL_SSL", user="alice", mechanism="PLAIN")
-    args = [f"-X{k}={v}" for k, v in conf.items() if k != "bootstrap.servers"]
-    base = [kcat, "-b", secured.address("SASL_SSL"), *args, "-t", topic]
-    subprocess.run([*base, "-P"], input=b"k1\nk2\n", check=True, timeout=60)
-    out = subprocess.run([*base, "-C", "-o", "beginning", "-c", "2", "-e"], capture_output=True, check=True,
-                         timeout=60)
-    assert out.stdout.split() == [b"k1", b"k2"]
-
-
-def test_kafka_python_sasl_plaintext_plain(secured: SecuredBroker) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
-    topic = "bob-plain"
-    create_topic(secured, topic)
-    grant(secured, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
-    grant(secured, "User:bob", ResourceType.GROUP, "bob-group", AclOperation.READ)
-    conf = dict(bootstrap_servers=secured.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
-                sasl_mechanism="PLAIN", sasl_plain_username="bob", sasl_plain_password=USERS["bob"])
-    p = KafkaProducer(**conf, enable_idempotence=True)
-    for v in (b"p0", b"p1"):
-        p.send(topic, v).get(30)
-    p.close()
-    c = KafkaConsumer(topic, **conf, group_id="bob-group", auto_offset_reset="earliest", consumer_timeout_ms=20000)
-    got = [m.value for _, m in zip(range(2), c, strict=False)]
-    c.close()
-    assert got == [b"p0", b"p1"]
-
-
-def test_aiokafka_sasl_ssl_scram256(secured: SecuredBroker) -> None:
-    import asyncio
-
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    topic = "bob-aio"
-    create_topic(secured, topic)
-    grant(secured, "User:bob", ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.READ)
-    grant(secured, "User:bob", ResourceType.GROUP, "bob-aio-group", AclOperation.READ)
-
-    async def run() -> list[bytes]:
-        conf = dict(bootstrap_servers=secured.address("SASL_SSL"), security_protocol="SASL_SSL",
-                    ssl_context=secured.tls(), sasl_mechanism="SCRAM-SHA-256",
-                    sasl_plain_username="bob", sasl_plain_password=USERS["bob"])
-        p = AIOKafkaProducer(**conf, enable_idempotence=True)
-        await p.start()
-        try:
-            for v in (b"a0", b"a1"):
-                await p.send_and_wait(topic, v)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(topic, **conf, group_id="bob-aio-group", auto_offset_reset="earliest")
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(60):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == 2:
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(run()) == [b"a0", b"a1"]
 
 
 # -- 2. authorization: refusals with Kafka's codes, and the same with the ACL ---------------------
@@ -443,41 +475,6 @@ def eoslog_settings(sb: SecuredBroker, listener: str, user: str = "alice", passw
         conf = {k: v for k, v in conf.items() if not k.startswith("ssl.certificate") and k != "ssl.key.location"}
         conf["ssl.keystore.location"] = str(sb.certs / "client.pem")
     return conf
-
-
-@pytest.mark.parametrize("listener", ["SASL_SSL", "SSL", "SASL_PLAINTEXT"])
-def test_eoslog_client_produces_idempotently_and_transactionally_and_consumes(
-        secured: SecuredBroker, listener: str) -> None:
-    from eoslog.client import Consumer as EoslogConsumer
-    from eoslog.client import Producer as EoslogProducer
-
-    principal = "User:CN=client,OU=eoslog-dev" if listener == "SSL" else "User:alice"
-    topic, txn, group = f"eos-{listener.lower()}", f"eos-txn-{listener.lower()}", f"eos-group-{listener.lower()}"
-    create_topic(secured, topic)
-    grant(secured, principal, ResourceType.TOPIC, "eos-", AclOperation.WRITE, AclOperation.READ,
-          pattern=ResourcePatternType.PREFIXED)
-    grant(secured, principal, ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE)
-    grant(secured, principal, ResourceType.GROUP, group, AclOperation.READ)
-    settings = eoslog_settings(secured, listener)
-    with EoslogProducer({**settings, "enable.idempotence": True}) as p:
-        for v in (b"e0", b"e1"):
-            p.send(topic, v).result(30)
-    with EoslogProducer({**settings, "transactional.id": txn}) as p:
-        p.init_transactions(30)
-        p.begin_transaction()
-        p.send(topic, b"e2")
-        p.commit_transaction(30)
-        p.begin_transaction()
-        p.send(topic, b"aborted")
-        p.abort_transaction(30)
-    got: list[bytes] = []
-    with EoslogConsumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"}) as c:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while len(got) < 3 and time.monotonic() < deadline:
-            got += [r.value for r in c.poll(1.0)]
-    assert got == [b"e0", b"e1", b"e2"]
 
 
 def test_eoslog_client_wrong_password_is_a_fatal_authentication_error(secured: SecuredBroker) -> None:
