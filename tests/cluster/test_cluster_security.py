@@ -6,13 +6,15 @@ Three brokers, each with a PLAINTEXT listener (only the harness's Metadata goes 
 ANONYMOUS principal may do nothing else) and a SASL_PLAINTEXT one, which is the inter-broker
 listener (inter.broker.listener.name): the brokers replicate, send markers and verify
 transactions as User:broker, the only super user, with SCRAM-SHA-512. The broker user's
-credential is written into ZooKeeper before the first start, as ``kafka-configs.sh
---zookeeper`` did; this test's admin client logs in as that user too.
+credential is written into ZooKeeper before the first start by ``eoslog users set-password
+--zookeeper``, as ``kafka-configs.sh --zookeeper`` did; this test's admin client logs in as
+that user too.
 """
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -32,9 +34,8 @@ from confluent_kafka.admin import (
 )
 
 from cluster_harness import Cluster
-from eoslog.cluster.security_store import USERS, credential_text
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
-from eoslog.protocol.scram import Mechanism, make_credential
+from eoslog.protocol.scram import Mechanism
 from harness import free_port, wait_until
 from rawkafka import RawClient
 from security_harness import STANDARD_AUTHORIZER, scram_login
@@ -51,7 +52,9 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}"}
 
     root = tmp_path_factory.mktemp("secured-cluster")
-    seed_credential(f"{zookeeper.connect_string}/{root.name}", "broker", BROKER_PASSWORD)
+    done = eoslog_cli("users", "set-password", "broker", "--password", BROKER_PASSWORD,
+                      "--zookeeper", f"{zookeeper.connect_string}/{root.name}")
+    assert done.returncode == 0, done.stderr
     jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
             f'username="broker" password="{BROKER_PASSWORD}";')
     c = Cluster(root, zookeeper=zookeeper, per_broker=listeners, overrides={
@@ -64,19 +67,8 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
     c.stop()
 
 
-def seed_credential(connect: str, user: str, password: str) -> None:
-    """The user's SCRAM-SHA-512 credential straight into ZooKeeper (the cluster's chroot)."""
-    from kazoo.client import KazooClient
-
-    cred = credential_text(make_credential(Mechanism.SCRAM_SHA_512, password))
-    client = KazooClient(hosts=connect.split("/")[0])
-    client.start(30)
-    try:
-        client.create(f"/{connect.split('/', 1)[1]}{USERS}/{user}", json.dumps(
-            {"version": 1, "config": {"SCRAM-SHA-512": cred}}).encode(), makepath=True)
-    finally:
-        client.stop()
-        client.close()
+def eoslog_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=120)
 
 
 def admin_conf(c: Cluster, i: int) -> dict[str, str]:
@@ -161,3 +153,36 @@ def test_replication_and_a_transaction_across_brokers_over_the_authenticated_lis
             ends.add(m.partition())
     c.close()
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(30))
+
+
+def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_other_mechanisms(
+        cluster: Cluster, zookeeper: ZooKeeperServer) -> None:
+    """``eoslog users set-password --zookeeper`` on a running cluster: its change notification
+    makes every broker load the new user; a second mechanism is added beside the first;
+    the znode holds salted keys only."""
+    from kazoo.client import KazooClient
+
+    from eoslog.cluster.security_store import USERS, user_credentials
+    from eoslog.protocol.scram import password_matches
+
+    connect = f"{zookeeper.connect_string}/{cluster.root.name}"
+    for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+        done = eoslog_cli("users", "set-password", "dave", "--password", "dave-secret", "--mechanism", mechanism,
+                          "--zookeeper", connect)
+        assert done.returncode == 0, done.stderr
+    for i in (1, 2, 3):
+        wait_until(lambda i=i: logs_in(cluster, i, "dave", "dave-secret"), f"dave logs in at broker {i}")  # type: ignore[misc]
+    assert not logs_in(cluster, 2, "dave", "wrong")
+    client = KazooClient(hosts=connect)
+    client.start(30)
+    try:
+        data, _ = client.get(f"{USERS}/dave")
+    finally:
+        client.stop()
+        client.close()
+    stored = user_credentials(data)
+    assert set(stored) == {Mechanism.SCRAM_SHA_512, Mechanism.SCRAM_SHA_256}
+    assert all(password_matches(m, c, "dave-secret") and c.iterations >= 4096 for m, c in stored.items())
+    assert b"dave-secret" not in data
+    both = eoslog_cli("users", "set-password", "x", "--password", "p", "--zookeeper", connect, "--data-dir", "/tmp")
+    assert both.returncode == 2 and "not both" in both.stderr

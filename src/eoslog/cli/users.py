@@ -4,7 +4,11 @@
 AlterUserScramCredentials to ``--bootstrap-server`` (the salted password only: the
 password never leaves this process). With ``--data-dir DIR`` it writes the credential
 into a stopped broker's data directory instead, as ``kafka-storage format --add-scram``
-does, so the first super user exists before the first start. ``list`` and ``delete``
+does, so the first super user exists before the first start; with ``--zookeeper
+HOST:PORT[/chroot]`` it writes it where cluster mode keeps credentials (``/config/users/<user>``
+and a change notification, as ``kafka-configs.sh --zookeeper`` did), for a cluster's first
+super user before its first start (or a running cluster's brokers, which follow the
+notification). ``list`` and ``delete``
 speak DescribeUserScramCredentials / AlterUserScramCredentials.
 """
 
@@ -43,6 +47,8 @@ def set_password(
     mechanism: MechanismOption = "SCRAM-SHA-512",
     iterations: Annotated[int, typer.Option("--iterations", min=MIN_ITERATIONS, max=16384)] = MIN_ITERATIONS,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="write into a stopped broker's log.dirs")] = None,
+    zookeeper: Annotated[str | None, typer.Option(
+        "--zookeeper", help="write into a cluster's ZooKeeper (HOST:PORT[/chroot], its zookeeper.connect)")] = None,
     bootstrap_server: BootstrapServer = "127.0.0.1:9092",
     command_config: CommandConfig = None,
 ) -> None:
@@ -52,6 +58,27 @@ def set_password(
         if not secret:
             raise CommandError("give --password or set EOSLOG_PASSWORD", exit_code=2)
         mech = _mechanism(mechanism)
+        if data_dir is not None and zookeeper is not None:
+            raise CommandError("give --data-dir or --zookeeper, not both", exit_code=2)
+        if zookeeper is not None:
+            import asyncio
+            import logging
+
+            from kazoo.exceptions import KazooException
+            from kazoo.handlers.threading import KazooTimeoutError
+
+            from eoslog.cluster.security_store import ZK_TIMEOUT_MS, set_user_credential
+
+            logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # one line below, not each retry's warning
+            try:
+                asyncio.run(set_user_credential(zookeeper, name, mech, make_credential(mech, secret, iterations)))
+            except KazooTimeoutError:
+                raise CommandError(
+                    f"--zookeeper {zookeeper}: no ZooKeeper answered in {ZK_TIMEOUT_MS // 1000} s") from None
+            except KazooException as e:
+                raise CommandError(f"--zookeeper {zookeeper}: {type(e).__name__} {e}") from None
+            typer.echo(f"stored {mech.value} credential of User:{name} in ZooKeeper {zookeeper}")
+            return
         if data_dir is not None:
             from eoslog.broker.credentials import CredentialStore
 

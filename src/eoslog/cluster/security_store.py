@@ -9,8 +9,11 @@ broker of a cluster sees what one broker was told (docs/security.md, "Cluster mo
   announced by a sequential ``/kafka-acl-changes/acl_changes_`` znode (``Type:PATTERN:name``).
 
 Every broker watches the two change paths and reloads the whole set on a change (it is small);
-the broker that wrote applies the new set at once, before answering. The local files
-(acls.json, scram-credentials.json) stay as each broker's cache of what it last loaded.
+the broker that wrote applies the new set at once, before answering. ``set_user_credential``
+writes one credential without a broker (``eoslog users set-password --zookeeper``, as
+``kafka-configs.sh --zookeeper`` did), so the first super user exists before the first start.
+The local files (acls.json, scram-credentials.json) stay as each broker's cache of what it
+last loaded.
 ZooKeeper is the consensus; nothing here decides an order beyond its znode versions.
 """
 
@@ -34,6 +37,7 @@ USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 ACLS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
 ACL_CHANGES = "/kafka-acl-changes"
+ZK_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms's default: the CLI's connection and session timeout
 # Kafka's names in the znodes: "Topic", "TransactionalId", "Allow", "IdempotentWrite"...
 _CAMEL = {t: "".join(w.capitalize() for w in t.name.split("_")) for t in (*ResourceType, *AclOperation,
                                                                             *PermissionType)}
@@ -53,6 +57,52 @@ def credential_text(c: ScramCredential) -> str:
 
 def credential_from_text(text: str) -> ScramCredential:
     return ScramCredential.from_json(dict(part.split("=", 1) for part in text.split(",")))  # type: ignore[arg-type]
+
+
+def user_credentials(data: bytes) -> dict[Mechanism, ScramCredential]:
+    """The SCRAM credentials of a ``/config/users/<user>`` znode (other configs ignored)."""
+    config = json.loads(data or b"{}").get("config", {})
+    return {Mechanism(m): credential_from_text(v) for m, v in config.items() if m in {x.value for x in Mechanism}}
+
+
+async def write_user(zk: ZkSession, user: str, credentials: dict[Mechanism, ScramCredential]) -> None:
+    """``/config/users/<user>`` holding exactly ``credentials``, then the change notification
+    every broker's watch reloads on."""
+    doc = {"version": 1, "config": {str(m): credential_text(c) for m, c in credentials.items()}}
+    await _put(zk, f"{USERS}/{quote(user, safe='')}", json.dumps(doc).encode())
+    await zk.create(f"{CONFIG_CHANGES}/config_change_", json.dumps(
+        {"version": 2, "entity_path": f"users/{user}"}).encode(), sequence=True, makepath=True)
+
+
+async def set_user_credential(connect: str, user: str, mechanism: Mechanism, credential: ScramCredential,
+                              timeout_ms: int = ZK_TIMEOUT_MS) -> None:
+    """Add or replace one of ``user``'s credentials in the ZooKeeper of ``connect``
+    (HOST:PORT[,...][/chroot], a cluster's zookeeper.connect), keeping its others. A chroot
+    not made yet is made (this may run before the cluster's first start)."""
+    hosts, slash, chroot = connect.partition("/")
+    if slash and chroot.strip("/"):
+        zk = ZkSession(hosts, timeout_ms, timeout_ms)
+        await zk.start()
+        try:
+            await zk.ensure_path(f"/{chroot.strip('/')}")
+        finally:
+            await zk.close()
+    zk = ZkSession(connect, timeout_ms, timeout_ms)
+    await zk.start()
+    try:
+        node = await zk.get(f"{USERS}/{quote(user, safe='')}")
+        credentials = user_credentials(node.data) if node is not None else {}
+        await write_user(zk, user, {**credentials, mechanism: credential})
+    finally:
+        await zk.close()
+
+
+async def _put(zk: ZkSession, path: str, data: bytes) -> None:
+    node = await zk.get(path)
+    if node is None:
+        await zk.create(path, data, makepath=True)
+    else:
+        await zk.set(path, data, node.version)
 
 
 class ZkSecurityStore:
@@ -83,11 +133,7 @@ class ZkSecurityStore:
             users: dict[str, dict[Mechanism, ScramCredential]] = {}
             for child in await self.zk.children(USERS):
                 node = await self.zk.get(f"{USERS}/{child}")
-                if node is None:
-                    continue
-                config = json.loads(node.data or b"{}").get("config", {})
-                mechs = {Mechanism(m): credential_from_text(v) for m, v in config.items()
-                         if m in {x.value for x in Mechanism}}
+                mechs = user_credentials(node.data) if node is not None else {}
                 if mechs:
                     users[unquote(child)] = mechs
             store = self.security.credentials
@@ -120,10 +166,7 @@ class ZkSecurityStore:
         for user, mech, cred in upserts:
             users.setdefault(user, {})[mech] = cred
         for user in sorted(touched):
-            doc = {"version": 1, "config": {str(m): credential_text(c) for m, c in users.get(user, {}).items()}}
-            await self._put(f"{USERS}/{quote(user, safe='')}", json.dumps(doc).encode())
-            await self.zk.create(f"{CONFIG_CHANGES}/config_change_", json.dumps(
-                {"version": 2, "entity_path": f"users/{user}"}).encode(), sequence=True)
+            await write_user(self.zk, user, users.get(user, {}))
         await self.load_credentials()
 
     async def store_acls(self, acls: Iterable[AclBinding]) -> None:
@@ -137,14 +180,7 @@ class ZkSecurityStore:
                 continue
             doc = {"version": 1, "acls": [{"principal": a.principal, "permissionType": _CAMEL[a.permission],
                                            "operation": _CAMEL[a.operation], "host": a.host} for a in after]}
-            await self._put(f"{ACLS[pattern]}/{_CAMEL[rtype]}/{quote(name, safe='')}", json.dumps(doc).encode())
+            await _put(self.zk, f"{ACLS[pattern]}/{_CAMEL[rtype]}/{quote(name, safe='')}", json.dumps(doc).encode())
             await self.zk.create(f"{ACL_CHANGES}/acl_changes_", f"{_CAMEL[rtype]}:{pattern.name}:{name}".encode(),
                                  sequence=True)
         await self.load_acls()
-
-    async def _put(self, path: str, data: bytes) -> None:
-        node = await self.zk.get(path)
-        if node is None:
-            await self.zk.create(path, data, makepath=True)
-        else:
-            await self.zk.set(path, data, node.version)
