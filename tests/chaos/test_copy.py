@@ -55,6 +55,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from copier import AIOKAFKA, CONFLUENT, EOSLOG, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
 from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, check_copy, end_offsets, explain
+from rdkafka_log import DEBUG as RDKAFKA_DEBUG
+from rdkafka_log import explain_wedge, instance_lines
 
 from cluster_harness import Cluster, find_coordinator
 from harness import BrokerProcess
@@ -78,7 +80,8 @@ SEED = int(os.environ.get("EOSLOG_COPY_SEED", "20240905"))
 # re-enqueues the request, so send_offsets_to_transaction waits forever.
 WEDGING_CLIENTS = frozenset({KAFKA_PYTHON})
 MAX_WEDGED_EXITS = 3
-# EOSLOG_COPY_DEBUG=eos,protocol,broker puts librdkafka's debug log into the copier logs.
+# librdkafka's debug log (contexts RDKAFKA_DEBUG, or EOSLOG_COPY_DEBUG's) goes into the
+# copier logs; a wedged confluent copier's diagnosis says from it what its call waits for.
 
 BROKER_OVERRIDES = {
     "offsets.topic.num.partitions": "5",
@@ -142,6 +145,7 @@ class CopierProcess:
         self.scenario, self.bootstrap, self.partition = scenario, bootstrap, partition
         self.transactional_id = f"copier-{partition}"
         self.log_path = log_path
+        self.debug = os.environ.get("EOSLOG_COPY_DEBUG") or (RDKAFKA_DEBUG if scenario.client == CONFLUENT else "")
         self.instances: list[Instance] = []
         self.position = 0  # committed input offset, as last reported
         self.end: int | None = None
@@ -164,7 +168,7 @@ class CopierProcess:
         cmd = [sys.executable, str(COPIER), "--client", self.scenario.client, "--bootstrap", self.bootstrap,
                "--input-topic", INPUT, "--input-partition", str(self.partition), "--output-topic", OUTPUT,
                "--transactional-id", self.transactional_id, "--group-id", GROUP, "--instance", str(n),
-               "--seed", str(SEED), "--debug", os.environ.get("EOSLOG_COPY_DEBUG", "")]
+               "--seed", str(SEED), "--debug", self.debug]
         with open(self.log_path, "ab") as log:
             log.write(f"--- instance {n} ---\n".encode())
             log.flush()
@@ -239,7 +243,11 @@ class CopierProcess:
         if code == EXIT_STUCK:
             with self._lock:
                 last = json.dumps(inst.last_events[-1:])
-            self.stuck_exits.append(f"instance {inst.number} gave up on a wedged client call: {last}")
+            wedge = f"instance {inst.number} gave up on a wedged client call: {last}"
+            if self.scenario.client == CONFLUENT:
+                wedge += "\n    librdkafka: " + explain_wedge(instance_lines(self.log_path, inst.number)).replace(
+                    "\n", "\n      ")
+            self.stuck_exits.append(wedge)
         elif not inst.killed_by_test:
             with self._lock:
                 last = json.dumps(inst.last_events[-3:])
