@@ -214,6 +214,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "ZooKeeper session timeout: how long a silent broker stays registered"),
     ConfigDef("zookeeper.connection.timeout.ms", int, -1,
               "how long to wait for a connection at start-up (-1: zookeeper.session.timeout.ms)"),
+    ConfigDef("zookeeper.change.notification.expiration.ms", int, 900000,
+              "change notifications (/config/changes, /kafka-acl-changes) older than this are deleted "
+              "after the next change is processed (Kafka's ZooKeeper-era listener: a fixed 15 min)"),
     ConfigDef("offsets.topic.replication.factor", int, 3,
               "replication factor of __consumer_offsets (capped at the live brokers)"),
     ConfigDef("transaction.state.log.replication.factor", int, 3,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -42,6 +43,7 @@ from security_harness import STANDARD_AUTHORIZER, scram_login
 
 PASSWORD = "carol-secret"
 BROKER_PASSWORD = "broker-secret"
+CHANGE_EXPIRATION_MS = 2000  # Kafka's 15 min, short here so the purge can be seen
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,8 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:broker", "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas}).start()
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
+        "zookeeper.change.notification.expiration.ms": str(CHANGE_EXPIRATION_MS)}).start()
     c.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     yield c
     c.stop()
@@ -186,3 +189,48 @@ def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_oth
     assert b"dave-secret" not in data
     both = eoslog_cli("users", "set-password", "x", "--password", "p", "--zookeeper", connect, "--data-dir", "/tmp")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_change_notifications_past_the_expiration_are_purged(cluster: Cluster, zookeeper: ZooKeeperServer) -> None:
+    """A credential and an ACL change, then (past zookeeper.change.notification.expiration.ms)
+    another pair: processing the second deletes the first pair's change znodes, as Kafka's
+    ZkNodeChangeNotificationListener did; the changes themselves stay in force."""
+    from kazoo.client import KazooClient
+
+    from eoslog.cluster.security_store import ACL_CHANGES, CONFIG_CHANGES
+
+    connect = f"{zookeeper.connect_string}/{cluster.root.name}"
+    admin = AdminClient(admin_conf(cluster, 1))
+
+    def change(n: int) -> None:
+        done = eoslog_cli("users", "set-password", f"erin{n}", "--password", "erin-secret", "--zookeeper", connect)
+        assert done.returncode == 0, done.stderr
+        binding = AclBinding(ResourceType.TOPIC, f"erin{n}-", ResourcePatternType.PREFIXED, f"User:erin{n}", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding], request_timeout=30).values():
+            f.result()
+
+    client = KazooClient(hosts=connect)
+    client.start(30)
+    try:
+        def notifications() -> set[str]:
+            return {f"{p}/{c}" for p in (CONFIG_CHANGES, ACL_CHANGES) for c in client.get_children(p)}
+
+        change(1)
+        first = notifications()
+        assert any(n.startswith(CONFIG_CHANGES) for n in first) and any(n.startswith(ACL_CHANGES) for n in first)
+        time.sleep(CHANGE_EXPIRATION_MS / 1000 + 0.5)
+        change(2)
+        wait_until(lambda: not first & notifications(), "the expired change notifications deleted")
+    finally:
+        client.stop()
+        client.close()
+    assert logs_in(cluster, 3, "erin1", "erin-secret") and logs_in(cluster, 3, "erin2", "erin-secret")
+
+
+def test_only_notifications_older_than_the_expiration_are_obsolete() -> None:
+    from eoslog.cluster.security_store import obsolete
+
+    created = {"config_change_0000000001": 1000, "config_change_0000000002": 8000, "config_change_0000000003": 9500}
+    assert obsolete(created, now_ms=10000, expiration_ms=2000) == ["config_change_0000000001"]
+    assert obsolete(created, now_ms=10000, expiration_ms=0) == sorted(created)

@@ -125,7 +125,8 @@ class Broker:
         if self.cluster is not None:
             cluster_id = await self.cluster.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
             from eoslog.cluster.security_store import ZkSecurityStore  # kazoo only in cluster mode
-            await ZkSecurityStore(self.cluster.zk, self.state.security).start()
+            await ZkSecurityStore(self.cluster.zk, self.state.security,
+                                  int(self.config["zookeeper.change.notification.expiration.ms"])).start()
         else:
             replication = internal_topic_replication(self.config, brokers=1)
             if replication.warning is not None:

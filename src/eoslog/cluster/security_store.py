@@ -8,7 +8,10 @@ broker of a cluster sees what one broker was told (docs/security.md, "Cluster mo
   <name>`` (PREFIXED): ``{"version":1,"acls":[{"principal","permissionType","operation","host"}]}``,
   announced by a sequential ``/kafka-acl-changes/acl_changes_`` znode (``Type:PATTERN:name``).
 
-Every broker watches the two change paths and reloads the whole set on a change (it is small);
+Every broker watches the two change paths and reloads the whole set on a change (it is small),
+then deletes the change znodes older than ``zookeeper.change.notification.expiration.ms`` (as
+Kafka's ZkNodeChangeNotificationListener purged them after 15 min; every broker may, a znode
+already gone is fine) so the change paths do not grow forever;
 the broker that wrote applies the new set at once, before answering. ``set_user_credential``
 writes one credential without a broker (``eoslog users set-password --zookeeper``, as
 ``kafka-configs.sh --zookeeper`` did), so the first super user exists before the first start.
@@ -22,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine, Iterable
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
@@ -105,18 +109,25 @@ async def _put(zk: ZkSession, path: str, data: bytes) -> None:
         await zk.set(path, data, node.version)
 
 
+def obsolete(created_ms: dict[str, int], now_ms: int, expiration_ms: int) -> list[str]:
+    """The change notifications (name -> creation time) older than ``expiration_ms`` at ``now_ms``."""
+    return sorted(name for name, ctime in created_ms.items() if now_ms - ctime > expiration_ms)
+
+
 class ZkSecurityStore:
-    def __init__(self, zk: ZkSession, security: Security) -> None:
+    def __init__(self, zk: ZkSession, security: Security, change_expiration_ms: int = 900000) -> None:
         self.zk = zk
         self.security = security
+        self.change_expiration_ms = change_expiration_ms
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         for path in (USERS, CONFIG_CHANGES, ACL_CHANGES, *ACLS.values()):
             await self.zk.ensure_path(path)
-        await self.zk.watch_children(CONFIG_CHANGES, lambda _p, _c: self._spawn(self.load_credentials()))
-        await self.zk.watch_children(ACL_CHANGES, lambda _p, _c: self._spawn(self.load_acls()))
+        await self.zk.watch_children(CONFIG_CHANGES,
+                                     lambda p, c: self._spawn(self._changed(self.load_credentials, p, c)))
+        await self.zk.watch_children(ACL_CHANGES, lambda p, c: self._spawn(self._changed(self.load_acls, p, c)))
         await self.load_credentials()
         await self.load_acls()
         self.security.remote = self
@@ -125,6 +136,17 @@ class ZkSecurityStore:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)  # kept until done: the loop holds tasks weakly
         task.add_done_callback(self._tasks.discard)
+
+    async def _changed(self, load: Callable[[], Awaitable[None]], path: str, notifications: list[str]) -> None:
+        await load()
+        created: dict[str, int] = {}
+        for name in notifications:
+            node = await self.zk.get(f"{path}/{name}")
+            if node is not None:
+                created[name] = node.ctime_ms
+        for name in obsolete(created, int(time.time() * 1000), self.change_expiration_ms):
+            log.debug("purging change notification %s/%s", path, name)
+            await self.zk.delete(f"{path}/{name}")
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class Znode:
     version: int  # the data version: the condition of a conditional set
     czxid: int  # the creating transaction's id (a registration's broker epoch)
     ephemeral_owner: int
+    ctime_ms: int = 0  # when it was created, by the ZooKeeper server's clock
 
 
 class TransactionFailed(Exception):
@@ -63,7 +64,7 @@ class Op:
 
 
 def _znode(data: bytes | None, stat: Any) -> Znode:
-    return Znode(data or b"", int(stat.version), int(stat.czxid), int(stat.ephemeralOwner))
+    return Znode(data or b"", int(stat.version), int(stat.czxid), int(stat.ephemeralOwner), int(stat.ctime))
 
 
 class ZkSession:
