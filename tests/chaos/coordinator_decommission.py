@@ -1,6 +1,6 @@
 """Reproduce librdkafka #5511 on eoslog's cluster or on Apache Kafka's (not part of the suite).
 
-    PYTHONPATH=src python tests/chaos/coordinator_decommission.py eoslog|kafka [--restart]
+    PYTHONPATH=src python tests/chaos/coordinator_decommission.py eoslog|kafka [--restart] [--idle-ms N]
 
 A transactional librdkafka producer copies a few records with send_offsets_to_transaction (which
 caches the group's coordinator), the group coordinator is killed (-9), and the producer reads
@@ -10,7 +10,9 @@ but keeps the handle as the group's cached coordinator; the next send_offsets_to
 waits for that handle to come up and never looks the coordinator up again until another
 connection of the producer goes up or down (#5511), past its own timeout (#5456). Prints HUNG
 when the call has not returned 30 s after its 10 s timeout; with ``--restart`` the killed
-broker is back in the metadata before the call. librdkafka's debug log: ``rdkafka.log``.
+broker is back in the metadata before the call; with ``--idle-ms`` the producer closes idle
+connections (``connections.max.idle.ms``), a client-side workaround: the closes re-run the lookup.
+librdkafka's debug log: ``rdkafka.log``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("kind", choices=["eoslog", "kafka"])
     p.add_argument("--restart", action="store_true", help="restart the killed broker before the call")
+    p.add_argument("--idle-ms", type=int, default=0, help="the producer's connections.max.idle.ms (0: never)")
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix=f"decommission-{args.kind}-"))
     t0 = time.monotonic()
@@ -60,7 +63,7 @@ def main() -> None:
     os.dup2(os.open(root / "rdkafka.log", os.O_WRONLY | os.O_CREAT), 2)  # librdkafka logs to stderr
     hung = True
     try:
-        hung = run(bootstrap, nodes, args.restart, say)
+        hung = run(bootstrap, nodes, args.restart, args.idle_ms, say)
     finally:
         for n in nodes.values():
             n.kill()
@@ -69,7 +72,7 @@ def main() -> None:
         os._exit(1 if hung else 0)  # the hung call's thread would keep the interpreter alive
 
 
-def run(bootstrap: str, nodes: dict[int, Any], restart: bool, say: Any) -> bool:
+def run(bootstrap: str, nodes: dict[int, Any], restart: bool, idle_ms: int, say: Any) -> bool:
     """True when the second send_offsets_to_transaction hung."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic("in", 1, 3), NewTopic("out", 3, 3)]).values():
@@ -82,7 +85,7 @@ def run(bootstrap: str, nodes: dict[int, Any], restart: bool, say: Any) -> bool:
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("in", 0, 0)])
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "t", "acks": "all",
-                         "debug": "eos,broker,metadata,protocol"})
+                         "connections.max.idle.ms": idle_ms, "debug": "eos,broker,metadata,protocol"})
     producer.init_transactions(30)
     position = 0
 
