@@ -3,9 +3,10 @@ ZooKeeper era: /config/users + /config/changes, /kafka-acl + /kafka-acl-changes)
 broker is told, every broker applies (cluster/security_store.py).
 
 Three brokers, each with a PLAINTEXT listener (only the harness's Metadata goes there: its
-ANONYMOUS principal may do nothing else) and a SASL_PLAINTEXT one, which is the inter-broker
-listener (inter.broker.listener.name): the brokers replicate, send markers and verify
-transactions as User:broker, the only super user, with SCRAM-SHA-512. The broker user's
+ANONYMOUS principal may do nothing else), a SASL_PLAINTEXT one for this test's clients and a
+SASL_SSL one, the inter-broker listener (inter.broker.listener.name): the brokers replicate,
+send markers and verify transactions over TLS (a throw-away CA's certificates) as User:broker,
+the only super user, with SCRAM-SHA-512. The broker user's
 credential is written into ZooKeeper before the first start by ``eoslog users set-password
 --zookeeper``, as ``kafka-configs.sh --zookeeper`` did; this test's admin client logs in as
 that user too.
@@ -35,6 +36,7 @@ from confluent_kafka.admin import (
 )
 
 from cluster_harness import Cluster
+from eoslog.cli.certs import make_dev_certs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.scram import Mechanism
 from harness import free_port, wait_until
@@ -49,11 +51,14 @@ CHANGE_EXPIRATION_MS = 2000  # Kafka's 15 min, short here so the purge can be se
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     sasl_ports = {i: free_port() for i in (1, 2, 3)}
+    tls_ports = {i: free_port() for i in (1, 2, 3)}
 
     def listeners(i: int, port: int) -> dict[str, str]:
-        return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}"}
+        return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]},"
+                             f"SASL_SSL://127.0.0.1:{tls_ports[i]}"}
 
     root = tmp_path_factory.mktemp("secured-cluster")
+    certs = make_dev_certs(root / "certs")
     done = eoslog_cli("users", "set-password", "broker", "--password", BROKER_PASSWORD,
                       "--zookeeper", f"{zookeeper.connect_string}/{root.name}")
     assert done.returncode == 0, done.stderr
@@ -61,9 +66,10 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
             f'username="broker" password="{BROKER_PASSWORD}";')
     c = Cluster(root, zookeeper=zookeeper, per_broker=listeners, overrides={
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": STANDARD_AUTHORIZER,
-        "super.users": "User:broker", "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "super.users": "User:broker", "inter.broker.listener.name": "SASL_SSL",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
+        "ssl.keystore.location": str(certs / "broker.pem"), "ssl.truststore.location": str(certs / "ca.pem"),
         "zookeeper.change.notification.expiration.ms": str(CHANGE_EXPIRATION_MS)}).start()
     c.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     yield c
@@ -131,7 +137,7 @@ def test_a_user_and_an_acl_made_at_one_broker_apply_at_the_others(cluster: Clust
 def test_replication_and_a_transaction_across_brokers_over_the_authenticated_listener(cluster: Cluster) -> None:
     """Only User:broker may replicate (ClusterAction) and write markers: an acks=all write to
     3 replicas and a committed transaction whose coordinator and leaders differ prove that the
-    brokers logged in to each other over SASL."""
+    brokers logged in to each other over SASL_SSL."""
     admin = AdminClient(admin_conf(cluster, 1))
     for f in admin.create_topics([NewTopic("replicated", 3, 3, config={"min.insync.replicas": "3"})],
                                  request_timeout=30).values():
