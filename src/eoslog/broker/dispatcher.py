@@ -39,13 +39,15 @@ class Dispatcher:
     def __init__(self, state: BrokerState, metrics: RequestMetrics | None = None) -> None:
         self.state = state
         self.metrics = metrics  # None: metrics.listener unset, nothing observed
+        self._serving = False  # state.serving seen set: it stays set, so asked no more
 
     async def handle(self, frame: Frame, session: Session, peer: str) -> list[bytes] | None:
         """Answer one request frame with the buffers of its response frame; None when no
         response is due (acks=0)."""
-        if not self.state.serving.is_set():
+        if not self._serving:
             await self.state.serving.wait()
-        start = time.perf_counter()
+            self._serving = True
+        start = time.perf_counter() if self.metrics is not None else 0.0
         try:
             prefix = read_prefix(frame)
         except DecodeError as e:
@@ -76,7 +78,8 @@ class Dispatcher:
         # Authorization is per resource: each handler asks ctx.allowed(...) before it
         # touches one and answers Kafka's *_AUTHORIZATION_FAILED code for it.
         response = await spec.handler(ctx, request)
-        audit.record(ctx, request, response)
+        if prefix.api_key in audit.AUDITED_APIS:
+            audit.record(ctx, request, response)
         if self.metrics is not None:
             self.metrics.observe(spec.name, time.perf_counter() - start, response)
         if response is None:

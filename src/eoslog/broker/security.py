@@ -138,6 +138,7 @@ class Security:
         if authorizer and authorizer.rsplit(".", 1)[-1] not in KNOWN_AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name={authorizer}: eoslog serves StandardAuthorizer only")
         self.acls_enabled = bool(authorizer)
+        self.allow_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])  # read-only, as in Kafka
         self.super_users = frozenset(u.strip() for u in str(config["super.users"]).split(";") if u.strip())
         self.mechanisms = [m.strip().upper() for m in str(config["sasl.enabled.mechanisms"]).split(",") if m.strip()]
         self._fake_salt_key = os.urandom(32)
@@ -216,7 +217,7 @@ class Security:
         if not self.acls_enabled or str(principal) in self.super_users:
             return True
         result = decide(self.acl_store.acls, str(principal), host, operation, resource_type, name,
-                        bool(self.config["allow.everyone.if.no.acl.found"]))
+                        self.allow_if_no_acl)
         if not log:
             return result
         decision_log.log(self._allow_level if result else self._deny_level,
