@@ -3,6 +3,7 @@
     python bench/cluster.py            # 3 rounds of 100 MB per case + 10 failovers, ~4 min
     python bench/cluster.py --quick    # 1 round of 30 MB + 5 failovers
     python bench/cluster.py --failover-only --label after   # failovers alone, saved by label
+    python bench/cluster.py --produce-only --flush-policy group-commit --label after   # issue 14 per replica
 
 Two builds' failover times in one run: start the script twice at once, each with its own
 PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
@@ -21,6 +22,11 @@ interleaved round by round:
   below by zookeeper.session.timeout.ms (6000 here): the controller learns of the death when
   ZooKeeper expires the broker's session.
 
+``--flush-policy group-commit`` runs the brokers with ``log.flush.policy=group-commit`` (a
+cluster's default is Kafka's ``kafka``): leaders and followers fsync before an acks=all write
+counts as replicated. ``--produce-only`` skips the failovers and saves the produce figures by
+``--label`` (two builds side by side, as for failovers).
+
 Output: a table, bench/results/cluster-<timestamp>.json and cluster-latest.json, and
 cluster-latest.png.
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -109,13 +116,23 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--failover-only", action="store_true")
     parser.add_argument("--label", default="")
+    parser.add_argument("--produce-only", action="store_true")
+    parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
     args = parser.parse_args()
     mb = args.mb or (30 if args.quick else 100)
     rounds = args.rounds or (1 if args.quick else 3)
     kills = args.kills or (5 if args.quick else 10)
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-cluster-", None)
-    cluster = Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}).start()
+    cluster = Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                                                   "log.flush.policy": args.flush_policy}).start()
     load_before = facts.get("load_average")
+    if args.produce_only:
+        try:
+            produce_runs = replicated_produce(cluster, mb, rounds)
+        finally:
+            cluster.stop()
+        save_produce(produce_runs, args, {**facts, "load_average_before": load_before})
+        return
     if args.failover_only:
         try:
             failover_s = failovers(cluster, kills)
@@ -155,6 +172,20 @@ def main() -> None:
             (RESULTS_DIR / name).write_text(json.dumps(results, indent=1))
         plot(results, RESULTS_DIR / "cluster-latest.png")
         print(f"saved {RESULTS_DIR / 'cluster-latest.json'} and cluster-latest.png")
+
+
+def save_produce(runs: dict[str, list[Measurement]], args: argparse.Namespace, facts: dict[str, Any]) -> None:
+    rf1, rf3 = best(runs["rf1"]), best(runs["rf3"])
+    results = {"label": args.label, "flush_policy": args.flush_policy, "machine": facts,
+               "load_average_after": [round(x, 2) for x in os.getloadavg()],
+               "produce": {name: [m.to_json() for m in ms] for name, ms in runs.items()},
+               "best_mb_s": {"rf1": round(rf1.mb_s, 1), "rf3": round(rf3.mb_s, 1)},
+               "ratio_rf3_rf1": round(rf3.mb_s / rf1.mb_s, 3) if rf1.mb_s else None}
+    print(f"produce {args.label} ({args.flush_policy}): RF1 {rf1.mb_s:.1f} MB/s, RF3 {rf3.mb_s:.1f} MB/s, "
+          f"RF3/RF1 {results['ratio_rf3_rf1']} (rounds RF3: {[round(m.mb_s, 1) for m in runs['rf3']]})")
+    if not args.no_save:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        (RESULTS_DIR / f"cluster-produce-{args.label or 'run'}.json").write_text(json.dumps(results, indent=1))
 
 
 def save_failovers(failover_s: list[float], label: str, facts: dict[str, Any], no_save: bool) -> None:

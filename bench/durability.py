@@ -1,6 +1,7 @@
 """What surviving a power cut costs (issue 14): the flush policies side by side in one run.
 
     python bench/durability.py [--mb 40] [--rounds 3] [--txn-seconds 6] [--latency-samples 300]
+                               [--eos-rounds 2] [--copy-records 20000] [--spark-records 40000] [--no-spark]
 
 Three brokers of this checkout run at once on fresh data directories on the same disk, only
 one under load at a time, the order rotating per round so a slow stretch of the shared
@@ -15,9 +16,13 @@ machine hits each alike:
 Cases: produce acks=all and idempotent (1 KB records, confluent-kafka, ``load.py``), a
 transactional producer committing every 100 ms (``transactions.py``, verified afterwards),
 and the latencies of one acks=all record at a time and of small transactions (10 records
-and a commit) — p50/p99. Fsync rounds and records per round come from the group-commit
-broker's own count (logged at its shutdown). Reported: best MB/s of the rounds, ratios to
-``no-fsync``; results JSON and a plot in bench/results/. Nothing is asserted.
+and a commit) — p50/p99. Then, in the same run, the exactly-once pipelines on a pair of
+brokers each (``group-commit`` vs ``no-fsync``, ``durability_eos.py``): a transactional copy
+(tests/chaos/copier.py) and the Spark exactly-once sink (``spark_sink.py``'s query), records/s.
+Fsync rounds and records per round come from the group-commit broker's own count (logged at
+its shutdown): over the produce cases together, and per exactly-once case. Reported: best of
+the rounds, ratios to ``no-fsync``; results JSON and a plot in bench/results/. Nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
+import durability_eos
 from common import MB, REPO_ROOT, RESULTS_DIR, BrokerProcess, git_commit
 from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, produce
 from transactions import Case, prime_coordinator, run_case, verify
@@ -125,20 +131,32 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def fsync_stats(node: Node) -> dict[str, float] | None:
-    found = _STATS.findall(node.broker.log_text())
+def fsync_stats(broker: BrokerProcess, loaded_s: float) -> dict[str, float] | None:
+    """The group-commit broker's count since its last start (logged at its stop)."""
+    found = _STATS.findall(broker.log_text())
     if not found:
         return None
     rounds, files, offsets = map(int, found[-1])
     return {"fsync_rounds": rounds, "files_synced": files, "offsets_synced": offsets,
-            "rounds_per_s": round(rounds / node.loaded_s, 1) if node.loaded_s else 0.0,
+            "rounds_per_s": round(rounds / loaded_s, 1) if loaded_s else 0.0,
             "records_per_round": round(offsets / rounds, 1) if rounds else 0.0}
+
+
+def eos_results(sides: list[durability_eos.Side]) -> dict[str, Any]:
+    by = {s.policy: s for s in sides}
+    base = max(by[BASELINE].records_s)
+    out: dict[str, Any] = {s.policy: {"records_s": round(max(s.records_s)), "ratio": round(max(s.records_s) / base, 3),
+                                      "runs": [round(x) for x in s.records_s]} for s in sides}
+    per_round = [round(a / b, 3) for a, b in zip(by["group-commit"].records_s, by[BASELINE].records_s, strict=True)]
+    out["ratio_per_round"] = per_round
+    out["group_commit_fsyncs"] = fsync_stats(by["group-commit"].broker, by["group-commit"].loaded_s)
+    return out
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
     policies = list(POLICIES)
     colors = {"group-commit": "#1f77b4", "no-fsync": "#9e9e9e", "fsync-per-write": "#d62728"}
-    fig, (thr, lat) = plt.subplots(1, 2, figsize=(15, 5.5))
+    fig, (thr, lat, eos) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=[3, 2, 2])
     cases = [*THROUGHPUT_CASES, TXN.name]
     width = 0.8 / len(policies)
     for i, policy in enumerate(policies):
@@ -165,6 +183,22 @@ def plot(results: dict[str, Any], path: Path) -> None:
     lat.set_ylabel("ms (bar p50, line to p99)")
     lat.set_title("latency")
     lat.legend()
+    ecases = list(results["exactly_once"])
+    for i, policy in enumerate(("group-commit", BASELINE)):
+        for j, c in enumerate(ecases):
+            r = results["exactly_once"][c]
+            bar = eos.bar(j + i * 0.4, r[policy]["records_s"], 0.4, color=colors[policy],
+                          label=policy if j == 0 else None)[0]
+            eos.scatter([bar.get_x() + 0.2] * len(r[policy]["runs"]), r[policy]["runs"], color="black", s=10, zorder=3)
+            if policy == "group-commit":
+                fs_c = r["group_commit_fsyncs"] or {}
+                eos.annotate(f"{r[policy]['ratio']:.2f}\n{fs_c.get('rounds_per_s', '?')} fsyncs/s\n"
+                             f"{fs_c.get('records_per_round', '?')} rec/fsync",
+                             (bar.get_x() + 0.2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    eos.set_xticks([j + 0.2 for j in range(len(ecases))], ecases)
+    eos.set_ylabel("records/s (best round; dots: each round)")
+    eos.set_title("exactly-once pipelines (label: ratio to no-fsync)")
+    eos.legend()
     fs = results.get("group_commit_fsyncs") or {}
     fig.suptitle(f"eoslog flush policies, one run, load {results['load_start']:.1f}→{results['load_end']:.1f} on "
                  f"{os.cpu_count()} shared CPUs — {results['commit']} — group commit: "
@@ -181,6 +215,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--txn-seconds", type=float, default=6.0)
     p.add_argument("--latency-samples", type=int, default=300)
+    p.add_argument("--eos-rounds", type=int, default=2, help="rounds of the copy and Spark sink cases")
+    p.add_argument("--copy-records", type=int, default=20000)
+    p.add_argument("--copy-txn", type=int, default=500, help="records per copy transaction")
+    p.add_argument("--copy-batch-bytes", type=int, default=16384, help="the copier's batch.size")
+    p.add_argument("--spark-records", type=int, default=40000)
+    p.add_argument("--spark-batches", type=int, default=4)
+    p.add_argument("--no-spark", action="store_true")
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args()
     os.environ["PYTHONPATH"] = str(REPO_ROOT / "src")
@@ -200,15 +241,26 @@ def main() -> None:
                 for node in order:
                     console.print(f"round {rnd + 1}: {case} on {node.policy} …")
                     measure(node, case, rnd, args)
-        load_end = os.getloadavg()[0]
     finally:
         for node in nodes:
             if node.broker.alive():
                 node.broker.stop()
     by = {n.policy: n for n in nodes}
+    produce_fsyncs = fsync_stats(by["group-commit"].broker, by["group-commit"].loaded_s)
+    eos = {"copy": durability_eos.copy_case(work, args.eos_rounds, args.copy_records, args.copy_txn,
+                                                args.copy_batch_bytes)}
+    if not args.no_spark:
+        eos["spark-sink"] = durability_eos.spark_case(work, args.eos_rounds, args.spark_records, args.spark_batches)
+    load_end = os.getloadavg()[0]
     results: dict[str, Any] = {"commit": git_commit(REPO_ROOT / "src"), "mb": args.mb, "rounds": args.rounds,
                                "load_start": load_start, "load_end": load_end, "throughput": {}, "latency": {},
-                               "group_commit_fsyncs": fsync_stats(by["group-commit"])}
+                               "group_commit_fsyncs": produce_fsyncs,
+                               "eos_settings": {"rounds": args.eos_rounds, "copy_records": args.copy_records,
+                                                "copy_txn": args.copy_txn,
+                                                "copy_batch_bytes": args.copy_batch_bytes,
+                                                "spark_records": args.spark_records,
+                                                "spark_batches": args.spark_batches},
+                               "exactly_once": {case: eos_results(sides) for case, sides in eos.items()}}
     table = Table(title=f"flush policies, best of {args.rounds} rounds (ratio to {BASELINE})")
     for col in ("case", *POLICIES):
         table.add_column(col, justify="right" if col != "case" else "left")
@@ -226,6 +278,12 @@ def main() -> None:
                        "samples": len(n.latency_ms[case])} for n in nodes}
         table.add_row(f"{case} p50/p99 ms", *(f"{results['latency'][case][pol]['p50_ms']:.1f} / "
                                                f"{results['latency'][case][pol]['p99_ms']:.1f}" for pol in POLICIES))
+    for case, r in results["exactly_once"].items():
+        fs_c = r["group_commit_fsyncs"] or {}
+        table.add_row(f"{case} records/s", f"{r['group-commit']['records_s']:,} ({r['group-commit']['ratio']:.2f})",
+                      f"{r[BASELINE]['records_s']:,} (1.00)", "—")
+        table.add_row(f"{case} fsyncs/s, rec/fsync", f"{fs_c.get('rounds_per_s')}, {fs_c.get('records_per_round')}",
+                      "", "")
     console.print(table)
     console.print(f"group commit fsyncs: {results['group_commit_fsyncs']}; load {load_start:.2f} → {load_end:.2f}")
     shutil.rmtree(work, ignore_errors=True)
