@@ -164,6 +164,25 @@ def test_replication_and_a_transaction_across_brokers_over_the_authenticated_lis
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(30))
 
 
+def test_find_coordinator_answers_with_the_listener_the_client_came_in_on(cluster: Cluster) -> None:
+    """A SASL client is sent to the coordinator's SASL_PLAINTEXT address (it was given the first,
+    PLAINTEXT, listener's: librdkafka's consumer then failed its SASL handshake there and its
+    close waited ~45 s for the coordinator)."""
+    from rawkafka import request_module
+
+    client = RawClient(sasl(cluster, 1))
+    try:
+        assert scram_login(client, "broker", BROKER_PASSWORD).error_code == 0
+        for key_type, key in ((0, "any-group"), (1, "any-txn")):
+            wait_until(lambda kt=key_type, k=key: client.call(request_module(10, 4).FindCoordinatorRequest(  # type: ignore[misc]
+                key_type=kt, coordinator_keys=(k,))).coordinators[0].error_code == 0, f"a coordinator for {key}")
+            found = client.call(request_module(10, 4).FindCoordinatorRequest(
+                key_type=key_type, coordinator_keys=(key,))).coordinators[0]
+            assert (found.host, found.port) == ("127.0.0.1", cluster.sasl_ports[found.node_id])  # type: ignore[attr-defined]
+    finally:
+        client.close()
+
+
 def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_other_mechanisms(
         cluster: Cluster, zookeeper: ZooKeeperServer) -> None:
     """``eoslog users set-password --zookeeper`` on a running cluster: its change notification

@@ -119,7 +119,8 @@ def _find_in_cluster(ctx: RequestContext, key_type: int, key: str) -> dict[str, 
     error, broker = find_coordinator(ctx.state.cluster, ctx.state.config, topic, partition_for, key)
     if broker is None:
         return _coordinator_fields(error_code(error), error.name)
-    return _coordinator_fields(ErrorCode.none, None, broker.broker_id, broker.host, broker.port)
+    # At the address of the listener the client came in on, as Metadata answers.
+    return _coordinator_fields(ErrorCode.none, None, broker.broker_id, *broker.address(ctx.listener))
 
 
 def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1, host: str = "",
