@@ -21,6 +21,7 @@ from eoslog.cluster.channel import BrokerChannel
 from eoslog.cluster.fetcher import FetcherSettings, ReplicaFetcher
 from eoslog.config import BrokerConfig, ConfigError
 from eoslog.errors import Errors
+from eoslog.metrics.storage import LOG_FLUSH
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.records import build_batch
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager
@@ -86,6 +87,21 @@ def test_acks_all_is_answered_after_the_fsync_that_covers_it(tmp_path: Path,
         assert partition.high_watermark == 2
 
     asyncio.run(run())
+
+
+def test_group_commit_fsyncs_are_counted_in_the_flush_metric(tmp_path: Path) -> None:
+    """kafka_log_logflushstats_logflush_seconds (and the EoslogSlowFsync alert on it) sees the
+    group-commit rounds' fdatasyncs, the single node's default way to flush."""
+    rm = manager(tmp_path)
+
+    def flushes() -> float:
+        return next(s.value for m in LOG_FLUSH.collect() for s in m.samples if s.name.endswith("_count"))
+
+    before = flushes()
+    result = asyncio.run(rm.append_records({TopicPartition("t", 0): batch(b"a")}, required_acks=-1,
+                                           timeout_ms=5000))
+    assert result[TopicPartition("t", 0)].error is Errors.NONE
+    assert flushes() > before, "a group-commit fsync was not counted"
 
 
 def test_concurrent_produces_share_fsync_rounds(tmp_path: Path) -> None:

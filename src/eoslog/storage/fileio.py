@@ -7,7 +7,10 @@ a crash the file holds either the old or the new contents, never a mix.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+
+from eoslog.metrics.storage import observe_fsync
 
 
 def fsync_dir(directory: Path) -> None:
@@ -24,7 +27,9 @@ def sync_files(fds: list[int]) -> None:
     another file). Every descriptor is closed even when one fails."""
     try:
         for fd in fds:
+            start = time.perf_counter()
             os.fdatasync(fd)
+            observe_fsync(time.perf_counter() - start)  # LogFlushRateAndTimeMs, as Kafka's flushes
     finally:
         for fd in fds:
             os.close(fd)
