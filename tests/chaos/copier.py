@@ -274,8 +274,13 @@ class ConfluentCopier(TimedTransactionCalls):
         # send_offsets_to_transaction then hangs past its timeout (librdkafka issue #5511).
         # A fixed single-broker address gains nothing from re-bootstrapping.
         no_rebootstrap = {"metadata.recovery.strategy": "none"}
+        # In a cluster the killed group coordinator is left out of Metadata until it registers
+        # again (Kafka's too), and librdkafka decommissions it but keeps it cached: the lookup
+        # waits until another connection goes up or down (#5511). Closing idle connections
+        # makes that happen within seconds, as an application working around #5511 would.
+        churn = {"connections.max.idle.ms": 5000}
         debug = {"debug": args.debug} if args.debug else {}
-        self.producer = Producer({**no_rebootstrap, **producer_settings(args), **debug})
+        self.producer = Producer({**no_rebootstrap, **churn, **producer_settings(args), **debug})
         self.consumer = Consumer({**no_rebootstrap, **consumer_settings(args), **debug})
         self.delivery_errors = 0
 
