@@ -26,7 +26,7 @@ def run_job(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     require_java()
     done = subprocess.run([sys.executable, str(JOB), str(tmp_path / "work"), str(tmp_path / "started"), *extra],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr
     return done
 
 
@@ -41,6 +41,6 @@ def test_stopping_a_busy_query_on_purpose_prints_no_failure(tmp_path: Path, plai
     levels = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("level ")]
     assert levels == ["WARN"] * len(_CANCELLATION_LOGGERS)
     if plain:
-        assert any("Aborting task" in line for line in noise(done.stderr)), done.stderr[-2000:]
+        assert any("Aborting task" in line for line in noise(done.stderr)), "the job's whole stderr:\n" + done.stderr
     else:
-        assert noise(done.stderr) == []
+        assert noise(done.stderr) == [], "the job's whole stderr:\n" + done.stderr
