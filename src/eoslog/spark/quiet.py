@@ -9,8 +9,9 @@ in TaskCompletionListener" with a stack trace through TorrentBroadcast.releaseBl
 (a killed task's completion listener releasing a broadcast block lock the kill already
 released or whose block already went; seen in CI under load). A user who asked for the stop reads
 that as a failure. ``stop_queries`` silences exactly those loggers while the queries stop
-and their jobs drain, then restores them: the same lines from a query that fails on its
-own are still printed.
+and every task they had running ends (its TaskEnd delivered: see
+``_wait_until_every_task_ended``), then restores them: the same lines from a query that
+fails on its own are still printed.
 
 What it must never do: hide a query's own error (``query.exception()`` is untouched), or
 leave a logger silenced after it returns.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from py4j.protocol import Py4JJavaError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,7 +43,8 @@ _CANCELLATION_LOGGERS = (
 
 def stop_queries(spark: SparkSession, queries: Iterable[Any], timeout_s: float = 60.0) -> None:
     """Stop ``queries`` (StreamingQuery objects) and wait, up to ``timeout_s``, until no Spark
-    job or task is running any more, with the cancellation loggers off meanwhile."""
+    job runs and every task of every stage has ended and been reported, with the
+    cancellation loggers off meanwhile."""
     jvm: Any = spark._jvm
     log4j = jvm.org.apache.logging.log4j
     configurator = log4j.core.config.Configurator
@@ -50,13 +54,32 @@ def stop_queries(spark: SparkSession, queries: Iterable[Any], timeout_s: float =
     try:
         for query in queries:
             query.stop()
-        # A cancelled job ends at once; its tasks are killed after that, and log as they go.
-        tracker = spark._jsc.sc().statusTracker()  # the JVM's: it counts running tasks too
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and (
-            tracker.getActiveJobIds() or any(e.numRunningTasks() for e in tracker.getExecutorInfos())
-        ):
-            time.sleep(0.1)
+        _wait_until_every_task_ended(spark, timeout_s)
     finally:
         for name, level in saved.items():
             configurator.setLevel(name, level)
+
+
+def _wait_until_every_task_ended(spark: SparkSession, timeout_s: float) -> None:
+    """A stopped query's job ends at once; its killed tasks go on (a Python task until the
+    runner's monitor kills its worker, seconds later) and log their abort path as they end.
+
+    The barrier is the app status listener's own live stages: it keeps a stage, a cancelled
+    one too, until the TaskEnd of each of its tasks has reached it (SPARK-24415), and a
+    killed task's TaskEnd is posted only after the task ran its abort path and completion
+    listeners and the driver logged it lost. The status tracker's running-task count is no
+    barrier: it is the executor summary the listener writes at most once per
+    spark.ui.liveUpdate.period, so a task start just after another write is only stored at
+    the next heartbeat's flush; until then it reads 0 while the tasks run."""
+    sc = spark._jsc.sc()
+    tracker, status = sc.statusTracker(), sc.statusStore()  # statusStore: private[spark], the driver's
+
+    def busy() -> bool:
+        try:
+            return bool(tracker.getActiveJobIds()) or not status.activeStages().isEmpty()
+        except Py4JJavaError:  # the live stages are read while the listener changes them
+            return True
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and busy():
+        time.sleep(0.1)
