@@ -2,8 +2,10 @@
 
 Each module here imports test functions of one tests/interop module unchanged (producer,
 consumer, admin, consumer groups, transactions across eoslog.client and librdkafka) and
-gives them, as their ``shared_broker`` / ``group_broker``, one Apache Kafka broker per
-module (KRaft, tests/kafka_harness.py) — as tests/interop gives each module its own eoslog.
+gives them, as their ``shared_broker`` / ``group_broker``, one Apache Kafka broker (KRaft,
+tests/kafka_harness.py) for the whole package: a Kafka start and stop costs seconds of JVM on
+two cores, and the imported tests already use topic, group and transactional ids of their own
+(they share a module's broker in tests/interop).
 What a test checks of eoslog's broker itself (its restart, its files, its kill) stays in
 tests/interop only; the crash tests on Kafka are tests/chaos/test_copy.py's ``kafka-*``
 scenarios and tests/spark/test_eoslog_connector_on_kafka.py.
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "interop"))
 from kafka_harness import KafkaBroker
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """Apache Kafka set as tests/interop sets eoslog: node id 0, small internal topics, the
     group rebalance delay the group tests expect, and no time retention: the tests write
