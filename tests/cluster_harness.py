@@ -8,7 +8,6 @@ topics so that start-up stays cheap on a 2-core machine.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from kio.static.primitive import i16, i32
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
-from harness import BrokerProcess, free_port, wait_until
+from harness import BrokerProcess, free_port, in_parallel, wait_until
 from netns import Host, Lab
 from rawkafka import RawClient, coordinator_id, request_module
 from zk_harness import start_zookeeper
@@ -123,27 +122,9 @@ class Cluster:
             self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
                 **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
                 **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
-        self._in_parallel([b.start for b in self.brokers.values()])
+        in_parallel([b.start for b in self.brokers.values()])
         self.wait_for(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self
-
-    @staticmethod
-    def _in_parallel(jobs: list[Any]) -> None:
-        errors: list[BaseException] = []
-
-        def run(job: Any) -> None:
-            try:
-                job()
-            except BaseException as e:
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
 
     @property
     def bootstrap(self) -> str:
@@ -173,11 +154,11 @@ class Cluster:
 
     def restart_dead(self) -> None:
         """Start every broker that is not running, and wait until all are registered."""
-        self._in_parallel([b.start for b in self.brokers.values() if not b.alive()])
+        in_parallel([b.start for b in self.brokers.values() if not b.alive()])
         self.wait_for(lambda m: len(m.brokers) == self.size, "all brokers registered again")
 
     def stop(self) -> None:
-        self._in_parallel([b.stop for b in self.brokers.values() if b.alive()])
+        in_parallel([b.stop for b in self.brokers.values() if b.alive()])
         if self.zookeeper is not None and self._own_zookeeper:
             self.zookeeper.kill()
 

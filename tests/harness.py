@@ -39,6 +39,26 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60
         time.sleep(interval_s)
 
 
+def in_parallel(jobs: list[Callable[[], object]]) -> None:
+    """Run ``jobs`` each in a thread of its own and wait for all; re-raise the first failure
+    (brokers, JVM tools: on two cores their start-ups overlap well, mostly waiting)."""
+    errors: list[BaseException] = []
+
+    def run(job: Callable[[], object]) -> None:
+        try:
+            job()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 class ServerProcess:
     """A server started as a child process (eoslog's broker, a Kafka node): kill -9, clean stop,
     restart on the same data. Subclasses set ``proc`` and ``log_path`` and define ``start``."""

@@ -20,7 +20,7 @@ from cluster_harness import Cluster, create_topic, read_all
 from cutfs import CutFs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.storage.fileio import fsync_dir
-from harness import wait_until
+from harness import in_parallel, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -92,7 +92,7 @@ def test_acknowledged_writes_survive_a_power_cut_of_every_replica(cutfs: CutFs, 
         broker.kill()
     cutfs.thaw()
     followers = [i for i in cluster.brokers if i != old_leader]
-    Cluster._in_parallel([cluster.brokers[i].start for i in followers])
+    in_parallel([cluster.brokers[i].start for i in followers])
     cluster.wait_for(lambda m: m.topics[TOPIC][0].leader in followers, "a former follower leads", 120,
                      via=followers[0])
     writer.finish()
