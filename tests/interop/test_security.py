@@ -519,9 +519,14 @@ def test_cli_users_and_acls_with_command_config(secured: SecuredBroker, tmp_path
     assert removed.returncode == 0 and "dora-" in removed.stdout, removed.stderr
     assert produce(dora, "dora-log", [b"d"], **{"message.timeout.ms": 10000})[0].code() == (
         KafkaError.TOPIC_AUTHORIZATION_FAILED)
-    # Without the admin's settings the CLI cannot get in: a readable error, not a hang.
-    refused = _eoslog("acls", "list", "--bootstrap-server", secured.address("SASL_SSL"))
-    assert refused.returncode != 0
+    # Without the admin's settings the CLI cannot get in: a readable error, not a hang. The broker
+    # closes each plaintext attempt and the CLI retries until default.api.timeout.ms (30 s by
+    # default): a command config holding only a shorter timeout ends it sooner, as it would a user's.
+    short = tmp_path / "timeout-only.properties"
+    short.write_text("default.api.timeout.ms=5000\n")
+    refused = _eoslog("acls", "list", "--bootstrap-server", secured.address("SASL_SSL"), "--command-config", str(short))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert "timed out after 5000 ms" in refused.stderr, refused.stderr
 
 
 def test_cli_topics_produce_consume_with_command_config(secured: SecuredBroker, tmp_path: Path) -> None:
