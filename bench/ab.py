@@ -11,6 +11,10 @@ machine hits both builds alike: acks=1, acks=all and idempotent produce (``load.
 a transactional produce committing every ``--txn-ms`` ms (``transactions.py``'s case, its
 result verified by read_committed afterwards), and a fetch of the round's acks=1 topic.
 
+``--a-config`` / ``--b-config KEY=VALUE`` (repeatable) give one build broker configs of its own:
+``--b-config log.flush.policy=kafka`` compares B without group commit's fsyncs against an A from
+before it; the same ``src`` on both sides with the policy on one measures the policy alone.
+
 With ``--b-metrics`` B also serves its Prometheus metrics (``metrics.listener``) and is scraped
 every ``--scrape-s`` seconds while it is under load: with ``--a-src src`` (the same build) B/A is
 what collecting metrics costs (issue 16).
@@ -106,6 +110,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--b-metrics", action="store_true",
                    help="B serves metrics.listener and is scraped while under load")
     p.add_argument("--scrape-s", type=float, default=5.0, help="seconds between scrapes of B's metrics")
+    for side in ("a", "b"):
+        p.add_argument(f"--{side}-config", metavar="KEY=VALUE", action="append", default=[],
+                       help=f"a broker config of build {side.upper()} (repeatable), e.g. log.flush.policy=kafka")
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args()
     if (args.a_src is None) == (args.against is None):
@@ -113,9 +120,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def start(name: str, src: Path | None, work: Path, metrics: bool = False) -> Build:
-    """Build ``name`` from ``src``, or Apache Kafka when ``src`` is None; times its start-up."""
+def start(name: str, src: Path | None, work: Path, metrics: bool = False, config: list[str] | None = None) -> Build:
+    """Build ``name`` from ``src``, or Apache Kafka when ``src`` is None; times its start-up.
+    ``config``: KEY=VALUE broker configs on top of ``num.partitions``."""
     overrides = {"num.partitions": str(PARTITIONS)}
+    overrides.update(kv.partition("=")[::2] for kv in config or [])
     metrics_url = None
     t0 = time.perf_counter()
     broker: BrokerProcess | KafkaBroker
@@ -219,8 +228,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="eoslog-ab-"))
     builds: list[Build] = []
     try:
-        builds = [start(names[0], args.a_src, work), start(names[1], args.b_src, work, metrics=args.b_metrics)]
-        console.print(f"A: {builds[0].name} {builds[0].commit}\nB: {builds[1].name} {builds[1].commit}\n"
+        builds = [start(names[0], args.a_src, work, config=args.a_config),
+                  start(names[1], args.b_src, work, metrics=args.b_metrics, config=args.b_config)]
+        console.print(f"A: {builds[0].name} {builds[0].commit} {' '.join(args.a_config)}\n"
+                      f"B: {builds[1].name} {builds[1].commit} {' '.join(args.b_config)}\n"
                       f"{args.mb} MB per produce case, {args.rounds} rounds, load {os.getloadavg()[0]:.2f}")
         if args.against:
             # Untimed: the JVM compiles its hot paths in the first seconds of load; eoslog's
@@ -276,8 +287,8 @@ def main() -> None:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         prefix = "ab-kafka" if args.against else "ab"
-        doc = {"a": {"name": a_name, "src": str(builds[0].src), "commit": builds[0].commit},
-               "b": {"name": b_name, "src": str(builds[1].src), "commit": builds[1].commit},
+        doc = {"a": {"name": a_name, "src": str(builds[0].src), "commit": builds[0].commit, "config": args.a_config},
+               "b": {"name": b_name, "src": str(builds[1].src), "commit": builds[1].commit, "config": args.b_config},
                "mb": args.mb, "rounds": args.rounds, "load_end": load_end,
                "b_metrics": bool(builds[1].metrics_url), "scrape_s": args.scrape_s, "b_scrapes": builds[1].scrapes,
                "results": results, **extras}

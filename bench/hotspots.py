@@ -1,7 +1,7 @@
 """Where the broker spends its time under the core benchmark's loads, sampled with
 py-spy (``pip install py-spy``).
 
-    python bench/hotspots.py [--mb 300] [--case acksall] [--stacks DIR]
+    python bench/hotspots.py [--mb 300] [--case acksall] [--stacks DIR] [--config KEY=VALUE ...]
 
 Starts a fresh broker and records it with ``py-spy record --idle --nolineno --format
 raw`` while one produce case runs, then again while the fetch of that topic runs. Per
@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--stacks", type=Path, help="directory to keep each phase's collapsed stacks")
     p.add_argument("--broker-src", type=Path, default=None, help="eoslog src/ directory to run the broker from")
+    p.add_argument("--config", metavar="KEY=VALUE", action="append", default=[],
+                   help="a broker config (repeatable), e.g. log.flush.policy=kafka")
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
     if py_spy() is None:
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     case = next(c for c in PRODUCE_CASES if c.name == args.case)
     records = args.mb * MB // RECORD_SIZE
     work = Path(tempfile.mkdtemp(prefix="eoslog-hotspots-"))
-    broker = BrokerProcess(work / "data", overrides={"num.partitions": str(PARTITIONS)})
+    overrides = {"num.partitions": str(PARTITIONS), **dict(kv.partition("=")[::2] for kv in args.config)}
+    broker = BrokerProcess(work / "data", overrides=overrides)
     phases: dict[str, Any] = {}
     topic = f"hotspots-{case.name}"
     loads: list[tuple[str, Callable[[], Measurement]]] = [
