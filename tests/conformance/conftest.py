@@ -4,7 +4,9 @@ table printed at the end of the run and saved to build/conformance.json (report.
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -12,8 +14,8 @@ import pytest
 from conformance import report
 from conformance.session import Broker, common_versions
 from eoslog.protocol.messages import build, request_types
-from harness import BrokerProcess, wait_until
-from kafka_harness import KafkaBroker
+from harness import BrokerProcess, in_parallel, wait_until
+from kafka_harness import READY_TIMEOUT_S, KafkaBroker
 from rawkafka import RawClient
 
 # Settings both brokers run with where their defaults differ or would slow the sessions down.
@@ -59,13 +61,14 @@ def brokers(request: pytest.FixtureRequest,
                         {**SHARED_SETTINGS, **module_settings, **kafka_only})
     eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data",
                            overrides={**EOSLOG_SETTINGS, **module_settings})
-    kafka.start()
+    # Both start, and then warm up, side by side: Kafka's storage tool, JVM start-up and internal
+    # topics dominate; eoslog's start fits in their shadow.
     try:
-        eoslog.start()
         try:
+            in_parallel([kafka.launch, eoslog.start])
+            kafka.wait_ready(time.monotonic() + READY_TIMEOUT_S)
             versions = common_versions([eoslog.bootstrap, kafka.bootstrap])
-            for b in (eoslog, kafka):
-                warm_up(b.bootstrap, versions[FIND_COORDINATOR])
+            in_parallel([partial(warm_up, b.bootstrap, versions[FIND_COORDINATOR]) for b in (eoslog, kafka)])
             yield (Broker("eoslog", eoslog.bootstrap, versions), Broker("kafka", kafka.bootstrap, versions))
         finally:
             eoslog.stop()
