@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from deps import require
-from harness import BrokerProcess
-from kafka_harness import JVM_FLAGS, KafkaBroker, kafka_classpath, write_log_config
+from harness import BrokerProcess, in_parallel
+from kafka_harness import JVM_FLAGS, READY_TIMEOUT_S, KafkaBroker, kafka_classpath, write_log_config
 
 SOURCE = Path(__file__).parent / "java" / "ClientsCheck.java"
 
@@ -41,13 +42,17 @@ def run_checks(bootstrap: str, work: Path) -> dict[str, str]:
 def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
     root = tmp_path_factory.mktemp("java-clients")
     (root / "eoslog").mkdir()
-    eoslog = BrokerProcess(root / "eoslog" / "data", overrides={"group.initial.rebalance.delay.ms": "0"}).start()
+    eoslog = BrokerProcess(root / "eoslog" / "data", overrides={"group.initial.rebalance.delay.ms": "0"})
+    kafka = KafkaBroker(root / "kafka" / "data", {"group.coordinator.rebalance.protocols": "classic"})
+    # Kafka formats and starts while the checks run against eoslog: one broker at a time serves
+    # the checks, neither waits for the other's start-up.
     try:
-        ours = run_checks(eoslog.bootstrap, root)
-    finally:
-        eoslog.stop()
-    kafka = KafkaBroker(root / "kafka" / "data", {"group.coordinator.rebalance.protocols": "classic"}).start()
-    try:
+        try:
+            in_parallel([eoslog.start, kafka.launch])
+            ours = run_checks(eoslog.bootstrap, root)
+        finally:
+            eoslog.stop()
+        kafka.wait_ready(time.monotonic() + READY_TIMEOUT_S)
         theirs = run_checks(kafka.bootstrap, root)
     finally:
         kafka.stop()
