@@ -57,6 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 import against
+from baselines import recycle_pages
 from common import MB, REPO_ROOT, RESULTS_DIR, BrokerProcess, Measurement, git_commit
 from harness import free_port
 from kafka_harness import KafkaBroker
@@ -170,13 +171,18 @@ class Scraper(threading.Thread):
 
 
 def measure(build: Build, case: str, rnd: int, records: int, txns: dict[str, Case], txn_seconds: float,
-            latency: tuple[int, float] = (0, 0.0)) -> None:
+            latency: tuple[int, float] = (0, 0.0), scratch: Path | None = None) -> None:
+    """One case on one build. ``scratch``: a directory on the brokers' disk where a writing case
+    first writes and deletes its bytes (``baselines.recycle_pages``: this VM's host faults on
+    pages freed long ago would otherwise land on whichever build writes first)."""
     bootstrap = build.broker.bootstrap
     cpu0 = build.cpu()
     size = SMALL_SIZE if case.endswith(SMALL) else RECORD_SIZE
     n = records * RECORD_SIZE // size
     if not case.startswith("fetch"):
         create_topic(bootstrap, f"ab-{case}-r{rnd}")
+        if scratch is not None and case != LATENCY:
+            recycle_pages(scratch, records * RECORD_SIZE)
         cpu0 = build.cpu()
     if case == LATENCY:
         build.latency.append(end_to_end(bootstrap, f"ab-{case}-r{rnd}", *latency))
@@ -251,7 +257,7 @@ def main() -> None:
                         scraper.start()
                     try:
                         measure(build, case, rnd, records, txns, args.txn_seconds,
-                                (args.latency_rate, args.latency_seconds))
+                                (args.latency_rate, args.latency_seconds), scratch=work)
                     finally:
                         if scraper is not None:
                             scraper.stopped.set()
