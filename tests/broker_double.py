@@ -3,7 +3,8 @@
 It speaks the Kafka protocol on a loopback port inside the test's event loop (kio decodes
 requests and encodes responses) and plays one node that leads every partition and
 coordinates every transaction. Produce is idempotent in the broker's way — per partition
-and producer: a new epoch starts at sequence 0, a duplicate of a recent batch returns its
+and producer: a producer it has no state for may start at any sequence (Kafka's leniency since
+KIP-360), a new epoch starts at sequence 0, a duplicate of a recent batch returns its
 original offset, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER — unless a test's hook decides
 otherwise. Hooks (``produce_hook``, ``txn_hook``) get the request and return an error code
 to answer with, or None for the normal path; ``hold_produce`` delays the answers.
@@ -218,9 +219,10 @@ class BrokerDouble:
                     return ErrorCode.out_of_order_sequence_number, -1
             elif entry is not None and h.producer_epoch < entry.epoch:
                 return ErrorCode.invalid_producer_epoch, -1
-            elif h.base_sequence != 0:
-                return (ErrorCode.out_of_order_sequence_number if entry is not None
-                        else ErrorCode.unknown_producer_id), -1
+            elif h.base_sequence != 0 and entry is not None:
+                return ErrorCode.out_of_order_sequence_number, -1
+            # A producer the partition holds no state for may start at any sequence, as in
+            # Kafka's ProducerAppendInfo.checkSequence (and eoslog's producer_state).
             if entry is None or entry.epoch != h.producer_epoch:
                 entry = self._producers[key] = _ProducerEntry(h.producer_epoch, -1)
             entry.last_sequence = last_seq

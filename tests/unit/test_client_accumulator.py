@@ -149,6 +149,9 @@ def test_retries_go_back_to_the_front_in_sequence_order() -> None:
     a = acc(transaction_manager=tm, retry_backoff_ms=0)
     for _ in range(40):
         append(a)
+    # The first batch acknowledged: until then a partition has one batch in flight.
+    (first,) = a.drain(c, {0}, 10**6, time.monotonic())[0]
+    tm.handle_completed_batch(first, 0)
     sent: list[ProducerBatch] = []
     for _ in range(3):
         sent += a.drain(c, {0}, 10**6, time.monotonic())[0]

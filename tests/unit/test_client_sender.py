@@ -91,20 +91,41 @@ def test_unknown_producer_id_bumps_the_idempotent_epoch() -> None:
 
 def test_a_refused_batch_bumps_the_epoch_and_the_batches_behind_it_restart_at_zero() -> None:
     async def scenario(double: BrokerDouble) -> None:
-        # The first batch is refused for good while the next ones are already in flight;
-        # they then fail OUT_OF_ORDER_SEQUENCE_NUMBER at the broker (a gap), and must go
-        # again under a new epoch from sequence 0 — in order, each once.
-        double.produce_hook = once(ErrorCode.record_list_too_large, lambda h: h.base_sequence == 0)
+        # The second batch is refused for good while the next ones are already in flight
+        # (pipelined once the first was acknowledged); they then fail
+        # OUT_OF_ORDER_SEQUENCE_NUMBER at the broker (a gap), and must go again under a new
+        # epoch from sequence 0 — in order, each once.
+        double.produce_hook = once(ErrorCode.record_list_too_large, lambda h: h.base_sequence == 1)
         double.hold_produce = 0.05
         async with producer(double, batch_size=100) as p:
             futures = [await p.send("t", b"%03d" % i + b"." * 80) for i in range(6)]
             with pytest.raises(RecordListTooLargeError):
-                await futures[0]
-            offsets = [(await f).offset for f in futures[1:]]
-        assert double.values("t") == [b"%03d" % i + b"." * 80 for i in range(1, 6)]
+                await futures[1]
+            offsets = [(await f).offset for f in (futures[0], *futures[2:])]
+        assert double.values("t") == [b"%03d" % i + b"." * 80 for i in (0, 2, 3, 4, 5)]
         assert offsets == list(range(5))
-        assert [(a.epoch, a.base_sequence) for a in double.log[("t", 0)]] == [(1, i) for i in range(5)]
+        assert [(a.epoch, a.base_sequence) for a in double.log[("t", 0)]] == [(0, 0), *((1, i) for i in range(4))]
         assert double.count(PRODUCE) > 6  # batches behind the refused one were in flight and went again
+
+    run(scenario)
+
+
+def test_a_first_batch_refused_cannot_be_overtaken_by_the_next_one() -> None:
+    async def scenario(double: BrokerDouble) -> None:
+        # Right after a topic's creation, Kafka may answer NOT_LEADER_OR_FOLLOWER to a
+        # partition's first batch while it accepts the next: it takes any first sequence from a
+        # producer it holds no state for. Were a later batch in flight, it would land first
+        # and every retry of sequence 0 would be OUT_OF_ORDER_SEQUENCE_NUMBER until
+        # delivery.timeout.ms. Every record must land once, in order, under one epoch.
+        double.produce_hook = once(ErrorCode.not_leader_or_follower, lambda h: h.base_sequence == 0)
+        double.hold_produce = 0.05
+        values = [b"%03d" % i + b"." * 80 for i in range(6)]
+        async with producer(double, batch_size=100, request_timeout_ms=2000, delivery_timeout_ms=4000) as p:
+            futures = [await p.send("t", v) for v in values]
+            offsets = [(await f).offset for f in futures]
+            assert p.metrics()["record-retry-total"] == 1
+        assert double.values("t") == values and offsets == list(range(6))
+        assert [(a.epoch, a.base_sequence) for a in double.log[("t", 0)]] == [(0, i) for i in range(6)]
 
     run(scenario)
 

@@ -318,6 +318,18 @@ def test_sequences_are_consecutive_and_only_the_first_in_flight_is_retried() -> 
     assert tm.partitions[("t", 0)].last_acked_sequence == 1
 
 
+def test_one_batch_in_flight_until_the_partition_acknowledges_one_then_pipelining() -> None:
+    # The broker takes any first sequence from a producer it holds no state for: a batch behind
+    # an unacknowledged sequence 0 could land first (tests/unit/test_client_sender.py).
+    tm = tm_in(S.READY, txn_id=None)
+    assert not tm.should_stop_drain(unsequenced_batch())  # nothing in flight
+    b1 = batch(tm, 2)
+    assert tm.should_stop_drain(unsequenced_batch())
+    tm.handle_completed_batch(b1, base_offset=0)
+    batch(tm, 2)
+    assert not tm.should_stop_drain(unsequenced_batch())  # acknowledged: up to max.in.flight
+
+
 def test_out_of_order_sequence_behind_an_unacknowledged_batch_is_retried_without_a_bump() -> None:
     tm = tm_in(S.READY, txn_id=None)
     batch(tm, 2)

@@ -468,6 +468,13 @@ class TransactionManager:
             if entry is not None and entry.in_flight and entry.producer != self.producer:
                 # Earlier batches under the old epoch must complete before sequence 0 of the new one.
                 return True
+            if entry is not None and entry.in_flight and entry.last_acked_sequence == NO_LAST_ACKED:
+                # Nothing acknowledged yet under this id and epoch: the broker may hold no state
+                # for us on this partition, and then it takes any first sequence (Kafka's
+                # ProducerAppendInfo, KIP-360). A later batch landing before a refused sequence 0
+                # would leave it OUT_OF_ORDER_SEQUENCE_NUMBER on every retry, so one batch
+                # goes until the first is acknowledged; pipelining resumes after.
+                return True
             if tp in self.unresolved:
                 return True
         if entry is not None and entry.in_flight and batch.has_sequence:
