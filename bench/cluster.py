@@ -1,7 +1,10 @@
-"""Cluster mode (issue 13): replicated produce against unreplicated, and failover time.
+"""Cluster mode (issue 13): replicated produce against unreplicated, the transactional copy on
+the cluster against one broker, and failover time.
 
-    python bench/cluster.py            # 3 rounds of 100 MB per case + 10 failovers, ~4 min
-    python bench/cluster.py --quick    # 1 round of 30 MB + 5 failovers
+    python bench/cluster.py            # 3 rounds of 100 MB per case, 3 copy rounds, 10 failovers, ~6 min
+    python bench/cluster.py --quick    # 1 round of 30 MB, 1 copy round, 5 failovers
+    python bench/cluster.py --copy-only --label X             # the copy case alone
+    python bench/cluster.py --produce-only --profile DIR      # py-spy on each broker in the RF 3 rounds
     python bench/cluster.py --failover-only --label after   # failovers alone, saved by label
     python bench/cluster.py --produce-only --flush-policy group-commit --label after   # issue 14 per replica
 
@@ -15,7 +18,18 @@ interleaved round by round:
 - **produce RF 1** and **produce RF 3**: librdkafka sends 1 KB records (load.produce: acks=all,
   idempotent, 3 partitions) to a topic of replication factor 1, then to one of replication
   factor 3 with min.insync.replicas 2; the ratio RF3/RF1 is the cost of replication (three
-  brokers share two cores). Best round of each counts.
+  brokers share two cores). Then the same with a plain acks=all producer (not idempotent):
+  librdkafka's idempotent producer sends one Produce at a time (librdkafka PR #4989, open) and
+  its broker threads poll in a loop while they wait (perf: clock_gettime, poll, producer_serve),
+  which takes CPU from the brokers on a 2-core machine the longer the acks take. Best round of each.
+  Each round also records the brokers' CPU seconds (all three) and the client's, printed per
+  MB: what a round costs, whatever the machine's load.
+- **copy**: the copy test's program (tests/chaos/copier.py through durability_eos.copy_once: one
+  librdkafka copier per input partition, read_committed, ``--copy-txn`` records per transaction,
+  offsets in the transaction) copies ``--copy-records`` 100-byte records on the cluster (input,
+  output and internal topics at RF 3, min.isr 2) and on a single broker (another process, the same
+  flush policy), rounds interleaved, who goes first alternating; every output verified (each input
+  record once, no transaction left open). records/s, best round of each.
 - **failover**: a partition of replication factor 3 / min.isr 2; its leader is killed with
   SIGKILL while a producer keeps sending one acks=all record at a time; the time from the kill
   to the first record acknowledged afterwards, for each kill (p50 / p99 / max). It is bounded
@@ -25,7 +39,8 @@ interleaved round by round:
 ``--flush-policy group-commit`` runs the brokers with ``log.flush.policy=group-commit`` (a
 cluster's default is Kafka's ``kafka``): leaders and followers fsync before an acks=all write
 counts as replicated. ``--produce-only`` skips the failovers and saves the produce figures by
-``--label`` (two builds side by side, as for failovers).
+``--label`` (two builds side by side, as for failovers). ``--profile DIR`` writes py-spy's
+collapsed stacks of each broker during the RF 3 rounds (py-spy next to the venv's python).
 
 Output: a table, bench/results/cluster-<timestamp>.json and cluster-latest.json, and
 cluster-latest.png.
@@ -34,19 +49,26 @@ cluster-latest.png.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 from rich.table import Table
 
-from common import RESULTS_DIR, Measurement, best, machine_facts, prepare_run
+from common import MB, RESULTS_DIR, BrokerProcess, Measurement, best, prepare_run
+from durability_eos import PARTITIONS, VALUE_BYTES, copy_once, create_topics
+from hotspots import py_spy
 from load import PRODUCE_CASES, produce
+from spark_sink import produce_input, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from cluster_harness import Cluster, create_topic
@@ -54,23 +76,151 @@ from eoslog.client import Producer
 
 SESSION_TIMEOUT_MS = 6000
 IDEMPOTENT = next(c for c in PRODUCE_CASES if c.name == "idempotent")
+ACKS_ALL = next(c for c in PRODUCE_CASES if c.name == "acksall")
 
 
-def replicated_produce(cluster: Cluster, mb: int, rounds: int) -> dict[str, list[Measurement]]:
+def replicated_produce(cluster: Cluster, mb: int, rounds: int,
+                       profile: Path | None = None) -> dict[str, list[Measurement]]:
+    """Each round: both producers (idempotent, then plain acks=all) to RF 1 then RF 3. Keys
+    ``rf1``/``rf3`` (idempotent) and ``rf1-acksall``/``rf3-acksall``. ``profile``: py-spy
+    samples each broker during the idempotent RF 3 rounds into ``profile``."""
     records = mb * 1024
-    runs: dict[str, list[Measurement]] = {"rf1": [], "rf3": []}
+    runs: dict[str, list[Measurement]] = {}
     for r in range(rounds):
-        for name, factor in (("rf1", 1), ("rf3", 3)):
-            topic = f"bench-{name}-{r}"
-            configs = {"min.insync.replicas": "2"} if factor == 3 else {}
-            result = create_topic(cluster.any_alive().bootstrap, topic, partitions=3,
-                                  replication_factor=factor, configs=configs)
-            assert int(result.error_code) == 0, result
-            create_topic(cluster.any_alive().bootstrap, f"{topic}-warmup", partitions=1, replication_factor=factor)
-            m = produce(cluster.bootstrap, topic, IDEMPOTENT, records)
-            m.name = f"produce RF {factor}"
-            runs[name].append(m)
-            print(f"round {r + 1}: {m.name}: {m.mb_s:.1f} MB/s", flush=True)
+        for case, suffix in ((IDEMPOTENT, ""), (ACKS_ALL, "-acksall")):
+            for factor in (1, 3):
+                name = f"rf{factor}{suffix}"
+                topic = f"bench-{name}-{r}"
+                configs = {"min.insync.replicas": "2"} if factor == 3 else {}
+                result = create_topic(cluster.any_alive().bootstrap, topic, partitions=3,
+                                      replication_factor=factor, configs=configs)
+                assert int(result.error_code) == 0, result
+                create_topic(cluster.any_alive().bootstrap, f"{topic}-warmup", partitions=1,
+                             replication_factor=factor)
+                profiled = profile is not None and name == "rf3"
+                spies = start_profilers(cluster, profile, f"{name}-{r}") if profile and profiled else []
+                cpu0 = brokers_cpu_s(cluster)
+                m = produce(cluster.bootstrap, topic, case, records)
+                m.extra["brokers_cpu_s"] = round(brokers_cpu_s(cluster) - cpu0, 2)
+                stop_profilers(spies)
+                m.name = f"produce RF {factor} ({case.name})"
+                runs.setdefault(name, []).append(m)
+                print(f"round {r + 1}: {m.name}: {m.mb_s:.1f} MB/s; CPU per MB: brokers "
+                      f"{1000 * m.extra['brokers_cpu_s'] * MB / m.bytes:.1f} ms, "
+                      f"client {1000 * m.extra['client_cpu_s'] * MB / m.bytes:.1f} ms", flush=True)
+    return runs
+
+
+def ratios(runs: dict[str, list[Measurement]]) -> dict[str, float]:
+    """RF 3 / RF 1 of the best rounds, per producer."""
+    return {f"ratio_rf3_rf1{suffix}": round(best(runs[f"rf3{suffix}"]).mb_s / best(runs[f"rf1{suffix}"]).mb_s, 3)
+            for suffix in ("", "-acksall")}
+
+
+def cpu_per_mb(runs: dict[str, list[Measurement]]) -> dict[str, dict[str, list[float]]]:
+    """CPU milliseconds per MB sent, of the brokers and of the client, per round."""
+    return {name: {who: [round(1000 * m.extra[f"{who}_cpu_s"] * MB / m.bytes, 2) for m in ms]
+                   for who in ("brokers", "client")} for name, ms in runs.items()}
+
+
+def brokers_cpu_s(cluster: Cluster) -> float:
+    """CPU seconds (user + system) the live brokers have used so far."""
+    total = 0.0
+    for broker in cluster.brokers.values():
+        if broker.proc is not None and broker.alive():
+            times = psutil.Process(broker.proc.pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def start_profilers(cluster: Cluster, out: Path, tag: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy on each broker: collapsed stacks with native frames (py-spy pauses the broker for
+    each sample, 50 a second: the round is slower). Native frames show what uvloop's and the
+    kernel's side costs (pwritev, writev, memcpy), which Python frames alone hide."""
+    out.mkdir(parents=True, exist_ok=True)
+    spies = []
+    for broker_id, broker in cluster.brokers.items():
+        assert broker.proc is not None
+        spies.append(subprocess.Popen(
+            [py_spy() or "py-spy", "record", "--pid", str(broker.proc.pid), "--native", "--nolineno", "--rate", "50",
+             "--format", "raw", "--output", str(out / f"broker-{broker_id}-{tag}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(1.0)  # py-spy attaches
+    return spies
+
+
+def stop_profilers(spies: list[subprocess.Popen[bytes]]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for spy in spies:
+        spy.wait(60)
+
+
+# Where a broker's main thread is, by the first of these frames found on the stack (leader and
+# follower roles at once: each broker leads one partition and follows two).
+PROFILE_PARTS = (
+    ("follower: append what a fetch brought (pwritev, producer state, indexes)", "append_as_follower"),
+    ("leader: append produced batches", "append_as_leader"),
+    ("follower: kio decodes the fetch response (records copied into bytes)", "decode_response"),
+    ("follower: receive the fetch response (buffer joins)", "AioConnection.data_received"),
+    ("follower: build and send the next Fetch", "ReplicaFetcher._fetch"),
+    ("leader: read for a follower's Fetch (pread, HW, purgatory)", "handle_fetch"),
+    ("leader: the rest of Produce", "handle_produce"),
+    ("leader: write responses to sockets (writev)", "KafkaProtocol._run"),
+    ("receive and parse requests", "_parse_received"),
+    ("uvloop's own C code (socket reads, callbacks)", "loop__"),
+)
+
+
+def summarise_profile(out: Path) -> dict[str, float]:
+    """Shares of the brokers' main threads' busy samples (waits in epoll left out) per part, and
+    the share of pwritev alone."""
+    parts: collections.Counter[str] = collections.Counter()
+    busy = 0
+    for raw in out.glob("broker-*.txt"):
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = stack.split(";")
+            if "_run_module_as_main" not in stack or any("epoll" in f for f in frames[-2:]):
+                continue  # another thread (thread pools, kazoo), or the event loop waiting
+            busy += int(count)
+            part = next((name for name, frame in PROFILE_PARTS if frame in stack), "other")
+            parts[part] += int(count)
+            if frames[-1].startswith("pwritev"):
+                parts["of all these: pwritev (the page-cache write)"] += int(count)
+    shares = {name: round(n / busy, 3) for name, n in parts.most_common()} if busy else {}
+    for name, share in shares.items():
+        print(f"{share:6.1%}  {name}")
+    return shares
+
+
+def copy_throughput(cluster: Cluster, single: BrokerProcess, records: int, rounds: int, txn: int,
+                    batch_bytes: int) -> dict[str, list[float]]:
+    """records/s of the transactional copy (durability_eos.copy_once: tests/chaos/copier.py, one
+    librdkafka copier per input partition) on the cluster (input, output and internal topics at
+    RF 3, min.isr 2) and on the single broker, interleaved round by round (who goes first
+    alternates); each output verified exactly once. A small copy on each side first, untimed
+    (the internal topics, the copiers' first connections)."""
+    sides = {"cluster": cluster.bootstrap, "single": single.bootstrap}
+    topics = ["in", "warmup-in", "warmup-out", *(f"out-{r}" for r in range(rounds))]
+    for t in topics:
+        result = create_topic(cluster.any_alive().bootstrap, t, partitions=PARTITIONS, replication_factor=3,
+                              configs={"min.insync.replicas": "2"})
+        assert int(result.error_code) == 0, result
+    create_topics(single.bootstrap, topics)
+    for name, bootstrap in sides.items():
+        produce_input(bootstrap, "in", records, VALUE_BYTES)
+        produce_input(bootstrap, "warmup-in", 1000, VALUE_BYTES)
+        copy_once(bootstrap, "warmup-out", txn, batch_bytes, f"warmup-{name}", source="warmup-in")
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    for r in range(rounds):
+        for name, bootstrap in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
+            records_s = records / copy_once(bootstrap, f"out-{r}", txn, batch_bytes, f"copy-{name}-{r}")
+            problem = verify(bootstrap, f"out-{r}", PARTITIONS, records)
+            if problem:
+                raise RuntimeError(f"copy on the {name}, round {r + 1}: {problem}")
+            runs[name].append(records_s)
+            print(f"round {r + 1}: copy on the {name}: {records_s:,.0f} records/s", flush=True)
     return runs
 
 
@@ -117,72 +267,107 @@ def main() -> None:
     parser.add_argument("--failover-only", action="store_true")
     parser.add_argument("--label", default="")
     parser.add_argument("--produce-only", action="store_true")
+    parser.add_argument("--copy-only", action="store_true")
+    parser.add_argument("--copy-records", type=int, default=100000)
+    parser.add_argument("--copy-rounds", type=int, default=3)
+    parser.add_argument("--copy-txn", type=int, default=500, help="records per copy transaction")
+    parser.add_argument("--copy-batch-bytes", type=int, default=16384, help="the copiers' batch.size")
+    parser.add_argument("--profile", type=Path, help="py-spy each broker during RF 3 rounds into this dir")
     parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
     args = parser.parse_args()
     mb = args.mb or (30 if args.quick else 100)
     rounds = args.rounds or (1 if args.quick else 3)
     kills = args.kills or (5 if args.quick else 10)
-    work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-cluster-", None)
+    copy_rounds = 1 if args.quick else args.copy_rounds
+    work, _, facts = prepare_run(args.work_dir, "eoslog-bench-cluster-", None)
     cluster = Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                                                    "log.flush.policy": args.flush_policy}).start()
-    load_before = facts.get("load_average")
     if args.produce_only:
         try:
-            produce_runs = replicated_produce(cluster, mb, rounds)
+            produce_runs = replicated_produce(cluster, mb, rounds, args.profile)
         finally:
             cluster.stop()
-        save_produce(produce_runs, args, {**facts, "load_average_before": load_before})
+        profile = summarise_profile(args.profile) if args.profile else None
+        save_produce(produce_runs, args, facts, profile)
         return
     if args.failover_only:
         try:
             failover_s = failovers(cluster, kills)
         finally:
             cluster.stop()
-        save_failovers(failover_s, args.label, {**facts, "load_average_before": load_before}, args.no_save)
+        save_failovers(failover_s, args.label, facts, args.no_save)
         return
-    try:
-        produce_runs = replicated_produce(cluster, mb, rounds)
-        failover_s = failovers(cluster, kills)
-    finally:
-        cluster.stop()
-    rf1, rf3 = best(produce_runs["rf1"]), best(produce_runs["rf3"])
+    # The single broker flushes as the cluster does (auto: `kafka` in a cluster, group commit alone).
+    single = BrokerProcess(work / "single" / "data", overrides={
+        "log.flush.policy": "kafka" if args.flush_policy == "auto" else args.flush_policy,
+        "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"})
+    (work / "single").mkdir()
+    single.start()
     results: dict[str, Any] = {
-        "machine": {**facts, **machine_facts(data_dir), "load_average_before": load_before},
+        "machine": facts,  # load_avg_at_start: before the brokers started
         "settings": {"mb_per_case": mb, "rounds": rounds, "kills": kills, "record_bytes": 1024,
-                     "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS},
-        "produce": {name: [m.to_json() for m in runs] for name, runs in produce_runs.items()},
-        "ratio_rf3_rf1": round(rf3.mb_s / rf1.mb_s, 3) if rf1.mb_s else None,
-        "failover_s": [round(s, 3) for s in failover_s],
-        "failover_p50_s": round(statistics.median(failover_s), 3),
-        "failover_p99_s": round(percentile(failover_s, 0.99), 3),
+                     "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "flush_policy": args.flush_policy,
+                     "copy_records": args.copy_records, "copy_rounds": copy_rounds, "copy_txn": args.copy_txn,
+                     "copy_batch_bytes": args.copy_batch_bytes, "copy_partitions": PARTITIONS},
     }
-    table = Table(title="eoslog cluster: replicated produce and failover (one run)")
+    try:
+        if not args.copy_only:
+            produce_runs = replicated_produce(cluster, mb, rounds, args.profile)
+            results["load_average_after_produce"] = [round(x, 2) for x in os.getloadavg()]
+        copy_runs = copy_throughput(cluster, single, args.copy_records, copy_rounds, args.copy_txn,
+                                    args.copy_batch_bytes)
+        results["load_average_after_copy"] = [round(x, 2) for x in os.getloadavg()]
+        if not args.copy_only:
+            failover_s = failovers(cluster, kills)
+    finally:
+        single.stop()
+        cluster.stop()
+    results["copy_records_s"] = {name: [round(x, 1) for x in xs] for name, xs in copy_runs.items()}
+    results["ratio_copy_cluster_single"] = round(max(copy_runs["cluster"]) / max(copy_runs["single"]), 3)
+    table = Table(title="eoslog cluster: replicated produce, transactional copy and failover (one run)")
     for column in ("case", "MB/s", "records/s", "note"):
         table.add_column(column)
-    table.add_row("produce RF 1 (acks=all, idempotent)", f"{rf1.mb_s:.1f}", f"{rf1.records_s:,.0f}", "best round")
-    table.add_row("produce RF 3, min.isr 2", f"{rf3.mb_s:.1f}", f"{rf3.records_s:,.0f}", "best round")
-    table.add_row("ratio RF3 / RF1", f"{results['ratio_rf3_rf1']}", "", "design goal ≥ 0.5")
-    table.add_row("failover p50 / p99", f"{results['failover_p50_s']} s / {results['failover_p99_s']} s", "",
-                  f"kill -9 → next acks=all ack; session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s")
+    if not args.copy_only:
+        results.update({
+            "produce": {name: [m.to_json() for m in runs] for name, runs in produce_runs.items()},
+            **ratios(produce_runs), "cpu_ms_per_mb": cpu_per_mb(produce_runs),
+            "failover_s": [round(s, 3) for s in failover_s],
+            "failover_p50_s": round(statistics.median(failover_s), 3),
+            "failover_p99_s": round(percentile(failover_s, 0.99), 3),
+        })
+        for suffix, producer in (("", "acks=all, idempotent"), ("-acksall", "acks=all, not idempotent")):
+            rf1, rf3 = best(produce_runs[f"rf1{suffix}"]), best(produce_runs[f"rf3{suffix}"])
+            table.add_row(f"produce RF 1 ({producer})", f"{rf1.mb_s:.1f}", f"{rf1.records_s:,.0f}", "best round")
+            table.add_row("produce RF 3, min.isr 2", f"{rf3.mb_s:.1f}", f"{rf3.records_s:,.0f}", "best round")
+            table.add_row("ratio RF3 / RF1", f"{results[f'ratio_rf3_rf1{suffix}']}", "", "design goal ≥ 0.5")
+    table.add_row("copy, single broker", "", f"{max(copy_runs['single']):,.0f}", "best round")
+    table.add_row("copy, cluster RF 3, min.isr 2", "", f"{max(copy_runs['cluster']):,.0f}", "best round")
+    table.add_row("ratio copy cluster / single", f"{results['ratio_copy_cluster_single']}", "", "")
+    if not args.copy_only:
+        table.add_row("failover p50 / p99", f"{results['failover_p50_s']} s / {results['failover_p99_s']} s", "",
+                      f"kill -9 → next acks=all ack; session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s")
     Console().print(table)
     if not args.no_save:
         RESULTS_DIR.mkdir(exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        for name in (f"cluster-{stamp}.json", "cluster-latest.json"):
+        base = f"cluster-copy-{args.label or 'run'}" if args.copy_only else "cluster"
+        names = [f"{base}.json"] if args.copy_only else [f"cluster-{stamp}.json", "cluster-latest.json"]
+        for name in names:
             (RESULTS_DIR / name).write_text(json.dumps(results, indent=1))
-        plot(results, RESULTS_DIR / "cluster-latest.png")
-        print(f"saved {RESULTS_DIR / 'cluster-latest.json'} and cluster-latest.png")
+        png = RESULTS_DIR / (f"{base}.png" if args.copy_only else "cluster-latest.png")
+        plot(results, png)
+        print(f"saved {RESULTS_DIR / names[-1]} and {png.name}")
 
 
-def save_produce(runs: dict[str, list[Measurement]], args: argparse.Namespace, facts: dict[str, Any]) -> None:
-    rf1, rf3 = best(runs["rf1"]), best(runs["rf3"])
+def save_produce(runs: dict[str, list[Measurement]], args: argparse.Namespace, facts: dict[str, Any],
+                 profile: dict[str, float] | None) -> None:
     results = {"label": args.label, "flush_policy": args.flush_policy, "machine": facts,
                "load_average_after": [round(x, 2) for x in os.getloadavg()],
                "produce": {name: [m.to_json() for m in ms] for name, ms in runs.items()},
-               "best_mb_s": {"rf1": round(rf1.mb_s, 1), "rf3": round(rf3.mb_s, 1)},
-               "ratio_rf3_rf1": round(rf3.mb_s / rf1.mb_s, 3) if rf1.mb_s else None}
-    print(f"produce {args.label} ({args.flush_policy}): RF1 {rf1.mb_s:.1f} MB/s, RF3 {rf3.mb_s:.1f} MB/s, "
-          f"RF3/RF1 {results['ratio_rf3_rf1']} (rounds RF3: {[round(m.mb_s, 1) for m in runs['rf3']]})")
+               "best_mb_s": {name: round(best(ms).mb_s, 1) for name, ms in runs.items()},
+               **ratios(runs), "cpu_ms_per_mb": cpu_per_mb(runs), "profile_rf3_main_thread_busy_shares": profile}
+    print(f"produce {args.label} ({args.flush_policy}): best MB/s {results['best_mb_s']}, "
+          f"RF3/RF1 idempotent {results['ratio_rf3_rf1']}, not idempotent {results['ratio_rf3_rf1-acksall']}")
     if not args.no_save:
         RESULTS_DIR.mkdir(exist_ok=True)
         (RESULTS_DIR / f"cluster-produce-{args.label or 'run'}.json").write_text(json.dumps(results, indent=1))
@@ -202,27 +387,41 @@ def save_failovers(failover_s: list[float], label: str, facts: dict[str, Any], n
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
+    """One panel per case the run measured: produce, copy, failover."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for i, name in enumerate(("rf1", "rf3")):
-        values = [m["mb_s"] for m in results["produce"][name]]
-        left.bar(i, max(values), color="tab:blue" if name == "rf1" else "tab:orange")
-        left.scatter([i] * len(values), values, color="black", s=10, zorder=3)
-    left.set_xticks([0, 1], ["RF 1", "RF 3 (min.isr 2)"])
-    left.set_ylabel("MB/s (1 KB records, acks=all, idempotent)")
-    left.set_title(f"replicated produce: ratio {results['ratio_rf3_rf1']}")
-    failover = results["failover_s"]
-    right.plot(range(1, len(failover) + 1), failover, "o-")
-    right.axhline(results["settings"]["zookeeper.session.timeout.ms"] / 1000, color="grey", linestyle="--",
-                  label="zookeeper.session.timeout.ms")
-    right.set_xlabel("kill -9 of the leader")
-    right.set_ylabel("seconds to the next acks=all acknowledgement")
-    right.set_title(f"failover p50 {results['failover_p50_s']} s, p99 {results['failover_p99_s']} s")
-    right.legend()
+    panels = [k for k in ("produce", "copy_records_s", "failover_s") if k in results]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if panel == "failover_s":
+            failover = results["failover_s"]
+            ax.plot(range(1, len(failover) + 1), failover, "o-")
+            ax.axhline(results["settings"]["zookeeper.session.timeout.ms"] / 1000, color="grey", linestyle="--",
+                       label="zookeeper.session.timeout.ms")
+            ax.set_xlabel("kill -9 of the leader")
+            ax.set_ylabel("seconds to the next acks=all acknowledgement")
+            ax.set_title(f"failover p50 {results['failover_p50_s']} s, p99 {results['failover_p99_s']} s")
+            ax.legend()
+            continue
+        if panel == "produce":
+            bars = {label: [m["mb_s"] for m in results["produce"][name]] for name, label in (
+                ("rf1", "RF 1\nidempotent"), ("rf3", "RF 3\nidempotent"),
+                ("rf1-acksall", "RF 1\nnot idemp."), ("rf3-acksall", "RF 3\nnot idemp."))}
+            ax.set_ylabel("MB/s (1 KB records, acks=all; RF 3: min.isr 2)")
+            ax.set_title(f"produce RF3/RF1: idempotent {results['ratio_rf3_rf1']}, "
+                         f"not {results['ratio_rf3_rf1-acksall']}", fontsize=9)
+        else:
+            bars = {"single broker": results["copy_records_s"]["single"],
+                    "cluster RF 3 (min.isr 2)": results["copy_records_s"]["cluster"]}
+            ax.set_ylabel("records/s (transactional copy, librdkafka)")
+            ax.set_title(f"transactional copy: ratio {results['ratio_copy_cluster_single']}")
+        for i, values in enumerate(bars.values()):
+            ax.bar(i, max(values), color="tab:blue" if i % 2 == 0 else "tab:orange")
+            ax.scatter([i] * len(values), values, color="black", s=10, zorder=3)
+        ax.set_xticks(range(len(bars)), list(bars))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 

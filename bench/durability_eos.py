@@ -72,11 +72,11 @@ def start_pair(work: Path, case: str, topics: list[str], records: int) -> list[S
     return sides
 
 
-def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str) -> float:
-    """One copier per input partition into ``out``; seconds from the first one copying to the last done."""
+def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str, source: str = "in") -> float:
+    """One copier per partition of ``source`` into ``out``; seconds from the first one copying to the last done."""
     marks: dict[str, list[float]] = {"started": [], "done": []}
     procs = [subprocess.Popen(
-        [sys.executable, str(COPIER), "--client", "confluent", "--bootstrap", bootstrap, "--input-topic", "in",
+        [sys.executable, str(COPIER), "--client", "confluent", "--bootstrap", bootstrap, "--input-topic", source,
          "--input-partition", str(p), "--output-topic", out, "--transactional-id", f"{tag}-{p}",
          "--group-id", tag, "--min-txn", str(txn), "--max-txn", str(txn), "--abort-probability", "0",
          "--batch-size", str(batch_bytes)],
