@@ -195,7 +195,7 @@ def summarise_profile(out: Path) -> dict[str, float]:
 
 
 def copy_throughput(cluster: Cluster, single: BrokerProcess, records: int, rounds: int, txn: int,
-                    batch_bytes: int) -> dict[str, list[float]]:
+                    batch_bytes: int, retry_backoff_ms: int) -> dict[str, list[float]]:
     """records/s of the transactional copy (durability_eos.copy_once: tests/chaos/copier.py, one
     librdkafka copier per input partition) on the cluster (input, output and internal topics at
     RF 3, min.isr 2) and on the single broker, interleaved round by round (who goes first
@@ -211,11 +211,13 @@ def copy_throughput(cluster: Cluster, single: BrokerProcess, records: int, round
     for name, bootstrap in sides.items():
         produce_input(bootstrap, "in", records, VALUE_BYTES)
         produce_input(bootstrap, "warmup-in", 1000, VALUE_BYTES)
-        copy_once(bootstrap, "warmup-out", txn, batch_bytes, f"warmup-{name}", source="warmup-in")
+        copy_once(bootstrap, "warmup-out", txn, batch_bytes, f"warmup-{name}", source="warmup-in",
+                  retry_backoff_ms=retry_backoff_ms)
     runs: dict[str, list[float]] = {name: [] for name in sides}
     for r in range(rounds):
         for name, bootstrap in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
-            records_s = records / copy_once(bootstrap, f"out-{r}", txn, batch_bytes, f"copy-{name}-{r}")
+            records_s = records / copy_once(bootstrap, f"out-{r}", txn, batch_bytes, f"copy-{name}-{r}",
+                                            retry_backoff_ms=retry_backoff_ms)
             problem = verify(bootstrap, f"out-{r}", PARTITIONS, records)
             if problem:
                 raise RuntimeError(f"copy on the {name}, round {r + 1}: {problem}")
@@ -272,6 +274,8 @@ def main() -> None:
     parser.add_argument("--copy-rounds", type=int, default=3)
     parser.add_argument("--copy-txn", type=int, default=500, help="records per copy transaction")
     parser.add_argument("--copy-batch-bytes", type=int, default=16384, help="the copiers' batch.size")
+    parser.add_argument("--copy-retry-backoff-ms", type=int, default=100,
+                        help="the copiers' retry.backoff.ms, which librdkafka waits after CONCURRENT_TRANSACTIONS")
     parser.add_argument("--profile", type=Path, help="py-spy each broker during RF 3 rounds into this dir")
     parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
     args = parser.parse_args()
@@ -308,14 +312,15 @@ def main() -> None:
         "settings": {"mb_per_case": mb, "rounds": rounds, "kills": kills, "record_bytes": 1024,
                      "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "flush_policy": args.flush_policy,
                      "copy_records": args.copy_records, "copy_rounds": copy_rounds, "copy_txn": args.copy_txn,
-                     "copy_batch_bytes": args.copy_batch_bytes, "copy_partitions": PARTITIONS},
+                     "copy_batch_bytes": args.copy_batch_bytes, "copy_partitions": PARTITIONS,
+                     "copy_retry_backoff_ms": args.copy_retry_backoff_ms},
     }
     try:
         if not args.copy_only:
             produce_runs = replicated_produce(cluster, mb, rounds, args.profile)
             results["load_average_after_produce"] = [round(x, 2) for x in os.getloadavg()]
         copy_runs = copy_throughput(cluster, single, args.copy_records, copy_rounds, args.copy_txn,
-                                    args.copy_batch_bytes)
+                                    args.copy_batch_bytes, args.copy_retry_backoff_ms)
         results["load_average_after_copy"] = [round(x, 2) for x in os.getloadavg()]
         if not args.copy_only:
             failover_s = failovers(cluster, kills)

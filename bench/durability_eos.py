@@ -72,14 +72,15 @@ def start_pair(work: Path, case: str, topics: list[str], records: int) -> list[S
     return sides
 
 
-def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str, source: str = "in") -> float:
+def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str, source: str = "in",
+              retry_backoff_ms: int = 100) -> float:
     """One copier per partition of ``source`` into ``out``; seconds from the first one copying to the last done."""
     marks: dict[str, list[float]] = {"started": [], "done": []}
     procs = [subprocess.Popen(
         [sys.executable, str(COPIER), "--client", "confluent", "--bootstrap", bootstrap, "--input-topic", source,
          "--input-partition", str(p), "--output-topic", out, "--transactional-id", f"{tag}-{p}",
          "--group-id", tag, "--min-txn", str(txn), "--max-txn", str(txn), "--abort-probability", "0",
-         "--batch-size", str(batch_bytes)],
+         "--batch-size", str(batch_bytes), "--retry-backoff-ms", str(retry_backoff_ms)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for p in range(PARTITIONS)]
 
     def follow(proc: subprocess.Popen[str]) -> None:

@@ -238,7 +238,7 @@ def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
         "transaction.timeout.ms": args.transaction_timeout_ms, "acks": "all",
         # small batches and several in flight: a transaction spans many Produce requests
         "batch.size": args.batch_size, "linger.ms": 5, "max.in.flight.requests.per.connection": 5,
-        "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
+        "retry.backoff.ms": args.retry_backoff_ms, "reconnect.backoff.max.ms": 1000,
     }
 
 
@@ -378,7 +378,8 @@ class KafkaPythonCopier:
             bootstrap_servers=args.bootstrap, transactional_id=args.transactional_id,
             transaction_timeout_ms=args.transaction_timeout_ms, acks="all", enable_idempotence=True,
             batch_size=args.batch_size, linger_ms=5, max_in_flight_requests_per_connection=5,
-            retry_backoff_ms=100, reconnect_backoff_max_ms=1000, max_block_ms=int(CALL_TIMEOUT_S * 1000),
+            retry_backoff_ms=args.retry_backoff_ms, reconnect_backoff_max_ms=1000,
+            max_block_ms=int(CALL_TIMEOUT_S * 1000),
         )
         self.consumer = KafkaConsumer(
             bootstrap_servers=args.bootstrap, group_id=args.group_id, isolation_level="read_committed",
@@ -467,7 +468,7 @@ class AioKafkaCopier:
             return AIOKafkaProducer(
                 bootstrap_servers=args.bootstrap, transactional_id=args.transactional_id,
                 transaction_timeout_ms=args.transaction_timeout_ms, acks="all", enable_idempotence=True,
-                max_batch_size=args.batch_size, linger_ms=5, retry_backoff_ms=100,
+                max_batch_size=args.batch_size, linger_ms=5, retry_backoff_ms=args.retry_backoff_ms,
             ), AIOKafkaConsumer(
                 bootstrap_servers=args.bootstrap, group_id=args.group_id, isolation_level="read_committed",
                 enable_auto_commit=False, auto_offset_reset="earliest",
@@ -691,6 +692,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-txn", type=int, default=750)
     p.add_argument("--abort-probability", type=float, default=1 / 3)
     p.add_argument("--batch-size", type=int, default=4096)
+    p.add_argument("--retry-backoff-ms", type=int, default=100,
+                   help="retry.backoff.ms (also after CONCURRENT_TRANSACTIONS) of the clients that take it")
     p.add_argument("--transaction-timeout-ms", type=int, default=60000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stuck-after-s", type=float, default=60.0,
