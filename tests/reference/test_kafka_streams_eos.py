@@ -149,14 +149,28 @@ def test_streams_exactly_once_v2_through_kill_9_of_app_and_broker(eoslog: Broker
         thread.start()
         return thread
 
+    feeding = threading.Thread()
+
+    def until_open_transaction(limit: int) -> None:
+        """Wait for a transaction with writes beyond the LSO in balances, feeding payments in
+        chunks (up to ``limit``) whenever the feeder is done: an application that has caught up
+        opens no transaction, and how soon it catches up depends on the machine's load."""
+        nonlocal feeding
+        deadline = time.monotonic() + 60
+        while not open_writes(eoslog.bootstrap, "balances"):
+            if not feeding.is_alive() and sent < limit:
+                feeding = in_background(min(sent + 200, limit))
+            assert time.monotonic() < deadline, f"gave up waiting for an open transaction ({sent} payments sent)"
+            time.sleep(0.05)
+
     try:
         app.start()
-        feeding = in_background(PAYMENTS // 2)
+        feeding = in_background(PAYMENTS // 4)
         wait_until(lambda: copied() > PAYMENTS // 6, "some balances", 120)
         # kill -9 of the application in the middle of a transaction (writes beyond the LSO), until
         # one kill has left aborted writes behind for read_committed readers to skip.
         for _ in range(5):
-            wait_until(lambda: open_writes(eoslog.bootstrap, "balances"), "an open transaction", 60)
+            until_open_transaction(PAYMENTS // 2)
             app.kill()
             app.start()
             wait_until(lambda: not open_writes(eoslog.bootstrap, "balances") or copied() >= sent,
@@ -164,9 +178,10 @@ def test_streams_exactly_once_v2_through_kill_9_of_app_and_broker(eoslog: Broker
             if total(eoslog.bootstrap, "read_uncommitted") > total(eoslog.bootstrap, "read_committed"):
                 break
         feeding.join()
+        pay(eoslog.bootstrap, PAYMENTS // 2)
         wait_until(lambda: copied() >= PAYMENTS // 2 - 300, "the first half nearly done", 180)
-        feeding = in_background(PAYMENTS * 3 // 4)
-        wait_until(lambda: open_writes(eoslog.bootstrap, "balances"), "an open transaction", 60)
+        feeding = in_background(PAYMENTS * 5 // 8)
+        until_open_transaction(PAYMENTS * 3 // 4)
         eoslog.kill()  # kill -9 of the broker in the middle of a transaction
         eoslog.start()
         feeding.join()
