@@ -143,18 +143,18 @@ class BrokerRegistration:
     def decode(cls, broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
         path = broker_path(broker_id)
         doc = _loads(path, data)
-        host, port = doc.get("host"), doc.get("port")
-        if not host or port in (None, -1):
-            # v2+ registrations may leave host/port empty and name only endpoints.
-            endpoint = str(_field(path, doc, "endpoints")[0]).split("://", 1)[-1]
-            host, _, port_text = endpoint.rpartition(":")
-            port = int(port_text)
-        rack = doc.get("rack")
         listeners = {}
         for endpoint in doc.get("endpoints", []):
             name, _, address = str(endpoint).partition("://")
             h, _, p = address.rpartition(":")
             listeners[name] = (h, int(p))
+        host, port = doc.get("host"), doc.get("port")
+        if not host or port in (None, -1):
+            # v2+ registrations may leave host/port empty and name only endpoints: the first one's.
+            if not listeners:
+                raise ZnodeDataError(f"{path}: neither host/port nor endpoints in {dict(doc)}")
+            host, port = next(iter(listeners.values()))
+        rack = doc.get("rack")
         return cls(broker_id, str(host), int(port), None if rack is None else str(rack), epoch, listeners)
 
 
