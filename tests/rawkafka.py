@@ -29,10 +29,10 @@ def request_module(api_key: int, version: int) -> Any:
 
 
 def produce_request(topic: str, partition: int, records: bytes | None, *, acks: int = -1,
-                    version: int = 9) -> Any:
+                    version: int = 9, timeout_ms: int = 10_000) -> Any:
     m = request_module(PRODUCE, version)
     return m.ProduceRequest(
-        transactional_id=None, acks=i16(acks), timeout=datetime.timedelta(seconds=10),
+        transactional_id=None, acks=i16(acks), timeout=datetime.timedelta(milliseconds=timeout_ms),
         topic_data=(m.TopicProduceData(name=topic, partition_data=(
             m.PartitionProduceData(index=i32(partition), records=records),)),),
     )

@@ -32,6 +32,7 @@ from eoslog.protocol.codec import (
     read_prefix,
 )
 from eoslog.protocol.messages import response_types
+from fake_transport import FakeTransport
 from rawkafka import (
     api_versions_request,
     create_topics_request,
@@ -191,44 +192,6 @@ def test_unknown_api_keys_close_the_connection(broker: Broker, api_key: int) -> 
 
 
 # -- connection protocol with a fake transport -----------------------------------------------
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.closed = False
-        self.paused = False
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed
-        self.written += data
-
-    def writelines(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.write(chunk)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else None
-
-    def frames(self) -> list[bytes]:
-        out, pos = [], 0
-        while pos + 4 <= len(self.written):
-            (size,) = struct.unpack_from(">i", self.written, pos)
-            out.append(bytes(self.written[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
-        return out
 
 
 async def drive(broker: Broker, chunks: list[bytes], max_request_bytes: int = 1 << 20

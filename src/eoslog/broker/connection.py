@@ -1,10 +1,21 @@
 """One client connection: an asyncio.BufferedProtocol that frames requests and answers them in order.
 
-Kafka answers the requests of one connection strictly in the order they arrived and
-processes them one at a time; so does this. The read side only frames bytes into a
-queue; one worker task per connection dispatches the queue. Reading pauses while too
-many requests wait (back-pressure on a client that pipelines faster than we serve), and
-the worker waits for the transport to drain when the peer reads slowly.
+Kafka answers the requests of one connection strictly in the order they arrived; so does
+this. The read side only frames bytes into a queue; one worker task per connection
+processes the queue one request at a time. Reading pauses while too many requests wait
+(back-pressure on a client that pipelines faster than we serve), and the worker waits for
+the transport to drain when the peer reads slowly.
+
+One exception to one-at-a-time, unlike Kafka (which mutes a channel until its response is
+sent): a Produce whose appends are done and that only waits for its acks (the group-commit
+fsync round, the in-sync replicas) detaches (``RequestContext.detach``). The worker goes on
+with the next requests while it waits; its response, and every later one, is written once
+it is ready, in request order (``_unanswered``). The next Produce's appends still happen
+after the earlier ones', so the log's order and every sequence check are unchanged, and a
+client's up to 5 in-flight requests share one fsync round or replication round-trip instead
+of paying one each. Any other request waits until every earlier one is answered, as before;
+at most ``MAX_AWAITING_ACKS`` produces wait per connection (then the worker, and soon the
+reading, pause).
 
 Reads avoid copies on the produce path: small frames collect in one receive buffer, and
 a frame too large for it is read by the event loop straight into a buffer of its own
@@ -19,6 +30,7 @@ import logging
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 
 from eoslog.broker.dispatcher import Dispatcher
@@ -27,10 +39,14 @@ from eoslog.broker.listeners import Listener, SecurityProtocol
 from eoslog.broker.security import Session
 from eoslog.protocol.codec import Frame
 
+# A response due, in request order: a detached produce's task, or one ready to write.
+_Due = asyncio.Task[list[bytes] | None] | list[bytes]
+
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_QUEUED_REQUESTS = 16
+MAX_AWAITING_ACKS = 16  # detached produces of one connection not answered yet
 RECEIVE_BUFFER_BYTES = 256 * 1024
 
 
@@ -73,6 +89,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._closed = False
+        self._unanswered: deque[_Due] = deque()  # behind a detached produce, in request order
+        self._answered = asyncio.Event()  # set when a response left _unanswered, or on close
         self.busy = False  # a request is being processed (used by graceful shutdown)
         self.last_active = time.monotonic()  # last bytes read or response written
 
@@ -161,6 +179,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         if self._worker is not None and not self.busy:
             self._worker.cancel()
         self._has_requests.set()
+        self._answered.set()
+        for due in self._unanswered:
+            if isinstance(due, asyncio.Task):
+                due.cancel()  # detached: only a wait is left, nothing half done
 
     def pause_writing(self) -> None:
         self.flow.pause_writing()
@@ -180,43 +202,127 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     self._reading_paused = False
                     assert self.transport is not None
                     self.transport.resume_reading()
-                self.busy = True
-                try:
-                    assert self.session is not None
-                    response = await self.dispatcher.handle(frame, self.session, self.peer)
-                except CloseConnection as e:
-                    log.warning("closing connection from %s: %s", self.peer, e)
-                    self.close()
+                if not await self._serve(frame):
                     return
-                except Exception:
-                    log.exception("error handling a request from %s; closing its connection", self.peer)
-                    self.close()
+
+    async def _serve(self, frame: Frame) -> bool:
+        """Process one request, up to its response or its detaching; False: the connection closes."""
+        pipelined = self.dispatcher.pipelined(frame)
+        if not pipelined:
+            await self._until_due(0)  # after every earlier request is answered, as without pipelining
+            if self._closed:
+                return False
+        self.busy = True
+        try:
+            due = await (self._detachable(frame) if pipelined else self._handle(frame))
+        except CloseConnection as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            return await self._close_when_answered()
+        except Exception:
+            log.exception("error handling a request from %s; closing its connection", self.peer)
+            return await self._close_when_answered()
+        finally:
+            self.busy = False
+        if isinstance(due, asyncio.Task):
+            self._unanswered.append(due)
+            due.add_done_callback(self._write_answered)
+            if self._closed:
+                due.cancel()
+            await self._until_due(MAX_AWAITING_ACKS - 1)
+            return not self._closed
+        if self._unanswered:
+            if due is not None:
+                self._unanswered.append(due)  # ready, but behind a detached produce
+                self._write_answered()
+        elif due is not None and not self._closed:
+            assert self.transport is not None
+            self.transport.writelines(due)
+            await self.flow.drain()
+        self.last_active = time.monotonic()
+        if self.session is not None and self.session.close_after_response:
+            self.close()  # a failed authentication: answered, then disconnected
+            return False
+        return not self._closed
+
+    async def _handle(self, frame: Frame, detach: Callable[[], None] | None = None) -> list[bytes] | None:
+        assert self.session is not None
+        return await self.dispatcher.handle(frame, self.session, self.peer, detach)
+
+    async def _detachable(self, frame: Frame) -> _Due | None:
+        """Run a Produce until it is answered (its response) or detaches (its task)."""
+        released = asyncio.get_running_loop().create_future()
+
+        def release(_: object = None) -> None:
+            if not released.done():
+                released.set_result(None)
+
+        task = asyncio.get_running_loop().create_task(self._handle(frame, release))
+        task.add_done_callback(release)
+        await released
+        return task if not task.done() else task.result()
+
+    def _write_answered(self, _: object = None) -> None:
+        """Write the responses at the head of ``_unanswered`` that are ready, in request order
+        (a detached produce's task calls this when it is done)."""
+        while self._unanswered:
+            head = self._unanswered[0]
+            if isinstance(head, asyncio.Task):
+                if not head.done():
                     return
-                finally:
-                    self.busy = False
-                if response is not None and not self._closed:
-                    assert self.transport is not None
-                    self.transport.writelines(response)
-                    await self.flow.drain()
+                response = self._outcome(head)
+            else:
+                response = head
+            self._unanswered.popleft()
+            self._answered.set()
+            if response is not None and not self._closed:
+                assert self.transport is not None
+                self.transport.writelines(response)
                 self.last_active = time.monotonic()
-                if self.session is not None and self.session.close_after_response:
-                    self.close()  # a failed authentication: answered, then disconnected
-                    return
+
+    def _outcome(self, task: asyncio.Task[list[bytes] | None]) -> list[bytes] | None:
+        """A detached produce's response; None when it failed (the connection then closes)."""
+        if task.cancelled():
+            return None
+        error = task.exception()
+        if error is None:
+            return task.result()
+        if not self._closed:
+            if isinstance(error, CloseConnection):
+                log.warning("closing connection from %s: %s", self.peer, error)
+            else:
+                log.error("error handling a request from %s; closing its connection", self.peer, exc_info=error)
+            self.close()
+        return None
+
+    async def _until_due(self, most: int) -> None:
+        """Until at most ``most`` responses are still due (or the connection closed)."""
+        while len(self._unanswered) > most and not self._closed:
+            self._answered.clear()
+            await self._answered.wait()
+
+    async def _close_when_answered(self) -> bool:
+        """Close after the responses due before the failed request (as Kafka, whose earlier
+        responses have left before it reads the next request)."""
+        await self._until_due(0)
+        self.close()
+        return False
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
         self._closed = True
         self._has_requests.set()
+        self._answered.set()
 
     @property
     def idle(self) -> bool:
-        return not self.busy and not self._requests
+        return not self.busy and not self._requests and not self._unanswered
 
     def close_if_idle(self, now: float, max_idle_s: float) -> bool:
         """Kafka's connections.max.idle.ms: close a connection that has neither read nor
         written for longer than that. Unlike Kafka, a connection whose request is still
-        being answered (a JoinGroup waiting for its rebalance) is never idle."""
+        being answered (a JoinGroup waiting for its rebalance, a produce waiting for its
+        acks) is never idle."""
         if self._closed or not self.idle or now - self.last_active <= max_idle_s:
             return False
         log.debug("closing connection from %s: idle for more than connections.max.idle.ms", self.peer)

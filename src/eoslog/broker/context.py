@@ -115,6 +115,10 @@ class RequestContext:
     client_address: str
     state: BrokerState
     session: Session | None = None  # None only in tests that build a context by hand
+    # Called by a handler once all that is left is waiting (an acks=all produce's appends are
+    # done): its connection reads and processes the next requests meanwhile and still answers
+    # in order (``broker.connection``). None: the request keeps its connection to the end.
+    detach: Callable[[], None] | None = None
 
     @property
     def listener(self) -> str | None:

@@ -9,12 +9,18 @@ list; ApiVersions advertises exactly what is registered. What Kafka does with a 
   closed (Kafka's ``InvalidRequestException``); other connections are untouched;
 - on a SASL listener, any request the session does not admit yet (before authentication,
   or after its session expired) → the connection is closed before the request is decoded.
+
+Only Produce may detach from its connection once its appends are done (``pipelined``,
+``RequestContext.detach``): the connection then processes the next Produce requests while
+the earlier ones wait for their acks (``broker.connection``).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import time
+from collections.abc import Callable
 
 from eoslog.broker import audit
 from eoslog.broker.context import BrokerState, RequestContext
@@ -23,6 +29,7 @@ from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.broker.security import Session
 from eoslog.metrics.requests import RequestMetrics
+from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
     DecodeError,
@@ -34,6 +41,8 @@ from eoslog.protocol.codec import (
 
 log = logging.getLogger(__name__)
 
+_API_KEY = struct.Struct(">h")
+
 
 class Dispatcher:
     def __init__(self, state: BrokerState, metrics: RequestMetrics | None = None) -> None:
@@ -41,9 +50,16 @@ class Dispatcher:
         self.metrics = metrics  # None: metrics.listener unset, nothing observed
         self._serving = False  # state.serving seen set: it stays set, so asked no more
 
-    async def handle(self, frame: Frame, session: Session, peer: str) -> list[bytes] | None:
+    @staticmethod
+    def pipelined(frame: Frame) -> bool:
+        """Is ``frame`` a Produce, the one request whose wait may overlap the next requests?"""
+        return len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == ApiKey.PRODUCE
+
+    async def handle(self, frame: Frame, session: Session, peer: str,
+                     detach: Callable[[], None] | None = None) -> list[bytes] | None:
         """Answer one request frame with the buffers of its response frame; None when no
-        response is due (acks=0)."""
+        response is due (acks=0). ``detach``: given to a pipelined request's handler
+        (``RequestContext.detach``)."""
         if not self._serving:
             await self.state.serving.wait()
             self._serving = True
@@ -73,7 +89,7 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         ctx = RequestContext(
             prefix.api_key, prefix.api_version, prefix.correlation_id, client_id,
-            session.principal, peer, self.state, session,
+            session.principal, peer, self.state, session, detach,
         )
         # Authorization is per resource: each handler asks ctx.allowed(...) before it
         # touches one and answers Kafka's *_AUTHORIZATION_FAILED code for it.

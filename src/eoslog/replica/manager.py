@@ -202,12 +202,14 @@ class ReplicaManager:
         self, entries: Mapping[TopicPartition, bytes], *, required_acks: int, timeout_ms: int,
         transactional_id: str | None = None, origin: AppendOrigin = AppendOrigin.CLIENT,
         operation: TransactionSupportedOperation = TransactionSupportedOperation.DEFAULT_ERROR,
-        internal_topics_allowed: bool = False,
+        internal_topics_allowed: bool = False, on_appended: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as leader; with acks=all, answer once the ISR has
         them or after ``timeout_ms`` (REQUEST_TIMED_OUT). Internal topics are refused
         (INVALID_TOPIC_EXCEPTION) unless ``internal_topics_allowed``: only their coordinators
-        write them, as in Kafka's appendToLocalLog."""
+        write them, as in Kafka's appendToLocalLog. ``on_appended()`` is called when every
+        append is done and only that wait is left (the connection then goes on with its next
+        requests: ``broker.connection``)."""
         if required_acks not in VALID_ACKS:
             return dict.fromkeys(entries, ProduceResult(Errors.INVALID_REQUIRED_ACKS))
         results: dict[TopicPartition, ProduceResult] = {}
@@ -235,6 +237,8 @@ class ReplicaManager:
                     and not self._replicated(tp, partition, info.last_offset + 1, results)):
                 waiting[tp] = info.last_offset + 1
         if waiting:
+            if on_appended is not None:
+                on_appended()
             await self._wait_for_isr(waiting, results, timeout_ms)
         return results
 

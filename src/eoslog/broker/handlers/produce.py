@@ -2,7 +2,8 @@
 ``ReplicaManager.append_records`` call, its results the response.
 
 The replica layer checks acks, verifies transactional batches (KIP-890), appends with the
-client's checks and holds acks=all until the in-sync replicas have the records; this module
+client's checks and holds acks=all until the in-sync replicas have the records (once the
+appends are done the request lets its connection go on meanwhile: ``ctx.detach``); this module
 only adds what depends on the request's version (zstd needs v7+) and answers. acks=0
 requests get no response at all, as in Kafka; when such a request fails, the connection is
 closed instead, which is the only way Kafka has to tell the producer (it then refreshes
@@ -88,7 +89,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     results = await replicas.append_records(
         entries, required_acks=acks, timeout_ms=int(request.timeout.total_seconds() * 1000),
         transactional_id=request.transactional_id, operation=produce_request_operation(ctx.api_version),
-        internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
+        internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID, on_appended=ctx.detach,
     )
     results.update(refused)
     topics = []

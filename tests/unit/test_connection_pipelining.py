@@ -1,0 +1,305 @@
+"""A connection pipelines the acks wait of its Produce requests (issues 13/14), nothing else.
+
+A Produce whose appends are done detaches from its connection while it waits for its acks
+(here: the group-commit fsync round), so the next requests are read and processed; the
+responses still leave in request order. The group-commit fsync is held closed by a gate, so
+what the connection has appended and written while a round is pending is looked at exactly,
+not timed: three acks=all produces are appended before the first round ends (two rounds for
+three requests), a ready acks=1 response waits behind an earlier acks=all one, any other
+request waits until every earlier one is answered, failures and timeouts keep their place,
+a failed acks=0 produce closes the connection after the earlier answers, a lost connection
+cancels its waits, and the number of waiting produces is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eoslog.broker.connection import MAX_AWAITING_ACKS, KafkaProtocol
+from eoslog.broker.server import Broker
+from eoslog.config import BrokerConfig, TopicConfig
+from eoslog.errors import Errors
+from eoslog.metrics.requests import RequestMetrics
+from eoslog.protocol.codec import decode_response, encode_request
+from eoslog.records import build_batch
+from eoslog.replica import group_commit
+from eoslog.storage.fileio import sync_files
+from fake_transport import FakeTransport
+from rawkafka import API_VERSIONS, FETCH, PRODUCE, api_versions_request, fetch_request, produce_request, simple_batch
+
+PID = 4242
+HANG_GUARD_S = 10.0  # waits for a condition end here; the assertion after them says what failed
+
+
+class FsyncGate:
+    """Stands in for group commit's ``sync_files``: each round blocks until ``open()`` (or the
+    hang guard), then fsyncs for real."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self.rounds_started = 0
+
+    def __call__(self, fds: list[int]) -> None:
+        self.rounds_started += 1
+        self._open.wait(HANG_GUARD_S)
+        sync_files(fds)
+
+    def open(self) -> None:
+        self._open.set()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(BrokerConfig.load(overrides={"log.dirs": str(tmp_path / "data")}))
+    b.logs.startup()
+    b.logs.create_topic("t", 1)
+    b.state.serving.set()
+    assert b.replicas.group_commit is not None, "the single node's default policy is group-commit"
+    yield b
+    b.logs.shutdown()
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
+    g = FsyncGate()
+    monkeypatch.setattr(group_commit, "sync_files", g)
+    yield g
+    g.open()
+
+
+class Connection:
+    """One KafkaProtocol on a FakeTransport; requests are sent as one chunk."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport = FakeTransport()
+        self.protocol = KafkaProtocol(broker.dispatcher, 1 << 20, set())
+        self.protocol.connection_made(self.transport)  # type: ignore[arg-type]
+        self.kinds: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)
+
+    def send(self, *requests: tuple[int, int, int, Any]) -> None:
+        """(correlation id, api key, version, request) each."""
+        for cid, key, version, _ in requests:
+            self.kinds[cid] = key, version
+        self.protocol.data_received(b"".join(encode_request(cid, r, "c") for cid, _, _, r in requests))
+
+    def answered(self) -> list[tuple[int, Any]]:
+        out = []
+        for frame in self.transport.frames():
+            (cid,) = struct.unpack_from(">i", frame)
+            out.append(decode_response(frame, *self.kinds[cid]))
+        return out
+
+    def log_end(self) -> int:
+        plog = self.broker.logs.get_log("t", 0)
+        assert plog is not None
+        return plog.log_end_offset
+
+
+async def until(condition: Callable[[], bool]) -> bool:
+    """Run the loop until ``condition()`` holds or the hang guard passes; returns it."""
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD_S
+    while not condition() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.001)
+    return condition()
+
+
+def produce(cid: int, value: bytes, *, acks: int = -1, topic: str = "t", timeout_ms: int = 10_000,
+            records: bytes | None = None) -> tuple[int, int, int, Any]:
+    batch = simple_batch([value]) if records is None else records
+    return cid, PRODUCE, 9, produce_request(topic, 0, batch, acks=acks, timeout_ms=timeout_ms)
+
+
+def partition(body: Any) -> Any:
+    return body.responses[0].partition_responses[0]
+
+
+def idempotent(seq: int, value: bytes) -> bytes:
+    return build_batch([(None, value, ())], timestamp=1_700_000_000_000, producer_id=PID, producer_epoch=0,
+                       base_sequence=seq)
+
+
+def test_acks_all_produces_on_one_connection_share_fsync_rounds(broker: Broker, gate: FsyncGate) -> None:
+    """The wait is detached: the 2nd and 3rd produce are appended while the 1st one's round is
+    still pending, so one round covers both (not one round per request in series)."""
+    assert broker.replicas.group_commit is not None
+    stats = broker.replicas.group_commit.stats
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(*(produce(i, b"v%d" % i) for i in (1, 2, 3)))
+        assert await until(lambda: conn.log_end() == 3), (
+            f"only {conn.log_end()} of 3 produces appended while the first waits for its fsync: not pipelined")
+        assert conn.transport.written == b"", "answered before any fsync covered the records"
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        answers = conn.answered()
+        assert [cid for cid, _ in answers] == [1, 2, 3]
+        assert [(partition(b).error_code, partition(b).base_offset) for _, b in answers] == [(0, 0), (0, 1), (0, 2)]
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+    assert stats.offsets_synced == 3
+    assert stats.rounds <= 2, f"{stats.rounds} fsync rounds for 3 pipelined acks=all produces"
+
+
+def test_responses_keep_request_order_with_mixed_acks(broker: Broker, gate: FsyncGate) -> None:
+    """acks=1 is ready at once but answered after the acks=all before it; acks=0 gets no answer;
+    a Fetch (any request but Produce) is processed only after every earlier one is answered,
+    so it sees all four records, as without pipelining."""
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b", acks=1), produce(3, b"c", acks=0), produce(4, b"d"),
+                  (5, FETCH, 12, fetch_request("t", 0, 0)), (6, API_VERSIONS, 3, api_versions_request(3)))
+        # The Fetch taken and held until the produces before it are answered; ApiVersions queued.
+        assert await until(lambda: conn.log_end() == 4 and len(conn.protocol._requests) == 1)
+        await asyncio.sleep(0.05)  # (a reordering would show here: the acks=1 answer is ready)
+        assert conn.transport.written == b"", "a later response went out before the acks=all one before it"
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        answers = conn.answered()
+        assert [cid for cid, _ in answers] == [1, 2, 4, 5, 6]
+        assert [partition(answers[i][1]).base_offset for i in range(3)] == [0, 1, 3]
+        fetched = answers[3][1].responses[0].partitions[0]
+        assert fetched.high_watermark == 4 and fetched.records, "the Fetch overtook the produces before it"
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_failures_after_a_detached_produce_keep_their_place(broker: Broker, gate: FsyncGate) -> None:
+    """A later produce timing out (REQUEST_TIMED_OUT) is answered after the earlier one; the ISR
+    shrinking below min.insync.replicas during the wait answers NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b", timeout_ms=1), produce(3, b"c"))
+        assert await until(lambda: conn.log_end() == 3 and len(conn.protocol._unanswered) == 3
+                           and conn.protocol._unanswered[1].done())  # type: ignore[union-attr]
+        assert conn.transport.written == b""
+        plog = broker.logs.get_log("t", 0)
+        assert plog is not None
+        plog.config = TopicConfig(dict(plog.config.items()), {"min.insync.replicas": 2})
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        answers = conn.answered()
+        assert [(cid, partition(b).error_code) for cid, b in answers] == [
+            (1, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND.code), (2, Errors.REQUEST_TIMED_OUT.code),
+            (3, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND.code)]
+        assert not conn.transport.closed
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_idempotent_sequences_are_checked_in_request_order(broker: Broker, gate: FsyncGate) -> None:
+    """Pipelined idempotent batches are appended in request order: a retried batch is found a
+    duplicate (its first offset), a gap is OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"", records=idempotent(0, b"s0")), produce(2, b"", records=idempotent(1, b"s1")),
+                  produce(3, b"", records=idempotent(1, b"s1")), produce(4, b"", records=idempotent(5, b"s5")),
+                  produce(5, b"", records=idempotent(2, b"s2")))
+        assert await until(lambda: conn.log_end() == 3 and not conn.protocol._requests)
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        assert [(cid, partition(b).error_code, partition(b).base_offset) for cid, b in conn.answered()] == [
+            (1, 0, 0), (2, 0, 1), (3, 0, 1), (4, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER.code, -1), (5, 0, 2)]
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_a_failed_acks_zero_produce_closes_after_the_earlier_answers(broker: Broker, gate: FsyncGate) -> None:
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b", acks=0, topic="nope"),
+                  (3, API_VERSIONS, 3, api_versions_request(3)))
+        assert await until(lambda: conn.log_end() == 1 and len(conn.protocol._requests) == 1)
+        await asyncio.sleep(0.05)  # the acks=0 produce failed meanwhile; ApiVersions is never read
+        assert not conn.transport.closed and conn.transport.written == b"", "closed before answering request 1"
+        gate.open()
+        assert await until(lambda: conn.transport.closed)
+        assert [cid for cid, _ in conn.answered()] == [1]
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_a_lost_connection_cancels_its_waits(broker: Broker, gate: FsyncGate,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """No wait is left in the produce purgatory, nothing is written to the closed transport,
+    no error is logged and no task exception goes unretrieved."""
+    unhandled: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b"))
+        assert await until(lambda: conn.log_end() == 2 and broker.replicas.produce_purgatory.waiting() == 2)
+        assert not conn.protocol.idle
+        assert not conn.protocol.close_if_idle(asyncio.get_running_loop().time() + 1e6, 0.001), (
+            "a connection whose produces wait for their acks was closed as idle")
+        conn.protocol.connection_lost(None)
+        assert await until(lambda: broker.replicas.produce_purgatory.waiting() == 0 and conn.protocol.idle)
+        gate.open()
+        assert await until(lambda: broker.replicas.group_commit is not None
+                           and broker.replicas.group_commit.stats.offsets_synced == 2)
+        assert conn.transport.written == b""
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(run())
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert unhandled == []
+
+
+def test_waiting_produces_per_connection_are_bounded(broker: Broker, gate: FsyncGate) -> None:
+    """Back-pressure: at most MAX_AWAITING_ACKS produces wait; then the worker stops and,
+    once its queue fills, reading pauses; all are answered in order afterwards."""
+    n = MAX_AWAITING_ACKS + 24
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(*(produce(i, b"%d" % i) for i in range(n)))
+        assert await until(lambda: len(conn.protocol._unanswered) == MAX_AWAITING_ACKS and conn.transport.paused)
+        await asyncio.sleep(0.05)
+        assert conn.log_end() == MAX_AWAITING_ACKS and len(conn.protocol._unanswered) == MAX_AWAITING_ACKS
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        assert [cid for cid, _ in conn.answered()] == list(range(n))
+        assert not conn.transport.paused
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_request_latency_of_a_detached_produce_includes_its_wait(broker: Broker, gate: FsyncGate) -> None:
+    """kafka_network_requestmetrics_totaltime_seconds{request=Produce}: each produce observed
+    once, when answered (the gate holds the round for at least 0.2 s)."""
+    metrics = broker.dispatcher.metrics = RequestMetrics()
+    hold_s = 0.2
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b"))
+        assert await until(lambda: conn.log_end() == 2)
+        await asyncio.sleep(hold_s)
+        gate.open()
+        assert await until(lambda: conn.protocol.idle)
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+    samples = {s.name: s.value for m in metrics.collect() for s in m.samples if s.labels.get("request") == "Produce"
+               and "totaltime" in s.name and not s.name.endswith("_bucket")}
+    assert samples["kafka_network_requestmetrics_totaltime_seconds_count"] == 2
+    assert samples["kafka_network_requestmetrics_totaltime_seconds_sum"] >= 2 * hold_s, samples
