@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -40,6 +40,9 @@ from cutfs import CutFs
 from eoslog.storage.fileio import fsync_dir
 from harness import wait_until
 from power_cut import PowerCutBroker
+
+if TYPE_CHECKING:
+    from eoslog.client.producer import Producer as EoslogProducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -273,6 +276,7 @@ COMMIT_POINTS = ["before_prepare", "after_prepare", "between_markers", "after_ma
 OUT_PARTITIONS = 3
 PER_PARTITION = 3
 GROUP = "power-cut-group"
+ANSWER_GRACE_S = 3.0
 
 
 def committed_state(bootstrap: str, txn_id: str) -> tuple[dict[int, list[bytes]], int]:
@@ -301,6 +305,33 @@ def committed_state(bootstrap: str, txn_id: str) -> tuple[dict[int, list[bytes]]
         c.close()
 
 
+def commit_answered(producer: EoslogProducer, node: PowerCutBroker) -> bool:
+    """Whether ``commit_transaction(20)`` returned success. Its broker kills itself on the
+    commit path, so the call is given up once the broker has been dead for ANSWER_GRACE_S:
+    a dead broker answers nothing more, and an answer it sent before dying is read (from the
+    socket) long before then. Waiting out the 20 s took ~20 s of each cut before PrepareCommit."""
+    done, answered = threading.Event(), threading.Event()
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(20)
+            answered.set()
+        except Exception:
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=commit, daemon=True).start()
+    dead_since: float | None = None
+    while not done.wait(0.1):
+        if node.broker.alive():
+            continue
+        dead_since = dead_since or time.monotonic()
+        if time.monotonic() - dead_since >= ANSWER_GRACE_S:
+            break
+    return answered.is_set()
+
+
 @pytest.mark.parametrize(("policy", "point"), [("group-commit", p) for p in COMMIT_POINTS]
                          + [("kafka", "after_complete")])
 def test_a_power_cut_on_the_commit_path_never_tears_a_transaction(cutfs: CutFs, tmp_path: Path, policy: str,
@@ -322,11 +353,7 @@ def test_a_power_cut_on_the_commit_path_never_tears_a_transaction(cutfs: CutFs, 
             for i in range(PER_PARTITION):
                 p.send("out", f"txn-{part}-{i}".encode(), partition=part)
         p.send_offsets_to_transaction({("in", 0): 42}, GROUP, 30)
-        try:
-            p.commit_transaction(20)
-            answered = True
-        except Exception:
-            answered = False
+        answered = commit_answered(p, node)
         p.close(0)
         assert node.broker.proc is not None
         node.broker.proc.wait(60)  # it killed itself at the point
