@@ -200,6 +200,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "how often expired transactional ids are removed"),
     ConfigDef("transaction.two.phase.commit.enable", bool, False,
               "let producers take part in two-phase commit (KIP-939): their transactions never time out"),
+    # eoslog's own (Kafka answers at once): docs/architecture.md, "Held CONCURRENT_TRANSACTIONS".
+    ConfigDef("transaction.concurrent.hold.ms", int, 5000,
+              "how long the transaction coordinator holds a request it would answer CONCURRENT_TRANSACTIONS "
+              "while the id's own previous step (markers, CompleteCommit) finishes, then handles it as a "
+              "retry would; 0: Kafka's behaviour, answer at once (the client backs off retry.backoff.ms)"),
     # Log cleaner (compaction of cleanup.policy=compact topics).
     ConfigDef("log.cleaner.enable", bool, True, "run the log cleaner"),
     ConfigDef("log.cleaner.backoff.ms", int, 15000, "pause between cleaner passes with nothing to clean"),

@@ -59,6 +59,12 @@ KNOWN: dict[str, list[Rule]] = {
         Rule("*", "Kafka leaves a Produce whose record set is null unanswered (the client times out); "
              "eoslog answers INVALID_RECORD"),
     ],
+    "transactions/fencing": [
+        Rule("second instance, first answer.*", "Kafka answers the fencing InitProducerId "
+             "CONCURRENT_TRANSACTIONS while it aborts the open transaction, and the client retries; "
+             "eoslog holds it until the abort is written and answers it as that retry (the next epoch): "
+             "transaction.concurrent.hold.ms, docs/architecture.md"),
+    ],
 }
 
 

@@ -217,6 +217,20 @@ class BrokerCollector(Collector):
         for phase, h in counts.end_phases.items():
             phases.add_metric([phase], h.cumulative(), h.total)
         yield phases
+        concurrent = CounterMetricFamily(
+            "eoslog_transaction_coordinator_concurrent_transactions", "CONCURRENT_TRANSACTIONS answered (after "
+            "any hold), per request and what of the id was under way (PrepareCommit>CompleteCommit: its "
+            "markers)", labels=["request", "state"])
+        for (api, under_way), n in sorted(counts.concurrent.items()):
+            concurrent.add_metric([api, under_way], n)
+        yield concurrent
+        held = HistogramMetricFamily(
+            "eoslog_transaction_coordinator_held_seconds", "requests held until their transactional id's "
+            "previous step ended, instead of CONCURRENT_TRANSACTIONS (transaction.concurrent.hold.ms)",
+            labels=["request"])
+        for api, h in sorted(counts.held.items()):
+            held.add_metric([api], h.cumulative(), h.total)
+        yield held
 
     def _groups(self) -> Iterator[Metric]:
         groups = self.state.group_coordinator.groups

@@ -9,6 +9,10 @@ EndTxn v2; TRANSACTION_ABORTABLE is INVALID_TXN_STATE where the version predates
 Without a transactional id InitProducerId hands out a fresh producer id with epoch 0
 (seed 001: "blindly accept the request and return a new producerId").
 
+AddPartitionsToTxn (not verify-only), AddOffsetsToTxn, EndTxn and InitProducerId are handled
+through ``TransactionCoordinator.held``: one the coordinator would answer CONCURRENT_TRANSACTIONS
+because the id's previous step is still under way is handled again once it has ended.
+
 Versions are those of transaction protocol 1 (Kafka 3.x): EndTxn v5, TxnOffsetCommit v5
 and WriteTxnMarkers v2 belong to KIP-890 part 2 and are not served. AddPartitionsToTxn v4+
 (broker to broker, several transactions, verify-only) is, and so is InitProducerId v6:
@@ -82,6 +86,10 @@ def _abortable(name: Errors, version: int, first_version: int) -> Errors:
 
 
 
+def _itself(error: Errors) -> Errors:
+    return error
+
+
 def _may_write_txn(ctx: RequestContext, transactional_id: str) -> bool:
     """WRITE on the transactional id: what every transactional request needs (Kafka's KafkaApis)."""
     return ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
@@ -111,12 +119,13 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
     elif (expected_pid == -1) != (expected_epoch == -1):
         error = Errors.INVALID_REQUEST  # KIP-360: both or neither
     else:
-        result = ctx.state.txn_coordinator.init_producer_id(
-            request.transactional_id, to_ms(request.transaction_timeout),
+        coordinator, txn_id = ctx.state.txn_coordinator, request.transactional_id
+        result = await coordinator.held("InitProducerId", txn_id, lambda: coordinator.init_producer_id(
+            txn_id, to_ms(request.transaction_timeout),
             None if expected_pid == -1 else (expected_pid, expected_epoch),
             enable_2pc=bool(getattr(request, "enable2_pc", False)),
             keep_prepared_txn=bool(getattr(request, "keep_prepared_txn", False)),
-        )
+        ), lambda r: r.error)
         producer_id, epoch, error = result.producer_id, result.producer_epoch, result.error
         ongoing = (result.ongoing_txn_producer_id, result.ongoing_txn_producer_epoch)
         error = await _replicated_txn(ctx, request.transactional_id, error)
@@ -158,8 +167,12 @@ def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) ->
 
 
 async def _add_partitions(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
-    results = _add_partitions_results(ctx, txn, verify_only)
-    if verify_only or any(e is not Errors.NONE for e in results.values()):
+    if verify_only:
+        return _add_partitions_results(ctx, txn, verify_only)
+    results = await ctx.state.txn_coordinator.held(
+        "AddPartitionsToTxn", txn.transactional_id, lambda: _add_partitions_results(ctx, txn, verify_only),
+        lambda r: next(iter(r.values()), Errors.NONE))
+    if any(e is not Errors.NONE for e in results.values()):
         return results
     outcome = await _replicated_txn(ctx, txn.transactional_id, Errors.NONE)
     return dict.fromkeys(results, outcome)
@@ -217,9 +230,10 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTx
         error = Errors.GROUP_AUTHORIZATION_FAILED
     else:
         ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
-        error = ctx.state.txn_coordinator.add_offsets(
+        coordinator = ctx.state.txn_coordinator
+        error = await coordinator.held("AddOffsetsToTxn", request.transactional_id, lambda: coordinator.add_offsets(
             request.transactional_id, int(request.producer_id), int(request.producer_epoch), request.group_id,
-        )
+        ), _itself)
         error = await _replicated_txn(ctx, request.transactional_id, error)
     return cast("AddOffsetsToTxnResponse", build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2))))
@@ -233,9 +247,10 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
     if not _may_write_txn(ctx, request.transactional_id):
         error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
-        error = ctx.state.txn_coordinator.end_transaction(
+        coordinator = ctx.state.txn_coordinator
+        error = await coordinator.held("EndTxn", request.transactional_id, lambda: coordinator.end_transaction(
             request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
-        )
+        ), _itself)
         error = await _replicated_txn(ctx, request.transactional_id, error)
     return cast("EndTxnResponse", build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
                  error_code=error_code(_fenced(error, ctx.api_version, 2))))

@@ -18,7 +18,10 @@ Jobs (Kafka's ``TransactionCoordinator``):
   epoch, to compare with what the external coordinator recorded) instead of aborting it;
 - start-up: load ``__transaction_state`` and roll PrepareCommit/PrepareAbort forward;
 - abort transactions past their timeout (never a 2PC one), expire idle transactional ids;
-- DescribeTransactions and ListTransactions.
+- DescribeTransactions and ListTransactions;
+- hold a request it would answer CONCURRENT_TRANSACTIONS because the id's own previous
+  step is still under way (``held``, ``transaction.concurrent.hold.ms``): once that step's
+  transition ends the request is handled again, as the client's retry would be.
 
 Results are ``eoslog.errors.Errors`` members; handlers map them to codes and to what older request
 versions understand. Everything runs on the event loop; log appends are synchronous.
@@ -36,8 +39,10 @@ import asyncio
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.internal_topic import (
@@ -77,6 +82,7 @@ log = logging.getLogger(__name__)
 CRASH_POINTS = ("before_prepare", "after_prepare", "between_markers", "after_markers", "after_complete")
 _ABORT_TIMER = ("txn", "abort-timed-out")
 _EXPIRE_TIMER = ("txn", "expire-transactional-ids")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,7 @@ class TransactionConfig:
     id_expiration_ms: int
     remove_expired_interval_ms: int
     two_phase_commit_enable: bool = False
+    concurrent_hold_ms: int = 0  # transaction.concurrent.hold.ms (0: answer CONCURRENT_TRANSACTIONS at once)
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:
@@ -101,6 +108,7 @@ class TransactionConfig:
             int(config["transactional.id.expiration.ms"]),
             int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]),
             bool(config["transaction.two.phase.commit.enable"]),
+            int(config["transaction.concurrent.hold.ms"]),
         )
 
 
@@ -142,6 +150,11 @@ class TransactionCounts:
     # wait for PREPARE_* to replicate, WriteTxnMarkers), and the COMPLETE_* append.
     end_phases: dict[str, LatencyHistogram] = field(
         default_factory=lambda: {phase: LatencyHistogram() for phase in ("prepare", "markers", "complete")})
+    # CONCURRENT_TRANSACTIONS answered, per (request, what was under way: "PrepareCommit>CompleteCommit"
+    # is a transaction whose markers are on their way), after any hold.
+    concurrent: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Requests held for their id's own step to end, per request: how long (seconds).
+    held: dict[str, LatencyHistogram] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,6 +554,47 @@ class TransactionCoordinator:
             else:
                 log.warning("timed-out transaction of %s not aborted: %s", t.transactional_id, error)
         return aborted
+
+    # -- holding instead of CONCURRENT_TRANSACTIONS -----------------------------------------------
+
+    def under_way(self, transactional_id: str) -> str | None:
+        """What makes requests of ``transactional_id`` answer CONCURRENT_TRANSACTIONS now: its
+        pending transition (``"PrepareCommit>CompleteCommit"``: markers on their way) or a prepared
+        transaction; None if nothing is (or the id is not served here)."""
+        error, entry = self.state.get(transactional_id)
+        if error != Errors.NONE or entry is None:
+            return None
+        m = entry.metadata
+        if m.pending_state is not None:
+            return f"{m.state.kafka_name}>{m.pending_state.kafka_name}"
+        return m.state.kafka_name if m.state.is_prepared else None
+
+    async def held(self, api: str, transactional_id: str, attempt: Callable[[], T],
+                   error_of: Callable[[T], Errors]) -> T:
+        """``attempt()``, again each time the id's pending transition ends while it answers
+        CONCURRENT_TRANSACTIONS because of that transition, for up to ``concurrent_hold_ms``.
+
+        Nothing but the answer's timing changes: every attempt is the whole request (fencing,
+        epochs, ownership, the state table), against the state a client's retry would meet
+        then. The wait ends early on any change of ownership or shutdown; after the cap the
+        last answer (CONCURRENT_TRANSACTIONS) goes out, as Kafka's would at once."""
+        result = attempt()
+        reason = self.under_way(transactional_id) if error_of(result) is Errors.CONCURRENT_TRANSACTIONS else None
+        if reason is None or self.config.concurrent_hold_ms <= 0:
+            if reason is not None:
+                self.counts.concurrent[api, reason] += 1
+            return result
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + self.config.concurrent_hold_ms / 1000
+        while reason is not None and (remaining := deadline - loop.time()) > 0:
+            await self.state.transition_ended(transactional_id, remaining)
+            result = attempt()
+            reason = self.under_way(transactional_id) if error_of(result) is Errors.CONCURRENT_TRANSACTIONS else None
+        if error_of(result) is Errors.CONCURRENT_TRANSACTIONS:
+            self.counts.concurrent[api, reason or "unknown"] += 1
+        self.counts.held.setdefault(api, LatencyHistogram()).observe(loop.time() - started)
+        return result
 
     # -- describe and list ------------------------------------------------------------------------------
 

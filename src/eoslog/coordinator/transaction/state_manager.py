@@ -8,7 +8,9 @@ Jobs (Kafka's ``TransactionStateManager``):
 - hold the metadata of every loaded id;
 - write a prepared transition to the id's partition and complete it only when the append
   succeeded (``append_transition``), mapping storage errors to what a client should see;
-- find transactions past their timeout and ids past ``transactional.id.expiration.ms``.
+- find transactions past their timeout and ids past ``transactional.id.expiration.ms``;
+- wake whoever waits for an id's pending transition to end (``transition_ended``): the
+  coordinator holds requests it would answer CONCURRENT_TRANSACTIONS until then.
 
 Everything runs on the broker's event loop: no locks. Appends are synchronous, so a
 transition is in the log (in the OS) when ``append_transition`` returns.
@@ -16,6 +18,7 @@ transition is in the log (in the OS) when ``append_transition`` returns.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,6 +70,8 @@ class TransactionStateManager:
         self._loading: set[int] = set()
         self._loading_epoch: dict[int, int] = {}  # cluster mode: the leader epoch being loaded
         self.active = True
+        # transactional id → futures of ``transition_ended`` callers, woken by the next change.
+        self._watchers: dict[str, list[asyncio.Future[None]]] = {}
 
     def partition_for(self, transactional_id: str) -> int:
         return transaction_partition_for(transactional_id, self.topic.num_partitions)
@@ -105,6 +110,7 @@ class TransactionStateManager:
         self.transactions.update(loaded)
         self._loading.discard(partition)
         self._epochs[partition] = epoch
+        self._wake_all()
         return epoch
 
     def become_leader(self, partition: int, leader_epoch: int) -> None:
@@ -113,6 +119,7 @@ class TransactionStateManager:
         self._epochs.pop(partition, None)
         self._loading.add(partition)
         self._loading_epoch[partition] = leader_epoch
+        self._wake_all()
 
     def resign(self, partition: int) -> None:
         """Cluster mode: another broker leads ``partition`` now: its ids go (NOT_COORDINATOR)."""
@@ -121,6 +128,7 @@ class TransactionStateManager:
         self._loading_epoch.pop(partition, None)
         for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
             del self.transactions[txn_id]
+        self._wake_all()
 
     @property
     def is_loading(self) -> bool:
@@ -185,12 +193,40 @@ class TransactionStateManager:
                       TRANSACTION_STATE_TOPIC, partition, error, e)
             if error not in keep_pending_on:
                 metadata.abandon_transition()
+            self._wake(txn_id)
             return error
         if transit.state is TxnState.DEAD:
             self.transactions.pop(txn_id, None)
         else:
             metadata.complete_transition(transit)
+        self._wake(txn_id)
         return Errors.NONE
+
+    # -- waiting for a transition to end ----------------------------------------------------------
+
+    async def transition_ended(self, transactional_id: str, timeout_s: float) -> None:
+        """Return after the next append of a transition of ``transactional_id`` (completed,
+        abandoned or kept pending), a change of ownership or loading of any partition, or
+        shutdown; at the latest after ``timeout_s``. The caller looks at the state again."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._watchers.setdefault(transactional_id, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait([waiter], timeout=timeout_s)
+        finally:
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters and self._watchers.get(transactional_id) is waiters:
+                del self._watchers[transactional_id]
+
+    def _wake(self, transactional_id: str) -> None:
+        for waiter in self._watchers.pop(transactional_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _wake_all(self) -> None:
+        for transactional_id in list(self._watchers):
+            self._wake(transactional_id)
 
     # -- timeouts and expiry ----------------------------------------------------------------------
 
@@ -227,3 +263,4 @@ class TransactionStateManager:
         self.transactions.clear()
         self._epochs.clear()
         self._loading.clear()
+        self._wake_all()
