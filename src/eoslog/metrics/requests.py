@@ -20,10 +20,12 @@ from prometheus_client.registry import Collector
 from eoslog.errors import Errors
 from eoslog.metrics.histogram import LatencyHistogram
 
-# Response class → (does it have an error_code field, the tuple fields whose structs hold
-# error codes somewhere below): worked out once per class from its type hints, so a walk never
-# descends into structs without error codes (aborted transactions, record errors, ...).
-_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+# Response class → (its error code field, if any; the tuple fields whose structs hold error codes
+# somewhere below): worked out once per class from its type hints, so a walk never descends into
+# structs without error codes (aborted transactions, record errors, ...).
+_PLANS: dict[type, tuple[str | None, tuple[str, ...]]] = {}
+# The fields Kafka's errorCounts counts: AddPartitionsToTxn's results name theirs partition_error_code.
+_ERROR_FIELDS = ("error_code", "partition_error_code")
 
 
 def _element_struct(hint: Any) -> type | None:
@@ -35,24 +37,25 @@ def _element_struct(hint: Any) -> type | None:
     return None
 
 
-def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
+def _plan(cls: type) -> tuple[str | None, tuple[str, ...]]:
     plan = _PLANS.get(cls)
     if plan is None:
-        _PLANS[cls] = (False, ())  # a struct that contains itself is walked once
+        _PLANS[cls] = (None, ())  # a struct that contains itself is walked once
         hints = typing.get_type_hints(cls)
         nested = []
         for f in dataclasses.fields(cls):
             element = _element_struct(hints.get(f.name))
             if element is not None and any(_plan(element)):
                 nested.append(f.name)
-        plan = _PLANS[cls] = (any(f.name == "error_code" for f in dataclasses.fields(cls)), tuple(nested))
+        names = {f.name for f in dataclasses.fields(cls)}
+        plan = _PLANS[cls] = (next((n for n in _ERROR_FIELDS if n in names), None), tuple(nested))
     return plan
 
 
 def _error_codes(response: Any, out: list[int]) -> None:
-    has_error, nested = _PLANS.get(type(response)) or _plan(type(response))
-    if has_error and response.error_code:
-        out.append(int(response.error_code))
+    error_field, nested = _PLANS.get(type(response)) or _plan(type(response))
+    if error_field is not None and (code := getattr(response, error_field)):
+        out.append(int(code))
     for name in nested:
         for item in getattr(response, name):
             _error_codes(item, out)
