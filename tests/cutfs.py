@@ -10,6 +10,12 @@ until ``thaw`` every operation fails with EIO, so the writes of a process still 
 the cut cannot land on the post-cut state: the test cuts, ``kill -9``s the broker, waits for
 it to die, thaws and restarts it on what survived.
 
+A cut may also be told which files the kernel had *written back* before the power went
+(``cut`` with fnmatch patterns over paths): their unsynced contents survive, as background
+writeback can make a later write durable before an earlier one in another file. That is the
+order group commit cannot rely on: it is what a cut keeping ``__transaction_state`` but not the
+partitions' tails looks like.
+
 An fsync takes ``CUTFS_FSYNC_DELAY_MS`` (2 ms by default, an SSD's flush) before it makes
 durable what was written when it ends, so there is unsynced data in flight to lose at a cut.
 
@@ -19,13 +25,15 @@ process sees the file system's state, not the page cache's.
     python tests/cutfs.py MOUNTPOINT CONTROL_SOCKET
 
 Control (one line per request on the Unix socket, answered with one JSON line):
-``cut`` → {"dropped_bytes", "dropped_entries"}, ``thaw``, ``stats`` → {"fsyncs", "dir_fsyncs", ...}.
+``cut`` [JSON list of patterns written back] → {"dropped_bytes", "dropped_entries", "written_back"},
+``thaw``, ``stats`` → {"fsyncs", "dir_fsyncs", ...}.
 ``CutFs`` (the client) wraps mounting, the control requests and unmounting for tests.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import json
 import os
 import shutil
@@ -129,9 +137,10 @@ def make_operations() -> Any:
 
         # -- the power cut ---------------------------------------------------------------
 
-        def cut(self) -> dict[str, Any]:
+        def cut(self, written_back: list[str] | None = None) -> dict[str, Any]:
             with self.mutex:
-                dropped: dict[str, Any] = {"dropped_bytes": 0, "dropped_entries": 0, "examples": []}
+                dropped: dict[str, Any] = {"dropped_bytes": 0, "dropped_entries": 0, "examples": [],
+                                           "written_back": 0}
                 seen: set[int] = set()
 
                 def restore(node: Node, path: str = "") -> None:
@@ -146,6 +155,10 @@ def make_operations() -> Any:
                         node.entries = dict(node.synced_entries)
                         for name, child in node.entries.items():
                             restore(child, f"{path}/{name}")
+                    elif node.dirty_from is not None and any(fnmatch.fnmatchcase(path, p) for p in written_back or ()):
+                        dropped["written_back"] += 1  # the kernel had written it back: it survives
+                        node.synced = bytearray(node.data)
+                        node.dirty_from = None
                     else:
                         if node.dirty_from is not None:
                             dropped["dropped_bytes"] += max(len(node.data) - node.dirty_from, 0)
@@ -338,9 +351,9 @@ def _serve_control(ops: Any, sock_path: str) -> None:
         conn, _ = server.accept()
         with conn, conn.makefile("rw") as f:
             for line in f:
-                command = line.strip()
+                command, _, argument = line.strip().partition(" ")
                 if command == "cut":
-                    answer: dict[str, Any] = ops.cut()
+                    answer: dict[str, Any] = ops.cut(json.loads(argument) if argument else None)
                 elif command == "thaw":
                     answer = ops.thaw()
                 elif command == "stats":
@@ -389,8 +402,9 @@ class CutFs:
             answer: dict[str, Any] = json.loads(s.makefile().readline())
             return answer
 
-    def cut(self) -> dict[str, Any]:
-        return self._request("cut")
+    def cut(self, written_back: list[str] | None = None) -> dict[str, Any]:
+        """The power goes; files matching a pattern of ``written_back`` keep what was written."""
+        return self._request("cut" + (" " + json.dumps(written_back) if written_back else ""))
 
     def thaw(self) -> None:
         self._request("thaw")

@@ -47,10 +47,11 @@ class PowerCutBroker:
                 os.environ.pop(CRASH_ENV, None)
         return self
 
-    def power_cut(self) -> None:
-        """The power goes: unsynced state is gone and nothing more is written (cutfs refuses
-        every operation until thawed); the broker dies; the file system comes back."""
-        self.dropped.append(self.fs.cut())
+    def power_cut(self, written_back: list[str] | None = None) -> None:
+        """The power goes: unsynced state is gone (but for files matching ``written_back``) and
+        nothing more is written (cutfs refuses every operation until thawed); the broker dies;
+        the file system comes back."""
+        self.dropped.append(self.fs.cut(written_back))
         self.broker.kill()
         self.fs.thaw()
 
