@@ -41,10 +41,15 @@ def kafka_label() -> str:
     return f"Apache Kafka {kafka_version()}"
 
 
-def kafka_broker(data_dir: Path, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
-    """An unstarted single-node Apache Kafka; a readable exit when the jars are missing."""
+def require_kafka() -> None:
+    """A readable exit when Apache Kafka's jars are missing."""
     if not any(KAFKA_LIB.glob("kafka_*.jar")):
         raise SystemExit(f"--against kafka needs Apache Kafka's jars in {KAFKA_LIB}: {SETUP_HINT}")
+
+
+def kafka_broker(data_dir: Path, overrides: Mapping[str, str] | None = None) -> KafkaBroker:
+    """An unstarted single-node Apache Kafka; a readable exit when the jars are missing."""
+    require_kafka()
     return KafkaBroker(data_dir, overrides)
 
 
@@ -60,6 +65,7 @@ def interleave(bench: str, args: argparse.Namespace, run: Callable[[argparse.Nam
                figures: Callable[[dict[str, Any]], Figures]) -> dict[str, Any]:
     """Run ``run`` on both brokers ``args.against_rounds`` times, alternating which goes first."""
     started = datetime.datetime.now().astimezone()
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     per_side: dict[str, list[Figures]] = {s: [] for s in SIDES}
     for rnd in range(args.against_rounds):
         for side in SIDES if rnd % 2 == 0 else SIDES[::-1]:
@@ -73,7 +79,7 @@ def interleave(bench: str, args: argparse.Namespace, run: Callable[[argparse.Nam
     return {
         "benchmark": f"{bench}-kafka",
         "timestamp": started.isoformat(timespec="seconds"),
-        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_avg_at_start": load_at_start,
         "kafka": kafka_label(),
         "rounds": args.against_rounds,
         "order": "eoslog first in even rounds, Kafka first in odd ones",
@@ -103,7 +109,9 @@ def _best(rounds: list[Figures]) -> Figures:
     return out
 
 
-def save(results: dict[str, Any]) -> list[Path]:
+def save(results: dict[str, Any],
+         plot_: Callable[[dict[str, Any], Path], None] | None = None) -> list[Path]:
+    """The results as JSON (timestamped and latest) and a plot: ``plot_``, or the ratios' bars."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     name = results["benchmark"]
     stamp = results["timestamp"].replace(":", "").replace("-", "")[:15]
@@ -112,7 +120,7 @@ def save(results: dict[str, Any]) -> list[Path]:
     for p in paths:
         p.write_text(text)
     png = RESULTS_DIR / f"{name}-latest.png"
-    plot(results, png)
+    (plot_ or plot)(results, png)
     return [*paths, png]
 
 

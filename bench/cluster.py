@@ -7,6 +7,7 @@ the cluster against one broker, and failover time.
     python bench/cluster.py --produce-only --profile DIR      # py-spy on each broker in the RF 3 rounds
     python bench/cluster.py --failover-only --label after   # failovers alone, saved by label
     python bench/cluster.py --produce-only --flush-policy group-commit --label after   # issue 14 per replica
+    python bench/cluster.py --against kafka    # produce and failover on Apache Kafka too, ~15 min
 
 Two builds' failover times in one run: start the script twice at once, each with its own
 PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
@@ -42,8 +43,14 @@ counts as replicated. ``--produce-only`` skips the failovers and saves the produ
 ``--label`` (two builds side by side, as for failovers). ``--profile DIR`` writes py-spy's
 collapsed stacks of each broker during the RF 3 rounds (py-spy next to the venv's python).
 
+``--against kafka``: the produce and failover cases on three Apache Kafka KRaft nodes as well
+(bench/cluster_against.py), in ``--against-rounds`` rounds (default 2) of both sides, the order
+alternating (bench/against.py); each side's part starts its brokers afresh, produces one untimed
+round of WARM_UP_MB per case, then ``--rounds`` (default 2) of ``--mb`` per case, then its share
+of the ``--kills`` (default 10 per side). Every produced topic is checked (``check_topic``).
+
 Output: a table, bench/results/cluster-<timestamp>.json and cluster-latest.json, and
-cluster-latest.png.
+cluster-latest.png (``--against kafka``: cluster-kafka-*.json, cluster-kafka-latest.png).
 """
 
 from __future__ import annotations
@@ -52,45 +59,79 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 from rich.console import Console
 from rich.table import Table
 
-from common import MB, RESULTS_DIR, BrokerProcess, Measurement, best, prepare_run
+import against
+import cluster_against
+from common import MB, RESULTS_DIR, BrokerProcess, Measurement, best, percentile, prepare_run
 from durability_eos import PARTITIONS, VALUE_BYTES, copy_once, create_topics
 from hotspots import py_spy
-from load import PRODUCE_CASES, produce
+from load import PRODUCE_CASES, exact_count, fetch, produce
 from spark_sink import produce_input, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from cluster_harness import Cluster, create_topic
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from cluster_harness import Cluster, ClusterMeta, create_topic
 from eoslog.client import Producer
+from harness import wait_until
+from kafka_harness import KafkaNode
 
 SESSION_TIMEOUT_MS = 6000
+WARM_UP_MB = 100  # per case, before a --against part's timed rounds
+IDLE_S = 5.0  # the brokers' CPU while nothing is sent (heartbeats, a KRaft quorum's fetches)
 IDEMPOTENT = next(c for c in PRODUCE_CASES if c.name == "idempotent")
 ACKS_ALL = next(c for c in PRODUCE_CASES if c.name == "acksall")
 
 
-def replicated_produce(cluster: Cluster, mb: int, rounds: int,
-                       profile: Path | None = None) -> dict[str, list[Measurement]]:
+class Node(Protocol):
+    proc: subprocess.Popen[str] | None
+
+    @property
+    def bootstrap(self) -> str: ...
+    def kill(self) -> None: ...
+    def start(self) -> object: ...
+    def alive(self) -> bool: ...
+
+
+class Brokers(Protocol):
+    """Three brokers by id, as the produce and failover cases use them: eoslog's ``Cluster``
+    (ZooKeeper + three eoslog brokers) or ``cluster_against.KafkaSide`` (three KRaft nodes)."""
+
+    @property
+    def brokers(self) -> Mapping[int, Node]: ...
+    @property
+    def bootstrap(self) -> str: ...
+    def any_alive(self) -> Node: ...
+    def metadata(self, topics: list[str] | None = None) -> ClusterMeta: ...
+    def stop(self) -> object: ...
+
+
+def replicated_produce(cluster: Brokers, mb: int, rounds: int, profile: Path | None = None,
+                       prefix: str = "bench") -> dict[str, list[Measurement]]:
     """Each round: both producers (idempotent, then plain acks=all) to RF 1 then RF 3. Keys
-    ``rf1``/``rf3`` (idempotent) and ``rf1-acksall``/``rf3-acksall``. ``profile``: py-spy
-    samples each broker during the idempotent RF 3 rounds into ``profile``."""
+    ``rf1``/``rf3`` (idempotent) and ``rf1-acksall``/``rf3-acksall``. Every topic is checked
+    afterwards (``check_topic``). ``profile``: py-spy samples each broker during the
+    idempotent RF 3 rounds into ``profile``."""
     records = mb * 1024
     runs: dict[str, list[Measurement]] = {}
     for r in range(rounds):
         for case, suffix in ((IDEMPOTENT, ""), (ACKS_ALL, "-acksall")):
             for factor in (1, 3):
                 name = f"rf{factor}{suffix}"
-                topic = f"bench-{name}-{r}"
+                topic = f"{prefix}-{name}-{r}"
                 configs = {"min.insync.replicas": "2"} if factor == 3 else {}
                 result = create_topic(cluster.any_alive().bootstrap, topic, partitions=3,
                                       replication_factor=factor, configs=configs)
@@ -103,12 +144,31 @@ def replicated_produce(cluster: Cluster, mb: int, rounds: int,
                 m = produce(cluster.bootstrap, topic, case, records)
                 m.extra["brokers_cpu_s"] = round(brokers_cpu_s(cluster) - cpu0, 2)
                 stop_profilers(spies)
+                m.extra["check"] = check_topic(cluster, topic, records, factor)
                 m.name = f"produce RF {factor} ({case.name})"
                 runs.setdefault(name, []).append(m)
-                print(f"round {r + 1}: {m.name}: {m.mb_s:.1f} MB/s; CPU per MB: brokers "
+                print(f"{prefix} round {r + 1}: {m.name}: {m.mb_s:.1f} MB/s; CPU per MB: brokers "
                       f"{1000 * m.extra['brokers_cpu_s'] * MB / m.bytes:.1f} ms, "
                       f"client {1000 * m.extra['client_cpu_s'] * MB / m.bytes:.1f} ms", flush=True)
     return runs
+
+
+def check_topic(cluster: Brokers, topic: str, records: int, factor: int) -> dict[str, Any]:
+    """That the round did what it says: exactly ``records`` records (high watermarks, then every
+    record read back), each partition on ``factor`` distinct brokers and (RF 3) min.insync.replicas 2
+    as the cluster describes the topic. Raises when not; returns what it saw (with the ISR)."""
+    hws = exact_count(cluster.bootstrap, topic, records)
+    fetch(cluster.bootstrap, topic, records)  # raises unless all records' bytes came back
+    parts = cluster.metadata([topic]).topics[topic]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    min_isr = admin.describe_configs([resource])[resource].result(30)["min.insync.replicas"].value
+    seen = {"high_watermarks": hws, "read_back": records, "min.insync.replicas": min_isr,
+            "replicas": {p: list(m.replicas) for p, m in parts.items()},
+            "isr": {p: list(m.isr) for p, m in parts.items()}}
+    if any(len(set(m.replicas)) != factor for m in parts.values()) or (factor == 3 and min_isr != "2"):
+        raise RuntimeError(f"{topic} is not RF {factor} as asked: {seen}")
+    return seen
 
 
 def ratios(runs: dict[str, list[Measurement]]) -> dict[str, float]:
@@ -123,7 +183,7 @@ def cpu_per_mb(runs: dict[str, list[Measurement]]) -> dict[str, dict[str, list[f
                    for who in ("brokers", "client")} for name, ms in runs.items()}
 
 
-def brokers_cpu_s(cluster: Cluster) -> float:
+def brokers_cpu_s(cluster: Brokers) -> float:
     """CPU seconds (user + system) the live brokers have used so far."""
     total = 0.0
     for broker in cluster.brokers.values():
@@ -133,7 +193,7 @@ def brokers_cpu_s(cluster: Cluster) -> float:
     return total
 
 
-def start_profilers(cluster: Cluster, out: Path, tag: str) -> list[subprocess.Popen[bytes]]:
+def start_profilers(cluster: Brokers, out: Path, tag: str) -> list[subprocess.Popen[bytes]]:
     """py-spy on each broker: collapsed stacks with native frames (py-spy pauses the broker for
     each sample, 50 a second: the round is slower). Native frames show what uvloop's and the
     kernel's side costs (pwritev, writev, memcpy), which Python frames alone hide."""
@@ -194,7 +254,7 @@ def summarise_profile(out: Path) -> dict[str, float]:
     return shares
 
 
-def copy_throughput(cluster: Cluster, single: BrokerProcess, records: int, rounds: int, txn: int,
+def copy_throughput(cluster: Brokers, single: Node, records: int, rounds: int, txn: int,
                     batch_bytes: int, retry_backoff_ms: int) -> dict[str, list[float]]:
     """records/s of the transactional copy (durability_eos.copy_once: tests/chaos/copier.py, one
     librdkafka copier per input partition) on the cluster (input, output and internal topics at
@@ -226,18 +286,23 @@ def copy_throughput(cluster: Cluster, single: BrokerProcess, records: int, round
     return runs
 
 
-def failovers(cluster: Cluster, kills: int) -> list[float]:
+def failovers(cluster: Brokers, kills: int) -> tuple[list[float], list[bool]]:
+    """Seconds from each kill to the next acknowledged record, and whether the killed leader was
+    also the controller (which then had to be replaced first)."""
     topic = "bench-failover"
     create_topic(cluster.any_alive().bootstrap, topic, partitions=1, replication_factor=3,
                  configs={"min.insync.replicas": "2"})
     seconds: list[float] = []
+    controller_killed: list[bool] = []
     with Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
                    "request.timeout.ms": 2000, "delivery.timeout.ms": 60000, "retry.backoff.ms": 50,
                    "metadata.max.age.ms": 1000}) as producer:
         producer.send(topic, b"warm-up", partition=0).result(60)
         for k in range(kills):
-            cluster.wait_for(lambda m: len(m.topics[topic][0].isr) == 3, "the ISR whole", 120)
-            leader = cluster.metadata([topic]).topics[topic][0].leader
+            wait_until(lambda: isr_size(cluster, topic) == 3, "the ISR whole", 120)
+            meta = cluster.metadata([topic])
+            leader = meta.topics[topic][0].leader
+            controller_killed.append(leader == meta.controller)
             killed_at = time.monotonic()
             cluster.brokers[leader].kill()
             while True:  # one record at a time: the first acknowledged after the kill
@@ -247,15 +312,87 @@ def failovers(cluster: Cluster, kills: int) -> list[float]:
                 except Exception:
                     continue
             seconds.append(time.monotonic() - killed_at)
-            print(f"failover {k + 1}: broker {leader} killed, next acks=all record after {seconds[-1]:.2f} s",
-                  flush=True)
+            print(f"failover {k + 1}: broker {leader}{' (the controller)' if controller_killed[-1] else ''} "
+                  f"killed, next acks=all record after {seconds[-1]:.2f} s", flush=True)
             cluster.brokers[leader].start()
-    return seconds
+    return seconds, controller_killed
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+def isr_size(cluster: Brokers, topic: str) -> int:
+    try:
+        return len(cluster.metadata([topic]).topics[topic][0].isr)
+    except OSError:
+        return 0
+
+
+def single_broker(side: str, work: Path, flush_policy: str) -> BrokerProcess | KafkaNode:
+    """The copy case's single broker (unstarted): eoslog's flushes as the cluster does (auto:
+    ``kafka`` in a cluster, group commit alone); Kafka's with its defaults."""
+    overrides = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+    (work / "single").mkdir()
+    if side == "kafka":
+        return against.kafka_broker(work / "single" / "data", overrides)
+    return BrokerProcess(work / "single" / "data", overrides={
+        **overrides, "log.flush.policy": "kafka" if flush_policy == "auto" else flush_policy})
+
+
+def run_side(args: argparse.Namespace) -> dict[str, Any]:
+    """One side's part of a ``--against kafka`` round (against.interleave calls it with
+    ``args.side``): its three brokers started afresh, ``--rounds`` produce rounds (both producers,
+    RF 1 and RF 3) after an untimed one of WARM_UP_MB, ``--copy-rounds`` of the copy on the cluster
+    and on a single broker of that side, its share of the ``--kills``; the brokers stopped and their
+    data removed."""
+    side, kills = args.side, args.kills // args.against_rounds
+    work, _, facts = prepare_run(args.work_dir, f"eoslog-bench-cluster-{side}-", None)
+    print(f"--- {side}: {args.rounds} round(s) of {args.mb} MB per case, {kills} kills, "
+          f"load {facts['load_avg_at_start']}", flush=True)
+    cluster: Brokers = (cluster_against.KafkaSide(work / "kafka", SESSION_TIMEOUT_MS) if side == "kafka" else
+                        Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                                                             "log.flush.policy": args.flush_policy}))
+    single: BrokerProcess | KafkaNode | None = None
+    try:
+        cluster.start()  # type: ignore[attr-defined]
+        # Untimed, every case once: a fresh JVM runs interpreted until its JIT has compiled the
+        # produce and replication paths, which no long-running Kafka broker pays.
+        replicated_produce(cluster, WARM_UP_MB, 1, prefix="warm-up")
+        cpu0 = brokers_cpu_s(cluster)
+        time.sleep(IDLE_S)
+        idle_cpu = (brokers_cpu_s(cluster) - cpu0) / IDLE_S
+        runs = replicated_produce(cluster, args.mb, args.rounds)
+        single = single_broker(side, work, args.flush_policy).start()  # only while the copy runs
+        copy_runs = copy_throughput(cluster, single, args.copy_records, args.copy_rounds, args.copy_txn,
+                                    args.copy_batch_bytes, args.copy_retry_backoff_ms)
+        single.stop()
+        failover_s, controller_killed = failovers(cluster, kills)
+    except BaseException:
+        print(f"{side} failed; its logs are under {work}", flush=True)
+        raise
+    finally:
+        if single is not None and single.alive():
+            single.stop()
+        cluster.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return {"side": side, "load_avg_at_start": facts["load_avg_at_start"],
+            "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "produce": {name: [m.to_json() for m in ms] for name, ms in runs.items()},
+            "cpu_ms_per_mb": cpu_per_mb(runs),
+            "copy_records_s": {k: [round(x, 1) for x in v] for k, v in copy_runs.items()},
+            "failover_s": [round(x, 3) for x in failover_s],
+            "failover_controller_killed": controller_killed, "idle_brokers_cpu_share": round(idle_cpu, 3)}
+
+
+def figures(side_run: dict[str, Any]) -> against.Figures:
+    """What eoslog and Kafka are compared on, per case: the best round's MB/s, and the brokers'
+    and the client's CPU per MB of the cheapest round (failovers are pooled over the rounds
+    instead: cluster_against.compare)."""
+    out: against.Figures = {}
+    for name, ms in side_run["produce"].items():
+        out[f"{name} MB/s"] = (max(m["mb_s"] for m in ms), True)
+        for who in ("brokers", "client"):
+            out[f"{name} {who} CPU ms/MB"] = (min(side_run["cpu_ms_per_mb"][name][who]), False)
+    for name, records_s in side_run["copy_records_s"].items():
+        out[f"copy {name} records/s"] = (max(records_s), True)
+    return out
 
 
 def main() -> None:
@@ -271,18 +408,26 @@ def main() -> None:
     parser.add_argument("--produce-only", action="store_true")
     parser.add_argument("--copy-only", action="store_true")
     parser.add_argument("--copy-records", type=int, default=100000)
-    parser.add_argument("--copy-rounds", type=int, default=3)
+    parser.add_argument("--copy-rounds", type=int, help="default 3 (--against kafka: 2 per part)")
     parser.add_argument("--copy-txn", type=int, default=500, help="records per copy transaction")
     parser.add_argument("--copy-batch-bytes", type=int, default=16384, help="the copiers' batch.size")
     parser.add_argument("--copy-retry-backoff-ms", type=int, default=100,
                         help="the copiers' retry.backoff.ms, which librdkafka waits after CONCURRENT_TRANSACTIONS")
     parser.add_argument("--profile", type=Path, help="py-spy each broker during RF 3 rounds into this dir")
     parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
+    against.add_flag(parser)
     args = parser.parse_args()
+    if args.against:
+        args.rounds = args.rounds or (1 if args.quick else 2)
+        args.mb = args.mb or (30 if args.quick else 100)
+        args.kills = args.kills or (4 if args.quick else 10)
+        args.copy_rounds = args.copy_rounds or (1 if args.quick else 2)
+        cluster_against.main(args, run_side, figures, SESSION_TIMEOUT_MS, WARM_UP_MB)
+        return
     mb = args.mb or (30 if args.quick else 100)
     rounds = args.rounds or (1 if args.quick else 3)
     kills = args.kills or (5 if args.quick else 10)
-    copy_rounds = 1 if args.quick else args.copy_rounds
+    copy_rounds = 1 if args.quick else args.copy_rounds or 3
     work, _, facts = prepare_run(args.work_dir, "eoslog-bench-cluster-", None)
     cluster = Cluster(work / "cluster", overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                                                    "log.flush.policy": args.flush_policy}).start()
@@ -296,17 +441,12 @@ def main() -> None:
         return
     if args.failover_only:
         try:
-            failover_s = failovers(cluster, kills)
+            failover_s, _ = failovers(cluster, kills)
         finally:
             cluster.stop()
         save_failovers(failover_s, args.label, facts, args.no_save)
         return
-    # The single broker flushes as the cluster does (auto: `kafka` in a cluster, group commit alone).
-    single = BrokerProcess(work / "single" / "data", overrides={
-        "log.flush.policy": "kafka" if args.flush_policy == "auto" else args.flush_policy,
-        "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"})
-    (work / "single").mkdir()
-    single.start()
+    single = single_broker("eoslog", work, args.flush_policy).start()
     results: dict[str, Any] = {
         "machine": facts,  # load_avg_at_start: before the brokers started
         "settings": {"mb_per_case": mb, "rounds": rounds, "kills": kills, "record_bytes": 1024,
@@ -323,7 +463,7 @@ def main() -> None:
                                     args.copy_batch_bytes, args.copy_retry_backoff_ms)
         results["load_average_after_copy"] = [round(x, 2) for x in os.getloadavg()]
         if not args.copy_only:
-            failover_s = failovers(cluster, kills)
+            failover_s, _ = failovers(cluster, kills)
     finally:
         single.stop()
         cluster.stop()

@@ -68,6 +68,12 @@ def best(runs: list[Measurement]) -> Measurement:
     return max(runs, key=lambda m: m.mb_s)
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of a few values: the nearest of them (p99 of ten is the largest)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
 # -- the broker's resources ------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ from common import (
     dir_bytes,
     prepare_run,
 )
-from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, fetch, high_watermarks, produce
+from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, exact_count, fetch, produce
 
 SCHEMA_VERSION = 1
 QUICK_MB = 60
@@ -148,14 +148,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             m.extra["recycle_pages_s"] = round(recycle_s, 3)
             m.extra["broker_cpu_s"] = round(sampler.cpu_seconds() - cpu0, 2)
             sampler.set_phase("between")
-            # acks=1 is answered before the fsync round that moves the high watermark (group
-            # commit), so the count is read once that round has run.
-            deadline = time.monotonic() + 30
-            while sum(hws := high_watermarks(broker.bootstrap, topic)) != records and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if sum(hws) != records:
-                raise RuntimeError(f"{topic}: high watermarks {hws} sum to {sum(hws)}, expected {records}")
-            m.extra["high_watermarks"] = hws
+            m.extra["high_watermarks"] = exact_count(broker.bootstrap, topic, records)
             m.extra["log_bytes"] = sum(dir_bytes(d) for d in data_dir.glob(f"{topic}-*"))
             m.extra["round"] = rnd
             produced[case.name].append(m)

@@ -202,6 +202,19 @@ def high_watermarks(bootstrap: str, topic: str) -> list[int]:
     return [by_partition[p] for p in range(PARTITIONS)]
 
 
+def exact_count(bootstrap: str, topic: str, records: int, timeout_s: float = 30.0) -> list[int]:
+    """The high watermarks of ``topic``'s partitions once they sum to ``records``; a
+    RuntimeError naming them when they do not within ``timeout_s`` (fewer: a loss; more: a
+    duplicate). Waits because acks=1 is answered before the group-commit round that moves the
+    high watermark."""
+    deadline = time.monotonic() + timeout_s
+    while sum(hws := high_watermarks(bootstrap, topic)) != records and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if sum(hws) != records:
+        raise RuntimeError(f"{topic}: high watermarks {hws} sum to {sum(hws)}, expected {records}")
+    return hws
+
+
 def fetch(bootstrap: str, topic: str, records: int, timeout_s: float = 600.0,
           record_size: int = RECORD_SIZE, extra: dict[str, Any] | None = None) -> Measurement:
     """Read ``records`` records back from offset 0 of every partition (assign, no group
