@@ -2,6 +2,7 @@
 
     python bench/durability.py [--mb 40] [--rounds 3] [--txn-seconds 6] [--latency-samples 300]
                                [--eos-rounds 2] [--copy-records 20000] [--spark-records 40000] [--no-spark]
+                               [--before-src /tmp/eoslog-before/src]
 
 Three brokers of this checkout run at once on fresh data directories on the same disk, only
 one under load at a time, the order rotating per round so a slow stretch of the shared
@@ -11,7 +12,10 @@ machine hits each alike:
   is acknowledged after the fsync round that covers it, one round for all waiting requests;
 - ``no-fsync``: ``log.flush.policy=kafka`` (Kafka's default: nothing fsynced before the ack);
 - ``fsync-per-write``: ``log.flush.policy=kafka`` with ``log.flush.interval.messages=1``
-  (Kafka's way to fsync every append, inline, before answering).
+  (Kafka's way to fsync every append, inline, before answering);
+- with ``--before-src``, ``group-commit@before``: group commit on another build (e.g. ``git
+  archive <sha> src | tar -x -C /tmp/eoslog-before``), measured in the same rotation: a
+  change's effect on the ratio to ``no-fsync`` in one run.
 
 Cases: produce acks=all and idempotent (1 KB records, confluent-kafka, ``load.py``), a
 transactional producer committing every 100 ms (``transactions.py``, verified afterwards),
@@ -60,6 +64,7 @@ POLICIES: dict[str, dict[str, str]] = {
     "fsync-per-write": {"log.flush.policy": "kafka", "log.flush.interval.messages": "1"},
 }
 BASELINE = "no-fsync"
+BEFORE = "group-commit@before"
 THROUGHPUT_CASES = ("acksall", "idempotent")
 TXN = Case("txn-100", "transactional, 100 ms", 100, transactional=True)
 _STATS = re.compile(r"group commit: (\d+) fsync rounds, (\d+) files synced, (\d+) offsets made durable")
@@ -154,8 +159,8 @@ def eos_results(sides: list[durability_eos.Side]) -> dict[str, Any]:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    policies = list(POLICIES)
-    colors = {"group-commit": "#1f77b4", "no-fsync": "#9e9e9e", "fsync-per-write": "#d62728"}
+    policies = list(results["throughput"][THROUGHPUT_CASES[0]])
+    colors = {"group-commit": "#1f77b4", "no-fsync": "#9e9e9e", "fsync-per-write": "#d62728", BEFORE: "#aec7e8"}
     fig, (thr, lat, eos) = plt.subplots(1, 3, figsize=(20, 5.5), width_ratios=[3, 2, 2])
     cases = [*THROUGHPUT_CASES, TXN.name]
     width = 0.8 / len(policies)
@@ -223,18 +228,24 @@ def main() -> None:
     p.add_argument("--spark-batches", type=int, default=4)
     p.add_argument("--no-spark", action="store_true")
     p.add_argument("--no-save", action="store_true")
+    p.add_argument("--before-src", type=Path, help=f"src/ of another build, run with group commit as {BEFORE}")
     args = p.parse_args()
-    os.environ["PYTHONPATH"] = str(REPO_ROOT / "src")
+    policies = dict(POLICIES)
+    if args.before_src is not None:
+        policies[BEFORE] = POLICIES["group-commit"]
     work = Path(tempfile.mkdtemp(prefix="eoslog-durability-"))
     nodes: list[Node] = []
     cases = [*THROUGHPUT_CASES, TXN.name, "ack-latency", "commit-latency"]
     load_start = os.getloadavg()[0]
     try:
-        for policy, overrides in POLICIES.items():
+        for policy, overrides in policies.items():
+            src = args.before_src.resolve() if policy == BEFORE else REPO_ROOT / "src"
+            os.environ["PYTHONPATH"] = str(src)  # read by the broker subprocess at its start
             broker = BrokerProcess(work / f"data-{policy}", overrides={"num.partitions": str(PARTITIONS),
                                                                        **overrides}).start()
             prime_coordinator(broker.bootstrap)
             nodes.append(Node(policy, broker))
+        os.environ["PYTHONPATH"] = str(REPO_ROOT / "src")  # the exactly-once cases' brokers
         for rnd in range(args.rounds):
             order = nodes[rnd % len(nodes):] + nodes[:rnd % len(nodes)]
             for case in cases:
@@ -247,14 +258,16 @@ def main() -> None:
                 node.broker.stop()
     by = {n.policy: n for n in nodes}
     produce_fsyncs = fsync_stats(by["group-commit"].broker, by["group-commit"].loaded_s)
+    before_fsyncs = fsync_stats(by[BEFORE].broker, by[BEFORE].loaded_s) if BEFORE in by else None
     eos = {"copy": durability_eos.copy_case(work, args.eos_rounds, args.copy_records, args.copy_txn,
                                                 args.copy_batch_bytes)}
     if not args.no_spark:
         eos["spark-sink"] = durability_eos.spark_case(work, args.eos_rounds, args.spark_records, args.spark_batches)
     load_end = os.getloadavg()[0]
     results: dict[str, Any] = {"commit": git_commit(REPO_ROOT / "src"), "mb": args.mb, "rounds": args.rounds,
+                               "before_commit": args.before_src and git_commit(args.before_src.resolve()),
                                "load_start": load_start, "load_end": load_end, "throughput": {}, "latency": {},
-                               "group_commit_fsyncs": produce_fsyncs,
+                               "group_commit_fsyncs": produce_fsyncs, "group_commit_fsyncs_before": before_fsyncs,
                                "eos_settings": {"rounds": args.eos_rounds, "copy_records": args.copy_records,
                                                 "copy_txn": args.copy_txn,
                                                 "copy_batch_bytes": args.copy_batch_bytes,
@@ -262,7 +275,7 @@ def main() -> None:
                                                 "spark_batches": args.spark_batches},
                                "exactly_once": {case: eos_results(sides) for case, sides in eos.items()}}
     table = Table(title=f"flush policies, best of {args.rounds} rounds (ratio to {BASELINE})")
-    for col in ("case", *POLICIES):
+    for col in ("case", *policies):
         table.add_column(col, justify="right" if col != "case" else "left")
     for case in (*THROUGHPUT_CASES, TXN.name):
         base = max(by[BASELINE].mb_s[case])
@@ -270,22 +283,24 @@ def main() -> None:
             n.policy: {"mb_s": round(max(n.mb_s[case]), 2), "ratio": round(max(n.mb_s[case]) / base, 3),
                        "runs": [round(x, 1) for x in n.mb_s[case]]} for n in nodes}
         table.add_row(f"{case} MB/s", *(f"{results['throughput'][case][pol]['mb_s']:.1f} "
-                                         f"({results['throughput'][case][pol]['ratio']:.2f})" for pol in POLICIES))
+                                         f"({results['throughput'][case][pol]['ratio']:.2f})" for pol in policies))
     for case in ("ack-latency", "commit-latency"):
         results["latency"][case] = {
             n.policy: {"p50_ms": round(statistics.median(n.latency_ms[case]), 2),
                        "p99_ms": round(percentile(n.latency_ms[case], 0.99), 2),
                        "samples": len(n.latency_ms[case])} for n in nodes}
         table.add_row(f"{case} p50/p99 ms", *(f"{results['latency'][case][pol]['p50_ms']:.1f} / "
-                                               f"{results['latency'][case][pol]['p99_ms']:.1f}" for pol in POLICIES))
+                                               f"{results['latency'][case][pol]['p99_ms']:.1f}" for pol in policies))
     for case, r in results["exactly_once"].items():
         fs_c = r["group_commit_fsyncs"] or {}
         table.add_row(f"{case} records/s", f"{r['group-commit']['records_s']:,} ({r['group-commit']['ratio']:.2f})",
-                      f"{r[BASELINE]['records_s']:,} (1.00)", "—")
+                      f"{r[BASELINE]['records_s']:,} (1.00)", *["—"] * (len(policies) - 2))
         table.add_row(f"{case} fsyncs/s, rec/fsync", f"{fs_c.get('rounds_per_s')}, {fs_c.get('records_per_round')}",
-                      "", "")
+                      *[""] * (len(policies) - 1))
     console.print(table)
     console.print(f"group commit fsyncs: {results['group_commit_fsyncs']}; load {load_start:.2f} → {load_end:.2f}")
+    if before_fsyncs is not None:
+        console.print(f"{BEFORE} fsyncs: {before_fsyncs}")
     shutil.rmtree(work, ignore_errors=True)
     if not args.no_save:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
