@@ -7,8 +7,9 @@ what the connection has appended and written while a round is pending is looked 
 not timed: three acks=all produces are appended before the first round ends (two rounds for
 three requests), a ready acks=1 response waits behind an earlier acks=all one, any other
 request waits until every earlier one is answered, failures and timeouts keep their place,
-a failed acks=0 produce closes the connection after the earlier answers, a lost connection
-cancels its waits, and the number of waiting produces is bounded.
+a failed acks=0 produce closes the connection after the earlier answers, so does a failed SASL
+re-authentication, a lost connection cancels its waits, and the number of waiting produces is
+bounded.
 """
 
 from __future__ import annotations
@@ -24,18 +25,30 @@ from typing import Any
 import pytest
 
 from eoslog.broker.connection import MAX_AWAITING_ACKS, KafkaProtocol
+from eoslog.broker.listeners import Listener, SecurityProtocol
 from eoslog.broker.server import Broker
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.errors import Errors
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import decode_response, encode_request
+from eoslog.protocol.scram import Mechanism, make_credential, plain_message
 from eoslog.records import build_batch
 from eoslog.replica import group_commit
 from eoslog.storage.fileio import sync_files
 from fake_transport import FakeTransport
-from rawkafka import API_VERSIONS, FETCH, PRODUCE, api_versions_request, fetch_request, produce_request, simple_batch
+from rawkafka import (
+    API_VERSIONS,
+    FETCH,
+    PRODUCE,
+    api_versions_request,
+    fetch_request,
+    produce_request,
+    request_module,
+    simple_batch,
+)
 
 PID = 4242
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANG_GUARD_S = 10.0  # waits for a condition end here; the assertion after them says what failed
 
 
@@ -78,10 +91,10 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
 class Connection:
     """One KafkaProtocol on a FakeTransport; requests are sent as one chunk."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Listener | None = None) -> None:
         self.broker = broker
         self.transport = FakeTransport()
-        self.protocol = KafkaProtocol(broker.dispatcher, 1 << 20, set())
+        self.protocol = KafkaProtocol(broker.dispatcher, 1 << 20, set(), listener)
         self.protocol.connection_made(self.transport)  # type: ignore[arg-type]
         self.kinds: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)
 
@@ -234,6 +247,49 @@ def test_a_failed_acks_zero_produce_closes_after_the_earlier_answers(broker: Bro
         conn.protocol.connection_lost(None)
 
     asyncio.run(run())
+
+
+def sasl_plain(cid: int, user: str, password: str) -> list[tuple[int, int, int, Any]]:
+    return [(cid, SASL_HANDSHAKE, 1, request_module(SASL_HANDSHAKE, 1).SaslHandshakeRequest(mechanism="PLAIN")),
+            (cid + 1, SASL_AUTHENTICATE, 2,
+             request_module(SASL_AUTHENTICATE, 2).SaslAuthenticateRequest(auth_bytes=plain_message(user, password)))]
+
+
+def test_a_failed_reauthentication_is_processed_and_closes_after_the_earlier_answers(
+        tmp_path: Path, gate: FsyncGate) -> None:
+    """SaslHandshake/SaslAuthenticate (any non-Produce request) wait until the produces before
+    them are answered; a failed re-authentication (close_after_response) closes the connection
+    after its own answer, the earlier ones written first."""
+    b = Broker(BrokerConfig.load(overrides={"log.dirs": str(tmp_path / "data"), "sasl.enabled.mechanisms": "PLAIN",
+                                            "connection.failed.authentication.delay.ms": "0"}))
+    b.logs.startup()
+    b.logs.create_topic("t", 1)
+    b.state.serving.set()
+    b.state.security.credentials.apply(
+        [("alice", Mechanism.SCRAM_SHA_256, make_credential(Mechanism.SCRAM_SHA_256, "secret"))], [])
+    sasl = Listener("SASL_PLAINTEXT", SecurityProtocol.SASL_PLAINTEXT, "127.0.0.1", 0)
+
+    async def run() -> None:
+        conn = Connection(b, sasl)
+        conn.send(*sasl_plain(1, "alice", "secret"))
+        assert await until(lambda: len(conn.transport.frames()) == 2)
+        conn.send(produce(3, b"a"), produce(4, b"b"), *sasl_plain(5, "alice", "wrong"), produce(7, b"c"))
+        assert await until(lambda: conn.log_end() == 2 and len(conn.protocol._requests) == 2)
+        await asyncio.sleep(0.05)
+        assert len(conn.transport.frames()) == 2 and not conn.transport.closed, "re-authenticated before the answers"
+        gate.open()
+        assert await until(lambda: conn.transport.closed)
+        answers = conn.answered()
+        assert [cid for cid, _ in answers] == [1, 2, 3, 4, 5, 6]
+        assert [partition(answers[i][1]).error_code for i in (2, 3)] == [0, 0]
+        assert answers[5][1].error_code == Errors.SASL_AUTHENTICATION_FAILED.code
+        assert conn.log_end() == 2, "a produce after the failed re-authentication was appended"
+        conn.protocol.connection_lost(None)
+
+    try:
+        asyncio.run(run())
+    finally:
+        b.logs.shutdown()
 
 
 def test_a_lost_connection_cancels_its_waits(broker: Broker, gate: FsyncGate,
