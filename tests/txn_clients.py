@@ -3,8 +3,9 @@ librdkafka, kafka-python, aiokafka and eoslog.client behind one small interface,
 that drive them through broker faults (issue 13, test 4) or over every security protocol
 (issue 15, test 1). Each call either returns or raises the client's own error;
 ``Writer.abortable`` says whether an error left the transaction for sure uncommitted.
-``WedgedCall``: a call that did not return in CALL_TIMEOUT_S, which the caller gives up on
-as an application must (a new producer instance then fences the wedged one).
+``WedgedCall``: a call that did not return in CALL_TIMEOUT_S (or whose request kafka-python
+has dropped, see ``_KafkaPython._wait``), which the caller gives up on as an application must
+(a new producer instance then fences the wedged one).
 
 ``settings``: security settings in librdkafka's names (``security.protocol``, ``ssl.ca.location``,
 ``ssl.certificate.location``, ``ssl.key.location``, ``sasl.mechanism``, ``sasl.username``,
@@ -14,12 +15,15 @@ translates for kafka-python and aiokafka."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG = "confluent", "kafka-python", "aiokafka", "eoslog"
 CALL_TIMEOUT_S = 60.0
+DROPPED_FOR_S = 2.0  # kafka-python seen idle with a request outstanding this long: it was dropped
 T = TypeVar("T")
 OnAssign = Callable[[list[int]], None]
 
@@ -138,7 +142,19 @@ class _KafkaPython:
                                enable_idempotence=True, linger_ms=5, max_block_ms=int(CALL_TIMEOUT_S * 1000),
                                **_python_names(settings))
         if transactional_id:
-            self.p.init_transactions()
+            try:
+                self._init_transactions()
+            except BaseException:
+                self.close()
+                raise
+
+    def _init_transactions(self) -> None:
+        """KafkaProducer.init_transactions, given up as ``_wait`` does."""
+        result = self.p._transaction_manager.initialize_transactions()
+        self.p._init_transactions_result = result  # what init_transactions() would wait for
+        self.p._sender.wakeup()
+        self._wait(lambda timeout_s: bool(result.wait(int(timeout_s * 1000))), "init_transactions",
+                   awaits_coordinator=lambda: not result.is_done)
 
     def send(self, records: list[tuple[int, bytes]]) -> None:
         for future in [self.p.send(self.topic, value, partition=partition) for partition, value in records]:
@@ -148,18 +164,54 @@ class _KafkaPython:
         self.p.begin_transaction()
         for partition, value in records:
             self.p.send(self.topic, value, partition=partition)
-        self.p.flush(CALL_TIMEOUT_S)  # an abort is of records in the log
+        self._wait(self._flushed, "flush")  # an abort is of records in the log
         self._end(commit)
 
+    def _flushed(self, timeout_s: float) -> bool:
+        from kafka.errors import KafkaTimeoutError
+
+        try:
+            self.p.flush(timeout_s)
+        except KafkaTimeoutError:
+            return False
+        return True
+
     def _end(self, commit: bool) -> None:
-        """KafkaProducer.commit_transaction/abort_transaction with a timeout: kafka-python
-        3.0.12's Sender drops a transactional request whose send to the coordinator raised
-        (the coordinator just died) without re-enqueueing it, and the call waits forever."""
+        """KafkaProducer.commit_transaction/abort_transaction, given up as ``_wait`` does."""
         tm = self.p._transaction_manager
         result = tm.begin_commit() if commit else tm.begin_abort()
         self.p._sender.wakeup()
-        if not result.wait(int(CALL_TIMEOUT_S * 1000)):
-            raise WedgedCall(f"kafka-python's {'commit' if commit else 'abort'} did not complete")
+        self._wait(lambda timeout_s: bool(result.wait(int(timeout_s * 1000))), "commit" if commit else "abort",
+                   awaits_coordinator=lambda: not result.is_done)
+
+    def _wait(self, done: Callable[[float], bool], what: str, awaits_coordinator: Callable[[], bool] | None = None,
+              ) -> None:
+        """Poll ``done(timeout_s)`` for up to CALL_TIMEOUT_S. kafka-python 3.0.12's Sender drops
+        a transactional request (InitProducerId, AddPartitionsToTxn, EndTxn) whose coordinator
+        connection failed (the coordinator just died): it looks the coordinator up again but
+        never re-enqueues the request, and the call waits forever (flush for the partitions to
+        be added). That state is plain and lasting: the transaction manager awaits the
+        coordinator while no request is queued, in flight or being sent. Seen for DROPPED_FOR_S,
+        the call is given up (each such call, observed on to CALL_TIMEOUT_S, never returned);
+        any other hang still runs into CALL_TIMEOUT_S. Giving up at 60 s cost the cluster test
+        ~55 s per wedge, and the next init_transactions wedged as often."""
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        dropped_since: float | None = None
+        while not done(0.2):
+            now = time.monotonic()
+            dropped_since = (dropped_since or now) if self._request_dropped(awaits_coordinator) else None
+            if dropped_since is not None and now - dropped_since >= DROPPED_FOR_S:
+                raise WedgedCall(f"kafka-python dropped the request its {what} waits for")
+            if now > deadline:
+                raise WedgedCall(f"kafka-python's {what} did not complete")
+
+    def _request_dropped(self, awaits_coordinator: Callable[[], bool] | None) -> bool:
+        tm, sender = self.p._transaction_manager, self.p._sender
+        with tm._lock:
+            awaiting = bool(tm._pending_partitions_in_transaction) or bool(awaits_coordinator and awaits_coordinator())
+            idle = not (tm._pending_requests or tm._new_partitions_in_transaction
+                        or tm.has_in_flight_transactional_request())
+        return awaiting and idle and not _holding_request(sender)
 
     def abort(self) -> None:
         self._end(False)
@@ -175,6 +227,17 @@ class _KafkaPython:
             self.p.close(0)
         except KafkaTimeoutError:  # its close(0) flushes first, and raises on what is left
             self.p._sender.force_close()
+
+
+def _holding_request(sender: threading.Thread) -> bool:
+    """Whether kafka-python's Sender has taken a transactional request off the queue and is
+    sending it (connecting to the coordinator can take request_timeout_ms)."""
+    frame = sys._current_frames().get(sender.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "_maybe_send_pending_request":
+            return frame.f_locals.get("next_request_handler") is not None
+        frame = frame.f_back
+    return False
 
 
 class _AioKafka:
