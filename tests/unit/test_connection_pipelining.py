@@ -197,7 +197,7 @@ def test_failures_after_a_detached_produce_keep_their_place(broker: Broker, gate
         conn = Connection(broker)
         conn.send(produce(1, b"a"), produce(2, b"b", timeout_ms=1), produce(3, b"c"))
         assert await until(lambda: conn.log_end() == 3 and len(conn.protocol._unanswered) == 3
-                           and conn.protocol._unanswered[1].done())  # type: ignore[union-attr]
+                           and conn.protocol._unanswered[1].ready)
         assert conn.transport.written == b""
         plog = broker.logs.get_log("t", 0)
         assert plog is not None
@@ -290,6 +290,38 @@ def test_a_failed_reauthentication_is_processed_and_closes_after_the_earlier_ans
         asyncio.run(run())
     finally:
         b.logs.shutdown()
+
+
+def test_an_error_in_a_detached_wait_closes_after_the_earlier_answers(
+        broker: Broker, gate: FsyncGate, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The second produce's wait raises (a broker bug): the first one's answer is still written,
+    then the connection closes; nothing after it is answered."""
+    real_wait = broker.replicas._wait_for_isr
+    calls = 0
+
+    async def wait_for_isr(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await asyncio.sleep(0.01)  # detached by then
+            raise RuntimeError("a bug in the wait")
+        await real_wait(*args)
+
+    monkeypatch.setattr(broker.replicas, "_wait_for_isr", wait_for_isr)
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.send(produce(1, b"a"), produce(2, b"b"), produce(3, b"c"))
+        assert await until(lambda: conn.log_end() == 3)
+        await asyncio.sleep(0.05)
+        assert not conn.transport.closed and conn.transport.written == b""
+        gate.open()
+        assert await until(lambda: conn.transport.closed)
+        assert [cid for cid, _ in conn.answered()] == [1]
+        conn.protocol.connection_lost(None)
+
+    asyncio.run(run())
+    assert "a bug in the wait" in caplog.text
 
 
 def test_a_lost_connection_cancels_its_waits(broker: Broker, gate: FsyncGate,

@@ -39,15 +39,25 @@ from eoslog.broker.listeners import Listener, SecurityProtocol
 from eoslog.broker.security import Session
 from eoslog.protocol.codec import Frame
 
-# A response due, in request order: a detached produce's task, or one ready to write.
-_Due = asyncio.Task[list[bytes] | None] | list[bytes]
-
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_QUEUED_REQUESTS = 16
 MAX_AWAITING_ACKS = 16  # detached produces of one connection not answered yet
 RECEIVE_BUFFER_BYTES = 256 * 1024
+
+
+class _Due:
+    """A response due, in request order: ready (``frames``; None: nothing to write; ``closes``:
+    the connection closes in its place) or still waiting (a detached produce's ``task``)."""
+
+    __slots__ = ("closes", "frames", "ready", "task")
+
+    def __init__(self, frames: list[bytes] | None = None, *, ready: bool = True) -> None:
+        self.frames = frames
+        self.ready = ready
+        self.closes = False
+        self.task: asyncio.Task[None] | None = None
 
 
 class FlowControl:
@@ -181,8 +191,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._has_requests.set()
         self._answered.set()
         for due in self._unanswered:
-            if isinstance(due, asyncio.Task):
-                due.cancel()  # detached: only a wait is left, nothing half done
+            if due.task is not None:
+                due.task.cancel()  # detached: only a wait is left, nothing half done
 
     def pause_writing(self) -> None:
         self.flow.pause_writing()
@@ -223,16 +233,15 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return await self._close_when_answered()
         finally:
             self.busy = False
-        if isinstance(due, asyncio.Task):
+        if isinstance(due, _Due):
             self._unanswered.append(due)
-            due.add_done_callback(self._write_answered)
-            if self._closed:
-                due.cancel()
+            if self._closed and due.task is not None:
+                due.task.cancel()
             await self._until_due(MAX_AWAITING_ACKS - 1)
             return not self._closed
         if self._unanswered:
             if due is not None:
-                self._unanswered.append(due)  # ready, but behind a detached produce
+                self._unanswered.append(_Due(due))  # ready, but behind a detached produce
                 self._write_answered()
         elif due is not None and not self._closed:
             assert self.transport is not None
@@ -248,51 +257,57 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         assert self.session is not None
         return await self.dispatcher.handle(frame, self.session, self.peer, detach)
 
-    async def _detachable(self, frame: Frame) -> _Due | None:
-        """Run a Produce until it is answered (its response) or detaches (its task)."""
-        released = asyncio.get_running_loop().create_future()
+    async def _detachable(self, frame: Frame) -> _Due | list[bytes] | None:
+        """Run a Produce until it is answered (its response) or detaches (its ``_Due``, which
+        its task writes once it and every earlier response are ready)."""
+        loop = asyncio.get_running_loop()
+        released = loop.create_future()
+        due = _Due(ready=False)
 
         def release(_: object = None) -> None:
             if not released.done():
                 released.set_result(None)
 
-        task = asyncio.get_running_loop().create_task(self._handle(frame, release))
+        async def answer() -> None:
+            due.frames = await self._handle(frame, release)
+            due.ready = True
+            self._write_answered()  # now, not a loop iteration later as from a done callback
+
+        due.task = task = loop.create_task(answer())
         task.add_done_callback(release)
         await released
-        return task if not task.done() else task.result()
+        if task.done():
+            task.result()  # raises what the request raised
+            return due.frames
+        task.add_done_callback(lambda t: self._detached_done(t, due))
+        return due
 
-    def _write_answered(self, _: object = None) -> None:
-        """Write the responses at the head of ``_unanswered`` that are ready, in request order
-        (a detached produce's task calls this when it is done)."""
-        while self._unanswered:
-            head = self._unanswered[0]
-            if isinstance(head, asyncio.Task):
-                if not head.done():
-                    return
-                response = self._outcome(head)
-            else:
-                response = head
-            self._unanswered.popleft()
+    def _write_answered(self) -> None:
+        """Write the ready responses at the head of ``_unanswered``, in request order."""
+        while self._unanswered and self._unanswered[0].ready:
+            due = self._unanswered.popleft()
             self._answered.set()
-            if response is not None and not self._closed:
+            if due.closes:
+                self.close()
+            if due.frames is not None and not self._closed:
                 assert self.transport is not None
-                self.transport.writelines(response)
+                self.transport.writelines(due.frames)
                 self.last_active = time.monotonic()
 
-    def _outcome(self, task: asyncio.Task[list[bytes] | None]) -> list[bytes] | None:
-        """A detached produce's response; None when it failed (the connection then closes)."""
-        if task.cancelled():
-            return None
-        error = task.exception()
-        if error is None:
-            return task.result()
-        if not self._closed:
+    def _detached_done(self, task: asyncio.Task[None], due: _Due) -> None:
+        """A detached produce's task ended: if it failed or was cancelled, nothing is written in
+        its place, and a failure closes the connection there (after the earlier answers)."""
+        error = None if task.cancelled() else task.exception()
+        if due.ready and error is None:
+            return
+        due.ready = True
+        if error is not None and not self._closed:
             if isinstance(error, CloseConnection):
                 log.warning("closing connection from %s: %s", self.peer, error)
             else:
                 log.error("error handling a request from %s; closing its connection", self.peer, exc_info=error)
-            self.close()
-        return None
+            due.closes = True
+        self._write_answered()
 
     async def _until_due(self, most: int) -> None:
         """Until at most ``most`` responses are still due (or the connection closed)."""
