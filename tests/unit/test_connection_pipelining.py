@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,8 @@ from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.protocol.scram import Mechanism, make_credential, plain_message
 from eoslog.records import build_batch
-from eoslog.replica import group_commit
-from eoslog.storage.fileio import sync_files
 from fake_transport import FakeTransport
+from fsync_gate import FsyncGate
 from rawkafka import (
     API_VERSIONS,
     FETCH,
@@ -52,23 +50,6 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANG_GUARD_S = 10.0  # waits for a condition end here; the assertion after them says what failed
 
 
-class FsyncGate:
-    """Stands in for group commit's ``sync_files``: each round blocks until ``open()`` (or the
-    hang guard), then fsyncs for real."""
-
-    def __init__(self) -> None:
-        self._open = threading.Event()
-        self.rounds_started = 0
-
-    def __call__(self, fds: list[int]) -> None:
-        self.rounds_started += 1
-        self._open.wait(HANG_GUARD_S)
-        sync_files(fds)
-
-    def open(self) -> None:
-        self._open.set()
-
-
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(BrokerConfig.load(overrides={"log.dirs": str(tmp_path / "data")}))
@@ -78,14 +59,6 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     assert b.replicas.group_commit is not None, "the single node's default policy is group-commit"
     yield b
     b.logs.shutdown()
-
-
-@pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncGate]:
-    g = FsyncGate()
-    monkeypatch.setattr(group_commit, "sync_files", g)
-    yield g
-    g.open()
 
 
 class Connection:

@@ -28,6 +28,7 @@ from eoslog.broker.handlers.base import (
     to_ms,
     versioned,
 )
+from eoslog.broker.handlers.offsets import replicated
 from eoslog.coordinator.group import (
     GroupState,
     JoinRequest,
@@ -224,11 +225,25 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
         result = await wait_for(lambda cb: ctx.state.group_coordinator.sync_group(sync, cb))
+        if result.error is Errors.NONE:
+            result = await _assignment_replicated(ctx, request.group_id, result)
     return cast("SyncGroupResponse", build(
         module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
         protocol_type=result.protocol_type, protocol_name=result.protocol_name,
         assignment=result.assignment,
     ))
+
+
+async def _assignment_replicated(ctx: RequestContext, group_id: str, result: SyncResult) -> SyncResult:
+    """Hand a generation's assignment out only once its group record is replicated (and, with
+    group commit, fsynced), as Kafka's storeGroup callback does: a coordinator that failed over
+    before would load the previous generation, and could give the same generation id a second,
+    different assignment while a member still acts on the first (KIP-447's generation fencing
+    of TxnOffsetCommit would then let that zombie through). Every member's answer waits for the
+    coordinator's writes to the group's partition so far, which include the record."""
+    groups = ctx.state.group_coordinator
+    error = await replicated(ctx, groups.topic, groups.partition_for(group_id), Errors.NONE)
+    return result if error is Errors.NONE else SyncResult(error)
 
 
 # -- Heartbeat / LeaveGroup ---------------------------------------------------------------------------
