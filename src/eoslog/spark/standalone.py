@@ -322,7 +322,9 @@ class StandaloneCluster:
                     raise ClusterError(f"Spark worker {w.name} exited ({w.log_path}):\n{w.log_tail()}")
             try:
                 return len(self.alive_workers()) >= len(self.workers)
-            except OSError:  # the master's UI answers 404 until its handlers are attached
+            except (OSError, ValueError):
+                # The master's UI answers 404 until its handlers are attached, and for a few ms
+                # its root page's HTML for /json/ (the "/" context starts before "/json").
                 return False
 
         self.wait_for(ready, f"{len(self.workers)} Spark workers to register", timeout_s)
