@@ -134,8 +134,8 @@ def test_open_transaction_is_listed_described_and_not_hanging(txn_broker: Broker
     assert table_rows(ok(cli(bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0"))) == []
 
     p.commit_transaction(WAIT_S)
-    [after] = ok_json(bootstrap, "describe", "--transactional-id", txn_id)
-    assert after["state"] == "CompleteCommit" and after["partitions"] == [], after
+    after = markers_written(bootstrap, txn_id)
+    assert after["partitions"] == [], after
     [producer] = ok_json(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
     assert producer["current_txn_start_offset"] is None, producer
     [row] = table_rows(ok(cli(bootstrap, "describe-producers", "--topic", topic, "--partition", "0")))
@@ -148,6 +148,19 @@ def test_open_transaction_is_listed_described_and_not_hanging(txn_broker: Broker
 
 def without_duration(hanging: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in hanging.items() if k != "duration_ms"}
+
+
+def markers_written(bootstrap: str, txn_id: str) -> dict[str, Any]:
+    """EndTxn is answered once PrepareCommit is written, as in Kafka; the markers follow. Waits
+    for CompleteCommit (every marker written) and returns the description."""
+    described: list[dict[str, Any]] = []
+
+    def complete() -> bool:
+        described[:] = ok_json(bootstrap, "describe", "--transactional-id", txn_id)
+        return described[0]["state"] == "CompleteCommit"
+
+    wait_until(complete, f"{txn_id}'s commit markers", WAIT_S, describe=lambda: described)
+    return described[0]
 
 
 def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
@@ -201,6 +214,7 @@ def test_hanging_transaction_is_found_and_aborted(tmp_path: Path) -> None:
             for i in range(2):
                 healthy.produce(topic, value=f"committed-{partition}-{i}".encode(), partition=partition)
         healthy.commit_transaction(WAIT_S)
+        markers_written(bootstrap, "orders-app-healthy")  # the high watermarks below include them
 
         high_watermarks = {p: end_offset(bootstrap, topic, p, "read_uncommitted") for p in hanging_ids}
         for p in hanging_ids:

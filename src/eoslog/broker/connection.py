@@ -99,6 +99,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._closed = False
+        self._closed_by_peer = False
         self._unanswered: deque[_Due] = deque()  # behind a detached produce, in request order
         self._answered = asyncio.Event()  # set when a response left _unanswered, or on close
         self.busy = False  # a request is being processed (used by graceful shutdown)
@@ -183,10 +184,13 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._closed_by_peer = not self._closed  # not after our own close()
+        if not self._closed_by_peer:
+            self._requests.clear()
         self._closed = True
         self.connections.discard(self)
         self.flow.resume_writing()
-        if self._worker is not None and not self.busy:
+        if self._worker is not None and not self.busy and not self._requests:
             self._worker.cancel()
         self._has_requests.set()
         self._answered.set()
@@ -203,6 +207,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     # -- request processing --------------------------------------------------------------
 
     async def _run(self) -> None:
+        await self._serve_until_closed()
+        await self._handle_sent_before_close()
+
+    async def _serve_until_closed(self) -> None:
         while not self._closed:
             await self._has_requests.wait()
             self._has_requests.clear()
@@ -214,6 +222,20 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     self.transport.resume_reading()
                 if not await self._serve(frame):
                     return
+
+    async def _handle_sent_before_close(self) -> None:
+        """The client closed its side after sending these: Kafka still processes every request it
+        reads from a closed peer's socket (its answer goes nowhere), and an acks=0 producer that
+        flushes and closes relies on it, as nothing else tells it whether its records arrived."""
+        while self._requests and self._closed_by_peer:
+            frame = self._requests.popleft()
+            self.busy = True
+            try:
+                await self._handle(frame)
+            except Exception as e:  # nobody is left to answer; the next one still runs
+                log.debug("a request from %s, which has disconnected, failed: %r", self.peer, e)
+            finally:
+                self.busy = False
 
     async def _serve(self, frame: Frame) -> bool:
         """Process one request, up to its response or its detaching; False: the connection closes."""
