@@ -15,15 +15,15 @@ translates for kafka-python and aiokafka."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+from kafka_python_drops import DropWatch, request_dropped
+
 CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG = "confluent", "kafka-python", "aiokafka", "eoslog"
 CALL_TIMEOUT_S = 60.0
-DROPPED_FOR_S = 2.0  # kafka-python seen idle with a request outstanding this long: it was dropped
 T = TypeVar("T")
 OnAssign = Callable[[list[int]], None]
 
@@ -186,32 +186,16 @@ class _KafkaPython:
 
     def _wait(self, done: Callable[[float], bool], what: str, awaits_coordinator: Callable[[], bool] | None = None,
               ) -> None:
-        """Poll ``done(timeout_s)`` for up to CALL_TIMEOUT_S. kafka-python 3.0.12's Sender drops
-        a transactional request (InitProducerId, AddPartitionsToTxn, EndTxn) whose coordinator
-        connection failed (the coordinator just died): it looks the coordinator up again but
-        never re-enqueues the request, and the call waits forever (flush for the partitions to
-        be added). That state is plain and lasting: the transaction manager awaits the
-        coordinator while no request is queued, in flight or being sent. Seen for DROPPED_FOR_S,
-        the call is given up (each such call, observed on to CALL_TIMEOUT_S, never returned);
-        any other hang still runs into CALL_TIMEOUT_S. Giving up at 60 s cost the cluster test
-        ~55 s per wedge, and the next init_transactions wedged as often."""
+        """Poll ``done(timeout_s)`` for up to CALL_TIMEOUT_S, given up sooner when kafka-python
+        dropped the request it waits for (see kafka_python_drops): giving up at 60 s cost the
+        cluster test ~55 s per wedge, and the next init_transactions wedged as often."""
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        dropped_since: float | None = None
+        watch = DropWatch()
         while not done(0.2):
-            now = time.monotonic()
-            dropped_since = (dropped_since or now) if self._request_dropped(awaits_coordinator) else None
-            if dropped_since is not None and now - dropped_since >= DROPPED_FOR_S:
+            if watch.lasting(request_dropped(self.p, bool(awaits_coordinator and awaits_coordinator()))):
                 raise WedgedCall(f"kafka-python dropped the request its {what} waits for")
-            if now > deadline:
+            if time.monotonic() > deadline:
                 raise WedgedCall(f"kafka-python's {what} did not complete")
-
-    def _request_dropped(self, awaits_coordinator: Callable[[], bool] | None) -> bool:
-        tm, sender = self.p._transaction_manager, self.p._sender
-        with tm._lock:
-            awaiting = bool(tm._pending_partitions_in_transaction) or bool(awaits_coordinator and awaits_coordinator())
-            idle = not (tm._pending_requests or tm._new_partitions_in_transaction
-                        or tm.has_in_flight_transactional_request())
-        return awaiting and idle and not _holding_request(sender)
 
     def abort(self) -> None:
         self._end(False)
@@ -227,17 +211,6 @@ class _KafkaPython:
             self.p.close(0)
         except KafkaTimeoutError:  # its close(0) flushes first, and raises on what is left
             self.p._sender.force_close()
-
-
-def _holding_request(sender: threading.Thread) -> bool:
-    """Whether kafka-python's Sender has taken a transactional request off the queue and is
-    sending it (connecting to the coordinator can take request_timeout_ms)."""
-    frame = sys._current_frames().get(sender.ident or -1)
-    while frame is not None:
-        if frame.f_code.co_name == "_maybe_send_pending_request":
-            return frame.f_locals.get("next_request_handler") is not None
-        frame = frame.f_back
-    return False
 
 
 class _AioKafka:

@@ -40,7 +40,11 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a program
+from kafka_python_drops import DropWatch, request_dropped
 
 CONFLUENT = "confluent"
 KAFKA_PYTHON = "kafka-python"
@@ -51,7 +55,7 @@ CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG)
 EXIT_DONE = 0
 EXIT_FATAL = 3
 EXIT_UNEXPECTED = 4
-EXIT_STUCK = 5  # one client call did not return within --stuck-after-s
+EXIT_STUCK = 5  # one client call did not return within --stuck-after-s, or its request was dropped
 
 # Header names written on every copied record (read by eos_verify).
 H_INTENT = "txn-intent"  # b"commit" | b"abort": what the copier meant to do with the transaction
@@ -85,13 +89,16 @@ class Reporter:
     a stalled run shows what it stalled on. A single client call that has not returned
     after ``stuck_s`` ends the process with ``EXIT_STUCK``: the application's last resort
     against a client that wedged (kafka-python's send_offsets_to_transaction and commit
-    have no timeout at all)."""
+    have no timeout at all). ``dropped``, when set, says whether the client dropped the
+    request its call waits for: lasting DROPPED_FOR_S, that call is as stuck and ends the
+    same way, without waiting out ``stuck_s`` (kafka_python_drops)."""
 
     def __init__(self, transactional_id: str, instance: int, stuck_s: float, quiet_s: float = 10.0) -> None:
         self.base = {"tid": transactional_id, "instance": instance}
         self.where: dict[str, Any] = {"stage": "starting"}
         self.quiet_s, self.stuck_s = quiet_s, stuck_s
         self.call_started: float | None = None  # monotonic start of the client call in progress
+        self.dropped: Callable[[], bool] | None = None
         self._last = time.monotonic()
         self._lock = threading.Lock()
         threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
@@ -104,12 +111,17 @@ class Reporter:
             self._last = time.monotonic()
 
     def _watch(self) -> None:
+        drops = DropWatch()
         while True:
-            time.sleep(1.0)
+            time.sleep(0.2)
             now = time.monotonic()
             started = self.call_started
             if started is not None and now - started > self.stuck_s:
                 self.emit("exit", code=EXIT_STUCK, kind="stuck", seconds=round(now - started, 1), **self.where)
+                os._exit(EXIT_STUCK)
+            if drops.lasting(started is not None and self.dropped is not None and self.dropped()):
+                self.emit("exit", code=EXIT_STUCK, kind="dropped request", seconds=round(now - (started or now), 1),
+                          **self.where)
                 os._exit(EXIT_STUCK)
             if now - self._last > self.quiet_s:
                 self.emit("waiting", **self.where)
@@ -387,6 +399,19 @@ class KafkaPythonCopier:
         )
         self.consumer.assign([self.tp])
         self.futures: list[Any] = []
+        self.awaiting = False  # in a producer call that waits for a transactional request
+
+    def request_dropped(self) -> bool:
+        """Only within a call that waits for the coordinator: a transaction that will abort
+        completes without the partitions a dropped AddPartitionsToTxn left pending."""
+        return self.awaiting and request_dropped(self.producer, True)
+
+    def _awaiting(self, fn: Callable[[], T]) -> T:
+        self.awaiting = True
+        try:
+            return fn()
+        finally:
+            self.awaiting = False
 
     def classify(self, exc: BaseException) -> str:
         import kafka.errors as e
@@ -405,7 +430,7 @@ class KafkaPythonCopier:
         return OTHER
 
     def init_transactions(self) -> None:
-        self.producer.init_transactions()
+        self._awaiting(self.producer.init_transactions)
 
     def committed(self) -> int | None:
         offset = self.consumer.committed(self.tp)  # require_stable with read_committed
@@ -437,14 +462,14 @@ class KafkaPythonCopier:
 
         if self.consumer.position(self.tp) != position:
             raise RuntimeError(f"consumer position {self.consumer.position(self.tp)} != copied up to {position}")
-        self.producer.send_offsets_to_transaction({self.tp: OffsetAndMetadata(position, "", -1)},
-                                                  self.consumer.group_metadata())
+        offsets, group = {self.tp: OffsetAndMetadata(position, "", -1)}, self.consumer.group_metadata()
+        self._awaiting(lambda: self.producer.send_offsets_to_transaction(offsets, group))
 
     def commit_transaction(self) -> None:
-        self.producer.commit_transaction()
+        self._awaiting(self.producer.commit_transaction)
 
     def abort_transaction(self) -> None:
-        self.producer.abort_transaction()
+        self._awaiting(self.producer.abort_transaction)
 
     def close(self) -> None:
         self.consumer.close()
@@ -715,6 +740,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         client = ADAPTERS[args.client](args)
     except Exception as exc:
         fail(rep, EXIT_UNEXPECTED, "create clients", exc, OTHER)
+    if isinstance(client, KafkaPythonCopier):
+        rep.dropped = client.request_dropped
     try:
         copy(client, args, rep)
     except Exception as exc:

@@ -72,12 +72,13 @@ STALL_S = 90.0  # no committed progress for this long: the run hangs
 DRAIN_S = 60.0  # readers must reach the end offsets within this (a hang guard)
 MAX_UNPLANNED_EXITS = 10  # per copier, before the run is given up
 SEED = int(os.environ.get("EOSLOG_COPY_SEED", "20240905"))
-# A copier exits with EXIT_STUCK when one client call hangs for a minute; the harness
-# restarts it (which must keep exactly-once, like any crash). Only clients with a known
-# hang may do that, a few times per run: kafka-python 3.0.12's Sender drops a
-# transactional request (e.g. AddOffsetsToTxn) when connecting to the coordinator is
-# refused while the broker restarts - it looks the coordinator up again but never
-# re-enqueues the request, so send_offsets_to_transaction waits forever.
+# A copier exits with EXIT_STUCK when one client call hangs for a minute, or (kafka-python)
+# 2 s after its request was dropped; the harness restarts it (which must keep exactly-once,
+# like any crash). Only clients with a known hang may do that, a few times per run:
+# kafka-python 3.0.12's Sender drops a transactional request (e.g. AddOffsetsToTxn) when
+# connecting to the coordinator is refused while the broker restarts - it looks the
+# coordinator up again but never re-enqueues the request, so send_offsets_to_transaction
+# waits forever (tests/kafka_python_drops.py).
 WEDGING_CLIENTS = frozenset({KAFKA_PYTHON})
 MAX_WEDGED_EXITS = 3
 # librdkafka's debug log (contexts RDKAFKA_DEBUG, or EOSLOG_COPY_DEBUG's) goes into the
