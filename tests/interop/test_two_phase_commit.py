@@ -185,9 +185,11 @@ def test_prepared_transaction_survives_timeouts_and_a_broker_crash_and_a_new_pro
                            capture_output=True, text=True, timeout=WAIT_S * 2)
         assert b.returncode == 0, b.stderr[-3000:]
         assert b.stdout.strip() == state.to_string()  # B found exactly what A prepared
-        wait_until(lambda: all_stable(bootstrap, topic), "the commit markers")
+        # CompleteCommit is written once every marker is (so the LSOs have moved by then).
+        wait_until(lambda: describe_transaction(bootstrap, txn_id).transaction_state == "CompleteCommit",
+                   "the commit markers and CompleteCommit")
+        assert all_stable(bootstrap, topic)
         assert read_committed(bootstrap, topic) == records_of(txn_id)
-        assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteCommit"
 
 
 def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: BrokerProcess) -> None:
@@ -200,9 +202,10 @@ def test_a_mismatching_state_aborts_the_prepared_transaction(two_pc_broker: Brok
         # The external coordinator recorded another transaction (say, the one before).
         b.complete_transaction(PreparedTxnState(state.producer_id, state.epoch + 1), WAIT_S)
         assert b.prepared_transaction_state() is None
-        wait_until(lambda: all_stable(bootstrap, topic), "the abort markers")
+        wait_until(lambda: describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort",
+                   "the abort markers and CompleteAbort")
+        assert all_stable(bootstrap, topic)
         assert read_committed(bootstrap, topic) == []
-        assert describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort"
         b.begin_transaction()  # and B goes on with transactions of its own
         b.send(topic, b"after", partition=0)
         b.commit_transaction(WAIT_S)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from clients import ensure_topic
 from test_transactions import WAIT_S
@@ -11,7 +12,7 @@ from test_transactions_cli import cli, ok
 from test_two_phase_commit import TWO_PC_TIMEOUT_MS, prepare_and_kill, two_pc_broker, two_pc_config
 
 from eoslog.client.producer import Producer
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 __all__ = ["two_pc_broker"]  # the module-scoped fixture, shared
 
@@ -50,5 +51,12 @@ def test_the_transactions_tool_shows_a_prepared_2pc_transaction(two_pc_broker: B
     with Producer(two_pc_config(bootstrap, txn_id)) as b:
         b.init_transactions(WAIT_S, keep_prepared_txn=True)
         b.complete_transaction(state, WAIT_S)
-    listed = cli(bootstrap, "list", "--transactional-id-pattern", "sink-tool", "--output", "json")
-    assert json.loads(ok(listed))[0]["state"] == "CompleteCommit" and "note:" not in listed.stderr
+    # EndTxn is answered once PrepareCommit is written, as in Kafka; markers and CompleteCommit follow.
+    runs: list[subprocess.CompletedProcess[str]] = []
+
+    def completed() -> bool:
+        runs.append(cli(bootstrap, "list", "--transactional-id-pattern", "sink-tool", "--output", "json"))
+        return bool(json.loads(ok(runs[-1]))[0]["state"] == "CompleteCommit")
+
+    wait_until(completed, "sink-tool's CompleteCommit", WAIT_S, describe=lambda: runs[-1].stdout)
+    assert "note:" not in runs[-1].stderr

@@ -161,9 +161,11 @@ def test_scraped_values_equal_the_workload(broker: tuple[BrokerProcess, Scraper]
                         partition=0) == PLAIN + 2 - GROUP_OFFSET
 
     hanging.abort_transaction(60)
-    wait_until(lambda: scrape.partition("eoslog_partition_open_transactions", 0) == 0, "the ABORT marker")
+    # CompleteAbort is written last, after the marker is (the open transaction gone at once).
+    wait_until(lambda: scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED + 1,
+               "the ABORT marker and CompleteAbort")
+    assert scrape.partition("eoslog_partition_open_transactions", 0) == 0
     assert scrape.partition("eoslog_partition_laststableoffset", 0) == PLAIN + 3  # the ABORT marker
-    assert scrape.value("eoslog_transaction_coordinator_completed_total", result="aborted") == ABORTED + 1
     assert scrape.value("eoslog_transaction_coordinator_transactions", state="Ongoing") == 0
 
 
