@@ -357,7 +357,19 @@ class _KafkaPythonReader:
         self.c.subscribe([topic], listener=_listener(on_assign, ConsumerRebalanceListener))
 
     def poll(self) -> list[tuple[int, int, bytes]]:
-        return [(m.partition, m.offset, m.value) for batch in self.c.poll(timeout_ms=500).values() for m in batch]
+        from kafka.errors import KafkaError
+
+        try:
+            polled = self.c.poll(timeout_ms=500)
+        except KafkaError as e:
+            # kafka-python 3.0.12 lets a retriable error out of poll: the metadata refresh its
+            # coordinator lookup waits for fails (KafkaConnectionError) while that node shuts
+            # down; only a timeout is caught there. An application polls again, as the
+            # librdkafka reader above does on a retriable error.
+            if e.retriable:
+                return []
+            raise
+        return [(m.partition, m.offset, m.value) for batch in polled.values() for m in batch]
 
     def close(self) -> None:
         self.c.close()
