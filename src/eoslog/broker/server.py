@@ -29,6 +29,7 @@ from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.listeners import advertised_listeners, listeners, server_ssl_context
+from eoslog.broker.malloc import keep_freed_memory
 from eoslog.broker.marker_sender import MarkerSender
 from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
 from eoslog.config import BrokerConfig
@@ -329,6 +330,7 @@ def run_broker(config: BrokerConfig) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    keep_freed_memory()  # before the first large request frame is allocated
     try:
         import uvloop
 
