@@ -130,6 +130,9 @@ def test_txn_offset_commit_with_a_stale_generation_or_an_unknown_member_is_fence
     finally:
         producer.close()
     with admin_of(shared_broker) as a:
+        # The offset becomes the group's with the COMMIT marker, written after EndTxn is answered.
+        wait_until(lambda: a.describe_transactions(["fence-tx"])["fence-tx"].state == "CompleteCommit",
+                   "fence-tx's markers")
         assert {t: o.offset for t, o in a.list_consumer_group_offsets("fence-group").items()} == {tp: 7}
     _, hw = offsets(shared_broker, "fence-out")
     assert read_committed(shared_broker, "fence-out", hw) == [b"live write"]
