@@ -175,12 +175,14 @@ def test_hung_transaction_is_aborted_and_its_producer_fenced(txn_broker: BrokerP
     assert partition_offsets(txn_broker.bootstrap, topic) == (0, 1)  # the open transaction pins the LSO
     assert describe_transaction(txn_broker.bootstrap, txn_id).transaction_state == "Ongoing"
     # ... and the producer hangs. The coordinator aborts it with a bumped epoch.
-    wait_until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the timed-out transaction's abort")
+    # CompleteAbort is written after the ABORT marker: wait for it, then check both.
+    wait_until(lambda: describe_transaction(txn_broker.bootstrap, txn_id).transaction_state == "CompleteAbort",
+               "the timed-out transaction's abort")
+    assert partition_offsets(txn_broker.bootstrap, topic) == (2, 2)
     data, marker = stored_batches(txn_broker.data_dir, topic, 0)
     assert marker.is_control and marker.producer_id == data.producer_id
     assert marker.producer_epoch == data.producer_epoch + 1
-    state = describe_transaction(txn_broker.bootstrap, txn_id)
-    assert (state.transaction_state, int(state.producer_epoch)) == ("CompleteAbort", data.producer_epoch + 1)
+    assert int(describe_transaction(txn_broker.bootstrap, txn_id).producer_epoch) == data.producer_epoch + 1
 
     with pytest.raises(KafkaException) as raised:
         hung.commit_transaction(WAIT_S)
@@ -396,7 +398,11 @@ def test_a_write_outside_the_transaction_never_opens_one(txn_broker: BrokerProce
                                                   producer_epoch=txn.epoch, group_id="raw-890-group")).error_code == 0
         assert txn.commit_offsets("raw-890-group", topic, 0, 1) == 0
         assert txn.end(commit=True) == 0
-        wait_until(lambda: partition_offsets(txn_broker.bootstrap, topic) == (2, 2), "the commit marker")
+        # Until CompleteCommit (written after the markers) the partition is still the
+        # transaction's, and the late write is refused retriably (NOT_ENOUGH_REPLICAS, as Kafka).
+        wait_until(lambda: describe_transaction(txn_broker.bootstrap, txn.txn_id).transaction_state == "CompleteCommit",
+                   "the commit marker and CompleteCommit")
+        assert partition_offsets(txn_broker.bootstrap, topic) == (2, 2)
         assert txn.produce(topic, 0, "late")[0] == INVALID_TXN_STATE
     # Nothing but the one committed record and its marker reached the partitions.
     assert partition_offsets(txn_broker.bootstrap, topic, 1) == (0, 0)

@@ -251,8 +251,9 @@ def test_a_partition_whose_marker_cannot_be_written_holds_back_only_its_own_lso(
     producer.close()
     held = read_committed(shared_broker, "a-held", held_first + 4)
     assert held[held_first:] == [b"held-0", b"held-1", b"held-2"] and len(held) == held_first + 3
-    with admin_of(shared_broker) as a:
-        assert a.describe_transactions(["held-tx"])["held-tx"].state == "CompleteCommit"
+    with admin_of(shared_broker) as a:  # written after the last marker
+        wait_until(lambda: a.describe_transactions(["held-tx"])["held-tx"].state == "CompleteCommit",
+                   "held-tx's CompleteCommit")
 
 
 # -- an expired transactional id ---------------------------------------------------------------------
