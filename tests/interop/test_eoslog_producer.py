@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import Consumed, ensure_topic, read_to_end
+from clients import CONFLUENT, Consumed, ensure_topic, list_offsets, read_to_end
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as RdProducer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
 from faults import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FaultPolicy, FaultRig
-from harness import BrokerProcess
+from harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 
@@ -140,6 +140,12 @@ def test_non_idempotent_acks(shared_broker: BrokerProcess, acks: str) -> None:
         p.flush()
         offsets = [f.result(0).offset for f in futures]
     assert offsets == ([-1] * 50 if acks == "0" else list(range(50)))
+    # Unanswered (acks=0) or answered on append (acks=1), the records pass the high watermark
+    # only once the broker has them and (under group commit) fsynced them; consume reads up to
+    # the high watermark it finds first, so wait for the 50 (a lost record never comes).
+    wait_until(lambda: list_offsets(CONFLUENT, shared_broker.bootstrap, topic, [0])[0][1] == 50,
+               "the 50 records below the high watermark",
+               describe=lambda: list_offsets(CONFLUENT, shared_broker.bootstrap, topic, [0]))
     assert [m.value for m in consume(shared_broker.bootstrap, topic, 1)] == [b"%d" % i for i in range(50)]
 
 
