@@ -22,14 +22,34 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class ClientsCheck {
     static String bootstrap;
 
-    static void check(String name, Supplier<Object> body) {
-        String result;
+    static String outcome(Supplier<Object> body) {
         try {
-            result = String.valueOf(body.get());
+            return String.valueOf(body.get());
         } catch (Exception e) {
             Throwable t = e instanceof ExecutionException || e.getCause() instanceof ExecutionException
                 ? rootCause(e) : e;
-            result = "ERROR " + t.getClass().getSimpleName();
+            return "ERROR " + t.getClass().getSimpleName();
+        }
+    }
+
+    static void check(String name, Supplier<Object> body) {
+        System.out.println("CHECK " + name + " " + outcome(body));
+    }
+
+    /** A read-back after a metadata change: Kafka's brokers learn a created topic or an altered config
+     *  from the controller's log a moment after the Admin call returns (its own tests wait for it, as
+     *  TestUtils.waitForCondition), so this reads until the answer is {@code settled} or 30 s pass, and
+     *  prints the last answer either way: a broker that never gets there still answers differently. */
+    static void checkSettled(String name, String settled, Supplier<Object> read) {
+        long deadline = System.currentTimeMillis() + 30000;
+        String result = outcome(read);
+        while (!result.equals(settled) && System.currentTimeMillis() < deadline) {
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+            result = outcome(read);
         }
         System.out.println("CHECK " + name + " " + result);
     }
@@ -77,24 +97,27 @@ public class ClientsCheck {
         bootstrap = args[0];
         TopicPartition data = new TopicPartition("jc-data", 0);
         try (Admin admin = Admin.create(props())) {
-            check("create-topics", () -> {
+            check("create-topics-call", () -> {
                 get(admin.createTopics(List.of(new NewTopic("jc-data", 1, (short) 1),
                     new NewTopic("jc-configured", 2, (short) 1).configs(Map.of("retention.ms", "3600000")))).all());
-                return new TreeSet<>(get(admin.listTopics().names())).containsAll(List.of("jc-data", "jc-configured"));
+                return "done";
             });
-            check("describe-topics", () -> get(admin.describeTopics(List.of("jc-configured")).allTopicNames())
+            checkSettled("create-topics", "true",
+                () -> new TreeSet<>(get(admin.listTopics().names())).containsAll(List.of("jc-data", "jc-configured")));
+            checkSettled("describe-topics", "2", () -> get(admin.describeTopics(List.of("jc-configured")).allTopicNames())
                 .get("jc-configured").partitions().size());
             ConfigResource configured = new ConfigResource(ConfigResource.Type.TOPIC, "jc-configured");
             Supplier<Object> retention = () -> {
                 ConfigEntry e = get(admin.describeConfigs(List.of(configured)).all()).get(configured).get("retention.ms");
                 return e.value() + "/" + e.source();
             };
-            check("describe-configs", retention);
-            check("incremental-alter-configs", () -> {
+            checkSettled("describe-configs", "3600000/DYNAMIC_TOPIC_CONFIG", retention);
+            check("incremental-alter-configs-call", () -> {
                 get(admin.incrementalAlterConfigs(Map.of(configured, List.of(new AlterConfigOp(
                     new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET)))).all());
-                return retention.get();
+                return "done";
             });
+            checkSettled("incremental-alter-configs", "7200000/DYNAMIC_TOPIC_CONFIG", retention);
             check("idempotent-produce", () -> {
                 try (KafkaProducer<String, String> p = producer("enable.idempotence", "true", "acks", "all")) {
                     long last = -1;
