@@ -8,9 +8,9 @@ not timed: three acks=all produces are appended before the first round ends (two
 three requests), a ready acks=1 response waits behind an earlier acks=all one, any other
 request waits until every earlier one is answered, failures and timeouts keep their place,
 a failed acks=0 produce closes the connection after the earlier answers, so does a failed SASL
-re-authentication, a lost connection cancels its waits, and the number of waiting produces is
-bounded. Requests read before the client closed its side are still processed (answers
-dropped); after the broker's own close, nothing queued is.
+re-authentication, a lost connection cancels its waits (also one that detaches after the loss),
+and the number of waiting produces is bounded. Requests read before the client closed its side
+are still processed (answers dropped); after the broker's own close, nothing queued is.
 """
 
 from __future__ import annotations
@@ -397,3 +397,37 @@ def test_request_latency_of_a_detached_produce_includes_its_wait(broker: Broker,
                and "totaltime" in s.name and not s.name.endswith("_bucket")}
     assert samples["kafka_network_requestmetrics_totaltime_seconds_count"] == 2
     assert samples["kafka_network_requestmetrics_totaltime_seconds_sum"] >= 2 * hold_s, samples
+
+
+def test_a_produce_that_detaches_after_its_connection_was_lost_is_cancelled(broker: Broker) -> None:
+    """A produce whose handler suspends before its appends are done (a transactional one that
+    asks a remote coordinator, in a cluster) and detaches after the connection was lost: its
+    wait is cancelled at once, inside the handler (which runs in the worker until it detaches),
+    not left suspended. Here ``Dispatcher.handle`` is a double: a single node's verification
+    never suspends, so no real request holds that moment open."""
+    resume = asyncio.Event()
+    seen: list[str] = []
+
+    async def handle(frame: Any, session: Any, peer: str, detach: Callable[[], None] | None = None) -> list[bytes]:
+        seen.append("handled")
+        await resume.wait()  # before the appends: the connection is lost meanwhile
+        assert detach is not None
+        detach()
+        try:
+            await asyncio.get_running_loop().create_future()  # the acks wait, never satisfied
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return []
+
+    async def run() -> None:
+        conn = Connection(broker)
+        conn.protocol.dispatcher.handle = handle  # type: ignore[method-assign]
+        conn.send(produce(1, b"a"))
+        assert await until(lambda: seen == ["handled"])
+        conn.protocol.connection_lost(None)
+        resume.set()
+        assert await until(lambda: seen == ["handled", "cancelled"] and conn.protocol.idle), (
+            f"the detached wait was not cancelled ({seen}, idle {conn.protocol.idle})")
+
+    asyncio.run(run())

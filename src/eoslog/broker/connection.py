@@ -29,9 +29,10 @@ import asyncio
 import logging
 import struct
 import time
+import types
 from collections import deque
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, cast
 
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.handlers.base import CloseConnection
@@ -58,6 +59,37 @@ class _Due:
         self.ready = ready
         self.closes = False
         self.task: asyncio.Task[None] | None = None
+
+
+_NOT_STARTED = object()
+
+
+def _never() -> bool:
+    return False
+
+
+@types.coroutine
+def _run_until(coro: Coroutine[Any, Any, Any], stop: Callable[[], bool],
+               awaiting: object = _NOT_STARTED) -> Generator[Any, Any, tuple[bool, Any]]:
+    """``await coro``, stepped by hand as ``yield from`` would (each future it awaits goes to the
+    running task, each outcome is sent or thrown back in), until it returns: (True, its result);
+    or, at a suspension once ``stop()`` holds, leave it suspended there: (False, what it awaits).
+    Such a coroutine is resumed by passing that as ``awaiting`` (it is waited for first)."""
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        if awaiting is not _NOT_STARTED:
+            try:
+                sent = yield awaiting
+            except BaseException as e:  # cancelled, or closed: the coroutine is told
+                thrown = e
+        try:
+            awaiting = coro.send(sent) if thrown is None else coro.throw(thrown)
+        except StopIteration as returned:
+            return True, returned.value
+        sent = thrown = None
+        if stop():
+            return False, awaiting
 
 
 class FlowControl:
@@ -280,28 +312,35 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         return await self.dispatcher.handle(frame, self.session, self.peer, detach)
 
     async def _detachable(self, frame: Frame) -> _Due | list[bytes] | None:
-        """Run a Produce until it is answered (its response) or detaches (its ``_Due``, which
-        its task writes once it and every earlier response are ready)."""
-        loop = asyncio.get_running_loop()
-        released = loop.create_future()
-        due = _Due(ready=False)
+        """Run a Produce in the worker like any request until it is answered (its response) or
+        suspends after detaching (its ``_Due``): only then does the rest of it become a task of
+        its own, which writes the response once it and every earlier one are ready. Most
+        produces never detach (acks=0/1; librdkafka's idempotent producer keeps one request per
+        partition out), and a task per request cost ~15 % of a small produce's CPU."""
+        detached = False
 
-        def release(_: object = None) -> None:
-            if not released.done():
-                released.set_result(None)
+        def detach() -> None:
+            nonlocal detached
+            detached = True
+
+        handler = self._handle(frame, detach)
+        answered, outcome = await _run_until(handler, lambda: detached)
+        if answered:
+            return cast("list[bytes] | None", outcome)
+        due = _Due(ready=False)
+        started = False
 
         async def answer() -> None:
-            due.frames = await self._handle(frame, release)
+            nonlocal started
+            started = True
+            _, due.frames = await _run_until(handler, _never, outcome)
             due.ready = True
             self._write_answered()  # now, not a loop iteration later as from a done callback
 
-        due.task = task = loop.create_task(answer())
-        task.add_done_callback(release)
-        await released
-        if task.done():
-            task.result()  # raises what the request raised
-            return due.frames
+        due.task = task = asyncio.get_running_loop().create_task(answer())
         task.add_done_callback(lambda t: self._detached_done(t, due))
+        while not started:  # a task cancelled before its first step would leave the handler suspended
+            await asyncio.sleep(0)
         return due
 
     def _write_answered(self) -> None:
