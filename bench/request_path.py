@@ -9,7 +9,10 @@ creates a 3-partition topic through CreateTopics and then times, with the proces
 clock, request frames handed straight to ``Dispatcher.handle``: Produce v9 acks=1 with one
 small batch per partition (what a request costs beyond its bytes), the same with 1 MB of
 1 KB records per request (ab.py's records), and Fetch v12 of 1 MB per partition from the
-start. Rounds alternate A and B, the best round counts. Unlike ``ab.py`` the client's CPU
+start; and the small Produce once more through a connection (``KafkaProtocol`` on
+tests/fake_transport.py's transport, one request out at a time, the response awaited by
+turning the loop): what the connection adds per request. Rounds alternate A and B, the best
+round counts. Unlike ``ab.py`` the client's CPU
 and the socket are out of the figure, so a per-request cost added to the dispatcher, the
 handlers or the codec shows undiluted. ``--profile DIR`` also writes each build's cProfile
 of one extra round (``DIR/<A|B>.prof``; ``python -m pstats``). Nothing is asserted.
@@ -37,7 +40,8 @@ SMALL_TOPIC = "request-path-small"
 PARTITIONS = 3
 # case → (requests per round, records per partition per request, record size)
 CASES: dict[str, tuple[int, int, int]] = {"produce-small": (4000, 1, 100), "produce-1MB": (300, 341, 1024),
-                                          "fetch-1MB": (300, 0, 0)}
+                                          "fetch-1MB": (300, 0, 0), "produce-small-conn": (4000, 1, 100)}
+THROUGH_CONNECTION = "produce-small-conn"
 
 
 def child(config: list[str], rounds: int, profile: Path | None) -> None:
@@ -47,6 +51,7 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
     from kio.schema.produce.v9 import request as pr
     from kio.static.primitive import i16, i32, i64
 
+    from eoslog.broker.connection import KafkaProtocol
     from eoslog.broker.server import Broker
     from eoslog.config import BrokerConfig
     from eoslog.protocol.codec import encode_request
@@ -71,6 +76,20 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
 
     async def call(frame: bytes) -> Any:
         return await dispatcher.handle(frame[4:], who, "127.0.0.1:1")
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from fake_transport import FakeTransport
+
+    async def through_connection(frame: bytes, n: int) -> None:
+        transport = FakeTransport()
+        protocol = KafkaProtocol(dispatcher, 1 << 20, set())
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        for _ in range(n):
+            protocol.data_received(frame)
+            while not transport.written:
+                await asyncio.sleep(0)
+            transport.written.clear()
+        protocol.connection_lost(None)
 
     def produce_frame(topic: str, records: int, size: int, cid: int) -> bytes:
         batch = build_batch([(None, b"x" * size, ())] * records, timestamp=int(time.time() * 1000))
@@ -103,7 +122,9 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
             for case, (n, _, _) in CASES.items():
                 frame = frames[case]
                 t0 = time.process_time()
-                for _ in range(n):
+                if case == THROUGH_CONNECTION:
+                    await through_connection(frame, n)
+                for _ in range(0 if case == THROUGH_CONNECTION else n):
                     await call(frame)
                 out[case].append((time.process_time() - t0) / n * 1e6)
 
