@@ -26,6 +26,7 @@ import datetime
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -144,6 +145,7 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
         result = asyncio.run(main())
     finally:
         broker.logs.shutdown()
+        shutil.rmtree(work, ignore_errors=True)  # ~600 MB per build and round otherwise
     print(json.dumps(result))
 
 
