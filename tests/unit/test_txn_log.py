@@ -9,7 +9,7 @@ import pytest
 
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.errors import Errors
-from eoslog.records import build_batch
+from eoslog.records import ControlRecordType, build_batch, build_control_batch
 from eoslog.storage import AppendOrigin
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
@@ -48,6 +48,24 @@ def test_open_transaction_pins_the_last_stable_offset(tmp_path: Path) -> None:
     assert info.first_offset == 4
     assert lg.last_stable_offset == lg.high_watermark == 5
     assert aborted(lg) == []
+
+
+def test_an_ended_transaction_pins_the_lso_until_the_high_watermark_passes_its_marker(tmp_path: Path) -> None:
+    """As Kafka's unreplicatedTxns: a marker above the high watermark (not yet replicated, or
+    under group commit not yet fsynced) may still be lost, so its transaction is unstable."""
+    lg = open_log(tmp_path)
+    lg.append_as_leader(data(P1, 0, 2))  # 0-1
+    lg.update_high_watermark(2)
+    marker = build_control_batch(ControlRecordType.ABORT, producer_id=P1, producer_epoch=0, coordinator_epoch=0,
+                                 timestamp=1_700_000_000_000)
+    lg.append_as_leader(marker, AppendOrigin.COORDINATOR)  # 2
+    assert lg.last_stable_offset == 0 and lg.producer_state.ongoing == {}
+    lg.update_high_watermark(3)
+    assert lg.last_stable_offset == 3 and lg.producer_state.unreplicated == {}  # forgotten once passed
+    assert aborted(lg) == [(P1, 0, 2)]
+    lg.close()
+    reopened = open_log(tmp_path)  # the replay keeps an ended transaction only above the high watermark
+    assert reopened.last_stable_offset == 3 and reopened.producer_state.unreplicated == {}
 
 
 def test_abort_is_indexed_and_reported_for_the_fetched_range(tmp_path: Path) -> None:

@@ -189,6 +189,7 @@ class PartitionLog:
                 if txn.is_aborted:
                     self._index_aborted(txn)
         self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.on_high_watermark(self.high_watermark)
 
     def _batches_with_markers_from(
         self, offset: int
@@ -205,7 +206,8 @@ class PartitionLog:
         """Add an aborted transaction to the txn index of the segment holding its marker."""
         seg = self._segments_from(txn.last_offset)[0]
         seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
-                                        self._stable_offset(self.log_end_offset)))
+                                        self._stable_offset(self.log_end_offset,
+                                                            self.producer_state.first_unstable_offset)))
 
     # -- loading -------------------------------------------------------------
 
@@ -268,15 +270,16 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """Offsets below it are decided: no open transaction has records there.
+        """Offsets below it are decided: no open transaction has records there, nor an ended
+        one whose marker the high watermark has not passed yet (Kafka's unreplicatedTxns).
 
         An open transaction that began below the log start offset (DeleteRecords may cut
         into it, as in Kafka) holds the LSO at the log start offset, as Kafka's
         maybeIncrementFirstUnstableOffset does."""
-        return self._stable_offset(self.high_watermark)
+        return self._stable_offset(self.high_watermark,
+                                   self.producer_state.first_unstable_offset_at(self.high_watermark))
 
-    def _stable_offset(self, bound: int) -> int:
-        first_unstable = self.producer_state.first_unstable_offset
+    def _stable_offset(self, bound: int, first_unstable: int | None) -> int:
         if first_unstable is None:
             return bound
         return min(max(first_unstable, self.log_start_offset), bound)
@@ -391,6 +394,7 @@ class PartitionLog:
         """Set the high watermark (kept within [log start offset, log end offset]); the
         replica layer moves it once the in-sync replicas have the records below it."""
         self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        self.producer_state.on_high_watermark(self.high_watermark)
         return self.high_watermark
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:

@@ -245,6 +245,10 @@ class ProducerStateManager:
         self.map_end_offset = 0  # the state reflects the log below this offset
         # Open transactions: producer id -> first offset (the first unstable offset is their min).
         self.ongoing: dict[int, int] = {}
+        # Ended transactions, first offset -> marker offset, until the high watermark passes the
+        # marker (Kafka's unreplicatedTxns): a marker not yet replicated (or, under group commit,
+        # fsynced) can still be lost, so the LSO stays at the transaction's first offset.
+        self.unreplicated: dict[int, int] = {}
 
     # -- the append path -------------------------------------------------------------
 
@@ -258,12 +262,25 @@ class ProducerStateManager:
                 self.ongoing[pid] = entry.current_txn_first_offset
             else:
                 self.ongoing.pop(pid, None)
+        for txn in info.completed:
+            self.unreplicated[txn.first_offset] = txn.last_offset
         self.map_end_offset = end_offset
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, if any."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def first_unstable_offset_at(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is open or whose marker is not
+        below ``high_watermark`` (Kafka's firstUnstableOffset)."""
+        firsts = [*self.ongoing.values(), *(f for f, marker in self.unreplicated.items() if marker >= high_watermark)]
+        return min(firsts) if firsts else None
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget the ended transactions whose marker is below ``high_watermark``."""
+        for first in [f for f, marker in self.unreplicated.items() if marker < high_watermark]:
+            del self.unreplicated[first]
 
     def _reset_ongoing(self) -> None:
         self.ongoing = {
@@ -366,6 +383,7 @@ class ProducerStateManager:
         """Forget everything: the state will be rebuilt by replaying the log from ``offset``."""
         self.producers = {}
         self.ongoing = {}
+        self.unreplicated = {}
         self.map_end_offset = offset
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
@@ -375,6 +393,7 @@ class ProducerStateManager:
         (the log was truncated in recovery) and unreadable ones are deleted.
         """
         self.producers = {}
+        self.unreplicated = {}  # the log is at or below the high watermark here (as Kafka's truncateAndReload)
         self.map_end_offset = log_start_offset
         for offset, path in reversed(self._snapshots()):
             if offset > log_end_offset:
