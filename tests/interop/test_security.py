@@ -30,8 +30,10 @@ from confluent_kafka.admin import (
 
 from deps import require, require_kcat
 from eoslog.broker.handlers.registry import REGISTRY
+from eoslog.client.admin import Admin
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.scram import Mechanism, ScramClient
+from harness import wait_until
 from rawkafka import ConnectionClosed, RawClient, fetch_request, metadata_request, produce_request, simple_batch
 from security_harness import (
     SHORT_SESSION_MS,
@@ -235,12 +237,25 @@ def test_kcat_produces_idempotently_and_transactionally_and_reads_committed(
         aborting.transaction([(0, b"aborted")], commit=False)
     finally:
         aborting.close()
+    # Its ABORT marker (offset 6 below) is written after the abort is answered: before c2.
+    with Admin({"bootstrap.servers": secured.address(listener), **matrix_settings(secured, listener)}) as admin:
+        wait_until(lambda: admin.describe_transactions([f"{topic}-aborting"])[f"{topic}-aborting"].state
+                   == "CompleteAbort", "the aborted transaction's marker")
     kcat_produce(b"c2\n", f"-Xtransactional.id={topic}-txn")
-    read = subprocess.run([*kcat, "-C", "-o", "beginning", "-e", "-f", "%o:%s\\n",
-                           "-Xisolation.level=read_committed"], capture_output=True, timeout=60, env=env)
-    assert read.returncode == 0, read.stderr
+    reads: list[subprocess.CompletedProcess[bytes]] = []
+
+    def read_committed() -> int:
+        reads.append(subprocess.run([*kcat, "-C", "-o", "beginning", "-e", "-f", "%o:%s\\n",
+                                     "-Xisolation.level=read_committed"], capture_output=True, timeout=60, env=env))
+        assert reads[-1].returncode == 0, reads[-1].stderr
+        return len(reads[-1].stdout.split())
+
+    # kcat's commit is answered before its COMMIT marker is written, and -e stops at the LSO it
+    # finds first: read until the five records show, then check them exactly.
+    wait_until(lambda: read_committed() >= 5, "the last transaction's COMMIT marker",
+               describe=lambda: reads[-1].stdout)
     # Offsets 4, 6 and 8 are the commit, abort and commit markers: kcat's runs were transactions.
-    assert read.stdout.split() == [b"0:i0", b"1:i1", b"2:c0", b"3:c1", b"7:c2"]
+    assert reads[-1].stdout.split() == [b"0:i0", b"1:i1", b"2:c0", b"3:c1", b"7:c2"]
 
 
 def test_mtls_principal_is_the_certificate_dn(secured: SecuredBroker) -> None:
