@@ -29,6 +29,7 @@ from eoslog.broker.acls import ResourceType as Res
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
+from harness import wait_until
 from rawkafka import (
     EARLIEST,
     LATEST,
@@ -462,8 +463,13 @@ def _digest(sb: SecuredBroker) -> str:
         hashlib.sha256(p.read_bytes()).hexdigest() for p in (sb.data / name for name in STORED) if p.exists())
 
 
-def _quiet_digest(sb: SecuredBroker) -> str:
-    """_digest once it stops changing (a previous row's EndTxn writes its markers in the background)."""
+def _quiet_digest(w: World) -> str:
+    """_digest once no transaction is between its EndTxn and COMPLETE_* (a previous row's markers
+    are written after the answer) and it stops changing."""
+    pending = req("ListTransactions", 0, "ListTransactionsRequest", state_filters=("PrepareCommit", "PrepareAbort"),
+                  producer_id_filters=())
+    wait_until(lambda: not w.admin.call(pending).transaction_states, "earlier rows' transactions to complete")
+    sb = w.sb
     last = _digest(sb)
     for _ in range(50):
         time.sleep(0.3)
@@ -524,7 +530,7 @@ def test_each_missing_permission_gets_kafkas_code_and_nothing_else_then_the_acls
     row.setup(world)
     for missing in row.needs:
         hold(world, [n for n in row.needs if n is not missing])
-        before = _quiet_digest(world.sb)
+        before = _quiet_digest(world)
         earliest = list_offset(world.admin, DEL_TOPIC, 0, EARLIEST)
         answer = world.bob.call(row.request(world))
         assert set(row.codes(answer)) == {missing.code}, f"{row.api} without {missing}: {answer}"
