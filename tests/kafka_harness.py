@@ -214,14 +214,6 @@ def _defaults(replication: int, min_isr: int) -> dict[str, str]:
     }
 
 
-# A single node killed -9 and restarted cannot register again before its previous session has
-# expired (DuplicateBrokerRegistrationException every 2 s: 6-8 s of a 14-17 s restart at Kafka's
-# 9 s). Not in a cluster: Kafka times the registration RPC out after half the session (KAFKA-14392),
-# and at 2 s the nodes' first registrations timed out while the quorum formed on two loaded cores,
-# which made each cluster start 5-10 s slower.
-SINGLE_NODE_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "1000"}
-
-
 class KafkaBroker(KafkaNode):
     """A single-node Apache Kafka (KRaft combined mode) with its own data directory."""
 
@@ -229,7 +221,7 @@ class KafkaBroker(KafkaNode):
         port, controller_port = free_port(), free_port()
         super().__init__(data_dir, node_id=node_id, port=port, controller_port=controller_port,
                          voters=f"{node_id}@127.0.0.1:{controller_port}", cluster_id=new_cluster_id(),
-                         overrides={**_defaults(1, 1), **SINGLE_NODE_SESSION, **(overrides or {})})
+                         overrides={**_defaults(1, 1), **(overrides or {})})
 
 
 class KafkaCluster(ServerProcess):
