@@ -124,10 +124,14 @@ def test_controlled_shutdown_moves_leadership_before_stopping(cluster: Cluster) 
     assert broker.stop() == 0
     log = broker.log_text().split(f"--- start {broker.starts - 1} ---")[-1]
     assert "controlled shutdown complete" in log, log[-2000:]
-    meta = cluster.metadata(["polite"]).topics["polite"]
-    assert meta[0].leader == 2 and meta[1].leader == 3 and meta[2].leader == 2
-    assert all(1 not in p.isr for p in meta.values())
-    assert meta[0].leader_epoch == 1 and meta[2].leader_epoch == 0  # partition 2 only lost a follower
+    # Before the broker stopped, ZooKeeper (the truth) had it out of every ISR...
+    states = {p: _get_state(cluster, "polite", p) for p in range(3)}
+    assert (states[0].leader, states[1].leader, states[2].leader) == (2, 3, 2), states
+    assert all(1 not in s.isr for s in states.values()), states
+    assert states[0].leader_epoch == 1 and states[2].leader_epoch == 0  # partition 2 only lost a follower
+    # ...and the brokers' metadata caches follow from their watches a moment later.
+    cluster.wait_for(lambda m: {p: (s.leader, s.leader_epoch, s.isr) for p, s in m.topics["polite"].items()}
+                     == {p: (s.leader, s.leader_epoch, s.isr) for p, s in states.items()}, "Metadata as in ZooKeeper")
 
 
 def test_a_restarted_broker_answers_once_it_has_joined(cluster: Cluster) -> None:
@@ -158,6 +162,19 @@ def _set_state(cluster: Cluster, topic: str, partition: int, state: LeaderAndIsr
     client.start(30)
     try:
         client.set(znodes.partition_state_path(topic, partition), state.encode())
+    finally:
+        client.stop()
+        client.close()
+
+
+def _get_state(cluster: Cluster, topic: str, partition: int) -> LeaderAndIsr:
+    assert cluster.zookeeper is not None
+    client = KazooClient(hosts=cluster.zookeeper.connect_string)
+    client.start(30)
+    try:
+        path = znodes.partition_state_path(topic, partition)
+        data, stat = client.get(path)
+        return LeaderAndIsr.decode(path, data, stat.version)
     finally:
         client.stop()
         client.close()

@@ -16,6 +16,8 @@ from eoslog.cluster.controller.election import (
     preferred_election,
 )
 from eoslog.cluster.controller.states import IllegalStateTransition, PartitionState, check_transition
+from eoslog.cluster.metadata import ClusterMetadata
+from eoslog.cluster.znodes import BrokerRegistration
 from eoslog.errors import Errors
 
 S = PartitionState
@@ -82,3 +84,14 @@ def test_placement_spreads_leaders_and_validates() -> None:
         validate_manual_assignment({0: [1, 1]}, [1, 2])
     with pytest.raises(AssignmentError, match="same number of replicas"):
         validate_manual_assignment({0: [1, 2], 1: [1]}, [1, 2])
+
+
+def test_isr_eligibility_excludes_brokers_shutting_down() -> None:
+    """KIP-841: a leader takes a caught-up follower back into the ISR only if it is registered
+    and not in controlled shutdown (a request from an earlier registration is stale)."""
+    meta = ClusterMetadata()
+    meta.set_brokers({1: BrokerRegistration(1, "h", 1, epoch=10), 2: BrokerRegistration(2, "h", 2, epoch=11)})
+    assert meta.isr_eligible(1) and meta.isr_eligible(2) and not meta.isr_eligible(3)
+    meta.set_shutdown_requests({1: 10, 2: 7})
+    assert not meta.isr_eligible(1)  # asked to shut down in its current registration
+    assert meta.isr_eligible(2)  # the request is from an earlier registration

@@ -178,8 +178,11 @@ class Leadership:
 
     def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
         """A follower fetched: it joins the ISR once it has everything up to the high
-        watermark and has reached this leader's epoch (Kafka's isFollowerInSync)."""
-        if replica_id in partition.isr or not partition.is_leader:
+        watermark and has reached this leader's epoch (Kafka's isFollowerInSync), if it is
+        eligible: registered and not shutting down (KIP-841). A fetch the follower sent before
+        it stopped fetching for its controlled shutdown is answered after the controller took it
+        out of the ISR; without the check that fetch put it straight back in."""
+        if replica_id in partition.isr or not partition.is_leader or not self.metadata.isr_eligible(replica_id):
             return
         follower = partition.remote_replicas.get(replica_id)
         if follower is None:

@@ -394,9 +394,10 @@ class ClusterMember:
     # -- shut-down ------------------------------------------------------------------------
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Ask the controller to move leadership away and wait until no partition this broker
-        leads has another replica that could lead (Kafka's controlled shutdown). False when
-        that did not happen within ``timeout_s``."""
+        """Ask the controller to move leadership away and wait until this broker is in no ISR
+        that has another live member: it leads nothing another replica could lead and no
+        leader waits for it before answering acks=all (Kafka's controller does both before it
+        answers ControlledShutdown). False when that did not happen within ``timeout_s``."""
         if self.registration is None:
             return True
         self.stop_fetching()
@@ -406,10 +407,11 @@ class ClusterMember:
             await self.zk.create(path, data)
         except NodeExistsError:
             await self.zk.set(path, data, -1)
-        return await self.metadata.wait_for(lambda: not self._leads_movable_partitions(), timeout_s)
+        return await self.metadata.wait_for(lambda: not self._in_an_isr_others_can_carry(), timeout_s)
 
-    def _leads_movable_partitions(self) -> bool:
-        return any(state.leader == self.broker_id
+    def _in_an_isr_others_can_carry(self) -> bool:
+        # The leader is always in its ISR, so this covers the partitions this broker leads too.
+        return any(self.broker_id in state.isr
                    and any(r != self.broker_id and self.metadata.is_alive(r) for r in state.isr)
                    for state in self.metadata.states.values())
 

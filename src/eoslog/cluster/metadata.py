@@ -147,6 +147,12 @@ class ClusterMetadata:
     def is_alive(self, broker_id: int) -> bool:
         return broker_id in self.brokers
 
+    def isr_eligible(self, broker_id: int) -> bool:
+        """May join an ISR: registered, and not asking to shut down in its current
+        registration (a request left from an earlier one is stale)."""
+        registration = self.brokers.get(broker_id)
+        return registration is not None and self.shutdown_requests.get(broker_id) != registration.epoch
+
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         assignment = self.topics.get(tp.topic)
         return () if assignment is None else tuple(assignment.partitions.get(tp.partition, ()))
