@@ -123,7 +123,7 @@ class Cluster:
                 **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
                 **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
         in_parallel([b.start for b in self.brokers.values()])
-        self.wait_for(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
+        self._everyone_sees(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self
 
     @property
@@ -138,7 +138,9 @@ class Cluster:
         return metadata(broker.bootstrap, topics)
 
     def wait_for(self, condition: Any, what: str, timeout_s: float = 60.0, via: int | None = None) -> ClusterMeta:
-        """Poll Metadata until ``condition(meta)`` holds; the metadata that satisfied it."""
+        """Poll Metadata until ``condition(meta)`` holds; the metadata that satisfied it. A
+        condition that looks up a topic the broker has not learned of yet (KeyError: its
+        watch has not fired) does not hold yet."""
         seen: list[ClusterMeta] = []
 
         def check() -> bool:
@@ -147,15 +149,25 @@ class Cluster:
             except OSError:
                 return False
             seen[:] = [meta]
-            return bool(condition(meta))
+            try:
+                return bool(condition(meta))
+            except KeyError:
+                return False
 
-        wait_until(check, what, timeout_s)
+        wait_until(check, what, timeout_s, describe=lambda: seen[0] if seen else None)
         return seen[0]
+
+    def _everyone_sees(self, condition: Any, what: str) -> None:
+        """Until every running broker's Metadata satisfies ``condition``: each learns of the
+        others' registrations from its own watch."""
+        for i, broker in self.brokers.items():
+            if broker.alive():
+                self.wait_for(condition, f"{what} (as broker {i} sees it)", via=i)
 
     def restart_dead(self) -> None:
         """Start every broker that is not running, and wait until all are registered."""
         in_parallel([b.start for b in self.brokers.values() if not b.alive()])
-        self.wait_for(lambda m: len(m.brokers) == self.size, "all brokers registered again")
+        self._everyone_sees(lambda m: len(m.brokers) == self.size, "all brokers registered again")
 
     def stop(self) -> None:
         in_parallel([b.stop for b in self.brokers.values() if b.alive()])

@@ -428,7 +428,9 @@ class CopyRun:
             what = f"the coordinator of {self.copiers[0].transactional_id}"
         else:
             topic = INPUT if turn == 0 else OUTPUT
-            node = self.cluster.metadata([topic]).topics[topic][0].leader
+            # Right after an earlier bounce the partition may have no leader for a moment.
+            node = self.cluster.wait_for(lambda m: m.topics[topic][0].leader > 0,
+                                         f"a leader of {topic}-0").topics[topic][0].leader
             what = f"the leader of {topic}-0"
         self.note(f"kill -9 of broker {node}, {what}")
         return self.cluster.brokers[node]

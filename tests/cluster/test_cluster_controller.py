@@ -50,7 +50,14 @@ def _all_brokers_up(cluster: Cluster) -> Iterator[None]:
 
 
 def test_every_broker_sees_the_same_cluster(cluster: Cluster) -> None:
-    views = [cluster.metadata(via=i) for i in cluster.brokers]
+    views: list[ClusterMeta] = []
+
+    def agree() -> bool:  # each learns of the registrations and the controller from its own watches
+        views[:] = [cluster.metadata(via=i) for i in cluster.brokers]
+        return len({(v.brokers, v.controller) for v in views}) == 1
+
+    wait_until(agree, "every broker's Metadata naming the same brokers and controller", 60,
+               describe=lambda: [(v.brokers, v.controller) for v in views])
     assert {v.brokers for v in views} == {(1, 2, 3)}
     assert len({v.controller for v in views}) == 1 and views[0].controller in (1, 2, 3)
     assert len({v.cluster_id for v in views}) == 1
@@ -287,12 +294,15 @@ def _alter_topic_raw(bootstrap: str, topic: str, name: str, value: str) -> tuple
     return int(r.error_code), r.error_message
 
 
-def _topic_overrides_raw(bootstrap: str, topic: str) -> dict[str, str]:
+def _topic_overrides_raw(bootstrap: str, topic: str) -> dict[str, str] | None:
+    """None while the broker does not know the topic yet (its watch has not fired)."""
     m = request_module(32, 4)  # DescribeConfigs: the dynamic topic configs
     request = build(m.DescribeConfigsRequest, include_synonyms=False, include_documentation=False, resources=(
         build(m.DescribeConfigsResource, resource_type=2, resource_name=topic, configuration_keys=None),))
     with RawClient(bootstrap) as client:
         r = client.call(request).results[0]
+    if int(r.error_code) == ErrorCode.unknown_topic_or_partition:
+        return None
     assert int(r.error_code) == 0, r.error_message
     return {str(c.name): str(c.value) for c in r.configs if int(c.config_source) == 1}
 
