@@ -300,6 +300,9 @@ class ClusterMember:
         except (NodeExistsError, BadVersionError):
             return  # another broker is (or just became) controller: contend again
         self._controllership_over = asyncio.Event()
+        # Known at once, as the controller's own state writes are (Kafka's activeControllerId):
+        # its /controller watch may fire after it has already elected leaders.
+        self.metadata.set_controller(self.broker_id)
         self.controller.activate(epoch, epoch_version)
         await self._controllership_over.wait()
         self.controller.deactivate()
