@@ -123,7 +123,7 @@ class Cluster:
                 **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
                 **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
         in_parallel([b.start for b in self.brokers.values()])
-        self._everyone_sees(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
+        self.wait_for_every_broker(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self
 
     @property
@@ -157,7 +157,7 @@ class Cluster:
         wait_until(check, what, timeout_s, describe=lambda: seen[0] if seen else None)
         return seen[0]
 
-    def _everyone_sees(self, condition: Any, what: str) -> None:
+    def wait_for_every_broker(self, condition: Any, what: str) -> None:
         """Until every running broker's Metadata satisfies ``condition``: each learns of the
         others' registrations from its own watch."""
         for i, broker in self.brokers.items():
@@ -167,7 +167,7 @@ class Cluster:
     def restart_dead(self) -> None:
         """Start every broker that is not running, and wait until all are registered."""
         in_parallel([b.start for b in self.brokers.values() if not b.alive()])
-        self._everyone_sees(lambda m: len(m.brokers) == self.size, "all brokers registered again")
+        self.wait_for_every_broker(lambda m: len(m.brokers) == self.size, "all brokers registered again")
 
     def stop(self) -> None:
         in_parallel([b.stop for b in self.brokers.values() if b.alive()])
@@ -187,14 +187,16 @@ def _create_chroot(connect: str, name: str) -> None:
         client.close()
 
 
-def settled(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0) -> None:
+def settled(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0,
+            config: dict[str, str] | None = None) -> None:
     """Until no transaction is open on the partition (its last stable offset reached the high
-    watermark): a commit is answered before its markers are written."""
+    watermark): a commit is answered before its markers are written. ``config``: the admin
+    client's other settings (a SASL login)."""
     from eoslog.client.admin import Admin, IsolationLevel, OffsetSpec
     from eoslog.client.types import TopicPartition
 
     tp = TopicPartition(topic, partition)
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
+    with Admin({**(config or {}), "bootstrap.servers": bootstrap}) as admin:
         def done() -> bool:
             committed = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
             uncommitted = admin.list_offsets({tp: OffsetSpec.latest()})

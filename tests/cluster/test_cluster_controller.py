@@ -38,7 +38,9 @@ from rawkafka import RawClient, request_module
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    # A controlled shutdown may take 10 s here, not the harness's 3 s: broker 1's shows every
+    # partition it is in leaving its ISR, each state learnt from a watch (~20 partitions).
+    c = Cluster(tmp_path_factory.mktemp("cluster"), overrides={"controlled.shutdown.max.retries": "10"}).start()
     yield c
     c.stop()
 
@@ -216,6 +218,8 @@ def test_unclean_election_of_a_replica_outside_the_isr(cluster: Cluster) -> None
     cluster.brokers[1].start()
     back = cluster.wait_for(lambda m: 1 in m.brokers, "broker 1 back").topics["unclean"][0]
     assert (back.leader, back.isr) == (-1, (2,))  # 1 may lack acknowledged records: no clean election
+    # The controller elects among the brokers its own cache holds: it must have seen 1 return.
+    cluster.wait_for_every_broker(lambda m: 1 in m.brokers, "broker 1 back")
     with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
         assert admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("unclean", 0)]) == {
             TopicPartition("unclean", 0): ANY_PREFERRED_NOT_AVAILABLE}
