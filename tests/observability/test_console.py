@@ -228,6 +228,9 @@ def test_spark_page_shows_each_querys_latest_decision(stack: Stack) -> None:
     out.commit_transaction(60)
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic("__eoslog_spark_commits", 1, 1, configs={"cleanup.policy": "compact"})])
+        # The commit is answered before its markers and CompleteCommit are written.
+        wait_until(lambda: admin.describe_transactions(["spark-out-0"])["spark-out-0"].state == "CompleteCommit",
+                   "spark-out-0's CompleteCommit")
         [written] = admin.describe_transactions(["spark-out-0"]).values()
     decider = transactional(bootstrap, "q1.decider")
     decider.begin_transaction()
