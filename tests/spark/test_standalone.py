@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import spark_jvm
 from cluster_support import ClusterDriver, all_decisions, assert_nothing_left_open
 from sink_support import (
     WAIT_S,
@@ -50,7 +51,8 @@ TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # KIP-939: a two-phase transaction never times
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     require_java()
-    c = StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g").start()
+    c = StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1, memory="1g",
+                          env=spark_jvm.DAEMON_ENV).start()
     yield c
     c.stop()
 
@@ -217,7 +219,7 @@ def test_payments_pipeline_on_the_cluster(standalone: StandaloneCluster, spark_b
     package = tmp_path / "eoslog.zip"  # as docs/spark.md builds it
     subprocess.run([sys.executable, "-m", "zipfile", "-c", str(package), str(Path(eoslog.__file__).parent)],
                    check=True)
-    conf = [a for k, v in standalone.driver_conf().items() for a in ("--conf", f"{k}={v}")]
+    conf = [a for k, v in {**standalone.driver_conf(), **spark_jvm.CONF}.items() for a in ("--conf", f"{k}={v}")]
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / "payments_pipeline.py"), "--bootstrap", spark_broker.bootstrap,
          "--master", standalone.master_url, *conf, "--py-files", str(package), "--events", "1500",
