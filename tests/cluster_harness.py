@@ -164,6 +164,18 @@ class Cluster:
             if broker.alive():
                 self.wait_for(condition, f"{what} (as broker {i} sees it)", via=i)
 
+    def controller(self) -> int:
+        """The controller, once every running broker's Metadata names the same one (each
+        learns a new controller from its own watch)."""
+        named: list[set[int]] = []
+
+        def agreed() -> bool:
+            named[:] = [{self.metadata(via=i).controller for i, b in self.brokers.items() if b.alive()}]
+            return len(named[0]) == 1 and min(named[0]) > 0
+
+        wait_until(agreed, "every broker naming the same controller", describe=lambda: named)
+        return min(named[0])
+
     def restart_dead(self) -> None:
         """Start every broker that is not running, and wait until all are registered."""
         in_parallel([b.start for b in self.brokers.values() if not b.alive()])

@@ -113,8 +113,8 @@ def test_leader_killed_a_replica_of_the_isr_takes_over(cluster: Cluster) -> None
 
 def test_controller_killed_another_broker_takes_over(cluster: Cluster) -> None:
     create_topic(cluster.any_alive().bootstrap, "orphan", assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    old = cluster.controller()
     first = cluster.metadata()
-    old = first.controller
     cluster.brokers[old].kill()
 
     def moved(m: ClusterMeta) -> bool:
@@ -195,7 +195,8 @@ def test_preferred_leader_election(cluster: Cluster) -> None:
     before = cluster.metadata(["prefer"]).topics["prefer"]
     _set_state(cluster, "prefer", 0, LeaderAndIsr(3, 5, (1, 2, 3), 1))  # 3 leads, 1 preferred
     cluster.wait_for(lambda m: m.topics["prefer"][0].leader == 3, "the state written")
-    non_controller = next(b for i, b in cluster.brokers.items() if i != cluster.metadata().controller)
+    controller = cluster.controller()
+    non_controller = next(b for i, b in cluster.brokers.items() if i != controller)
     not_controller = ErrorCode.not_controller
     assert _elect_raw(non_controller.bootstrap, "prefer", [0]) == (not_controller, {0: not_controller})
     out = subprocess.run([sys.executable, "-m", "eoslog", "leader-election", "--preferred", "--topic", "prefer",
