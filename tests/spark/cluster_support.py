@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import spark_jvm
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from sink_support import open_transactions, start_driver
 
@@ -46,7 +45,7 @@ class ClusterDriver:
                  *args: str, log_name: str = "driver.log") -> None:
         self.events = tmp_path / "events"
         self.log_path = tmp_path / log_name
-        conf = {**cluster.driver_conf(), **spark_jvm.CONF, **event_log_conf(self.events)}
+        conf = {**cluster.driver_conf(), **event_log_conf(self.events)}
         conf_args = [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
         self.proc = start_driver(bootstrap, src, dst, tmp_path, "--master", cluster.master_url, *conf_args, *args,
                                  log_name=log_name)

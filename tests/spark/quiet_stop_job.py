@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import spark_jvm
+
 from eoslog.spark.quiet import _CANCELLATION_LOGGERS, stop_queries
 from eoslog.spark.session import spark_session
 
 
 def main(work_dir: Path, marker: Path, plain: bool) -> None:
-    spark = spark_session("quiet-stop", master="local[2]", work_dir=work_dir)
+    spark = spark_session("quiet-stop", master="local[2]", work_dir=work_dir, conf=spark_jvm.CONF)
 
     def busy(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

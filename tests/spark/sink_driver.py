@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import spark_jvm
 from sink_support import pass_through
 
 from eoslog.spark.session import probe_executors, spark_session
@@ -39,7 +40,7 @@ def main() -> int:
     parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
     parser.add_argument("--sink-option", action="append", default=[], help="a sink option KEY=VALUE")
     args = parser.parse_args()
-    conf = dict(item.split("=", 1) for item in args.conf)
+    conf = {**spark_jvm.CONF, **dict(item.split("=", 1) for item in args.conf)}
     spark = spark_session("eoslog-sink-driver", master=args.master, work_dir=args.work_dir, conf=conf)
     print(f"app {spark.sparkContext.applicationId}", flush=True)
     print(f"executors {json.dumps([asdict(e) for e in probe_executors(spark)])}", flush=True)
