@@ -414,8 +414,10 @@ class ClusterMember:
 
     def _in_an_isr_others_can_carry(self) -> bool:
         # The leader is always in its ISR, so this covers the partitions this broker leads too.
+        # Only eligible members count: when every other one is shutting down as well (a whole
+        # cluster stopped at once) nothing can move, and waiting out the budget gains nothing.
         return any(self.broker_id in state.isr
-                   and any(r != self.broker_id and self.metadata.is_alive(r) for r in state.isr)
+                   and any(r != self.broker_id and self.metadata.isr_eligible(r) for r in state.isr)
                    for state in self.metadata.states.values())
 
     async def close(self) -> None:
