@@ -276,7 +276,7 @@ class Broker:
             timeout_s = (int(self.config["controlled.shutdown.max.retries"])
                          * int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000)
             if await self.cluster.controlled_shutdown(timeout_s):
-                log.info("controlled shutdown complete: this broker is in no ISR another eligible replica could carry on")
+                log.info("controlled shutdown complete: in no ISR another eligible replica could carry on")
             else:
                 log.warning("controlled shutdown did not move all leadership within %.0fs", timeout_s)
         for server in self._servers:
