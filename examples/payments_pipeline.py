@@ -205,17 +205,21 @@ def run_pipeline(args: argparse.Namespace, bootstrap: str, verdict_out: list[Ver
                     raise JobError(f"the upstream service failed: {stats.error!r}")
                 progress.update(up_task, completed=stats.sent,
                                 note=f"{stats.committed_txns} txns committed, {stats.aborted_txns} aborted")
+                batches_done = True  # every query of this incarnation has finished a batch
                 for name, query in queries.items():
                     if query.exception() is not None:
                         raise JobError(f"Spark query {name} failed: {query.exception()}")
                     state = query_state(query)
+                    batches_done = batches_done and state is not None
                     if state is not None:
                         note = f"batch {state.batches}"
                         if name == "balances":
                             note += f", watermark {state.watermark}"
                         total = sum(final_end.values()) if final_end else None
                         progress.update(q_tasks[name], completed=sum(state.end.values()), total=total, note=note)
-                if not restarted and stats.sent >= len(events) // 2:
+                # Not before each query has run a batch: on a slow machine the upstream reaches
+                # half-way while the queries are still starting, and the restart would interrupt none.
+                if not restarted and stats.sent >= len(events) // 2 and batches_done:
                     restarted = True
                     progress.console.print(
                         "[bold yellow]restart[/]  stopping the Spark job half-way, in the middle of its batches, and "

@@ -229,6 +229,7 @@ def test_payments_pipeline_on_the_cluster(standalone: StandaloneCluster, spark_b
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-6000:]
     assert "pipeline OK" in out, out[-6000:]
+    assert "stopping the Spark job half-way" in out, out[-6000:]  # restarted once its queries had run
     # Every executor's Python worker took eoslog from the shipped zip, not an installed copy.
     executors = [line for line in out.splitlines() if line.startswith("executor")]
     assert executors and all(f"{package.name}/eoslog/__init__.py" in line for line in executors), out[-6000:]
