@@ -20,7 +20,7 @@ from eoslog.protocol.messages import build
 from harness import BrokerProcess, free_port, in_parallel, wait_until
 from netns import Host, Lab
 from rawkafka import RawClient, coordinator_id, request_module
-from zk_harness import start_zookeeper
+from zk_harness import start_zookeeper, zookeeper_client
 
 METADATA, CREATE_TOPICS = 3, 19
 SESSION_TIMEOUT_MS = 4000
@@ -188,15 +188,8 @@ class Cluster:
 
 
 def _create_chroot(connect: str, name: str) -> None:
-    from kazoo.client import KazooClient
-
-    client = KazooClient(hosts=connect)
-    client.start(30)
-    try:
+    with zookeeper_client(connect) as client:
         client.ensure_path(f"/{name}")
-    finally:
-        client.stop()
-        client.close()
 
 
 def settled(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 60.0,

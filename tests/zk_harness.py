@@ -4,10 +4,16 @@ naming what to install (tests/deps.py), unless skips were explicitly allowed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import deps
 from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable, find_zookeeper
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
 
 
 def start_zookeeper(data_dir: Path, host: str = "127.0.0.1") -> ZooKeeperServer:
@@ -18,3 +24,18 @@ def start_zookeeper(data_dir: Path, host: str = "127.0.0.1") -> ZooKeeperServer:
     else:
         return ZooKeeperServer(data_dir, host=host, install=install).start()
     deps.missing("ZooKeeper", problem)
+
+
+@contextmanager
+def zookeeper_client(connect: str) -> Iterator[KazooClient]:
+    """A kazoo client on ``connect`` (chroot included) for a test that reads or writes znodes
+    itself, closed afterwards."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=connect)
+    client.start(30)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()

@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from kazoo.client import KazooClient
 
 from cluster_harness import Cluster, ClusterMeta, create_topic, metadata
 from eoslog.client import Producer
@@ -34,6 +33,7 @@ from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build
 from harness import wait_until
 from rawkafka import RawClient, request_module
+from zk_harness import zookeeper_client
 
 
 @pytest.fixture(scope="module")
@@ -167,26 +167,16 @@ def test_a_restarted_broker_answers_once_it_has_joined(cluster: Cluster) -> None
 def _set_state(cluster: Cluster, topic: str, partition: int, state: LeaderAndIsr) -> None:
     """Write a partition state as an earlier controller would have (the test plays that part)."""
     assert cluster.zookeeper is not None
-    client = KazooClient(hosts=cluster.zookeeper.connect_string)
-    client.start(30)
-    try:
+    with zookeeper_client(cluster.zookeeper.connect_string) as client:
         client.set(znodes.partition_state_path(topic, partition), state.encode())
-    finally:
-        client.stop()
-        client.close()
 
 
 def _get_state(cluster: Cluster, topic: str, partition: int) -> LeaderAndIsr:
     assert cluster.zookeeper is not None
-    client = KazooClient(hosts=cluster.zookeeper.connect_string)
-    client.start(30)
-    try:
-        path = znodes.partition_state_path(topic, partition)
+    path = znodes.partition_state_path(topic, partition)
+    with zookeeper_client(cluster.zookeeper.connect_string) as client:
         data, stat = client.get(path)
-        return LeaderAndIsr.decode(path, data, stat.version)
-    finally:
-        client.stop()
-        client.close()
+    return LeaderAndIsr.decode(path, data, stat.version)
 
 
 def test_preferred_leader_election(cluster: Cluster) -> None:
@@ -277,15 +267,10 @@ def test_topics_grow_and_are_deleted(cluster: Cluster) -> None:
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.delete_topics(["grown"])
     # ZooKeeper keeps nothing of it.
-    client = KazooClient(hosts=cluster.zookeeper.connect_string if cluster.zookeeper else "")
-    client.start(30)
-    try:
+    with zookeeper_client(cluster.zookeeper.connect_string if cluster.zookeeper else "") as client:
         assert client.exists(znodes.topic_path("grown")) is None
         assert client.exists(znodes.topic_config_path("grown")) is None
         assert client.get_children(znodes.DELETE_TOPICS) == []
-    finally:
-        client.stop()
-        client.close()
     assert create_topic(bootstrap, "grown", partitions=1, replication_factor=3).error_code == ErrorCode.none
 
 

@@ -42,6 +42,7 @@ from eoslog.protocol.scram import Mechanism
 from harness import free_port, wait_until
 from rawkafka import RawClient
 from security_harness import STANDARD_AUTHORIZER, scram_login
+from zk_harness import zookeeper_client
 
 PASSWORD = "carol-secret"
 BROKER_PASSWORD = "broker-secret"
@@ -198,8 +199,6 @@ def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_oth
     """``eoslog users set-password --zookeeper`` on a running cluster: its change notification
     makes every broker load the new user; a second mechanism is added beside the first;
     the znode holds salted keys only."""
-    from kazoo.client import KazooClient
-
     from eoslog.cluster.security_store import USERS, user_credentials
     from eoslog.protocol.scram import password_matches
 
@@ -211,13 +210,8 @@ def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_oth
     for i in (1, 2, 3):
         wait_until(lambda i=i: logs_in(cluster, i, "dave", "dave-secret"), f"dave logs in at broker {i}")  # type: ignore[misc]
     assert not logs_in(cluster, 2, "dave", "wrong")
-    client = KazooClient(hosts=connect)
-    client.start(30)
-    try:
+    with zookeeper_client(connect) as client:
         data, _ = client.get(f"{USERS}/dave")
-    finally:
-        client.stop()
-        client.close()
     stored = user_credentials(data)
     assert set(stored) == {Mechanism.SCRAM_SHA_512, Mechanism.SCRAM_SHA_256}
     assert all(password_matches(m, c, "dave-secret") and c.iterations >= 4096 for m, c in stored.items())
@@ -230,8 +224,6 @@ def test_change_notifications_past_the_expiration_are_purged(cluster: Cluster, z
     """A credential and an ACL change, then (past zookeeper.change.notification.expiration.ms)
     another pair: processing the second deletes the first pair's change znodes, as Kafka's
     ZkNodeChangeNotificationListener did; the changes themselves stay in force."""
-    from kazoo.client import KazooClient
-
     from eoslog.cluster.security_store import ACL_CHANGES, CONFIG_CHANGES
 
     connect = f"{zookeeper.connect_string}/{cluster.root.name}"
@@ -245,9 +237,7 @@ def test_change_notifications_past_the_expiration_are_purged(cluster: Cluster, z
         for f in admin.create_acls([binding], request_timeout=30).values():
             f.result()
 
-    client = KazooClient(hosts=connect)
-    client.start(30)
-    try:
+    with zookeeper_client(connect) as client:
         def notifications() -> set[str]:
             return {f"{p}/{c}" for p in (CONFIG_CHANGES, ACL_CHANGES) for c in client.get_children(p)}
 
@@ -257,9 +247,6 @@ def test_change_notifications_past_the_expiration_are_purged(cluster: Cluster, z
         time.sleep(CHANGE_EXPIRATION_MS / 1000 + 0.5)
         change(2)
         wait_until(lambda: not first & notifications(), "the expired change notifications deleted")
-    finally:
-        client.stop()
-        client.close()
     assert logs_in(cluster, 3, "erin1", "erin-secret") and logs_in(cluster, 3, "erin2", "erin-secret")
 
 

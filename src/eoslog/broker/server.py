@@ -278,7 +278,7 @@ class Broker:
             if await self.cluster.controlled_shutdown(timeout_s):
                 log.info("controlled shutdown complete: in no ISR another eligible replica could carry on")
             else:
-                log.warning("controlled shutdown did not move all leadership within %.0fs", timeout_s)
+                log.warning("controlled shutdown did not end within %.0fs: still in an ISR", timeout_s)
         for server in self._servers:
             server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.

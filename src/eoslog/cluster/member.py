@@ -398,7 +398,7 @@ class ClusterMember:
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership away and wait until this broker is in no ISR
-        that has another live member: it leads nothing another replica could lead and no
+        that has another eligible member: it leads nothing another replica could lead and no
         leader waits for it before answering acks=all (Kafka's controller does both before it
         answers ControlledShutdown). False when that did not happen within ``timeout_s``."""
         if self.registration is None:
