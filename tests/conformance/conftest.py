@@ -1,5 +1,10 @@
-"""One eoslog broker and one Apache Kafka broker per module, configured alike; the conformance
-table printed at the end of the run and saved to build/conformance.json (report.py)."""
+"""One eoslog broker and one Apache Kafka broker for the whole package, configured alike; the
+conformance table printed at the end of the run and saved to build/conformance.json (report.py).
+
+The pair is shared by every module (starting Kafka and creating its internal topics costs seconds
+per pair): sessions use names of their own (topics, groups, transactional ids), and producer and
+member ids are compared as symbols numbered within one session (observe.py), so a session sees
+nothing of the sessions before it that it would compare."""
 
 from __future__ import annotations
 
@@ -21,9 +26,15 @@ from rawkafka import RawClient
 # Settings both brokers run with where their defaults differ or would slow the sessions down.
 SHARED_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
+    # Transactions past their timeout are aborted within about a second (default: 10 s):
+    # transactions/timeout-abort waits for it.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 # eoslog's node id matches the Kafka node's, so partition leaders and coordinators compare equal.
 EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}
+# Kafka settings with no eoslog name. eoslog serves classic groups only; it is compared with a
+# Kafka whose KIP-848 protocol is off (groups/consumer-protocol-off).
+KAFKA_SETTINGS = {**SHARED_SETTINGS, "group.coordinator.rebalance.protocols": "classic"}
 
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
 WARM_UP_KEY = "conformance-warm-up"
@@ -50,17 +61,11 @@ def warm_up(bootstrap: str, version: int) -> None:
         wait_until(lambda: int(c.call(init).error_code) == 0, f"{bootstrap}: a first producer id", WARM_UP_TIMEOUT_S)
 
 
-@pytest.fixture(scope="module")
-def brokers(request: pytest.FixtureRequest,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
-    """Both brokers, with the module's BROKER_SETTINGS (Kafka's names) on top of the shared ones,
-    and its KAFKA_SETTINGS on the Kafka broker only."""
-    module_settings = getattr(request.module, "BROKER_SETTINGS", {})
-    kafka_only = getattr(request.module, "KAFKA_SETTINGS", {})  # Kafka settings with no eoslog name
-    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data",
-                        {**SHARED_SETTINGS, **module_settings, **kafka_only})
-    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data",
-                           overrides={**EOSLOG_SETTINGS, **module_settings})
+@pytest.fixture(scope="package")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
+    """Both brokers, for every module of the package."""
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", KAFKA_SETTINGS)
+    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data", overrides=EOSLOG_SETTINGS)
     # Both start, and then warm up, side by side: Kafka's storage tool, JVM start-up and internal
     # topics dominate; eoslog's start fits in their shadow.
     try:

@@ -32,8 +32,6 @@ from eoslog.protocol.messages import build
 
 CATALOGUE = Catalogue("groups")
 session = CATALOGUE.session
-# eoslog serves classic groups only; it is compared with a Kafka whose KIP-848 protocol is off.
-KAFKA_SETTINGS = {"group.coordinator.rebalance.protocols": "classic"}
 
 
 def test_session(session_name: str, brokers: tuple[Broker, Broker]) -> None:

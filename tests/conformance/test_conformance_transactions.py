@@ -41,8 +41,6 @@ from conformance.steps import (
 
 CATALOGUE = Catalogue("transactions")
 session = CATALOGUE.session
-# Transactions past their timeout are aborted within about a second (default: 10 s).
-BROKER_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
 
 def test_session(session_name: str, brokers: tuple[Broker, Broker]) -> None:
