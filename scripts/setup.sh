@@ -63,14 +63,33 @@ missing_dep() {
     The tests that need it will fail (or skip, with EOSLOG_ALLOW_SKIPS=1 / pytest --allow-skips)."
 }
 
+# retry TRIES WHAT CMD...: run CMD up to TRIES times, 5 s, 10 s, ... apart. The set-up's downloads
+# (apt, PyPI, Maven Central) run on a machine that has just booted: a mirror's hiccup or the boot's
+# own apt run holding dpkg's lock must not fail a whole CI run.
+retry() {
+    local tries="$1" what="$2" n=1
+    shift 2
+    until "$@"; do
+        if (( n >= tries )); then
+            return 1
+        fi
+        warn "$what failed (attempt $n of $tries); trying again in $((5 * n)) s"
+        sleep $((5 * n))
+        n=$((n + 1))
+    done
+}
+
+# Non-interactive (CI has no stdin); waits up to 3 minutes for dpkg's lock, retries downloads.
+APT_OPTS=(-qq -o DPkg::Lock::Timeout=180 -o Acquire::Retries=3)
 apt_updated=0
 apt_install() {
-    # Non-interactive: CI has no stdin. `apt-get update` once per run.
+    # `apt-get update` once per run.
     if [[ $apt_updated -eq 0 ]]; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        retry 3 "apt-get update" env DEBIAN_FRONTEND=noninteractive apt-get "${APT_OPTS[@]}" update >/dev/null \
+            || return 1
         apt_updated=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    retry 3 "apt-get install $*" env DEBIAN_FRONTEND=noninteractive apt-get "${APT_OPTS[@]}" install -y "$@" >/dev/null
 }
 
 # -- 1. Python and the virtual environment --------------------------------------------
@@ -131,9 +150,10 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] \
 else
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
     # -q keeps pip to warnings and errors; errors are printed in full.
-    pip_quiet install --upgrade pip \
+    export PIP_RETRIES=10 PIP_TIMEOUT=60
+    retry 3 "pip install --upgrade pip" pip_quiet install --upgrade pip \
         || die "could not upgrade pip in $VENV (is PyPI reachable?)"
-    pip_quiet install -e "$ROOT[$EXTRAS]" \
+    retry 3 "pip install -e .[$EXTRAS]" pip_quiet install -e "$ROOT[$EXTRAS]" \
         || die "pip could not install eoslog with its '$EXTRAS' extras; the error is above"
     echo "$want_stamp" > "$STAMP"
     ok "installed eoslog $("$VPY" -c 'import importlib.metadata as m; print(m.version("eoslog"))')" \
@@ -302,6 +322,11 @@ if [[ -z "$java_problem" ]] && ! command -v javac >/dev/null 2>&1; then
         "Install it with: sudo apt-get install -y openjdk-17-jdk-headless (the Kafka Streams tests compile Java)"
 fi
 REF_LIB="$ROOT/.reference/lib"
+mvn_copy_reference() {  # LOG: Maven's output of this attempt
+    mvn -B -q -Dmaven.wagon.http.retryHandler.count=3 -f "$ROOT/reference/pom.xml" \
+        dependency:copy-dependencies -Dreference.lib="$REF_LIB" >"$1" 2>&1 \
+        || { tail -n 30 "$1" >&2; return 1; }
+}
 REF_STAMP="$REF_LIB/.pom-sha256"
 ref_hash="$(cat "$ROOT"/reference/pom.xml "$ROOT"/reference/*/pom.xml | sha256sum | cut -d' ' -f1)"
 ref_problem=""
@@ -325,13 +350,11 @@ else
         rm -rf "$REF_LIB"
         mkdir -p "$REF_LIB"
         ref_log="$(mktemp)"
-        if mvn -B -q -f "$ROOT/reference/pom.xml" dependency:copy-dependencies \
-                -Dreference.lib="$REF_LIB" >"$ref_log" 2>&1; then
+        if retry 3 "mvn dependency:copy-dependencies" mvn_copy_reference "$ref_log"; then
             echo "$ref_hash" > "$REF_STAMP"
             ok "copied $(find "$REF_LIB/kafka" -name '*.jar' | wc -l) jars to .reference/lib/kafka," \
                "$(find "$REF_LIB/spark-kafka" -name '*.jar' | wc -l) to .reference/lib/spark-kafka"
         else
-            tail -n 30 "$ref_log" >&2
             ref_problem="mvn dependency:copy-dependencies failed (its output is above); is Maven Central reachable?"
         fi
         rm -f "$ref_log"
