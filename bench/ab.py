@@ -25,7 +25,7 @@ less than wall time), and B/A of both. Nothing is asserted.
 
     python bench/ab.py --against kafka [--mb 30] [--rounds 2]
 
-A is then Apache Kafka (``tests/kafka_harness.py``'s single KRaft node from the reference
+A is then Apache Kafka (``tests/support/kafka_harness.py``'s single KRaft node from the reference
 jars, ``num.partitions=3``, its default flush settings — no fsync per write, as eoslog's),
 B this checkout's eoslog, both on the same disk, the same client (librdkafka) with the same
 settings. The cases grow to the issue-12 list: 1 KB and 100 B records at acks=1 and acks=all,
@@ -59,10 +59,10 @@ from rich.table import Table
 import against
 from baselines import recycle_pages
 from common import MB, REPO_ROOT, RESULTS_DIR, BrokerProcess, Measurement, git_commit
-from harness import free_port
-from kafka_harness import KafkaBroker
 from latency import end_to_end
 from load import PARTITIONS, PRODUCE_CASES, RECORD_SIZE, create_topic, fetch, high_watermarks, produce
+from support.harness import free_port
+from support.kafka_harness import KafkaBroker
 from transactions import Case, prime_coordinator, run_case, verify
 
 SMALL = "-100B"  # a case name's suffix: the same case with 100-byte records

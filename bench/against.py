@@ -1,6 +1,6 @@
 """``--against kafka`` (issue 12): a benchmark's workload on Apache Kafka too, in the same run.
 
-The one place that starts the reference broker for bench/ (``tests/kafka_harness.py``'s single
+The one place that starts the reference broker for bench/ (``tests/support/kafka_harness.py``'s single
 KRaft node from the reference jars: its default flush settings, no fsync per write, as eoslog's)
 and that runs a whole benchmark on both brokers in interleaved rounds: eoslog then Kafka in even
 rounds, Kafka then eoslog in odd ones, so a slow stretch of the shared machine hits both. Each
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from common import RESULTS_DIR, BrokerProcess
-from kafka_harness import KAFKA_LIB, SETUP_HINT, KafkaBroker, kafka_version
+from support.kafka_harness import KAFKA_LIB, SETUP_HINT, KafkaBroker, kafka_version
 
 SIDES = ("eoslog", "kafka")
 

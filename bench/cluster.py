@@ -13,7 +13,7 @@ Two builds' failover times in one run: start the script twice at once, each with
 PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
 see the same machine load; the client's share (its metadata refresh) comes from that build too.
 
-One ZooKeeper and three eoslog brokers on this machine (tests/cluster_harness.py). In one run,
+One ZooKeeper and three eoslog brokers on this machine (tests/support/cluster_harness.py). In one run,
 interleaved round by round:
 
 - **produce RF 1** and **produce RF 3**: librdkafka sends 1 KB records (load.produce: acks=all,
@@ -84,10 +84,10 @@ from spark_sink import produce_input, verify
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from cluster_harness import Cluster, ClusterMeta, create_topic
 from eoslog.client import Producer
-from harness import wait_until
-from kafka_harness import KafkaNode
+from support.cluster_harness import Cluster, ClusterMeta, create_topic
+from support.harness import wait_until
+from support.kafka_harness import KafkaNode
 
 SESSION_TIMEOUT_MS = 6000
 WARM_UP_MB = 100  # per case, before a --against part's timed rounds

@@ -2,9 +2,9 @@
 too, in the same run (issue 13's reference beside eoslog's figures).
 
 Kafka's side is three KRaft nodes in combined mode, each a controller and a broker in one JVM
-(tests/kafka_harness.py's ``KafkaCluster``: serial GC, 512 MB heap cap), from the reference jars.
+(tests/support/kafka_harness.py's ``KafkaCluster``: serial GC, 512 MB heap cap), from the reference jars.
 KRaft because their Kafka (4.x) has no ZooKeeper mode any more (removed in 4.0). Its settings are
-eoslog's test cluster's where both have them (tests/cluster_harness.py: three partitions for the
+eoslog's test cluster's where both have them (tests/support/cluster_harness.py: three partitions for the
 internal topics, no automatic leader rebalance, Kafka's default flushing, i.e. no fsync per
 write, as eoslog's cluster) and ``broker.session.timeout.ms`` = eoslog's
 ``zookeeper.session.timeout.ms``: a KRaft controller fences a broker whose heartbeats stop for
@@ -32,11 +32,11 @@ from rich.console import Console
 from rich.table import Table
 
 import against
-from cluster_harness import ClusterMeta, metadata
 from common import percentile
 from eoslog.protocol.messages import build
-from kafka_harness import BROKER_HEAP, JVM_FLAGS, KafkaCluster, KafkaNode
-from rawkafka import RawClient, request_module
+from support.cluster_harness import ClusterMeta, metadata
+from support.kafka_harness import BROKER_HEAP, JVM_FLAGS, KafkaCluster, KafkaNode
+from support.rawkafka import RawClient, request_module
 
 CASES = (("rf1", "produce RF 1, idempotent (MB/s)"), ("rf3", "produce RF 3, min.isr 2, idempotent"),
          ("rf1-acksall", "produce RF 1, acks=all not idempotent"),

@@ -26,7 +26,7 @@ RESULTS_DIR = REPO_ROOT / "bench" / "results"
 
 # Reuse the tests' broker launcher (free port, ready line, clean stop) rather than a copy.
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from harness import BrokerProcess  # noqa: E402
+from support.harness import BrokerProcess  # noqa: E402
 
 __all__ = ["MB", "RESULTS_DIR", "BrokerProcess", "Measurement", "RssSampler", "machine_facts"]
 

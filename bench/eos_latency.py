@@ -62,7 +62,7 @@ from typing import Any
 
 from broker_timings import case_timings, scrape
 from common import RESULTS_DIR, BrokerProcess, prepare_run
-from harness import free_port
+from support.harness import free_port
 
 PARTITIONS = 3
 RECORD_BYTES = 100

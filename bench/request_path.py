@@ -10,7 +10,7 @@ clock, request frames handed straight to ``Dispatcher.handle``: Produce v9 acks=
 small batch per partition (what a request costs beyond its bytes), the same with 1 MB of
 1 KB records per request (ab.py's records), and Fetch v12 of 1 MB per partition from the
 start; and the small Produce once more through a connection (``KafkaProtocol`` on
-tests/fake_transport.py's transport, one request out at a time, the response awaited by
+tests/support/fake_transport.py's transport, one request out at a time, the response awaited by
 turning the loop): what the connection adds per request. Rounds alternate A and B, the best
 round counts. Unlike ``ab.py`` the client's CPU
 and the socket are out of the figure, so a per-request cost added to the dispatcher, the
@@ -79,7 +79,7 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
         return await dispatcher.handle(frame[4:], who, "127.0.0.1:1")
 
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from fake_transport import FakeTransport
+    from support.fake_transport import FakeTransport
 
     async def through_connection(frame: bytes, n: int) -> None:
         transport = FakeTransport()

@@ -3,7 +3,7 @@ against PLAINTEXT, and the connection set-up rate with SCRAM, on one broker in o
 
     python bench/security.py [--mb 40] [--rounds 3] [--connections 100]
 
-One broker (tests/security_harness.py: a throw-away CA, SCRAM users, ACLs on) with every
+One broker (tests/support/security_harness.py: a throw-away CA, SCRAM users, ACLs on) with every
 listener; the principals used get ALLOW ALL on the benchmark's topics and groups, so the
 authorizer's per-request checks are in every figure. Each round runs librdkafka's acks=1
 produce of ``--mb`` MB (1 KB records, 3 partitions) and a fetch of it back on every
@@ -40,8 +40,8 @@ from rich.table import Table
 
 from common import RESULTS_DIR, Measurement, machine_facts
 from load import PARTITIONS, RECORD_SIZE, ProduceCase, fetch, produce
-from rawkafka import api_versions_request
-from security_harness import USERS, SecuredBroker, scram_login
+from support.rawkafka import api_versions_request
+from support.security_harness import USERS, SecuredBroker, scram_login
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PRINCIPALS = ("User:ANONYMOUS", "User:CN=client,OU=eoslog-dev", "User:alice")

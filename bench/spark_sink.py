@@ -84,7 +84,7 @@ from eoslog.spark.log_reader import LogReader
 from eoslog.spark.session import spark_session
 from eoslog.spark.sink import EoslogStreamWriter, stream_task_identity, write_task
 from eoslog.spark.standalone import StandaloneCluster
-from kafka_harness import spark_kafka_jars
+from support.kafka_harness import spark_kafka_jars
 
 CASES = ("at-least-once", "exactly-once")
 

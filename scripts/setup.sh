@@ -20,7 +20,7 @@
 # when the run is strict: under CI (CI=true), from scripts/test.sh (EOSLOG_STRICT_DEPS=1,
 # unless the developer allowed skips with EOSLOG_ALLOW_SKIPS=1 or --allow-skips), and for
 # Java with EOSLOG_REQUIRE_JAVA=1 (scripts/main.sh). Otherwise it is a warning. The tests
-# themselves fail on a missing dependency too (tests/deps.py). Sections added for further
+# themselves fail on a missing dependency too (tests/support/deps.py). Sections added for further
 # dependencies report a missing one with `missing_dep` so they follow the same rule.
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter; EOSLOG_SKIP_SYSTEM_DEPS=1
@@ -285,7 +285,7 @@ step "Chromium (headless browser for the console tests, tests/observability)"
 ensure_command chromium chromium "chromium --version" \
     "Install it with: sudo apt-get update && sudo apt-get install -y chromium, or set EOSLOG_CHROMIUM"
 
-# -- 5c. FUSE 3 (issue 14: the power-cut tests run the broker on tests/cutfs.py) ---------------
+# -- 5c. FUSE 3 (issue 14: the power-cut tests run the broker on tests/support/cutfs.py) ---------------
 
 step "FUSE 3 (libfuse3 + fusermount3, for the power-cut file system of tests/chaos/test_power_cut.py)"
 fuse_ok() { [[ -e /dev/fuse ]] && command -v fusermount3 >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q libfuse3; }

@@ -8,9 +8,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import deps
-from cutfs import FUSE_HINT, CutFs, fuse_missing
-from harness import BrokerProcess
+from support import deps
+from support.cutfs import FUSE_HINT, CutFs, fuse_missing
+from support.harness import BrokerProcess
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,7 +43,7 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 
 @pytest.fixture(scope="module")
 def cutfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CutFs]:
-    """A cutfs mount (tests/cutfs.py) for a module's power-cut tests; fails naming what to
+    """A cutfs mount (tests/support/cutfs.py) for a module's power-cut tests; fails naming what to
     install when FUSE is missing."""
     missing = fuse_missing()
     deps.require("FUSE for the power-cut file system", missing is None, f"{missing}; {FUSE_HINT}")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rawkafka import coordinator_id
+from support.rawkafka import coordinator_id
 
 TIMEOUT_S = 10.0
 GRACE_S = 30.0
@@ -50,11 +50,11 @@ def main() -> None:
 
     nodes: dict[int, Any]
     if args.kind == "eoslog":
-        from cluster_harness import Cluster
+        from support.cluster_harness import Cluster
         cluster: Any = Cluster(root).start()
         nodes = dict(cluster.brokers)
     else:
-        from kafka_harness import KafkaCluster
+        from support.kafka_harness import KafkaCluster
         cluster = KafkaCluster(root).start()
         nodes = {n.node_id: n for n in cluster.nodes}
     bootstrap = cluster.bootstrap

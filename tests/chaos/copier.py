@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a program
-from kafka_python_drops import DropWatch, request_dropped
+from support.kafka_python_drops import DropWatch, request_dropped
 
 CONFLUENT = "confluent"
 KAFKA_PYTHON = "kafka-python"

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.records import build_batch, decode_records
-from harness import BrokerProcess
-from rawkafka import (
+from support.harness import BrokerProcess
+from support.rawkafka import (
     LATEST,
     ConnectionClosed,
     RawClient,

@@ -23,7 +23,7 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
   broker killed in turn is the leader of an input partition, the leader of an output
   partition and the transaction coordinator of a copier.
 - ``kafka-eoslog`` and ``kafka-cluster-eoslog`` (issue 12, section 4): eoslog.client's
-  copiers and readers on Apache Kafka (tests/kafka_harness.py) — one KRaft node, and three
+  copiers and readers on Apache Kafka (tests/support/kafka_harness.py) — one KRaft node, and three
   with topics and ``__transaction_state`` at replication factor 3 / min.insync.replicas 2
   and the same victims in turn: exactly once must hold on the reference broker too.
 
@@ -58,10 +58,10 @@ from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, che
 from rdkafka_log import DEBUG as RDKAFKA_DEBUG
 from rdkafka_log import explain_wedge, instance_lines
 
-from cluster_harness import Cluster, find_coordinator
-from harness import BrokerProcess
-from history import OK, History, check
-from kafka_harness import KafkaBroker, KafkaCluster, KafkaNode, cluster_marked
+from support.cluster_harness import Cluster, find_coordinator
+from support.harness import BrokerProcess
+from support.history import OK, History, check
+from support.kafka_harness import KafkaBroker, KafkaCluster, KafkaNode, cluster_marked
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -78,7 +78,7 @@ SEED = int(os.environ.get("EOSLOG_COPY_SEED", "20240905"))
 # kafka-python 3.0.12's Sender drops a transactional request (e.g. AddOffsetsToTxn) when
 # connecting to the coordinator is refused while the broker restarts - it looks the
 # coordinator up again but never re-enqueues the request, so send_offsets_to_transaction
-# waits forever (tests/kafka_python_drops.py).
+# waits forever (tests/support/kafka_python_drops.py).
 WEDGING_CLIENTS = frozenset({KAFKA_PYTHON})
 MAX_WEDGED_EXITS = 3
 # librdkafka's debug log (contexts RDKAFKA_DEBUG, or EOSLOG_COPY_DEBUG's) goes into the

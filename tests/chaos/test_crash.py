@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.records import decode_records, iter_batch_headers
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.coordinator.group.records import offsets_partition_for
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.slow
 

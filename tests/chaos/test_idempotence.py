@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from eoslog.client.consumer import Consumer as EoslogConsumer
 from eoslog.client.consumer import TopicPartition as EoslogTopicPartition
 from eoslog.client.producer import Producer as EoslogProducer
-from faults import FaultPolicy, FaultRig
+from support.faults import FaultPolicy, FaultRig
 
 N_RECORDS = 200_000
 PARTITIONS = 3

@@ -1,4 +1,4 @@
-"""Power cuts, for real (issue 14): the broker runs on cutfs (tests/cutfs.py), a FUSE file
+"""Power cuts, for real (issue 14): the broker runs on cutfs (tests/support/cutfs.py), a FUSE file
 system that keeps in memory every write no fsync covered and throws it away when the test
 cuts the power; at that moment the broker is ``kill -9``ed, then restarted on what survived.
 
@@ -36,10 +36,10 @@ from copier import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON
 from test_copy import CopyRun, Scenario
 from test_copy import test_transactional_copy_is_exactly_once as check_copy_run
 
-from cutfs import CutFs
 from eoslog.storage.fileio import fsync_dir
-from harness import wait_until
-from power_cut import PowerCutBroker
+from support.cutfs import CutFs
+from support.harness import wait_until
+from support.power_cut import PowerCutBroker
 
 if TYPE_CHECKING:
     from eoslog.client.producer import Producer as EoslogProducer

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.records import iter_batch_headers
-from harness import BrokerProcess, wait_until
-from rawkafka import EARLIEST, LATEST, RawClient, fetch, list_offset
+from support.harness import BrokerProcess, wait_until
+from support.rawkafka import EARLIEST, LATEST, RawClient, fetch, list_offset
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
-from zk_harness import start_zookeeper
+from support.zk_harness import start_zookeeper
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.znodes import BrokerRegistration
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 
 def _metadata_request(versions: ApiVersionTable) -> Any:

@@ -10,9 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from cluster_harness import metadata
-from harness import free_port, wait_until
-from zk_harness import start_zookeeper
+from support.cluster_harness import metadata
+from support.harness import free_port, wait_until
+from support.zk_harness import start_zookeeper
 
 
 def test_cluster_up_and_ctrl_c(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ cluster.
   replicas: the group reads every committed record, none of an aborted transaction, each
   partition in offset order, and the log holds each committed record once.
 
-The history checker (tests/history.py) checks both. The copy test on a cluster
+The history checker (tests/support/history.py) checks both. The copy test on a cluster
 (tests/chaos/test_copy.py cluster-*) and test_cluster_transactions.py kill coordinators too."""
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, find_coordinator, read_all
 from eoslog.client import Producer
 from eoslog.client.admin import Admin, ElectionType
 from eoslog.storage.txn_index import CorruptTxnIndexError, TxnIndex
-from harness import BrokerProcess, wait_until
-from history import ABORT, COMMIT, INFO, OK, History, check
-from txn_clients import KAFKA_PYTHON as WEDGING_CLIENT
-from txn_clients import WedgedCall, Writer, reader, writer
+from support.cluster_harness import Cluster, create_topic, find_coordinator, read_all
+from support.harness import BrokerProcess, wait_until
+from support.history import ABORT, COMMIT, INFO, OK, History, check
+from support.txn_clients import KAFKA_PYTHON as WEDGING_CLIENT
+from support.txn_clients import WedgedCall, Writer, reader, writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
 from clients import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, Record, produce

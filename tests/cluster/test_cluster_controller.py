@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_harness import Cluster, ClusterMeta, create_topic, metadata
 from eoslog.client import Producer
 from eoslog.client.admin import Admin, ElectionType, NewPartitions
 from eoslog.client.errors import (
@@ -31,9 +30,10 @@ from eoslog.cluster import znodes
 from eoslog.cluster.znodes import LeaderAndIsr
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build
-from harness import wait_until
-from rawkafka import RawClient, request_module
-from zk_harness import zookeeper_client
+from support.cluster_harness import Cluster, ClusterMeta, create_topic, metadata
+from support.harness import wait_until
+from support.rawkafka import RawClient, request_module
+from support.zk_harness import zookeeper_client
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, read_all
 from eoslog.client import Producer
 from eoslog.protocol.errors import ErrorCode
+from support.cluster_harness import Cluster, create_topic, read_all
 
 TOPIC = "gc-out"
 PARTITIONS = 3

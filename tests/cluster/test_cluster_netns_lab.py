@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness import wait_until
-from netns import Host, Lab
+from support.harness import wait_until
+from support.netns import Host, Lab
 
 ECHO = ("import socket,sys; s=socket.create_server((sys.argv[1], 7000)); "
         "[c.sendall(b'hi') or c.close() for c in iter(lambda: s.accept()[0], None)]")

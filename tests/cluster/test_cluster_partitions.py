@@ -1,5 +1,5 @@
 """Issue 13, test 3: network partitions. Each broker runs in a network namespace of its own
-(tests/netns.py), ZooKeeper on the test's side of the bridge. The leader of a partition is
+(tests/support/netns.py), ZooKeeper on the test's side of the bridge. The leader of a partition is
 cut off from the other brokers and ZooKeeper while a client on its side and a client on the
 majority side keep writing with acks=all: the isolated leader acknowledges nothing that is
 later lost (it cannot shrink its ISR without ZooKeeper, so its acks=all writes time out), the
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, find_coordinator, read_all, segment_bytes
-from harness import wait_until
-from history import History, check
-from netns import Lab
+from support.cluster_harness import Cluster, create_topic, find_coordinator, read_all, segment_bytes
+from support.harness import wait_until
+from support.history import History, check
+from support.netns import Lab
 
-WRITER = str(Path(__file__).parent.parent / "partition_writer.py")
+WRITER = str(Path(__file__).parent.parent / "support" / "partition_writer.py")
 # One acks=1 record, answered on the leader's own append (run on the isolated leader's side).
 LONELY = """import sys
 from eoslog.client import Producer

@@ -1,5 +1,5 @@
 """A power cut of a whole cluster (issue 14: "the same rules apply per replica"). Three brokers
-keep their data on one cutfs mount (tests/cutfs.py; ZooKeeper's data is elsewhere): one cut
+keep their data on one cutfs mount (tests/support/cutfs.py; ZooKeeper's data is elsewhere): one cut
 drops every broker's unsynced writes at once, as a power failure of their rack would, and all
 three are ``kill -9``ed. Only the two followers of the partition come back, so one of them
 must lead with what it had fsynced: every acks=all write acknowledged before the cut must be
@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from cluster_harness import Cluster, create_topic, read_all
-from cutfs import CutFs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.storage.fileio import fsync_dir
-from harness import in_parallel, wait_until
+from support.cluster_harness import Cluster, create_topic, read_all
+from support.cutfs import CutFs
+from support.harness import in_parallel, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from kio.static.primitive import i16, i64
 
-from cluster_harness import Cluster
 from eoslog.cluster.producer_ids import ZkProducerIdManager, allocate_block
 from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import PRODUCER_ID_BLOCK, ProducerIdBlock
@@ -22,8 +21,9 @@ from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.coordinator.producer_id_manager import ProducerIdsUnavailable
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build
-from harness import wait_until
-from rawkafka import ConnectionClosed, RawClient, request_module
+from support.cluster_harness import Cluster
+from support.harness import wait_until
+from support.rawkafka import ConnectionClosed, RawClient, request_module
 
 INIT_PRODUCER_ID = 22
 

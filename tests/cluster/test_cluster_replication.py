@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, read_all, segment_bytes
 from eoslog.client import Producer
 from eoslog.client.errors import KafkaError, NotEnoughReplicasError
 from eoslog.protocol.errors import ErrorCode
-from harness import wait_until
-from history import FAIL, INFO, OK, History, check
+from support.cluster_harness import Cluster, create_topic, read_all, segment_bytes
+from support.harness import wait_until
+from support.history import FAIL, INFO, OK, History, check
 
 
 @pytest.fixture(scope="module")

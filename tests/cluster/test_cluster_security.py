@@ -35,14 +35,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from cluster_harness import Cluster, settled
 from eoslog.cli.certs import make_dev_certs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.scram import Mechanism
-from harness import free_port, wait_until
-from rawkafka import RawClient
-from security_harness import STANDARD_AUTHORIZER, scram_login
-from zk_harness import zookeeper_client
+from support.cluster_harness import Cluster, settled
+from support.harness import free_port, wait_until
+from support.rawkafka import RawClient
+from support.security_harness import STANDARD_AUTHORIZER, scram_login
+from support.zk_harness import zookeeper_client
 
 PASSWORD = "carol-secret"
 BROKER_PASSWORD = "broker-secret"
@@ -179,7 +179,7 @@ def test_find_coordinator_answers_with_the_listener_the_client_came_in_on(cluste
     """A SASL client is sent to the coordinator's SASL_PLAINTEXT address (it was given the first,
     PLAINTEXT, listener's: librdkafka's consumer then failed its SASL handshake there and its
     close waited ~45 s for the coordinator)."""
-    from rawkafka import request_module
+    from support.rawkafka import request_module
 
     client = RawClient(sasl(cluster, 1))
     try:

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_harness import Cluster, create_topic, find_coordinator, read_all, segment_bytes
 from eoslog.client import Producer
 from eoslog.protocol.errors import ErrorCode
-from harness import wait_until
-from history import ABORT, COMMIT, OK, History, check
+from support.cluster_harness import Cluster, create_topic, find_coordinator, read_all, segment_bytes
+from support.harness import wait_until
+from support.history import ABORT, COMMIT, OK, History, check
 
 TOPIC = "txn-out"
 PARTITIONS = 3

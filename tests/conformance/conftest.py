@@ -19,9 +19,9 @@ import pytest
 from conformance import report
 from conformance.session import Broker, common_versions
 from eoslog.protocol.messages import build, request_types
-from harness import BrokerProcess, in_parallel, wait_until
-from kafka_harness import READY_TIMEOUT_S, KafkaBroker
-from rawkafka import RawClient
+from support.harness import BrokerProcess, in_parallel, wait_until
+from support.kafka_harness import READY_TIMEOUT_S, KafkaBroker
+from support.rawkafka import RawClient
 
 # Settings both brokers run with where their defaults differ or would slow the sessions down.
 SHARED_SETTINGS = {

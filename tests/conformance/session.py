@@ -23,7 +23,7 @@ from conformance.compare import judge
 from conformance.observe import Aliases, tree
 from eoslog.protocol.codec import decode_response
 from eoslog.protocol.messages import build, request_types
-from rawkafka import ConnectionClosed, RawClient, api_versions_request
+from support.rawkafka import ConnectionClosed, RawClient, api_versions_request
 
 SessionFn = Callable[["Target"], None]
 POLL_TIMEOUT_S = 60.0

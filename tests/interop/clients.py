@@ -421,7 +421,7 @@ def read_to_end(bootstrap: str, topic: str, partitions: Sequence[int] = (0,), *,
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    from harness import wait_until
+    from support.harness import wait_until
 
     def reader(level: str) -> Any:
         return Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-to-end-{topic}",

@@ -43,7 +43,7 @@ from eoslog.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from eoslog.protocol.codec import encode_request
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 TIMEOUT_S = 30.0
 RETENTION_HOURS = 5

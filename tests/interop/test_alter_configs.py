@@ -35,7 +35,7 @@ from eoslog.client import (
     NewTopic,
 )
 from eoslog.client.errors import InvalidConfigError
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 TIMEOUT_S = 30.0
 TOPIC, BROKER, GROUP = 2, 4, 32

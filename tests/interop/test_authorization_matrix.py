@@ -29,8 +29,8 @@ from eoslog.broker.acls import ResourceType as Res
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
-from harness import wait_until
-from rawkafka import (
+from support.harness import wait_until
+from support.rawkafka import (
     EARLIEST,
     LATEST,
     RawClient,
@@ -44,7 +44,7 @@ from rawkafka import (
     produce_request,
     simple_batch,
 )
-from security_harness import USERS, SecuredBroker, scram_login
+from support.security_harness import USERS, SecuredBroker, scram_login
 
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 HIDDEN = -1  # filtering APIs (ListTransactions) refuse by leaving the resource out

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import free_port
+from support.harness import free_port
 
 
 def run_broker(data_dir: Path) -> subprocess.CompletedProcess[str]:

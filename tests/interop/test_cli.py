@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from eoslog.client.settings import parse_bootstrap
 from eoslog.records import ControlRecordType, build_batch, build_control_batch
-from harness import BrokerProcess, free_port
+from support.harness import BrokerProcess, free_port
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CLI_TIMEOUT_S = 120

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from harness import BrokerProcess, wait_until
 from interop import clients as C
+from support.harness import BrokerProcess, wait_until
 
 NUM_RECORDS = int(os.environ.get("EOSLOG_INTEROP_RECORDS", "100000"))
 NUM_PARTITIONS = 3

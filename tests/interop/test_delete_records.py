@@ -25,7 +25,7 @@ from eoslog.client import Admin, Consumer, NewTopic, OffsetSpec, RecordsToDelete
 from eoslog.client.consumer import OffsetOutOfRangeNoResetError
 from eoslog.client.errors import OffsetOutOfRangeError, PolicyViolationError
 from eoslog.client.types import TopicPartition
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 TIMEOUT_S = 30.0
 RECORDS = 40

@@ -64,7 +64,7 @@ from eoslog.client.errors import (
     UnknownTopicOrPartitionError,
 )
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 

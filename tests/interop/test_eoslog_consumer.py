@@ -32,7 +32,7 @@ from eoslog.client.consumer import AIOConsumer, Consumer, ConsumerRecord, Offset
 from eoslog.client.errors import KafkaTimeoutError
 from eoslog.client.producer import Producer
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 WAIT_S = 60.0
 

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer as RdConsumer
 from eoslog.client.consumer import AIOConsumer, Consumer
 from eoslog.client.producer import Producer
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms

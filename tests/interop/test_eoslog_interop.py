@@ -44,7 +44,7 @@ from eoslog.client.admin import Admin
 from eoslog.client.consumer import Consumer, TopicPartition
 from eoslog.client.errors import KafkaError
 from eoslog.client.producer import Producer
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 PARTITIONS = 3

@@ -35,8 +35,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
-from faults import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FaultPolicy, FaultRig
-from harness import BrokerProcess, wait_until
+from support.faults import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FaultPolicy, FaultRig
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from clients import CLIENTS, CONFLUENT, Record, produce
 
-from deps import require_kcat
-from harness import BrokerProcess, wait_until
+from support.deps import require_kcat
+from support.harness import BrokerProcess, wait_until
 
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms: the shortest a broker allows

@@ -19,7 +19,7 @@ from clients import RawConnection, request_module
 from confluent_kafka import Producer
 
 from eoslog.client import Admin, NewTopic
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 IDLE_MS = 1000
 

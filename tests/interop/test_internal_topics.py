@@ -18,8 +18,8 @@ from eoslog.client.errors import InvalidTopicError
 from eoslog.client.producer import Producer as EoslogProducer
 from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
-from harness import BrokerProcess, wait_until
-from rawkafka import LATEST, RawClient, list_offset, produce_request
+from support.harness import BrokerProcess, wait_until
+from support.rawkafka import LATEST, RawClient, list_offset, produce_request
 
 NONE, INVALID_TOPIC_EXCEPTION = 0, 17
 INTERNAL = ("__consumer_offsets", "__transaction_state")

@@ -2,7 +2,7 @@
 consume round trip under each codec, and offsets by timestamp.
 
 kcat is a system tool: the project's set-up script installs it; here a missing kcat fails
-the tests saying how to install it (tests/deps.py).
+the tests saying how to install it (tests/support/deps.py).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from deps import require_kcat
-from harness import BrokerProcess
 from interop import clients as C
+from support.deps import require_kcat
+from support.harness import BrokerProcess
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from harness import BrokerProcess
-from rawkafka import LATEST, RawClient, create_topic, list_offset, produce_request, simple_batch
+from support.harness import BrokerProcess
+from support.rawkafka import LATEST, RawClient, create_topic, list_offset, produce_request, simple_batch
 
 NONE, NOT_ENOUGH_REPLICAS = 0, 19
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import TopicPartition as RdTopicPartition
 
 from eoslog.client.producer import Producer
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 SEGMENT_BYTES = 4096
 COMMITS = 1500

@@ -9,7 +9,7 @@ from eoslog.coordinator.producer_id_manager import PID_BLOCK_SIZE
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
-from rawkafka import RawClient, create_topic, produce_request
+from support.rawkafka import RawClient, create_topic, produce_request
 
 DESCRIBE_PRODUCERS = 61
 

@@ -1,5 +1,5 @@
 """Issue 15: TLS, SASL and ACLs against real clients, on one broker with every listener
-(tests/security_harness.py): PLAINTEXT, SSL with mTLS required, SASL_PLAINTEXT, SASL_SSL,
+(tests/support/security_harness.py): PLAINTEXT, SSL with mTLS required, SASL_PLAINTEXT, SASL_SSL,
 and a SASL_PLAINTEXT listener (SHORT) whose sessions last 1.5 s (connections.max.reauth.ms).
 
 The admin principal (a super user) sets ACLs with librdkafka's AdminClient; alice, bob and
@@ -28,14 +28,14 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from deps import require, require_kcat
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.client.admin import Admin
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.scram import Mechanism, ScramClient
-from harness import wait_until
-from rawkafka import ConnectionClosed, RawClient, fetch_request, metadata_request, produce_request, simple_batch
-from security_harness import (
+from support.deps import require, require_kcat
+from support.harness import wait_until
+from support.rawkafka import ConnectionClosed, RawClient, fetch_request, metadata_request, produce_request, simple_batch
+from support.security_harness import (
     SHORT_SESSION_MS,
     USERS,
     SecuredBroker,
@@ -44,7 +44,7 @@ from security_harness import (
     sasl_handshake,
     scram_login,
 )
-from txn_clients import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON, reader, writer
+from support.txn_clients import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON, reader, writer
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ import pytest
 from clients import RawConnection, ensure_topic, read_values, request_module, stored_batches
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 ABORT_INTERVAL_MS = 500

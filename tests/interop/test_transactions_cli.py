@@ -28,8 +28,8 @@ import pytest
 from clients import ensure_topic, read_values
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from hanging import lose_coordinator_state, open_transactions_app
-from harness import BrokerProcess, wait_until
+from support.hanging import lose_coordinator_state, open_transactions_app
+from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
 
@@ -304,7 +304,7 @@ def test_user_mistakes_are_one_readable_line(errors_topic: BrokerProcess, args: 
 
 
 def test_unreachable_broker_is_a_readable_error() -> None:
-    from harness import free_port
+    from support.harness import free_port
 
     err = failed(cli(f"127.0.0.1:{free_port()}", "list"))
     assert "cannot connect to broker" in err, err

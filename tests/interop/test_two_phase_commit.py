@@ -34,7 +34,7 @@ from eoslog.client.errors import ProducerFencedError, TransactionalIdAuthorizati
 from eoslog.client.producer import Producer
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records import build_batch
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 ABORT_INTERVAL_MS = 200
 TWO_PC_TIMEOUT_MS = 2**31 - 1

@@ -12,7 +12,7 @@ from test_transactions_cli import cli, ok
 from test_two_phase_commit import TWO_PC_TIMEOUT_MS, prepare_and_kill, two_pc_broker, two_pc_config
 
 from eoslog.client.producer import Producer
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 __all__ = ["two_pc_broker"]  # the module-scoped fixture, shared
 

@@ -36,7 +36,7 @@ from eoslog.client.errors import (
     UnknownMemberIdError,
 )
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 EXPIRY_MS = 1500
 

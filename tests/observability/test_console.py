@@ -4,7 +4,7 @@ One broker (with its metrics endpoint), one console process and one browser for 
 What an operator must be able to trust on each page is checked against the admin client
 and against what consumers really read:
 
-- a hanging transaction (coordinator state lost, tests/hanging.py) is flagged on the
+- a hanging transaction (coordinator state lost, tests/support/hanging.py) is flagged on the
   transactions page with the partition and offset it pins; aborting it from the page moves
   that partition's LSO, and a read_committed consumer then reads the records behind it;
 - an open transaction a coordinator owns shows its owner, pins the LSO, has no abort
@@ -26,7 +26,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from console_harness import (
+from prometheus_client.parser import text_string_to_metric_families
+
+import eoslog
+from eoslog.client import Admin, NewTopic
+from support.console_harness import (
     ConsoleProcess,
     Stack,
     cell,
@@ -35,19 +39,15 @@ from console_harness import (
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
-    chromium_page,
+    console_stack,
     create_topic,
     produce_plain,
     read_committed,
     screenshot,
     transactional,
 )
-from prometheus_client.parser import text_string_to_metric_families
-
-import eoslog
-from eoslog.client import Admin, NewTopic
-from hanging import lose_coordinator_state, open_transactions_app
-from harness import BrokerProcess, free_port, wait_until
+from support.hanging import lose_coordinator_state, open_transactions_app
+from support.harness import BrokerProcess, free_port, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +59,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     broker = BrokerProcess(root / "data", overrides={
         "metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"}).start()
-    console = ConsoleProcess(broker.bootstrap, root / "console.log", f"http://127.0.0.1:{metrics_port}/metrics")
     try:
-        with chromium_page() as page:
-            stack = Stack("eoslog", broker, console, page)
-            stack.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with console_stack("eoslog", broker, root, f"http://127.0.0.1:{metrics_port}/metrics") as stack:
             yield stack
     finally:
-        console.stop()
         broker.stop()
 
 

@@ -1,4 +1,4 @@
-"""``eoslog console`` against Apache Kafka (tests/kafka_harness.py's single KRaft broker): it uses
+"""``eoslog console`` against Apache Kafka (tests/support/kafka_harness.py's single KRaft broker): it uses
 only the public admin client, so the transactions, partitions, producers and groups pages must
 show Kafka's numbers as they show eoslog's (the same checks as test_console.py, whose hanging
 transaction needs eoslog's data directory to lose coordinator state, and is not repeated here).
@@ -9,30 +9,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from console_harness import (
-    ConsoleProcess,
+
+from support.console_harness import (
     Stack,
     check_actions,
     check_cluster_page,
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
-    chromium_page,
+    console_stack,
 )
-
-from kafka_harness import KafkaBroker
+from support.kafka_harness import KafkaBroker
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("console-kafka")
     broker = KafkaBroker(root / "data").start()
-    console = ConsoleProcess(broker.bootstrap, root / "console.log")
     try:
-        with chromium_page() as page:
-            yield Stack("kafka", broker, console, page)
+        with console_stack("kafka", broker, root) as stack:
+            yield stack
     finally:
-        console.stop()
         broker.kill()  # nothing is checked after: no controlled shutdown to wait for
 
 

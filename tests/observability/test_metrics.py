@@ -28,8 +28,8 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from eoslog.client import Admin, NewTopic
-from harness import BrokerProcess, free_port, wait_until
-from rawkafka import RawClient, fetch_request
+from support.harness import BrokerProcess, free_port, wait_until
+from support.rawkafka import RawClient, fetch_request
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOPIC = "paid"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from deps import require
-from harness import BrokerProcess, in_parallel
-from kafka_harness import JVM_FLAGS, READY_TIMEOUT_S, KafkaBroker, kafka_classpath, write_log_config
+from support.deps import require
+from support.harness import BrokerProcess, in_parallel
+from support.kafka_harness import JVM_FLAGS, READY_TIMEOUT_S, KafkaBroker, kafka_classpath, write_log_config
 
 SOURCE = Path(__file__).parent / "java" / "ClientsCheck.java"
 

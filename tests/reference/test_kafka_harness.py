@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-import rawkafka as raw
 from eoslog.records import decode_records, iter_batch_headers
-from harness import wait_until
-from kafka_harness import KINDS, AnyBroker, KafkaCluster, cluster_marked, start_broker
+from support import rawkafka as raw
+from support.harness import wait_until
+from support.kafka_harness import KINDS, AnyBroker, KafkaCluster, cluster_marked, start_broker
 
 
 @pytest.fixture(scope="module", params=cluster_marked(KINDS))

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import rawkafka as raw
-from deps import require
 from eoslog.client import Consumer, Producer
 from eoslog.client.types import TopicPartition
-from harness import BrokerProcess, wait_until
-from kafka_harness import JVM_FLAGS, kafka_classpath, write_log_config
+from support import rawkafka as raw
+from support.deps import require
+from support.harness import BrokerProcess, wait_until
+from support.kafka_harness import JVM_FLAGS, kafka_classpath, write_log_config
 
 SOURCE = Path(__file__).parent / "java" / "PaymentsBalances.java"
 ACCOUNTS, PARTITIONS, PAYMENTS = 12, 2, 6000

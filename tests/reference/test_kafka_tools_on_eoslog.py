@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import rawkafka as raw
 from eoslog.client import Producer
-from harness import BrokerProcess, wait_until
-from kafka_harness import run_tool
+from support import rawkafka as raw
+from support.harness import BrokerProcess, wait_until
+from support.kafka_harness import run_tool
 
 TOOLS = "org.apache.kafka.tools."
 TOPIC = "tools-data"

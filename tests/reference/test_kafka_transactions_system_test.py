@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-import rawkafka as raw
-from harness import BrokerProcess, wait_until
-from kafka_harness import java_command, write_log_config
+from support import rawkafka as raw
+from support.harness import BrokerProcess, wait_until
+from support.kafka_harness import java_command, write_log_config
 
 INPUT, OUTPUT = "input-topic", "output-topic"
 CONSUMER_GROUP = "transactions-test-consumer-group"

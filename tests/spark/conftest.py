@@ -11,7 +11,7 @@ when setup.sh resolved it): format("kafka") sits beside format("eoslog"), and th
 use it fail when the jars are missing.
 
 Without Java 17 every test that asks for ``spark`` fails saying what to install (skips only
-when the developer allows them: tests/deps.py).
+when the developer allows them: tests/support/deps.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deps import require_java
-from harness import BrokerProcess
-from kafka_harness import spark_kafka_jars
+from support.deps import require_java
+from support.harness import BrokerProcess
+from support.kafka_harness import spark_kafka_jars
 
 
 @pytest.fixture(scope="session")

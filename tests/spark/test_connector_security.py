@@ -1,5 +1,5 @@
 """Issue 15: the Spark connector over SASL_SSL with SCRAM-SHA-512, on a secured broker
-(tests/security_harness.py: ACLs on, no anonymous access), and no credential in what Spark
+(tests/support/security_harness.py: ACLs on, no anonymous access), and no credential in what Spark
 or the broker shows or logs.
 
 format("eoslog") reads (batch) and the exactly-once sink writes (streaming, eoslog source →
@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from sink_support import WAIT_S, assert_exactly_once, pass_through
 
-from security_harness import USERS, SecuredBroker
+from support.security_harness import USERS, SecuredBroker
 
 USER = "admin"  # the super user: this test is about transport and hygiene, ACLs have their own
 PASSWORD = USERS[USER]

@@ -1,5 +1,5 @@
 """format("eoslog") on an existing Apache Kafka cluster (issue 12, section 4): three KRaft
-nodes (tests/kafka_harness.py), topics at replication factor 3 / min.insync.replicas 2,
+nodes (tests/support/kafka_harness.py), topics at replication factor 3 / min.insync.replicas 2,
 ``__transaction_state`` likewise.
 
 - The source reads Kafka read_committed: a batch read gives exactly the committed records of
@@ -26,8 +26,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import wait_until
-from kafka_harness import KafkaCluster
+from support.harness import wait_until
+from support.kafka_harness import KafkaCluster
 
 pytestmark = pytest.mark.kafka_cluster  # a 3-node Apache Kafka cluster: -m "not kafka_cluster" skips
 WAIT_S = 180.0

@@ -31,8 +31,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import BrokerProcess, wait_until
-from kafka_harness import require_spark_kafka
+from support.harness import BrokerProcess, wait_until
+from support.kafka_harness import require_spark_kafka
 
 PARTITIONS = 3
 PER_TXN = 9

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from deps import require_java
 from eoslog.spark.quiet import _CANCELLATION_LOGGERS
+from support.deps import require_java
 
 JOB = Path(__file__).parent / "quiet_stop_job.py"
 

@@ -21,7 +21,7 @@ from sink_support import (
 
 from eoslog.spark.decisions import read_latest_decision
 from eoslog.spark.sink_options import parse_sink_options
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 
 def _committed_rows(query: Any) -> int:

@@ -23,7 +23,7 @@ from sink_support import (
     produce_input,
 )
 
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 KILL_AT = 2  # the batch whose commit is held while the broker is killed
 

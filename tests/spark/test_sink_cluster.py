@@ -22,8 +22,8 @@ from sink_support import (
     produce_input,
 )
 
-from cluster_harness import Cluster, create_topic, find_coordinator
-from harness import wait_until
+from support.cluster_harness import Cluster, create_topic, find_coordinator
+from support.harness import wait_until
 
 KILL_AT = 2  # the batch whose commit is held while its coordinator is killed
 

@@ -42,7 +42,7 @@ from eoslog.spark.decisions import (
     read_latest_decision,
 )
 from eoslog.spark.sink_options import FaultPoints, SinkOptions, parse_sink_options
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 _ids = itertools.count()
 

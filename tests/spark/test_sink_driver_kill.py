@@ -29,7 +29,7 @@ from sink_support import (
     start_driver,
 )
 
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 
 @pytest.mark.parametrize("moment", ["pause-after-decision", "pause-before-decision"])

@@ -1,5 +1,5 @@
 """The exactly-once sink across power cuts of its broker (issue 14): the broker's data, the
-decisions topic's included, is on cutfs (tests/cutfs.py); a pass-through query runs in a
+decisions topic's included, is on cutfs (tests/support/cutfs.py); a pass-through query runs in a
 driver process of its own (``sink_driver.py``) while the power goes twice — once while
 batch CUT_AT's transactions are prepared and its driver holds its commit just before the
 decision (fault point pause-before-decision), once at a random moment while a later batch
@@ -29,10 +29,10 @@ from sink_support import (
     start_driver,
 )
 
-from cutfs import CutFs
 from eoslog.client.admin import Admin
-from harness import wait_until
-from power_cut import PowerCutBroker
+from support.cutfs import CutFs
+from support.harness import wait_until
+from support.power_cut import PowerCutBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from harness import BrokerProcess, wait_until
+from support.harness import BrokerProcess, wait_until
 
 Row3 = tuple[int, int, bytes]  # partition, offset, value
 

@@ -37,12 +37,12 @@ from sink_support import (
 )
 
 import eoslog
-from deps import require_java
 from eoslog.client.admin import Admin, TransactionDescription
 from eoslog.client.types import TopicPartition
 from eoslog.spark.sink_options import DEFAULT_TRANSACTIONAL_ID_PREFIX
 from eoslog.spark.standalone import StandaloneCluster
-from harness import BrokerProcess, wait_until
+from support.deps import require_java
+from support.harness import BrokerProcess, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TWO_PHASE_TIMEOUT_MS = 2**31 - 1  # KIP-939: a two-phase transaction never times out

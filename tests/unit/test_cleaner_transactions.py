@@ -13,8 +13,8 @@ from eoslog.records.batch import DELETE_HORIZON_MASK, BatchHeader, control_marke
 from eoslog.storage import LogManager, PartitionLog
 from eoslog.storage.cleaner import LogCleaner
 from eoslog.storage.producer_state import SNAPSHOT_SUFFIX
-from leader_log import append as leader_append
-from leader_log import append_marker
+from support.leader_log import append as leader_append
+from support.leader_log import append_marker
 
 P1, P2, P3, P4 = 7001, 7002, 7003, 7004  # P1, P2, P4 transactional; P3 idempotent only
 

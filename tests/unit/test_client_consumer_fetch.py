@@ -23,13 +23,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deps import require
 from eoslog.client.consumer.completed_fetch import CompletedFetch
 from eoslog.client.errors import CorruptMessageError
 from eoslog.client.types import ConsumerRecord, TopicPartition
 from eoslog.records import CompressionType, ControlRecordType, build_batch, build_control_batch
 from eoslog.records import batch as record_batch
 from eoslog.records.batch import InvalidRecordError, assign_offsets, decode_record_fields, read_batch_header
+from support.deps import require
 
 TP = TopicPartition("t", 0)
 TS = 1_700_000_000_000

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from broker_double import BrokerDouble
 from eoslog.client.aio_client import AioClient
 from eoslog.client.errors import KafkaConnectionError
-from harness import free_port
+from support.broker_double import BrokerDouble
+from support.harness import free_port
 
 
 def test_a_broker_that_refused_the_connection_is_asked_after_the_others() -> None:

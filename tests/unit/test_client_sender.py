@@ -1,4 +1,4 @@
-"""The producer end to end against the broker double (tests/broker_double.py), for answers
+"""The producer end to end against the broker double (tests/support/broker_double.py), for answers
 the real broker cannot be made to give: NOT_LEADER_OR_FOLLOWER, DUPLICATE_SEQUENCE_NUMBER,
 UNKNOWN_PRODUCER_ID, a batch refused while later ones are in flight, coordinator errors
 on every transactional request, a broker that stops answering Produce."""
@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from broker_double import BrokerDouble
 from eoslog.client.errors import (
     InvalidTxnStateError,
     KafkaTimeoutError,
@@ -21,6 +20,7 @@ from eoslog.client.errors import (
 )
 from eoslog.client.producer import AIOProducer, TransactionState
 from eoslog.protocol.errors import ErrorCode
+from support.broker_double import BrokerDouble
 
 WAIT_S = 30.0  # bounds a hang, not a speed
 PRODUCE, METADATA, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 0, 3, 10, 22, 24, 26

@@ -33,9 +33,9 @@ from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import decode_response, encode_request
 from eoslog.protocol.scram import Mechanism, make_credential, plain_message
 from eoslog.records import build_batch
-from fake_transport import FakeTransport
-from fsync_gate import FsyncGate
-from rawkafka import (
+from support.fake_transport import FakeTransport
+from support.fsync_gate import FsyncGate
+from support.rawkafka import (
     API_VERSIONS,
     FETCH,
     PRODUCE,

@@ -26,7 +26,7 @@ from eoslog.records import (
     iter_batch_headers,
 )
 from eoslog.storage import PartitionLog
-from leader_log import append
+from support.leader_log import append
 
 T0 = 1_602_000_000_000
 PID = 4000

@@ -11,7 +11,7 @@ from eoslog.cli.main import app
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.records import build_batch
 from eoslog.storage.log import PartitionLog
-from leader_log import append
+from support.leader_log import append
 
 runner = CliRunner()
 

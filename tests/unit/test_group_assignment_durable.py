@@ -24,7 +24,7 @@ from eoslog.config import BrokerConfig
 from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
 from eoslog.protocol.messages import build, request_types
-from fsync_gate import FsyncGate
+from support.fsync_gate import FsyncGate
 
 JOIN_GROUP, SYNC_GROUP = 11, 14
 GROUP = "g-durable"

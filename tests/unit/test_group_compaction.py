@@ -15,7 +15,7 @@ from eoslog.records.batch import DELETE_HORIZON_MASK
 from eoslog.storage import LogManager, PartitionLog
 from eoslog.storage import cleaner as cleaner_module
 from eoslog.storage.cleaner import LogCleaner
-from leader_log import append as leader_append
+from support.leader_log import append as leader_append
 
 DELETE_RETENTION_MS = 60_000
 

@@ -32,7 +32,7 @@ from eoslog.errors import Errors
 from eoslog.records import CompressionType, ControlRecordType, build_control_batch
 from eoslog.replica import ReplicaManager
 from eoslog.storage import AppendOrigin, LogManager
-from leader_log import append
+from support.leader_log import append
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from history import ABORT, COMMIT, FAIL, INFO, OK, History, check
+from support.history import ABORT, COMMIT, FAIL, INFO, OK, History, check
 
 
 def _clean() -> History:

@@ -12,7 +12,7 @@ from eoslog.errors import Errors
 from eoslog.records import InvalidRecordError, build_batch
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
-from leader_log import append
+from support.leader_log import append
 
 PID = 4000
 

@@ -18,7 +18,7 @@ from eoslog.records import build_batch, decode_records, iter_batch_headers
 from eoslog.storage import LogManager, OffsetOutOfRange, PartitionLog, TopicError
 from eoslog.storage.checkpoint import read_checkpoint
 from eoslog.storage.log_manager import LOG_START_FILE
-from leader_log import append, append_marker
+from support.leader_log import append, append_marker
 
 T0 = 1_700_000_000_000
 PID = 4242

@@ -1,5 +1,5 @@
 """Three producer rules of the seeds (SEEDS-CHECKLIST, "Also required"), each against the
-broker double (tests/broker_double.py) so that what reaches a broker is visible:
+broker double (tests/support/broker_double.py) so that what reaches a broker is visible:
 
 - a record larger than ``max.request.size`` (or ``buffer.memory``) fails in ``send()``
   itself: nothing is sent, not even a metadata request for its topic;
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from test_client_accumulator import acc, append, cluster
 
-from broker_double import BrokerDouble
 from eoslog.client.errors import KafkaTimeoutError, MessageTooLargeError
 from eoslog.client.producer import AIOProducer
 from eoslog.protocol.errors import ErrorCode
+from support.broker_double import BrokerDouble
 
 PRODUCE, METADATA = 0, 3
 BACKOFF_MS = 200

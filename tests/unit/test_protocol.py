@@ -32,8 +32,8 @@ from eoslog.protocol.codec import (
     read_prefix,
 )
 from eoslog.protocol.messages import response_types
-from fake_transport import FakeTransport
-from rawkafka import (
+from support.fake_transport import FakeTransport
+from support.rawkafka import (
     api_versions_request,
     create_topics_request,
     fetch_request,

@@ -35,7 +35,7 @@ from eoslog.storage.log_manager import (
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
 )
-from leader_log import append
+from support.leader_log import append
 
 T0 = 1_700_000_000_000
 

@@ -13,7 +13,7 @@ from eoslog.records import ControlRecordType, build_batch, build_control_batch
 from eoslog.storage import AppendOrigin
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.producer_state import ProducerStateError
-from leader_log import append, append_marker
+from support.leader_log import append, append_marker
 
 P1, P2, P3 = 5000, 5001, 5002
 

@@ -3,7 +3,7 @@
 Each module here imports test functions of one tests/interop module unchanged (producer,
 consumer, admin, consumer groups, transactions across eoslog.client and librdkafka) and
 gives them, as their ``shared_broker`` / ``group_broker``, one Apache Kafka broker (KRaft,
-tests/kafka_harness.py) for the whole package: a Kafka start and stop costs seconds of JVM on
+tests/support/kafka_harness.py) for the whole package: a Kafka start and stop costs seconds of JVM on
 two cores, and the imported tests already use topic, group and transactional ids of their own
 (they share a module's broker in tests/interop).
 What a test checks of eoslog's broker itself (its restart, its files, its kill) stays in
@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "interop"))
 
-from kafka_harness import KafkaBroker
+from support.kafka_harness import KafkaBroker
 
 
 @pytest.fixture(scope="package")

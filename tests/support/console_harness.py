@@ -17,9 +17,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as RdTopicPartition
 
-from deps import require
 from eoslog.client import Admin, IsolationLevel, NewTopic, OffsetSpec, TopicPartition
-from harness import free_port, wait_until
+from support.deps import require
+from support.harness import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("EOSLOG_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "console"
@@ -86,6 +86,21 @@ def chromium_page() -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+
+
+@contextmanager
+def console_stack(name: str, broker: Any, root: Path, metrics_url: str = "") -> Iterator[Stack]:
+    """The set-up every console test module shares: a console for ``broker`` (eoslog's or
+    Kafka's, started by the caller, who stops it after) and a Chromium page on it; the console
+    is stopped on the way out."""
+    console = ConsoleProcess(broker.bootstrap, root / "console.log", metrics_url or None)
+    try:
+        with chromium_page() as page:
+            stack = Stack(name, broker, console, page)
+            stack.metrics_url = metrics_url
+            yield stack
+    finally:
+        console.stop()
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -1,7 +1,7 @@
 """What a test needs from outside Python (Java, kcat, Maven jars, ZooKeeper, ...): a missing
 piece FAILS the test, naming it and how to install it — never a quiet skip (issue 19).
 
-    from deps import require, require_executable
+    from support.deps import require, require_executable
     require("ZooKeeper", zk_home.exists(), "apt-get install -y zookeeper (scripts/setup.sh does it)")
     kcat = require_executable("kcat", KCAT_HINT, "kafkacat")
 

@@ -20,8 +20,8 @@ from eoslog.broker.credentials import CredentialStore
 from eoslog.cli.certs import make_dev_certs
 from eoslog.protocol.messages import request_types
 from eoslog.protocol.scram import Mechanism, ScramClient, make_credential, plain_message
-from harness import BrokerProcess, free_port
-from rawkafka import RawClient
+from support.harness import BrokerProcess, free_port
+from support.rawkafka import RawClient
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 SHORT_SESSION_MS = 1500

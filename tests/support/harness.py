@@ -107,7 +107,7 @@ class BrokerProcess(ServerProcess):
     def __init__(self, data_dir: Path, port: int | None = None,
                  overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
                  prefix: list[str] | None = None) -> None:
-        """``host``/``prefix``: a broker in a network namespace of tests/netns.py listens on the
+        """``host``/``prefix``: a broker in a network namespace of tests/support/netns.py listens on the
         namespace's address and starts under ``ip netns exec`` (the same process id)."""
         self.data_dir = data_dir
         self.host = host

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness import BrokerProcess
+from support.harness import BrokerProcess
 
 TXN_STATE_TOPIC = "__transaction_state"
 

@@ -5,7 +5,7 @@ EndTxn) when sending it to the coordinator fails (the coordinator just died): it
 coordinator up again but never re-enqueues the request, and whatever waits for it waits
 forever (KafkaProducer's commit_transaction and send_offsets_to_transaction have no timeout).
 That state is plain and lasting: something awaits the coordinator while no transactional
-request is queued, in flight or held by the Sender's send loop. Used by tests/txn_clients.py
+request is queued, in flight or held by the Sender's send loop. Used by tests/support/txn_clients.py
 and tests/chaos/copier.py, which give such a call up after DROPPED_FOR_S instead of waiting
 out their hang guard (each call given up so, observed on to the guard, never returned)."""
 

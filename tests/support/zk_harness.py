@@ -1,6 +1,6 @@
 """ZooKeeper for the cluster tests: eoslog's own launcher (eoslog.cluster.zookeeper_server)
 on a free port with a throw-away data directory. A machine without ZooKeeper FAILS the test,
-naming what to install (tests/deps.py), unless skips were explicitly allowed."""
+naming what to install (tests/support/deps.py), unless skips were explicitly allowed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import deps
 from eoslog.cluster.zookeeper_server import ZooKeeperServer, ZooKeeperUnavailable, find_zookeeper
+from support import deps
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient

@@ -14,7 +14,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-import deps
+from support import deps
 
 
 def require_netns() -> None:

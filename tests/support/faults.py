@@ -222,7 +222,7 @@ class FaultRig:
     """
 
     def __init__(self, tmp: Path, partitions: int) -> None:
-        from harness import BrokerProcess, free_port
+        from support.harness import BrokerProcess, free_port
 
         proxy_port = free_port()
         self.broker = BrokerProcess(tmp / "data", overrides={

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-from kafka_python_drops import DropWatch, request_dropped
+from support.kafka_python_drops import DropWatch, request_dropped
 
 CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG = "confluent", "kafka-python", "aiokafka", "eoslog"
 CALL_TIMEOUT_S = 60.0

@@ -22,7 +22,7 @@ durable what was written when it ends, so there is unsynced data in flight to lo
 The kernel caches nothing (direct_io, zero attribute/entry timeouts): after a cut the next
 process sees the file system's state, not the page cache's.
 
-    python tests/cutfs.py MOUNTPOINT CONTROL_SOCKET
+    python tests/support/cutfs.py MOUNTPOINT CONTROL_SOCKET
 
 Control (one line per request on the Unix socket, answered with one JSON line):
 ``cut`` [JSON list of patterns written back] → {"dropped_bytes", "dropped_entries", "written_back"},

@@ -1,4 +1,4 @@
-"""A broker on cutfs (tests/cutfs.py) that suffers power cuts, shared by the power-cut tests
+"""A broker on cutfs (tests/support/cutfs.py) that suffers power cuts, shared by the power-cut tests
 (tests/chaos/test_power_cut.py, tests/spark/test_sink_power_cut.py); the module-scoped
 ``cutfs`` fixture that mounts the file system is in tests/conftest.py."""
 
@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cutfs import CutFs
 from eoslog.faults import CRASH_ENV
 from eoslog.storage.fileio import fsync_dir
-from harness import BrokerProcess
+from support.cutfs import CutFs
+from support.harness import BrokerProcess
 
 SMALL_INTERNAL_TOPICS = {
     "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",

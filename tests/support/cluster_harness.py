@@ -17,10 +17,10 @@ from kio.static.primitive import i16, i32
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
-from harness import BrokerProcess, free_port, in_parallel, wait_until
-from netns import Host, Lab
-from rawkafka import RawClient, coordinator_id, request_module
-from zk_harness import start_zookeeper, zookeeper_client
+from support.harness import BrokerProcess, free_port, in_parallel, wait_until
+from support.netns import Host, Lab
+from support.rawkafka import RawClient, coordinator_id, request_module
+from support.zk_harness import start_zookeeper, zookeeper_client
 
 METADATA, CREATE_TOPICS = 3, 19
 SESSION_TIMEOUT_MS = 4000
@@ -92,7 +92,7 @@ class Cluster:
                  per_broker: Callable[[int, int], dict[str, str]] | None = None) -> None:
         """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own).
         ``per_broker(broker id, its first listener's port)``: overrides of one broker (listeners).
-        ``lab``: each broker in a network namespace of its own (tests/netns.py), ZooKeeper in
+        ``lab``: each broker in a network namespace of its own (tests/support/netns.py), ZooKeeper in
         the test's namespace on the lab's bridge."""
         self.root = root
         self.lab = lab

@@ -7,7 +7,7 @@ controller quorum. Both offer ``BrokerProcess``'s interface (``bootstrap``, ``st
 ``kafka`` and ``kafka-cluster``; a cluster's single nodes are ``cluster.nodes[i]``.
 
 The jars come from ``.reference/lib/kafka`` (``scripts/setup.sh`` resolves ``reference/pom.xml``
-there); a missing Java or missing jars fail the test (tests/deps.py), never skip it. The JVMs are
+there); a missing Java or missing jars fail the test (tests/support/deps.py), never skip it. The JVMs are
 small and start fast on two cores: serial GC, a 512 MB heap cap and class data sharing; the
 short-lived tools also stop at the C1 compiler.
 """
@@ -24,10 +24,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from deps import missing, require_java
-from harness import BrokerProcess, ServerProcess, free_port, in_parallel, wait_until
+from support.deps import missing, require_java
+from support.harness import BrokerProcess, ServerProcess, free_port, in_parallel, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_LIB = Path(os.environ.get("EOSLOG_REFERENCE_LIB", ROOT / ".reference" / "lib"))
 KAFKA_LIB = REFERENCE_LIB / "kafka"
 SPARK_KAFKA_LIB = REFERENCE_LIB / "spark-kafka"  # spark-sql-kafka-0-10 and the jars PySpark lacks
@@ -257,7 +257,7 @@ class KafkaCluster(ServerProcess):
 
     def coordinator_of(self, key: str, key_type: int = 1) -> KafkaNode:
         """The node coordinating a transactional id (key type 1) or a group (0) (waits for one)."""
-        from rawkafka import coordinator_id
+        from support.rawkafka import coordinator_id
 
         found: list[int] = []
 
@@ -314,7 +314,7 @@ class KafkaCluster(ServerProcess):
 
 def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
     """The leader's node id of a partition per ``bootstrap``'s metadata; -1 when it has none."""
-    import rawkafka
+    from support import rawkafka
 
     try:
         with rawkafka.RawClient(bootstrap, timeout_s=10) as c:

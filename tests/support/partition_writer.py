@@ -5,7 +5,7 @@ namespace when the test needs a client on the isolated side).
 
 Sends PREFIX-0, PREFIX-1, ... to partition 0 with acks=all (an idempotent producer; with
 ``--transactional-id``, transactions of 5 records each, committed) until STOP_FILE exists, and
-appends one JSON line per send or transaction outcome to OUT_FILE for tests/history.py:
+appends one JSON line per send or transaction outcome to OUT_FILE for tests/support/history.py:
 {"send": value, "outcome": ok|fail|info, "txn": name|null} and {"txn": name, "outcome": ...},
 each with the time ``t`` the outcome was known.
 """
