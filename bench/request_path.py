@@ -68,7 +68,7 @@ def child(config: list[str], rounds: int, profile: Path | None) -> None:
     dispatcher = broker.dispatcher
     # The third argument: a Session since the security work, a Principal before it.
     if "session" in inspect.signature(dispatcher.handle).parameters:
-        from eoslog.broker.listeners import Listener, SecurityProtocol
+        from eoslog.security.listeners import Listener, SecurityProtocol
 
         who: Any = state.security.new_session(Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "", 0),
                                               "127.0.0.1", None)

@@ -199,8 +199,9 @@ def test_users_set_password_into_zookeeper_reaches_running_brokers_and_keeps_oth
     """``eoslog users set-password --zookeeper`` on a running cluster: its change notification
     makes every broker load the new user; a second mechanism is added beside the first;
     the znode holds salted keys only."""
-    from eoslog.cluster.security_store import USERS, user_credentials
-    from eoslog.protocol.scram import password_matches
+    from eoslog.cluster.security_store import USERS
+    from eoslog.security.scram import password_matches
+    from eoslog.security.zk_codec import user_credentials
 
     connect = f"{zookeeper.connect_string}/{cluster.root.name}"
     for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from kio.static.primitive import i8, i16, i32, i64
 
-from eoslog.broker.acls import AclOperation as Op
-from eoslog.broker.acls import ResourceType as Res
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
 from eoslog.records import build_batch
+from eoslog.security.acls import AclOperation as Op
+from eoslog.security.acls import ResourceType as Res
 from support.harness import wait_until
 from support.rawkafka import (
     EARLIEST,

@@ -568,8 +568,8 @@ def test_cli_topics_produce_consume_with_command_config(secured: SecuredBroker, 
 
 
 def test_cli_users_set_password_offline_into_a_data_dir(tmp_path: Path) -> None:
-    from eoslog.broker.credentials import CredentialStore
-    from eoslog.protocol.scram import password_matches
+    from eoslog.security.credentials import CredentialStore
+    from eoslog.security.scram import password_matches
 
     done = _eoslog("users", "set-password", "root", "--password", "s3cret", "--data-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr

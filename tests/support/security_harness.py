@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eoslog.broker.credentials import CredentialStore
 from eoslog.cli.certs import make_dev_certs
 from eoslog.protocol.messages import request_types
-from eoslog.protocol.scram import Mechanism, ScramClient, make_credential, plain_message
+from eoslog.protocol.scram import Mechanism, ScramClient, plain_message
+from eoslog.security.credentials import CredentialStore
+from eoslog.security.scram import make_credential
 from support.harness import BrokerProcess, free_port
 from support.rawkafka import RawClient
 

@@ -16,9 +16,9 @@ import pytest
 
 from eoslog.broker import audit
 from eoslog.broker.context import BrokerEndpoint, BrokerState, RequestContext
-from eoslog.broker.security import ANONYMOUS
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types, response_types
+from eoslog.security.session import ANONYMOUS
 
 
 class _ClusterState:

@@ -25,14 +25,15 @@ from typing import Any
 import pytest
 
 from eoslog.broker.connection import MAX_AWAITING_ACKS, KafkaProtocol
-from eoslog.broker.listeners import Listener, SecurityProtocol
 from eoslog.broker.server import Broker
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.errors import Errors
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.codec import decode_response, encode_request
-from eoslog.protocol.scram import Mechanism, make_credential, plain_message
+from eoslog.protocol.scram import Mechanism, plain_message
 from eoslog.records import build_batch
+from eoslog.security.listeners import Listener, SecurityProtocol
+from eoslog.security.scram import make_credential
 from support.fake_transport import FakeTransport
 from support.fsync_gate import FsyncGate
 from support.rawkafka import (

@@ -19,8 +19,6 @@ from kio.schema.errors import ErrorCode
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
-from eoslog.broker.listeners import Listener, SecurityProtocol
-from eoslog.broker.security import ANONYMOUS, Session
 from eoslog.broker.server import Broker
 from eoslog.config import BrokerConfig
 from eoslog.protocol.codec import (
@@ -32,6 +30,8 @@ from eoslog.protocol.codec import (
     read_prefix,
 )
 from eoslog.protocol.messages import response_types
+from eoslog.security.listeners import Listener, SecurityProtocol
+from eoslog.security.session import ANONYMOUS, Session
 from support.fake_transport import FakeTransport
 from support.rawkafka import (
     api_versions_request,

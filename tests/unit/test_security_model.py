@@ -11,20 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eoslog.broker.acls import AclBinding, AclFilter, AclOperation, PatternType, PermissionType, ResourceType, decide
 from eoslog.broker.handlers.registry import REGISTRY
-from eoslog.broker.listeners import Listener, SecurityProtocol
-from eoslog.broker.security import ANONYMOUS, SaslState, Session
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.scram import (
-    AuthenticationFailed,
-    Mechanism,
-    ScramClient,
-    ScramServer,
-    make_credential,
-    plain_authenticate,
-    plain_message,
-)
+from eoslog.protocol.scram import AuthenticationFailed, Mechanism, ScramClient, plain_message
+from eoslog.security.acls import AclBinding, AclFilter, AclOperation, PatternType, PermissionType, ResourceType, decide
+from eoslog.security.listeners import Listener, SecurityProtocol
+from eoslog.security.scram import ScramServer, make_credential, plain_authenticate
+from eoslog.security.session import ANONYMOUS, SaslState, Session
 
 T, G, Op = ResourceType.TOPIC, ResourceType.GROUP, AclOperation
 ALLOW, DENY = PermissionType.ALLOW, PermissionType.DENY
@@ -201,7 +194,7 @@ def test_a_client_final_nonce_other_than_the_combined_one_is_refused() -> None:
     right for what it sent; Kafka 4 refuses it, and so does eoslog."""
     import base64
 
-    from eoslog.protocol.scram import _h, _hmac, salted_password
+    from eoslog.protocol.scram import salted_password, scram_hash, scram_hmac
 
     mech = Mechanism.SCRAM_SHA_512
     server, client = _server(mech), ScramClient(mech, "alice", "pw", nonce="cnonce")
@@ -210,8 +203,8 @@ def test_a_client_final_nonce_other_than_the_combined_one_is_refused() -> None:
     without_proof = f"c=biws,r=cnonce{attrs['r']}"
     auth = f"n=alice,r=cnonce,{server_first.decode()},{without_proof}".encode()
     salted = salted_password(mech, "pw", base64.b64decode(attrs["s"]), int(attrs["i"]))
-    client_key = _hmac(mech, salted, b"Client Key")
-    proof = bytes(a ^ b for a, b in zip(client_key, _hmac(mech, _h(mech, client_key), auth), strict=True))
+    client_key = scram_hmac(mech, salted, b"Client Key")
+    proof = bytes(a ^ b for a, b in zip(client_key, scram_hmac(mech, scram_hash(mech, client_key), auth), strict=True))
     with pytest.raises(AuthenticationFailed, match="nonce"):
         server.evaluate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
 

@@ -36,9 +36,9 @@ from typing import Any, cast
 
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.handlers.base import CloseConnection
-from eoslog.broker.listeners import Listener, SecurityProtocol
-from eoslog.broker.security import Session
 from eoslog.protocol.codec import Frame
+from eoslog.security.listeners import Listener, SecurityProtocol
+from eoslog.security.session import Session
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from eoslog.broker.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.broker.config_admin import ConfigAdmin
-from eoslog.broker.security import Principal, Security, Session
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.replica import ReplicaManager
+from eoslog.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from eoslog.security.authorizer import Security
+from eoslog.security.session import Principal, Session
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
 
@@ -65,7 +66,7 @@ class BrokerState:
     serving: asyncio.Event = field(default_factory=asyncio.Event)
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
     config_admin: ConfigAdmin = field(init=False)
-    # Credentials, ACLs and the authorizer (broker/security.py).
+    # Credentials, ACLs and the authorizer (security/authorizer.py).
     security: Security = field(init=False)
 
     def __post_init__(self) -> None:

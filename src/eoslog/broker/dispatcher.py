@@ -27,7 +27,6 @@ from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers.api_versions import unsupported_version_response
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
-from eoslog.broker.security import Session
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import (
@@ -38,6 +37,7 @@ from eoslog.protocol.codec import (
     encode_response_chunks,
     read_prefix,
 )
+from eoslog.security.session import Session
 
 log = logging.getLogger(__name__)
 

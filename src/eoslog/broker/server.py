@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
-from eoslog.broker.listeners import advertised_listeners, listeners, server_ssl_context
 from eoslog.broker.malloc import keep_freed_memory
 from eoslog.broker.marker_sender import MarkerSender
 from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
@@ -40,6 +39,7 @@ from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
+from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
 from eoslog.types import TopicPartition

@@ -17,8 +17,8 @@ from typing import Annotated
 
 import typer
 
-from eoslog.broker.acls import CLUSTER_NAME, AclOperation, PatternType, PermissionType, ResourceType
 from eoslog.cli.common import BootstrapServer, CommandConfig, CommandError, app, open_admin, table_console, user_errors
+from eoslog.security.acls import CLUSTER_NAME, AclOperation, PatternType, PermissionType, ResourceType
 
 acls_app = typer.Typer(help="ACLs (as kafka-acls.sh).", no_args_is_help=True)
 app.add_typer(acls_app, name="acls")

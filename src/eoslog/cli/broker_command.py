@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from eoslog.broker.listeners import listeners
 from eoslog.cli.common import app
 from eoslog.config import BrokerConfig, ConfigError
+from eoslog.security.listeners import listeners
 
 
 @app.command()

@@ -21,7 +21,8 @@ from typing import Annotated
 import typer
 
 from eoslog.cli.common import BootstrapServer, CommandConfig, CommandError, app, open_admin, table_console, user_errors
-from eoslog.protocol.scram import MIN_ITERATIONS, Mechanism, make_credential, salted_password
+from eoslog.protocol.scram import MIN_ITERATIONS, Mechanism, salted_password
+from eoslog.security.scram import make_credential
 
 users_app = typer.Typer(help="SCRAM user credentials (as kafka-configs.sh --entity-type users).",
                         no_args_is_help=True)
@@ -80,7 +81,7 @@ def set_password(
             typer.echo(f"stored {mech.value} credential of User:{name} in ZooKeeper {zookeeper}")
             return
         if data_dir is not None:
-            from eoslog.broker.credentials import CredentialStore
+            from eoslog.security.credentials import CredentialStore
 
             if not data_dir.is_dir():
                 raise CommandError(f"--data-dir {data_dir} is not a directory", exit_code=2)

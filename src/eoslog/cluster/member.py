@@ -19,7 +19,6 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
-from eoslog.broker.listeners import inter_broker_security
 from eoslog.cluster import znodes
 from eoslog.cluster.channel import BrokerChannel
 from eoslog.cluster.controller.assignment import assign_replicas
@@ -46,6 +45,7 @@ from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignm
 from eoslog.config import BrokerConfig
 from eoslog.errors import Errors, KafkaError
 from eoslog.replica import ReplicaManager
+from eoslog.security.listeners import inter_broker_security
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
 

@@ -17,6 +17,7 @@ writes one credential without a broker (``eoslog users set-password --zookeeper`
 ``kafka-configs.sh --zookeeper`` did), so the first super user exists before the first start.
 The local files (acls.json, scram-credentials.json) stay as each broker's cache of what it
 last loaded.
+The znodes' contents are encoded by ``security/zk_codec.py``.
 ZooKeeper is the consensus; nothing here decides an order beyond its znode versions.
 """
 
@@ -27,13 +28,22 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote, unquote
 
-from eoslog.broker.acls import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
-from eoslog.broker.security import Security
 from eoslog.cluster.zk import ZkSession
-from eoslog.protocol.scram import Mechanism, ScramCredential
+from eoslog.protocol.scram import Mechanism
+from eoslog.security.acls import AclBinding, PatternType
+from eoslog.security.authorizer import Security
+from eoslog.security.scram import ScramCredential
+from eoslog.security.zk_codec import (
+    acl_change,
+    resource_acls,
+    resource_acls_data,
+    resource_type_name,
+    user_config,
+    user_credentials,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,38 +52,12 @@ CONFIG_CHANGES = "/config/changes"
 ACLS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
 ACL_CHANGES = "/kafka-acl-changes"
 ZK_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms's default: the CLI's connection and session timeout
-# Kafka's names in the znodes: "Topic", "TransactionalId", "Allow", "IdempotentWrite"...
-_CAMEL = {t: "".join(w.capitalize() for w in t.name.split("_")) for t in (*ResourceType, *AclOperation,
-                                                                            *PermissionType)}
-
-
-E = TypeVar("E", ResourceType, AclOperation, PermissionType)
-
-
-def _from_camel(cls: type[E], name: str) -> E:
-    return next(v for v in cls if _CAMEL[v] == name)
-
-
-def credential_text(c: ScramCredential) -> str:
-    d = c.to_json()
-    return f"salt={d['salt']},stored_key={d['stored_key']},server_key={d['server_key']},iterations={d['iterations']}"
-
-
-def credential_from_text(text: str) -> ScramCredential:
-    return ScramCredential.from_json(dict(part.split("=", 1) for part in text.split(",")))  # type: ignore[arg-type]
-
-
-def user_credentials(data: bytes) -> dict[Mechanism, ScramCredential]:
-    """The SCRAM credentials of a ``/config/users/<user>`` znode (other configs ignored)."""
-    config = json.loads(data or b"{}").get("config", {})
-    return {Mechanism(m): credential_from_text(v) for m, v in config.items() if m in {x.value for x in Mechanism}}
 
 
 async def write_user(zk: ZkSession, user: str, credentials: dict[Mechanism, ScramCredential]) -> None:
     """``/config/users/<user>`` holding exactly ``credentials``, then the change notification
     every broker's watch reloads on."""
-    doc = {"version": 1, "config": {str(m): credential_text(c) for m, c in credentials.items()}}
-    await _put(zk, f"{USERS}/{quote(user, safe='')}", json.dumps(doc).encode())
+    await _put(zk, f"{USERS}/{quote(user, safe='')}", user_config(credentials))
     await zk.create(f"{CONFIG_CHANGES}/config_change_", json.dumps(
         {"version": 2, "entity_path": f"users/{user}"}).encode(), sequence=True, makepath=True)
 
@@ -170,11 +154,8 @@ class ZkSecurityStore:
                 for rtype in await self.zk.children(root):
                     for name in await self.zk.children(f"{root}/{rtype}"):
                         node = await self.zk.get(f"{root}/{rtype}/{name}")
-                        for a in json.loads(node.data or b"{}").get("acls", []) if node is not None else []:
-                            acls.append(AclBinding(
-                                _from_camel(ResourceType, rtype), unquote(name), pattern, a["principal"], a["host"],
-                                _from_camel(AclOperation, a["operation"]),
-                                _from_camel(PermissionType, a["permissionType"])))
+                        if node is not None:
+                            acls.extend(resource_acls(node.data, pattern, rtype, unquote(name)))
             self.security.acl_store.replace(acls)
 
     # -- writing (then applied here at once; the other brokers follow their watch) -----------
@@ -200,9 +181,7 @@ class ZkSecurityStore:
             after = [a for a in new if (a.pattern_type, a.resource_type, a.resource_name) == (pattern, rtype, name)]
             if before == after:
                 continue
-            doc = {"version": 1, "acls": [{"principal": a.principal, "permissionType": _CAMEL[a.permission],
-                                           "operation": _CAMEL[a.operation], "host": a.host} for a in after]}
-            await _put(self.zk, f"{ACLS[pattern]}/{_CAMEL[rtype]}/{quote(name, safe='')}", json.dumps(doc).encode())
-            await self.zk.create(f"{ACL_CHANGES}/acl_changes_", f"{_CAMEL[rtype]}:{pattern.name}:{name}".encode(),
-                                 sequence=True)
+            await _put(self.zk, f"{ACLS[pattern]}/{resource_type_name(rtype)}/{quote(name, safe='')}",
+                       resource_acls_data(after))
+            await self.zk.create(f"{ACL_CHANGES}/acl_changes_", acl_change(rtype, pattern, name), sequence=True)
         await self.load_acls()

@@ -2,7 +2,7 @@
 
 DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER on it (Kafka's
 AclApis). Without an authorizer (``authorizer.class.name`` empty) all three answer
-SECURITY_DISABLED. The model and the decision live in ``broker/acls.py``; changes are
+SECURITY_DISABLED. The model and the decision live in ``security/acls.py``; changes are
 stored before the answer and apply to the next request.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eoslog.broker.acls import AclBinding, AclFilter, AclOperation, PatternType, PermissionType, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
+from eoslog.security.acls import AclBinding, AclFilter, AclOperation, PatternType, PermissionType, ResourceType
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation
 from eoslog.broker.config_admin import AlterOp, Refused, check_request
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
@@ -17,6 +16,7 @@ from eoslog.broker.handlers.configs import config_refusal
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import AlterConfigOpType
 from eoslog.protocol.errors import ErrorCode, error_code, from_code
+from eoslog.security.acls import AclOperation
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import AlterConfigsRequest, IncrementalAlterConfigsRequest

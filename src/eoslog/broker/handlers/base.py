@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from eoslog.broker.acls import AclOperation
 from eoslog.broker.context import RequestContext
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build
 from eoslog.protocol.messages import response_types as protocol_response_types
+from eoslog.security.acls import AclOperation
 
 __all__ = [
     "NO_THROTTLE", "ApiSpec", "CloseConnection", "Handler", "build", "response_module", "response_types", "to_ms",

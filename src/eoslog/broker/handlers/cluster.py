@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -25,6 +24,7 @@ from eoslog.broker.handlers.base import (
 from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:

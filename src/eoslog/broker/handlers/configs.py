@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.config import (
@@ -51,6 +50,7 @@ from eoslog.config import (
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
 from eoslog.protocol.errors import ErrorCode
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.storage import TopicError
 from eoslog.storage.log_manager import validate_topic_name
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
@@ -24,6 +23,7 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import CompressionType, iter_batch_headers
 from eoslog.replica import FetchedRecords, FetchParams, FetchPartition, IsolationLevel
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:

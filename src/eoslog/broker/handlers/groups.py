@@ -16,7 +16,6 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -42,6 +41,7 @@ from eoslog.coordinator.transaction.log import transaction_partition_for
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import (

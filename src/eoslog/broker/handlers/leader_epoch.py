@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:

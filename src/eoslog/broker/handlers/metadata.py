@@ -14,7 +14,6 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -29,6 +28,7 @@ from eoslog.cluster.metadata import PartitionView
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.types import INTERNAL_TOPICS
 

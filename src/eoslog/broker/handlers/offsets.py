@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
@@ -21,6 +20,7 @@ from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
+from eoslog.security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest

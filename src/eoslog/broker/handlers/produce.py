@@ -17,7 +17,6 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, build, response_types
 from eoslog.errors import Errors
@@ -26,6 +25,7 @@ from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
 from eoslog.replica.verification import produce_request_operation
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.types import ADMIN_CLIENT_ID, TopicPartition
 
 if TYPE_CHECKING:

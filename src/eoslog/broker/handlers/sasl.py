@@ -1,6 +1,6 @@
 """SaslHandshake (key 17, v1) and SaslAuthenticate (key 36, v0-v2): SASL over Kafka frames.
 
-The exchange itself lives in ``broker/security.py`` (the session) and ``broker/scram.py``;
+The exchange itself lives in ``security/`` (``Security.authenticate`` over the ``Session``, and ``scram.py``);
 this module translates. A failed authentication is answered SASL_AUTHENTICATION_FAILED
 after ``connection.failed.authentication.delay.ms`` and the connection is then closed, as
 Kafka's SaslServerAuthenticator does. SaslHandshake v0 (raw tokens after the handshake

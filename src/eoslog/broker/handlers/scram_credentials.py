@@ -2,8 +2,8 @@
 
 Describe needs DESCRIBE on the cluster (a refusal fails the whole answer), Alter needs
 ALTER on it (each user CLUSTER_AUTHORIZATION_FAILED). The client sends the salted
-password, never the password; the broker stores the derived keys (``broker/scram.py``)
-in ``broker/credentials.py`` before answering. Kafka's checks and codes: an unknown
+password, never the password; the broker stores the derived keys (``security/scram.py``)
+in ``security/credentials.py`` before answering. Kafka's checks and codes: an unknown
 mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside 4096..16384 or an empty name
 UNACCEPTABLE_CREDENTIAL, a user named twice DUPLICATE_RESOURCE, deleting or describing
 what does not exist RESOURCE_NOT_FOUND.
@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from eoslog.broker.acls import AclOperation
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
-from eoslog.protocol.scram import MAX_ITERATIONS, MIN_ITERATIONS, Mechanism, ScramCredential, credential_from_salted
+from eoslog.protocol.scram import MIN_ITERATIONS, Mechanism
+from eoslog.security.acls import AclOperation
+from eoslog.security.scram import MAX_ITERATIONS, ScramCredential, credential_from_salted
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest

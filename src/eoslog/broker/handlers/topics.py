@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
 from eoslog.broker.handlers.configs import topic_config_entries
@@ -37,6 +36,7 @@ from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
 from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
 from eoslog.types import INTERNAL_TOPICS

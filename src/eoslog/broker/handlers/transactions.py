@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from eoslog.broker.acls import AclOperation, ResourceType
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
 from eoslog.broker.handlers.offsets import committed_offset, group_refusal, replicated, requested_partitions
@@ -44,6 +43,7 @@ from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
 from eoslog.replica import TxnMarkerWrite
+from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ DescribeUserScramCredentials, AlterUserScramCredentials (sent to any broker).
 
 ACL bindings and filters are plain tuples of Kafka's codes, in Kafka's field order —
 ``(resource_type, name, pattern_type, principal, host, operation, permission)`` — so the
-CLI (and anyone) names them with ``eoslog.broker.acls``' enums or Kafka's numbers alike. A
+CLI (and anyone) names them with ``eoslog.security.acls``' enums or Kafka's numbers alike. A
 filter's None name/principal/host matches anything. Errors raise the typed exception of
 the first failure (CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED, INVALID_REQUEST...).
 """

@@ -13,7 +13,8 @@ import logging
 import os
 from pathlib import Path
 
-from eoslog.protocol.scram import Mechanism, ScramCredential
+from eoslog.protocol.scram import Mechanism
+from eoslog.security.scram import ScramCredential
 from eoslog.storage.fileio import atomic_write
 
 log = logging.getLogger(__name__)

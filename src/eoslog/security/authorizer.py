@@ -1,12 +1,6 @@
-"""The one place every request passes for authentication and authorization.
-
-Each connection has a ``Session``: the listener it came in on, its principal, and (on a
-SASL listener) the state of its SASL exchange. The dispatcher asks ``Session.admits`` before
-decoding anything else: on SASL_PLAINTEXT and SASL_SSL listeners only ApiVersions,
-SaslHandshake and SaslAuthenticate pass until the exchange succeeded, and after
-``connections.max.reauth.ms`` only a re-authentication does (KIP-368); anything else closes
-the connection. Principals: ``User:ANONYMOUS`` on PLAINTEXT (and SSL without a client
-certificate), the certificate's mapped DN on SSL with one, the SASL user on SASL.
+"""The one place every request passes for authentication and authorization: ``Security``
+makes each connection's ``Session`` (session.py), runs its SASL exchange against the stored
+credentials, and decides what a principal may do by the ACLs (Kafka's StandardAuthorizer).
 
 ``Security.allowed`` is what handlers ask, per resource, before touching it; every
 decision is logged (``eoslog.authorizer``) with who, what, which resource and the answer.
@@ -16,15 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import ssl
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
-from eoslog.broker.acls import (
+from eoslog.config import BrokerConfig, ConfigError
+from eoslog.protocol.scram import AuthenticationFailed, Mechanism
+from eoslog.security.acls import (
     CLUSTER_NAME,
     AclBinding,
     AclOperation,
@@ -33,97 +26,17 @@ from eoslog.broker.acls import (
     ResourceType,
     decide,
 )
-from eoslog.broker.credentials import CredentialStore
-from eoslog.broker.listeners import Listener, SecurityProtocol, listener_value
-from eoslog.config import BrokerConfig, ConfigError
-from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.scram import AuthenticationFailed, Mechanism, ScramCredential, ScramServer, plain_authenticate
+from eoslog.security.credentials import CredentialStore
+from eoslog.security.listeners import Listener, SecurityProtocol, listener_value
+from eoslog.security.scram import ScramCredential, ScramServer, plain_authenticate
+from eoslog.security.session import ANONYMOUS, Principal, SaslState, Session, principal_from_certificate
 
 decision_log = logging.getLogger("eoslog.authorizer")
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    type: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.type}:{self.name}"
-
-
-ANONYMOUS = Principal("User", "ANONYMOUS")
-
-# What an unauthenticated SASL connection may send (Kafka's SaslServerAuthenticator).
-BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 SUPPORTED_MECHANISMS = frozenset(m.value for m in Mechanism)
 # authorizer.class.name values (any package) that mean "Kafka's ACL authorizer".
 KNOWN_AUTHORIZERS = frozenset({"StandardAuthorizer", "AclAuthorizer"})
-
-
-class SaslState(Enum):
-    """A SASL connection's states, and what each admits (one table, Session.admits)."""
-
-    HANDSHAKE = "handshake"          # waiting for SaslHandshake
-    AUTHENTICATE = "authenticate"    # mechanism chosen, SaslAuthenticate exchange running
-    AUTHENTICATED = "authenticated"  # every API admitted until the session expires
-    FAILED = "failed"                # the failure was answered; the connection closes
-
-
-def principal_from_certificate(der_subject: Any, rules: str) -> Principal:
-    """The DN of a client certificate (RFC 2253 order, as Kafka prints it), mapped through
-    ``ssl.principal.mapping.rules`` (``RULE:pattern/replacement/[LU]``, then DEFAULT)."""
-    # ssl's subject is a tuple of RDNs, most significant first; RFC 2253 lists them reversed.
-    names = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
-             "stateOrProvinceName": "ST", "countryName": "C", "emailAddress": "EMAILADDRESS"}
-    dn = ",".join("+".join(f"{names.get(k, k)}={v}" for k, v in rdn) for rdn in reversed(der_subject))
-    for rule in _split_rules(rules):
-        if rule == "DEFAULT":
-            return Principal("User", dn)
-        m = re.fullmatch(r"RULE:(.*)/(.*)/([LU]?)", rule)
-        if m is None:
-            raise ConfigError(f"ssl.principal.mapping.rules: {rule!r} is not RULE:pattern/replacement/[LU] or DEFAULT")
-        pattern, replacement, case = m.groups()
-        if re.fullmatch(pattern, dn):
-            name = re.sub(pattern, replacement.replace("$", "\\"), dn, count=1)
-            return Principal("User", name.lower() if case == "L" else name.upper() if case == "U" else name)
-    return Principal("User", dn)
-
-
-def _split_rules(rules: str) -> list[str]:
-    return [r.strip() for r in re.split(r",\s*(?=RULE:|DEFAULT)", rules) if r.strip()]
-
-
-@dataclass
-class Session:
-    """One connection's security state."""
-
-    listener: Listener
-    principal: Principal
-    peer_host: str
-    sasl: SaslState | None = None  # None: not a SASL listener
-    mechanism: Mechanism | None = None
-    scram: ScramServer | None = None
-    expires_at: float | None = None  # monotonic; None: never (connections.max.reauth.ms=0)
-    close_after_response: bool = False
-    _reauthenticating: bool = field(default=False)
-
-    def admits(self, api_key: int) -> bool:
-        """May this request be processed? (False: the connection is closed unanswered.)"""
-        if self.sasl is None:
-            return True
-        if self.sasl is SaslState.AUTHENTICATED and not self.expired():
-            return True
-        if self.sasl is SaslState.FAILED:
-            return False
-        if api_key == ApiKey.API_VERSIONS:
-            return True
-        if api_key == ApiKey.SASL_HANDSHAKE:
-            return self.sasl in (SaslState.HANDSHAKE, SaslState.AUTHENTICATED)
-        return api_key == ApiKey.SASL_AUTHENTICATE and self.sasl is SaslState.AUTHENTICATE
-
-    def expired(self) -> bool:
-        return self.expires_at is not None and time.monotonic() >= self.expires_at
 
 
 class Security:
