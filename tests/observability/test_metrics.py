@@ -71,7 +71,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPro
     b = BrokerProcess(tmp_path_factory.mktemp("metrics") / "data",
                       # Kafka's flush policy (flush.messages=1: a segment fsync per append), also once
                       # group commit (issue 14) is the single node's default; its fdatasyncs report
-                      # through the same hook (eoslog.metrics.storage.observe_fsync).
+                      # through the same hook (eoslog.stats.LOG_FLUSH).
                       overrides={"metrics.listener": f"http://127.0.0.1:{port}", "log.flush.policy": "kafka"}).start()
     with Admin({"bootstrap.servers": b.bootstrap}) as admin:
         admin.create_topics([NewTopic(TOPIC, 2, 1, configs={"flush.messages": "1"})])

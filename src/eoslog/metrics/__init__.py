@@ -2,8 +2,8 @@
 
 - ``requests``: per-API request counts, latency histograms and error codes, observed by the
   dispatcher (the one per-request cost);
-- ``storage``: fsync counts and latency, which the storage layer reports through
-  ``observe_fsync`` / ``timed_fsync`` (process-wide: one broker per process);
+- ``broker``: the registry, with the fsync counts and latency storage observes in
+  ``eoslog.stats.LOG_FLUSH`` (process-wide: one broker per process);
 - ``collector``: everything else, read from the broker's state when Prometheus scrapes —
   partitions' offsets and sizes, open transactions, groups and their lag, coordinators,
   connections — plus the replica layer's and the transaction coordinator's plain counters;

@@ -1,15 +1,18 @@
 """A broker's metrics registry: the request metrics the dispatcher observes, the state
-collector, and the process-wide fsync histogram."""
+collector, and the process-wide fsync histogram storage observes (``eoslog.stats.LOG_FLUSH``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from eoslog.metrics.collector import BrokerCollector, BrokerFacts
 from eoslog.metrics.requests import RequestMetrics
-from eoslog.metrics.storage import LOG_FLUSH
+from eoslog.stats import LOG_FLUSH
 
 if TYPE_CHECKING:
     from eoslog.broker.context import BrokerState
@@ -18,8 +21,20 @@ if TYPE_CHECKING:
 def broker_registry(state: BrokerState, facts: BrokerFacts) -> tuple[CollectorRegistry, RequestMetrics]:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream) no `_created` series, process-wide
     registry = CollectorRegistry()
-    registry.register(LOG_FLUSH)
+    registry.register(LogFlushCollector())
     registry.register(BrokerCollector(state, facts))
     requests = RequestMetrics()
     registry.register(requests)
     return registry, requests
+
+
+class LogFlushCollector(Collector):
+    """``LOG_FLUSH`` as Kafka's LogFlushStats.LogFlushRateAndTimeMs, read when scraped."""
+
+    def collect(self) -> Iterator[Metric]:
+        flushes = HistogramMetricFamily(
+            "kafka_log_logflushstats_logflush_seconds",
+            "fsync calls of log segments and their duration (Kafka: LogFlushStats LogFlushRateAndTimeMs)")
+        buckets, total = LOG_FLUSH.snapshot()
+        flushes.add_metric([], buckets, total)
+        yield flushes

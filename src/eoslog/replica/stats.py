@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from eoslog.metrics.histogram import LatencyHistogram
+from eoslog.stats import LatencyHistogram
 
 ISOLATION_NAMES = ("read_uncommitted", "read_committed")  # by the protocol's isolation_level
 

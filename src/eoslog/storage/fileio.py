@@ -1,7 +1,8 @@
 """Crash-safe replacement of small metadata files (checkpoints, snapshots, topic metadata).
 
 Write a temporary file, fsync it, rename it over the target, fsync the directory: after
-a crash the file holds either the old or the new contents, never a mix.
+a crash the file holds either the old or the new contents, never a mix. Also the fsyncs of
+segments and group-commit rounds, each timed in ``eoslog.stats.LOG_FLUSH``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from eoslog.metrics.storage import observe_fsync
+from eoslog.stats import LOG_FLUSH
 
 
 def fsync_dir(directory: Path) -> None:
@@ -21,6 +22,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def timed_fsync(fd: int) -> None:
+    """``os.fsync(fd)`` of a segment, counted and timed in ``LOG_FLUSH``."""
+    start = time.perf_counter()
+    os.fsync(fd)
+    LOG_FLUSH.observe(time.perf_counter() - start)
+
+
 def sync_files(fds: list[int]) -> None:
     """fdatasync each descriptor, then close it (a group-commit round, run off the event
     loop on duplicated descriptors, so a segment closed meanwhile cannot hand its number to
@@ -29,7 +37,7 @@ def sync_files(fds: list[int]) -> None:
         for fd in fds:
             start = time.perf_counter()
             os.fdatasync(fd)
-            observe_fsync(time.perf_counter() - start)  # LogFlushRateAndTimeMs, as Kafka's flushes
+            LOG_FLUSH.observe(time.perf_counter() - start)  # LogFlushRateAndTimeMs, as Kafka's flushes
     finally:
         for fd in fds:
             os.close(fd)

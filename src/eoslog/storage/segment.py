@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eoslog.metrics.storage import timed_fsync
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -24,7 +23,7 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
-from eoslog.storage.fileio import fsync_dir
+from eoslog.storage.fileio import fsync_dir, timed_fsync
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from eoslog.storage.txn_index import TxnIndex
 

@@ -73,8 +73,8 @@ from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
 from eoslog.faults import CrashPoints
-from eoslog.metrics.histogram import LatencyHistogram
 from eoslog.replica import ReplicaManager
+from eoslog.stats import LatencyHistogram
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
