@@ -1,4 +1,4 @@
-"""Producer-id blocks from ZooKeeper (seed 001): brokers racing for blocks by conditional
+"""Producer-id blocks from ZooKeeper (Kafka's ZkProducerIdManager): brokers racing for blocks by conditional
 update never hold overlapping blocks, a restarted allocator continues after the last block,
 and three real brokers killed in turn never issue an id twice."""
 

@@ -2,8 +2,8 @@
 
 - Zombie fencing (acceptance 2): two producers with one transactional id; the older
   one's send, sendOffsets and commit each fail as fenced, and ``eoslog dump-log`` of the
-  partition shows the seed's picture: the zombie's record at epoch e, the ABORT marker at
-  e + 1, the new instance's record and COMMIT at e + 2.
+  partition shows what Kafka's kafka-dump-log.sh shows of a fenced zombie: the zombie's
+  record at epoch e, the ABORT marker at e + 1, the new instance's record and COMMIT at e + 2.
 - Timeout (acceptance 3): a producer that begins, writes and hangs is aborted by the
   coordinator; the last stable offset moves on; the hung producer's commit fails as fenced.
 - Interleaving (acceptance 4): three producers interleave committed and aborted

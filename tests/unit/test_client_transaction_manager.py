@@ -1,5 +1,5 @@
 """The producer's TransactionManager: its state table (every one of the 64 pairs), the API
-methods' state checks, the order of coordinator requests, sequence bookkeeping (seed 001)
+methods' state checks, the order of coordinator requests, sequence bookkeeping (Java's TxnPartitionMap)
 and the error tables of the request handlers, driven with kio responses — no I/O."""
 
 from __future__ import annotations

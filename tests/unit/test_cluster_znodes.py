@@ -47,7 +47,7 @@ def test_kafka_written_znodes_decode() -> None:
     assignment = TopicAssignment.decode("t", topic)
     assert assignment.partitions == {0: (1, 2), 1: (2, 3)}
     assert assignment.topic_id == TopicAssignment.decode("t", topic).topic_id  # stable without an id
-    block = b'{"version":1,"broker":35,"block_start":"4000","block_end":"4999"}'  # seed 001
+    block = b'{"version":1,"broker":35,"block_start":"4000","block_end":"4999"}'  # Kafka's ProducerIdBlockZNode
     assert ProducerIdBlock.decode(block) == ProducerIdBlock(35, 4000, 4999)
     assert decode_controller(b'{"version":1,"brokerid":2,"timestamp":"1"}') == 2
     assert decode_controller_epoch(b"12") == 12

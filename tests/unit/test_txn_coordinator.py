@@ -280,7 +280,8 @@ def test_new_instance_aborts_and_fences_the_old_one(h: Harness) -> None:
     result = h.coord.init_producer_id("tx", TIMEOUT_MS)
     assert result.error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
-    # The seed's example: data at epoch e, the ABORT marker at e + 1, the new instance at e + 2.
+    # Kafka's zombie fencing as kafka-dump-log.sh shows it: data at epoch e, the ABORT marker at
+    # e + 1, the new instance at e + 2.
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)]
     assert h.init() == (pid, epoch + 2)
     assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.PRODUCER_FENCED

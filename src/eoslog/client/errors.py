@@ -10,7 +10,8 @@ same questions as methods):
   ``InvalidMetadataException`` subclasses);
 - ``fatal``: the producer cannot go on — fenced by a newer instance, not authorized,
   speaking an unsupported version, or told that the transaction protocol was violated;
-  only ``close()`` is left (seed 003, Java's ``TransactionManager.maybeTransitionToErrorState``);
+  only ``close()`` is left (KIP-98's error handling, Java's
+  ``TransactionManager.maybeTransitionToErrorState``);
 - ``txn_requires_abort``: the current transaction cannot commit and must be aborted; the
   producer stays usable after ``abort_transaction()``.
 
@@ -76,7 +77,8 @@ class TransactionAbortedError(KafkaError):
 
 class UnresolvedSequenceError(KafkaError):
     """A transactional producer lost track of records it had sent (they expired after
-    being sent at least once), so it cannot know what the broker has: fatal (seed 001)."""
+    being sent at least once), so it cannot know what the broker has: fatal (Java's
+    ``TransactionManager.maybeResolveSequences``)."""
 
     fatal = True
 
@@ -141,7 +143,7 @@ def error_for(code: int, message: str | None = None) -> KafkaProtocolError:
 # One class per error code of kio's ErrorCode (Kafka's Errors.java), in code order.
 # Flags beyond ``retriable`` (taken from kio): invalid_metadata as Java's
 # InvalidMetadataException subclasses (NetworkException is one); fatal as a producer
-# treats them (seed 003, Java's Sender/TransactionManager: fenced, authorization,
+# treats them (KIP-98's error codes, Java's Sender/TransactionManager: fenced, authorization,
 # unsupported version, protocol violations); TRANSACTION_ABORTABLE (KIP-890) asks for an abort.
 class UnknownServerError(BrokerResponseError, code=ErrorCode.unknown_server_error): ...
 class OffsetOutOfRangeError(BrokerResponseError, code=ErrorCode.offset_out_of_range): ...
@@ -248,7 +250,7 @@ class ProducerFencedError(BrokerResponseError, code=ErrorCode.producer_fenced, f
 
 
 # A partition's answer to a write under an old epoch: the same news as PRODUCER_FENCED
-# (seed 003), so ``except ProducerFencedError`` catches both.
+# (KIP-98's InvalidProducerEpoch: a newer instance is up), so ``except ProducerFencedError`` catches both.
 class InvalidProducerEpochError(ProducerFencedError, code=ErrorCode.invalid_producer_epoch, fatal=True): ...
 class ResourceNotFoundError(BrokerResponseError, code=ErrorCode.resource_not_found): ...
 class DuplicateResourceError(BrokerResponseError, code=ErrorCode.duplicate_resource): ...

@@ -2,7 +2,7 @@
 
 A broker takes a block of ``PID_BLOCK_SIZE`` ids by reading the znode and its version,
 writing the next block conditionally on that version, and starting over from the read when
-another broker's write got there first (seed 001). ZooKeeper accepts one write per version,
+another broker's write got there first. ZooKeeper accepts one write per version,
 so no two brokers ever hold overlapping blocks; a block is only used after ZooKeeper accepted
 it, so a broker killed half-way through a block leaves its rest unused, never reissued.
 

@@ -1,7 +1,7 @@
 """Producer id allocation in durable blocks, never issuing an id twice.
 
-As Kafka's ProducerIdManager with ZooKeeper's ``/latest_producer_id_block`` (seed 001),
-ids are handed out from blocks of ``PID_BLOCK_SIZE`` (1000). A new block is written to
+As Kafka's ProducerIdManager with ZooKeeper's ``/latest_producer_id_block`` (its
+ZkProducerIdManager), ids are handed out from blocks of ``PID_BLOCK_SIZE`` (1000). A new block is written to
 ``latest_producer_id_block`` (same JSON shape as the znode: version, broker, block_start,
 block_end), fsynced and renamed into place *before* any id of it is used, so after a
 ``kill -9`` the next start continues with the following block: ids of a half-used block

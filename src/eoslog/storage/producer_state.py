@@ -6,7 +6,7 @@ and why clients may have at most 5 requests in flight. An append is first *valid
 against a copy of the producer's entry (``ProducerAppendInfo``); the copy replaces the
 entry only after the log write succeeded, so a failed write leaves no trace.
 
-Rules (seed 001, Kafka's ProducerAppendInfo):
+Rules (KIP-98, Kafka's ProducerAppendInfo):
 - a batch whose epoch is below the producer's → INVALID_PRODUCER_EPOCH;
 - a batch with a new (higher) epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
 - a producer we know nothing of (never seen, its state expired, or its batches deleted by

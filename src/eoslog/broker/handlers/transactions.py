@@ -7,7 +7,8 @@ translated for the versions that predate them as Kafka's KafkaApis does: PRODUCE
 is INVALID_PRODUCER_EPOCH below InitProducerId v4 and AddPartitionsToTxn/AddOffsetsToTxn/
 EndTxn v2; TRANSACTION_ABORTABLE is INVALID_TXN_STATE where the version predates it.
 Without a transactional id InitProducerId hands out a fresh producer id with epoch 0
-(seed 001: "blindly accept the request and return a new producerId").
+(Kafka's TransactionCoordinator.handleInitProducerId: "blindly accept the request and
+return a new producerId").
 
 AddPartitionsToTxn (not verify-only), AddOffsetsToTxn, EndTxn and InitProducerId are handled
 through ``TransactionCoordinator.held``: one the coordinator would answer CONCURRENT_TRANSACTIONS

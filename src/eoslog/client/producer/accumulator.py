@@ -1,6 +1,6 @@
 """RecordAccumulator: per-partition queues of batches between ``send()`` and the sender.
 
-What it owns (seed 004): a deque of ProducerBatch per partition. ``append`` (any thread)
+What it owns, as Java's RecordAccumulator: a deque of ProducerBatch per partition. ``append`` (any thread)
 encodes a record into the last batch of its partition's deque or opens a new one, within
 ``buffer.memory``; ``ready`` tells the sender which brokers have something sendable
 (a full batch, ``linger.ms`` elapsed, a flush, a close, memory exhausted) and when to look
@@ -282,7 +282,8 @@ class RecordAccumulator:
         return out
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
-        """Put a batch being retried back at the front, in sequence order (seed 001)."""
+        """Put a batch being retried back at the front, in sequence order (Java's
+        ``RecordAccumulator.insertInSequenceOrder``)."""
         batch.attempts += 1
         batch.last_attempt = now
         with self.lock:

@@ -13,7 +13,7 @@ Each pass (``_run_once``, Java's Sender.runOnce):
 
 Each Produce response completes, retries or fails its batches (``_complete_batch``, Java's
 completeBatch): MESSAGE_TOO_LARGE splits the batch; a retriable error (or one the
-transaction manager allows, seed 001) re-enqueues it in sequence order; DUPLICATE_SEQUENCE_
+transaction manager allows, Java's TransactionManager.canRetry) re-enqueues it in sequence order; DUPLICATE_SEQUENCE_
 NUMBER completes it; anything else fails it, and with idempotence the partition's epoch
 is bumped (or, transactional, the transaction must abort). In-flight batches whose
 delivery timeout passes are failed when their request ends, which ``request.timeout.ms``
@@ -239,7 +239,8 @@ class Sender:
             f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
         )
         if self.tm is not None and batch.has_sequence:
-            # It was sent at least once: the broker may or may not have it (seed 001).
+            # It was sent at least once: the broker may or may not have it (Java's
+            # TransactionManager.markSequenceUnresolved).
             self.tm.mark_sequence_unresolved(batch)
         self._fail_batch(batch, error, adjust_sequences=False)
 
@@ -370,7 +371,8 @@ class Sender:
                 self.accumulator.reenqueue(batch, now)
                 self.metrics.record_retry_total += batch.count
         elif code == _DUPLICATE_SEQUENCE:
-            # An older broker's answer to a batch it already has: delivered (seed 002).
+            # An older broker's answer to a batch it already has: delivered (KIP-98's
+            # DuplicateSequenceNumber: the messages are duplicates, go on with the next).
             self._succeed_batch(batch, -1, log_append_time)
         else:
             log.info("failing %s: %s", batch, exc)

@@ -1,10 +1,10 @@
-"""TransactionManager: the producer's idempotence and transaction state (seeds 000-004).
+"""TransactionManager: the producer's idempotence and transaction state (Java's, KIP-98).
 
 What it owns, and nothing else (it does no I/O):
 
 - the client state, moved only along ``VALID_PREVIOUS`` by ``transition_to``, which raises
   IllegalStateError on anything else (COMMITTING_TRANSACTION → ABORTING_TRANSACTION, say);
-- the producer id and epoch, and per partition the sequence bookkeeping of seed 001:
+- the producer id and epoch, and per partition the sequence bookkeeping of Java's TxnPartitionMap:
   next sequence, last acknowledged sequence, the batches in flight ordered by sequence,
   partitions whose sequences are unresolved (a batch expired after it was sent), and the
   partitions whose sequences restart at 0 after an epoch bump (KIP-360);
@@ -387,7 +387,8 @@ class TransactionManager:
                 handler.result.fail(_wrap(self.last_error, "the producer is in an error state"))
                 continue
             if isinstance(handler, EndTxnHandler) and not self.transaction_started:
-                # Nothing was added: there is nothing for the coordinator to end (seed 000).
+                # Nothing was added: there is nothing for the coordinator to end (Java's
+                # TransactionManager.nextRequest sends no EndTxn then).
                 self.complete_transaction(handler.result)
                 continue
             return handler
@@ -478,7 +479,8 @@ class TransactionManager:
             if tp in self.unresolved:
                 return True
         if entry is not None and entry.in_flight and batch.has_sequence:
-            # Retrying: only the first batch in flight goes; the rest wait for it (seed 001).
+            # Retrying: only the first batch in flight goes; the rest wait for it (Java's
+            # RecordAccumulator.drain against TransactionManager.firstInFlightSequence).
             return batch.base_sequence != entry.in_flight[0].base_sequence
         return False
 

@@ -1,4 +1,4 @@
-"""One handler class per coordinator request of the producer (seed 000's request order):
+"""One handler class per coordinator request of the producer (KIP-98's request order):
 FindCoordinator → InitProducerId → AddPartitionsToTxn → (Produce) → AddOffsetsToTxn →
 TxnOffsetCommit → EndTxn.
 
@@ -8,7 +8,7 @@ result; it answers the sender with an ``Outcome``: done, retry after a back-off,
 the coordinator again and retry. Errors are dispatched through each handler's table of
 error code → ``Action`` (``ERRORS``); a code not in the table is retried when it is
 retriable and otherwise gets the handler's ``DEFAULT``. The actions follow Kafka's
-TransactionManager handlers and seed 003's classification.
+TransactionManager handlers and KIP-98's classification of the error codes.
 
 What a handler must never do: I/O or sleeping — the sender sends, waits and backs off.
 """
@@ -217,7 +217,8 @@ class InitProducerIdHandler(TxnRequestHandler):
         super().__init__(tm, result)
         self.epoch_bump = epoch_bump
         if not tm.transactional:
-            # An idempotent producer's id comes from any broker (seed 001).
+            # An idempotent producer's id comes from any broker (Kafka's TransactionCoordinator
+            # hands one out to an InitProducerId without a transactional id).
             self.coordinator_type = None
 
     def build(self, versions: ApiVersionTable) -> InitProducerIdRequest:

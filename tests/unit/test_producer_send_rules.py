@@ -1,5 +1,6 @@
-"""Three producer rules of the seeds (SEEDS-CHECKLIST, "Also required"), each against the
-broker double (tests/support/broker_double.py) so that what reaches a broker is visible:
+"""Three rules of Java's KafkaProducer (send()'s size checks, retry.backoff.ms, max.block.ms),
+each against the broker double (tests/support/broker_double.py) so that what reaches a broker
+is visible:
 
 - a record larger than ``max.request.size`` (or ``buffer.memory``) fails in ``send()``
   itself: nothing is sent, not even a metadata request for its topic;

@@ -1,4 +1,4 @@
-"""Transaction rules of the seeds (SEEDS-CHECKLIST) that nothing else tested, against the real
+"""Transaction rules of Kafka's coordinators (KIP-98, KIP-447, KIP-360) that nothing else tested, against the real
 broker process, each checked on the data a read_committed consumer gets:
 
 - a TxnOffsetCommit with a stale generation or an unknown member is fenced (KIP-447):
