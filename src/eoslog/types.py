@@ -14,7 +14,8 @@ class TopicPartition(NamedTuple):
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 # Kafka's Topic.isInternal: reported internal by Metadata, and clients may not produce to them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 # Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce may write internal topics.
 ADMIN_CLIENT_ID = "__admin_client"

@@ -203,7 +203,9 @@ def test_group_configs_with_kafkas_bounds_and_sources(node: Node) -> None:
     untouched = entries("any-group")
     assert untouched["consumer.session.timeout.ms"] == ("45000", ConfigSource.DEFAULT_CONFIG)
     assert untouched["share.auto.offset.reset"] == ("latest", ConfigSource.DEFAULT_CONFIG)
-    assert len(untouched) == 6
+    assert untouched["share.delivery.count.limit"] == ("5", ConfigSource.DEFAULT_CONFIG)
+    assert untouched["share.isolation.level"] == ("read_uncommitted", ConfigSource.DEFAULT_CONFIG)
+    assert len(untouched) == 9
 
     node.alter(GROUP, "g", ("consumer.session.timeout.ms", SET, "50000"), ("share.auto.offset.reset", SET, "earliest"))
     assert entries("g")["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG)
@@ -221,6 +223,9 @@ def test_group_configs_with_kafkas_bounds_and_sources(node: Node) -> None:
         "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms")
     assert node.refusal(GROUP, "g", ("consumer.session.timeout.ms", SET, "0"))[0] == invalid_config
     assert node.refusal(GROUP, "g", ("share.auto.offset.reset", SET, "sometimes"))[0] == invalid_config
+    assert node.refusal(GROUP, "g", ("share.delivery.count.limit", SET, "11")) == (
+        invalid_config, "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit")
+    assert node.refusal(GROUP, "g", ("share.isolation.level", SET, "read_sometimes"))[0] == invalid_config
     assert node.refusal(GROUP, "g", ("session.timeout.ms", SET, "1")) == (
         invalid_config, "Unknown group config name: session.timeout.ms")
     assert node.refusal(GROUP, "g", ("consumer.session.timeout.ms", APPEND, "1")) == (

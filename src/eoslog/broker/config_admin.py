@@ -81,6 +81,8 @@ _GROUP_BOUNDS = {
     "share.session.timeout.ms": "group.share.{}.session.timeout.ms",
     "share.heartbeat.interval.ms": "group.share.{}.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.{}.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.{}.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.{}.partition.max.record.locks",
 }
 
 

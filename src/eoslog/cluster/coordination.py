@@ -18,7 +18,7 @@ from eoslog.cluster.errors import TopicExists
 from eoslog.cluster.member import ClusterMember
 from eoslog.cluster.znodes import BrokerRegistration
 from eoslog.config import BrokerConfig
-from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, InternalTopic, internal_topic_replication
+from eoslog.coordinator.internal_topic import InternalTopic, internal_topic_replication
 from eoslog.errors import Errors
 from eoslog.types import TopicPartition
 
@@ -48,9 +48,8 @@ async def _create(member: ClusterMember, config: BrokerConfig, topic: InternalTo
     replication = internal_topic_replication(config, len(member.metadata.brokers))
     if replication.warning is not None:
         log.warning(replication.warning)
-    factor = (replication.offsets_replication_factor if topic.name == OFFSETS_TOPIC
-              else replication.transaction_replication_factor)
-    overrides = {k: str(v) for k, v in topic.overrides(replication.transaction_min_isr).items()}
+    factor, min_isr = replication.for_topic(topic.name)
+    overrides = {k: str(v) for k, v in topic.overrides(min_isr).items()}
     try:
         await member.create_topic(topic.name, member.assign(topic.config.num_partitions, factor), overrides)
         log.info("created %s: %d partitions, replication factor %d", topic.name, topic.config.num_partitions, factor)

@@ -27,11 +27,10 @@ from eoslog.cluster.zk import ZkSession
 from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr
 from eoslog.replica import Partition, ReplicaManager
 from eoslog.storage import LogManager
-from eoslog.types import TopicPartition
+from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 RoleListener = Callable[[TopicPartition, int], None]  # (partition, leader epoch)
 
 

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from eoslog.config import BrokerConfig
 from eoslog.errors import Errors, KafkaError
-from eoslog.records import CompressionType, build_batch
+from eoslog.records import BatchHeader, CompressionType, build_batch, iter_batch_headers
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from eoslog.replica import ReplicaManager
 from eoslog.storage import PartitionLog, TopicError
 from eoslog.types import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported: the coordinators' name for it
+from eoslog.types import SHARE_GROUP_STATE_TOPIC as SHARE_GROUP_STATE_TOPIC
 from eoslog.types import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE_TOPIC
 from eoslog.types import TopicPartition
 
@@ -35,6 +36,19 @@ T = TypeVar("T")
 REPLICATION_WAIT_MS = 5000
 
 
+# A coordinator's append refused → what its clients should see (Kafka's
+# TransactionStateManager.appendTransactionToLog and ShareCoordinatorShard's mappings): retriable
+# ones make the client find the coordinator again or retry.
+APPEND_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+}
+
+
 class CoordinatorAppendError(KafkaError):
     """A coordinator's append refused; ``error`` is the replica layer's Kafka error."""
 
@@ -45,8 +59,12 @@ class InternalTopicConfig:
     num_partitions: int
     segment_bytes: int
     compression: CompressionType = CompressionType.NONE
-    # The topic's min.insync.replicas, when the coordinator sets one (__transaction_state).
+    # The topic's min.insync.replicas, when the coordinator sets one (__transaction_state,
+    # __share_group_state).
     min_insync_replicas: int | None = None
+    # compact (the offsets and transaction logs), or delete with infinite retention
+    # (__share_group_state, whose share coordinator prunes it itself).
+    cleanup_policy: str = "compact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +76,16 @@ class InternalTopicReplication:
     transaction_replication_factor: int
     transaction_min_isr: int
     warning: str | None
+    share_state_replication_factor: int = 1
+    share_state_min_isr: int = 1
+
+    def for_topic(self, name: str) -> tuple[int, int | None]:
+        """(replication factor, min.insync.replicas or None) of an internal topic."""
+        if name == OFFSETS_TOPIC:
+            return self.offsets_replication_factor, None
+        if name == SHARE_GROUP_STATE_TOPIC:
+            return self.share_state_replication_factor, self.share_state_min_isr
+        return self.transaction_replication_factor, self.transaction_min_isr
 
 
 def internal_topic_replication(config: BrokerConfig, brokers: int) -> InternalTopicReplication:
@@ -69,8 +97,11 @@ def internal_topic_replication(config: BrokerConfig, brokers: int) -> InternalTo
     offsets_rf = int(config["offsets.topic.replication.factor"])
     txn_rf = int(config["transaction.state.log.replication.factor"])
     txn_min_isr = int(config["transaction.state.log.min.isr"])
+    share_rf = int(config["share.coordinator.state.topic.replication.factor"])
+    share_min_isr = int(config["share.coordinator.state.topic.min.isr"])
     capped = InternalTopicReplication(min(offsets_rf, brokers), min(txn_rf, brokers),
-                                      min(txn_min_isr, txn_rf, brokers), None)
+                                      min(txn_min_isr, txn_rf, brokers), None, min(share_rf, brokers),
+                                      min(share_min_isr, share_rf, brokers))
     over = [f"{name}={value}" for name, value in (
         ("offsets.topic.replication.factor", offsets_rf), ("transaction.state.log.replication.factor", txn_rf),
         ("transaction.state.log.min.isr", txn_min_isr),
@@ -83,7 +114,8 @@ def internal_topic_replication(config: BrokerConfig, brokers: int) -> InternalTo
                f"{capped.transaction_min_isr} (Kafka would refuse to create them; set these to {brokers} "
                "to silence this warning)")
     return InternalTopicReplication(capped.offsets_replication_factor, capped.transaction_replication_factor,
-                                    capped.transaction_min_isr, warning)
+                                    capped.transaction_min_isr, warning, capped.share_state_replication_factor,
+                                    capped.share_state_min_isr)
 
 
 class InternalTopic:
@@ -107,11 +139,14 @@ class InternalTopic:
         return info.num_partitions if info is not None else self.config.num_partitions
 
     def overrides(self, min_insync_replicas: int | None = None) -> dict[str, object]:
-        """The topic's config: compacted, its segment size, the producer's compression, and
-        (``__transaction_state``) its min.insync.replicas."""
+        """The topic's config: its cleanup policy, its segment size, the producer's compression,
+        and (``__transaction_state``, ``__share_group_state``) its min.insync.replicas."""
         overrides: dict[str, object] = {
-            "cleanup.policy": "compact", "segment.bytes": self.config.segment_bytes, "compression.type": "producer",
+            "cleanup.policy": self.config.cleanup_policy, "segment.bytes": self.config.segment_bytes,
+            "compression.type": "producer",
         }
+        if self.config.cleanup_policy == "delete":
+            overrides["retention.ms"] = -1
         min_isr = self.config.min_insync_replicas if min_insync_replicas is None else min_insync_replicas
         if self.config.min_insync_replicas is not None:
             overrides["min.insync.replicas"] = min_isr
@@ -173,6 +208,24 @@ class InternalTopic:
         if end is None:
             return Errors.NONE
         return await self.replicas.wait_for_replication(TopicPartition(self.name, partition), end, timeout_ms)
+
+
+def read_chunks(topic: InternalTopic, partition: int, chunk_bytes: int) -> Iterator[list[tuple[BatchHeader, bytes]]]:
+    """The batches of ``partition`` from its log start to its end as of the call, a chunk of
+    about ``chunk_bytes`` at a time (a loader yields to the event loop between chunks)."""
+    plog = topic.partition_log(partition)
+    offset, end = plog.log_start_offset, plog.log_end_offset
+    while offset < end:
+        data = plog.read(offset, chunk_bytes, upper_bound=end).records
+        if not data:
+            return
+        chunk: list[tuple[BatchHeader, bytes]] = []
+        for pos, h in iter_batch_headers(data):
+            if h.last_offset < offset:
+                continue
+            chunk.append((h, data[pos: pos + h.size]))
+            offset = h.next_offset
+        yield chunk
 
 
 def finish_loader(loader: Generator[None, None, T]) -> T:

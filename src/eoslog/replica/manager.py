@@ -436,13 +436,14 @@ class ReplicaManager:
         """ListOffsets for one partition; raises KafkaError."""
         return self.partition_or_error(tp).fetch_offset_for_timestamp(timestamp, isolation)
 
-    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+    def delete_records(self, tp: TopicPartition, offset: int, *, allow_internal: bool = False) -> int:
         """DeleteRecords on the leader: the new log start offset (Kafka's low watermark on
-        one replica). Raises KafkaError; OSError is the caller's KAFKA_STORAGE_ERROR."""
+        one replica). Raises KafkaError; OSError is the caller's KAFKA_STORAGE_ERROR.
+        ``allow_internal``: a coordinator pruning its own internal topic."""
         partition = self.partition_or_error(tp)
         if not partition.is_leader:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"{tp.topic}-{tp.partition} is not led here")
-        low_watermark = self.logs.delete_records(tp.topic, tp.partition, offset)
+        low_watermark = self.logs.delete_records(tp.topic, tp.partition, offset, allow_internal=allow_internal)
         self._appended(tp)  # fetches below the new log start offset answer OFFSET_OUT_OF_RANGE now
         return low_watermark
 

@@ -389,17 +389,17 @@ class LogManager:
             if plog is not None:
                 plog.config = config
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+    def delete_records(self, topic: str, partition: int, offset: int, *, allow_internal: bool = False) -> int:
         """DeleteRecords on one partition (Kafka's Partition.deleteRecordsOnLeader): move
         its log start offset to ``offset`` (-1: the high watermark) and return the new low
         watermark. The checkpoint is written before any segment goes, so a crash cannot
         make deleted records readable again. Refusals raise TopicError with Kafka's error
-        name and message."""
+        name and message. ``allow_internal``: the share coordinator pruning its own topic."""
         info = self.topics.get(topic)
         plog = self.logs.get((topic, partition))
         if info is None or plog is None:
             raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        if info.internal:
+        if info.internal and not allow_internal:
             raise TopicError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}")
         tp = f"{topic}-{partition}"
         if not info.config.delete:

@@ -8,12 +8,9 @@ position after what was handed out. Records below the fetch offset inside the fi
 are skipped; a batch that ends below it is skipped whole.
 
 read_committed, exactly as Kafka's CompletedFetch: the response lists the aborted
-transactions (producer id, first offset) overlapping the range; they sit in a min-heap by
-first offset. Before each batch of a producer, every aborted transaction starting at or
-before the batch's last offset moves into the set of aborted producer ids. A
-transactional batch of a producer in that set is skipped whole; the producer's ABORT
-marker takes it out of the set again. Control batches (COMMIT/ABORT markers) are never
-returned but move the position past them.
+transactions (producer id, first offset) overlapping the range, and a transactional batch
+of one of them is skipped whole (``records.aborted``). Control batches (COMMIT/ABORT
+markers) are never returned but move the position past them.
 
 What it must never do: I/O, or touch the consumer's positions — the fetcher does that with
 ``next_fetch_offset`` if the partition's position still is the offset fetched from.
@@ -21,20 +18,18 @@ What it must never do: I/O, or touch the consumer's positions — the fetcher do
 
 from __future__ import annotations
 
-import heapq
-import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from eoslog.client.errors import CorruptMessageError
 from eoslog.client.types import ConsumerRecord, TopicPartition
 from eoslog.records import batch as record_batch
+from eoslog.records.aborted import AbortedTransactions
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
-    ControlRecordType,
     InvalidRecordError,
     TimestampType,
     batch_body,
@@ -45,22 +40,10 @@ from eoslog.records.batch import (
 
 Buffer = bytes | bytearray | memoryview
 Deserializer = Callable[[bytes | None], Any]
-_CONTROL_KEY = struct.Struct(">hh")
-
-
-def _control_type(data: bytes, pos: int) -> ControlRecordType | None:
-    _, records = decode_record_fields(data, pos)
-    key = records[0][2] if records else None
-    if key is None or len(key) < _CONTROL_KEY.size:
-        return None
-    try:
-        return ControlRecordType(_CONTROL_KEY.unpack_from(key)[1])
-    except ValueError:
-        return None  # an unknown control type (KIP-890's markers come later): not an abort
 
 
 class CompletedFetch:
-    __slots__ = ("_aborted", "_aborted_pids", "_batches", "_buffer", "_check_crcs", "_key_deserializer",
+    __slots__ = ("_aborted", "_batches", "_buffer", "_check_crcs", "_key_deserializer",
                  "_last_next_offset", "_pending", "_pending_pos", "_read_committed", "_value_deserializer", "bytes",
                  "fetch_offset", "high_watermark", "last_stable_offset", "log_start_offset", "next_fetch_offset",
                  "records_read", "tp")
@@ -93,10 +76,7 @@ class CompletedFetch:
         self._check_crcs = check_crcs
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        # (first offset, producer id), smallest first offset on top.
-        self._aborted: list[tuple[int, int]] = [(first, pid) for pid, first in (aborted_transactions or ())]
-        heapq.heapify(self._aborted)
-        self._aborted_pids: set[int] = set()
+        self._aborted = AbortedTransactions(aborted_transactions or ())
         self._batches = self._iter_batches()
         self._pending: list[ConsumerRecord] = []
         self._pending_pos = 0
@@ -170,21 +150,11 @@ class CompletedFetch:
                 self.drain()
                 raise CorruptMessageError(f"{self.tp}: record batch at offset {h.base_offset} has CRC "
                                           f"{h.crc:#010x}, computed {actual:#010x}")
-        if self._read_committed and h.producer_id >= 0:
-            self._consume_aborted_up_to(h.last_offset)
-            if h.is_control:
-                if _control_type(self._buffer, pos) == ControlRecordType.ABORT:
-                    self._aborted_pids.discard(h.producer_id)
-            elif h.is_transactional and h.producer_id in self._aborted_pids:
-                return []
+        if self._read_committed and self._aborted.skips(h, self._buffer, pos):
+            return []
         if h.is_control or h.next_offset <= self.next_fetch_offset:
             return []  # a marker, or wholly before the position
         return self._decode(h, pos)
-
-    def _consume_aborted_up_to(self, offset: int) -> None:
-        heap = self._aborted
-        while heap and heap[0][0] <= offset:
-            self._aborted_pids.add(heapq.heappop(heap)[1])
 
     def _decode(self, h: BatchHeader, pos: int) -> list[ConsumerRecord]:
         topic, partition = self.tp

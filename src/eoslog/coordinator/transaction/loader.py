@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator
 
-from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC
+from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC, read_chunks
 from eoslog.coordinator.transaction.log import (
     TransactionLogFormatError,
     TransactionLogValue,
@@ -26,7 +26,7 @@ from eoslog.coordinator.transaction.log import (
 from eoslog.coordinator.transaction.metadata import TransactionMetadata
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.coordinator.transaction.topic import TransactionStateTopic
-from eoslog.records import decode_records, iter_batch_headers
+from eoslog.records import decode_records
 from eoslog.records.batch import InvalidRecordError
 
 log = logging.getLogger(__name__)
@@ -36,21 +36,15 @@ def load_partition(
     topic: TransactionStateTopic, partition: int, chunk_bytes: int
 ) -> Generator[None, None, dict[str, TransactionMetadata]]:
     plog = topic.partition_log(partition)
-    offset, end = plog.log_start_offset, plog.log_end_offset
+    start, end = plog.log_start_offset, plog.log_end_offset
     values: dict[str, TransactionLogValue | None] = {}
     records = 0
-    while offset < end:
-        data = plog.read(offset, chunk_bytes, upper_bound=end).records
-        if not data:
-            break
-        for pos, h in iter_batch_headers(data):
-            if h.last_offset < offset:
-                continue
-            offset = h.next_offset
+    for chunk in read_chunks(topic, partition, chunk_bytes):
+        for h, batch in chunk:
             if h.is_control:
                 continue
             try:
-                batch_records = decode_records(data[pos : pos + h.size])
+                batch_records = decode_records(batch)
             except InvalidRecordError as e:
                 log.error("%s-%d: skipping undecodable batch at offset %d: %s",
                           TRANSACTION_STATE_TOPIC, partition, h.base_offset, e)
@@ -78,6 +72,6 @@ def load_partition(
     log.log(
         logging.INFO if records else logging.DEBUG,
         "loaded %d transactional ids from %s-%d (%d records, offsets %d..%d)",
-        len(loaded), TRANSACTION_STATE_TOPIC, partition, records, plog.log_start_offset, end,
+        len(loaded), TRANSACTION_STATE_TOPIC, partition, records, start, end,
     )
     return loaded

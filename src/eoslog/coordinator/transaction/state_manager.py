@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC, CoordinatorAppendError, KeyValue
+from eoslog.coordinator.internal_topic import APPEND_ERRORS, TRANSACTION_STATE_TOPIC, CoordinatorAppendError, KeyValue
 from eoslog.coordinator.transaction.log import (
     encode_key,
     encode_value,
@@ -37,16 +37,6 @@ from eoslog.errors import Errors
 log = logging.getLogger(__name__)
 
 COORDINATOR_EPOCH = 0  # the leader epoch of every partition on a single node
-
-# Storage errors → what a client should see (Kafka's appendTransactionToLog).
-_APPEND_ERRORS = {
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
-    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +178,7 @@ class TransactionStateManager:
         try:
             self.topic.append(partition, [record])
         except CoordinatorAppendError as e:
-            error = _APPEND_ERRORS.get(e.error, Errors.UNKNOWN_SERVER_ERROR)
+            error = APPEND_ERRORS.get(e.error, Errors.UNKNOWN_SERVER_ERROR)
             log.error("appending %s of %s to %s-%d failed (%s): %s", transit.state.kafka_name, txn_id,
                       TRANSACTION_STATE_TOPIC, partition, error, e)
             if error not in keep_pending_on:

@@ -1,0 +1,57 @@
+"""How a share-partition leader reaches the share coordinator of a share-partition (Kafka's
+``Persister``): read, write, initialize, summarize and delete a state, each answered once what
+it wrote is durable (replicated; with group commit, fsynced).
+
+``LocalPersister`` calls this broker's share coordinator (one node: it coordinates every key).
+In a cluster the coordinator of a key may be another broker: ``eoslog.cluster.share_persister``
+sends the inter-broker requests there, and uses a ``LocalPersister`` when it is this broker.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from eoslog.coordinator.share.coordinator import ShareCoordinator, StateWrite, TransactionalWrite
+from eoslog.coordinator.share.state import ShareGroupOffset, SharePartitionKey
+from eoslog.errors import Errors
+
+
+class Persister(Protocol):
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> tuple[Errors, ShareGroupOffset | None]:
+        ...
+
+    async def write_state(self, key: SharePartitionKey, write: StateWrite,
+                          txn: TransactionalWrite | None = None) -> Errors: ...
+
+    async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> Errors: ...
+
+    async def read_summary(self, key: SharePartitionKey) -> tuple[Errors, ShareGroupOffset | None]: ...
+
+    async def delete_state(self, key: SharePartitionKey) -> Errors: ...
+
+
+class LocalPersister:
+    def __init__(self, coordinator: ShareCoordinator) -> None:
+        self.coordinator = coordinator
+
+    async def _durable(self, key: SharePartitionKey, error: Errors) -> Errors:
+        return await self.coordinator.replicated(key) if error == Errors.NONE else error
+
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> tuple[Errors, ShareGroupOffset | None]:
+        error, state = self.coordinator.read_state(key, leader_epoch)
+        # A read may record a newer leader epoch: durable before the leader acts on it.
+        error = await self._durable(key, error)
+        return error, state if error == Errors.NONE else None
+
+    async def write_state(self, key: SharePartitionKey, write: StateWrite,
+                          txn: TransactionalWrite | None = None) -> Errors:
+        return await self._durable(key, self.coordinator.write_state(key, write, txn))
+
+    async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> Errors:
+        return await self._durable(key, self.coordinator.initialize_state(key, state_epoch, start_offset))
+
+    async def read_summary(self, key: SharePartitionKey) -> tuple[Errors, ShareGroupOffset | None]:
+        return self.coordinator.read_summary(key)
+
+    async def delete_state(self, key: SharePartitionKey) -> Errors:
+        return await self._durable(key, self.coordinator.delete_state(key))
