@@ -15,19 +15,25 @@ from typing import Any, cast
 import pytest
 
 from eoslog.broker import audit
-from eoslog.broker.context import BrokerEndpoint, BrokerState, RequestContext
+from eoslog.broker.context import BrokerState, RequestContext
+from eoslog.broker.metadata_support import BrokerEndpoint
+from eoslog.broker.zk_support import ZkSupport
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types, response_types
 from eoslog.security.session import ANONYMOUS
 
 
-class _ClusterState:
-    """Brokers 1 and 2 of a cluster (only what audit reads)."""
+class _ClusterSupport:
+    """Brokers 1 and 2 of a cluster: ZkSupport's own rule over them (only what audit reads)."""
 
-    cluster = object()
-
-    def live_brokers(self) -> list[BrokerEndpoint]:
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         return [BrokerEndpoint(1, "127.0.0.1", 9092), BrokerEndpoint(2, "127.0.0.1", 9093)]
+
+    is_inter_broker = ZkSupport.is_inter_broker
+
+
+class _ClusterState:
+    metadata_support = _ClusterSupport()
 
 
 def _ctx(api_key: ApiKey, version: int, client_id: str) -> RequestContext:

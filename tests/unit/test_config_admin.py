@@ -14,6 +14,7 @@ import pytest
 
 from eoslog.broker.config_admin import AlterOp, ConfigAdmin, Refused, check_request
 from eoslog.broker.handlers.configs import group_config_entries, topic_config_entries
+from eoslog.broker.metadata_support import Advertised, SingleNode
 from eoslog.config import BrokerConfig
 from eoslog.errors import Errors
 from eoslog.protocol.configs import AlterConfigOpType as OpType
@@ -36,7 +37,7 @@ class Node:
     def start(self) -> None:
         self.config = BrokerConfig.load(overrides={"log.dirs": str(self.root), **self.static})
         self.logs = LogManager(self.root, self.config.topic_defaults(), lambda: T0)
-        self.admin = ConfigAdmin(self.config, self.logs)
+        self.admin = ConfigAdmin(self.config, self.logs, SingleNode(self.config, self.logs, Advertised()))
         self.logs.startup()
 
     def restart(self) -> None:

@@ -130,11 +130,7 @@ AUDITED_APIS = frozenset(_AUDITED)
 
 def _inter_broker(ctx: RequestContext) -> bool:
     """A request from another broker of this cluster (the channel's client.id)."""
-    if ctx.state.cluster is None:
-        return False
-    from eoslog.cluster.channel import inter_broker_client_id
-
-    return ctx.client_id in {inter_broker_client_id(b.node_id) for b in ctx.state.live_brokers()}
+    return ctx.state.metadata_support.is_inter_broker(ctx.client_id)
 
 
 def record(ctx: RequestContext, request: Any, response: Any) -> None:

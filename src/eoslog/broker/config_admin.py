@@ -56,13 +56,15 @@ class AlterOp:
     value: str | None
 
 
-class ClusterTopicConfigs(Protocol):
-    """Where a cluster keeps its topics' overrides (``cluster.member.ClusterMember``)."""
+class TopicConfigs(Protocol):
+    """Where the topics' overrides live: ``topics.json`` on one node, ZooKeeper in a cluster
+    (the broker's ``MetadataSupport``)."""
 
-    def topic_overrides(self, topic: str) -> dict[str, str] | None:
-        """The topic's overrides; None when the cluster has no such topic."""
+    def topic_overrides(self, name: str) -> dict[str, str] | None:
+        """The topic's overrides; None when there is no such topic."""
 
-    async def alter_topic_config(self, topic: str, overrides: dict[str, str]) -> None: ...
+    def alter_topic_config(self, name: str, overrides: dict[str, str]) -> Awaitable[None] | None:
+        """Replace the topic's overrides: done on return, or the write to await."""
 
 
 class Refused(KafkaError):
@@ -155,11 +157,11 @@ def _broker_not_a_list(op: AlterConfigOpType, name: str) -> Refused:
 class ConfigAdmin:
     """Validates, stores and applies dynamic config changes (see the module doc)."""
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, store: ConfigStore | None = None,
-                 cluster: ClusterTopicConfigs | None = None) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, topics: TopicConfigs,
+                 store: ConfigStore | None = None) -> None:
         self.config = config
         self.logs = logs
-        self.cluster = cluster
+        self.topics = topics
         self.store = store or ConfigStore(logs.log_dir)
         self.on_broker_change: list[Callable[[], None]] = []
         default, mine = self.store.get(BROKER, ""), self.store.get(BROKER, str(config.node_id))
@@ -191,10 +193,7 @@ class ConfigAdmin:
     def topic_overrides(self, name: str) -> dict[str, str] | None:
         """A topic's overrides, from this broker's logs or (cluster) from ZooKeeper's; None
         when there is no such topic."""
-        if self.cluster is not None:
-            return self.cluster.topic_overrides(name)
-        info = self.logs.topics.get(name)
-        return None if info is None else {k: str(config_string(v)) for k, v in info.config.overrides.items()}
+        return self.topics.topic_overrides(name)
 
     def _alter_topic(self, name: str, ops: Sequence[AlterOp], incremental: bool,
                      validate_only: bool) -> Awaitable[None] | None:
@@ -218,18 +217,16 @@ class ConfigAdmin:
             raise Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         if validate_only:
             return None
-        if self.cluster is not None:
-            return self._alter_in_cluster(self.cluster, name, new)
         try:
-            self.logs.alter_topic_config(name, dict(new))
-        except TopicError as e:
+            pending = self.topics.alter_topic_config(name, new)
+        except KafkaError as e:
             raise Refused(e.error, str(e)) from None
-        return None
+        return None if pending is None else self._refused_as_such(pending)
 
     @staticmethod
-    async def _alter_in_cluster(cluster: ClusterTopicConfigs, name: str, new: dict[str, str]) -> None:
+    async def _refused_as_such(pending: Awaitable[None]) -> None:
         try:
-            await cluster.alter_topic_config(name, new)
+            await pending
         except KafkaError as e:
             raise Refused(e.error, str(e)) from None
 

@@ -10,9 +10,9 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from eoslog.broker.config_admin import ConfigAdmin
+from eoslog.broker.metadata_support import Advertised, BrokerEndpoint, MetadataSupport
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
@@ -25,22 +25,9 @@ from eoslog.security.session import Principal, Session
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
 
-if TYPE_CHECKING:
-    from eoslog.cluster.member import ClusterMember
-
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerEndpoint:
-    """A broker as Metadata and DescribeCluster list it."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
 
 
 @dataclass
@@ -53,13 +40,11 @@ class BrokerState:
     replicas: ReplicaManager
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
+    # One node or a ZooKeeper cluster: what depends on where metadata lives (metadata_support.py).
+    metadata_support: MetadataSupport
     clock_ms: Callable[[], int] = wall_clock_ms
-    advertised_host: str = "127.0.0.1"
-    advertised_port: int = 9092
-    # Listener name → advertised (host, port); Metadata answers with the client's listener.
-    advertised_by_listener: dict[str, tuple[str, int]] = field(default_factory=dict)
-    # Cluster mode (zookeeper.connect set): this broker's ZooKeeper side; None on one node.
-    cluster: ClusterMember | None = None
+    # This broker's addresses per listener; Metadata answers with the client's listener.
+    advertised: Advertised = field(default_factory=Advertised)
     # Requests wait until the broker serves: in a cluster the listener opens (its port is
     # part of the registration) before the broker has joined and knows the cluster's
     # metadata, as Kafka's socket server does not process requests before start-up ends.
@@ -70,7 +55,7 @@ class BrokerState:
     security: Security = field(init=False)
 
     def __post_init__(self) -> None:
-        self.config_admin = ConfigAdmin(self.config, self.logs, cluster=self.cluster)
+        self.config_admin = ConfigAdmin(self.config, self.logs, self.metadata_support)
         self.security = Security(self.config)
 
     @property
@@ -83,27 +68,20 @@ class BrokerState:
 
     def endpoint(self, listener: str | None = None) -> tuple[str, int]:
         """This broker's advertised (host, port) on ``listener`` (default: the first)."""
-        if listener is not None and listener in self.advertised_by_listener:
-            return self.advertised_by_listener[listener]
-        return self.advertised_host, self.advertised_port
+        return self.advertised.endpoint(listener)
 
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         """This node alone (at ``listener``'s address), or every registered broker of the
         cluster (by id, at the address each registered for ``listener``)."""
-        if self.cluster is None:
-            return [BrokerEndpoint(self.node_id, *self.endpoint(listener))]
-        return [BrokerEndpoint(b.broker_id, *b.address(listener), b.rack)
-                for _, b in sorted(self.cluster.metadata.brokers.items())]
+        return self.metadata_support.live_brokers(listener)
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         """In this broker's logs, or (cluster mode) in the cluster's metadata."""
-        if self.cluster is None:
-            return self.logs.get_log(topic, partition) is not None
-        return self.cluster.partition_exists(TopicPartition(topic, partition))
+        return self.metadata_support.partition_exists(TopicPartition(topic, partition))
 
     @property
     def controller_id(self) -> int:
-        return self.node_id if self.cluster is None else self.cluster.metadata.controller_id
+        return self.metadata_support.controller_id
 
 
 @dataclass(frozen=True, slots=True)

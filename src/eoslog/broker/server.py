@@ -5,10 +5,11 @@ prints one ready line. SIGTERM or SIGINT begins a graceful shutdown: stop accept
 let in-flight requests finish (bounded), flush every log, write the checkpoints and
 the clean-shutdown marker. A second signal exits at once.
 
-With ``zookeeper.connect`` the broker is a cluster member (docs/cluster.md): it opens its
-ZooKeeper session and learns the cluster id before the logs load, registers once its
+What differs between one node and a member of a ZooKeeper cluster (docs/cluster.md) is
+chosen once, here, as the broker's ``MetadataSupport`` (metadata_support.py): a member opens
+its ZooKeeper session and learns the cluster id before the logs load, registers once its
 listener is bound, and on shutdown first asks the controller to move its leadership away
-(``controlled.shutdown.enable``).
+(``controlled.shutdown.enable``); one node loads its coordinators at start-up.
 """
 
 from __future__ import annotations
@@ -20,21 +21,19 @@ import os
 import signal
 import sys
 import time
-import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.malloc import keep_freed_memory
 from eoslog.broker.marker_sender import MarkerSender
-from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
+from eoslog.broker.metadata_support import Advertised, for_config
+from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
-from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, internal_topic_replication
-from eoslog.coordinator.producer_id_manager import ProducerIdManager
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
@@ -42,10 +41,8 @@ from eoslog.replica import ReplicaManager
 from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
-from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from eoslog.cluster.member import ClusterMember
     from eoslog.metrics.server import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -61,12 +58,6 @@ class BrokerStatus:
     data_dir: str
 
 
-def _live_leader(cluster: ClusterMember, tp: TopicPartition) -> int | None:
-    """The marker channel's LeaderLookup: None only when the partition does not exist; -1
-    while it has no live leader (a marker then waits, it is never dropped)."""
-    return cluster.metadata.leader(tp) if cluster.partition_exists(tp) else None
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -74,31 +65,27 @@ class Broker:
             config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
             int(config["producer.id.expiration.ms"]), replicated=bool(config.zookeeper_connect),
         )
-        self.cluster: ClusterMember | None = None
-        if config.zookeeper_connect:
-            from eoslog.cluster.member import ClusterMember  # kazoo only in cluster mode
-
-            self.cluster = ClusterMember(config)
-        producer_ids = (ProducerIdManager(config.log_dir, config.node_id) if self.cluster is None
-                        else self.cluster.producer_ids)
+        self.advertised = Advertised()
+        # The one choice between a single node and a ZooKeeper cluster.
+        self.metadata_support = for_config(config, self.logs, self.advertised)
+        support = self.metadata_support
         # The partitions first (the coordinators append through them), then the coordinators,
         # then the state handlers share: nothing in it is ever missing.
         self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms,
-                                       leads_every_local_log=self.cluster is None,
+                                       leads_every_local_log=support.leads_every_local_log,
                                        group_commit=config.group_commit)
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
-        cluster = self.cluster
         self.txns = TransactionCoordinator.for_broker(
-            config, self.replicas, wall_clock_ms, producer_ids.generate_producer_id,
-            MarkerSender(self.replicas, None if cluster is None else cluster.channel), self.groups.partition_for,
-            leader_for=None if cluster is None else lambda tp: _live_leader(cluster, tp),
+            config, self.replicas, wall_clock_ms, support.producer_ids.generate_producer_id,
+            MarkerSender(self.replicas, support.marker_channel), self.groups.partition_for,
+            leader_for=support.leader_for,
         )
-        local_verifier = LocalTransactionVerifier(self.txns)
-        self.replicas.verifier = (local_verifier if cluster is None
-                                  else ClusterTransactionVerifier(local_verifier, cluster))
+        support.bind(self.replicas, self.groups, self.txns)
+        self.replicas.verifier = support.transaction_verifier(LocalTransactionVerifier(self.txns))
         self.state = BrokerState(
-            config=config, logs=self.logs, producer_ids=producer_ids, replicas=self.replicas,
-            group_coordinator=self.groups, txn_coordinator=self.txns, cluster=self.cluster,
+            config=config, logs=self.logs, producer_ids=support.producer_ids, replicas=self.replicas,
+            group_coordinator=self.groups, txn_coordinator=self.txns, metadata_support=support,
+            advertised=self.advertised,
         )
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
@@ -122,25 +109,12 @@ class Broker:
         self._signals = 0
 
     async def startup(self) -> BrokerStatus:
-        cluster_id = None
-        if self.cluster is not None:
-            cluster_id = await self.cluster.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
-            from eoslog.cluster.security_store import ZkSecurityStore  # kazoo only in cluster mode
-            await ZkSecurityStore(self.cluster.zk, self.state.security,
-                                  int(self.config["zookeeper.change.notification.expiration.ms"])).start()
-        else:
-            replication = internal_topic_replication(self.config, brokers=1)
-            if replication.warning is not None:
-                log.warning(replication.warning)
+        cluster_id = await self.metadata_support.connect(self.state.security)
         self.logs.startup(cluster_id)
         if self.replicas.group_commit is not None and not self.logs.had_clean_shutdown:
             # What recovery kept is shown only once it is on disk (a second cut must not undo a read).
             self.logs.flush_all()
-        if self.cluster is None:
-            # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
-            # until the loader (started below) has replayed it.
-            self.groups.begin_loading()
-            self.txns.begin_loading()
+        self.metadata_support.begin_loading()
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
@@ -148,11 +122,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self.metrics_server is not None:
             await self.metrics_server.start()
-        if self.cluster is not None:
-            await self.cluster.join(self.state.advertised_host, self.state.advertised_port,
-                                    self.state.advertised_by_listener)
-            self.cluster.start_replication(self.logs, self.replicas, wall_clock_ms,
-                                           self._coordinator_elected, self._coordinator_resigned)
+        await self.metadata_support.join()
         self.state.serving.set()
         self._tasks = [
             loop.create_task(self._every(int(self.config["log.retention.check.interval.ms"]) / 1000,
@@ -173,7 +143,7 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, self._on_signal, sig)
-        return BrokerStatus(self.state.advertised_host, self.state.advertised_port, str(self.config.log_dir))
+        return BrokerStatus(*self.advertised.default, str(self.config.log_dir))
 
     async def _open_listeners(self) -> None:
         """Bind every listener (docs/security.md); the first one is the broker's default
@@ -193,9 +163,9 @@ class Broker:
             bound_port = server.sockets[0].getsockname()[1]
             adv_host, adv_port = advertised.get(lst.name, (lst.host, 0))
             host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-            self.state.advertised_by_listener[lst.name] = (host, adv_port or bound_port)
+            self.advertised.by_listener[lst.name] = (host, adv_port or bound_port)
             self.bound[lst.name] = bound_port
-        self.state.advertised_host, self.state.advertised_port = self.state.advertised_by_listener[bound[0].name]
+        self.advertised.default = self.advertised.by_listener[bound[0].name]
 
     def _connections_by_listener(self) -> dict[str, int]:
         counts = dict.fromkeys(self.bound, 0)
@@ -214,34 +184,12 @@ class Broker:
         for conn in list(self.connections):
             conn.close_if_idle(now, max_idle_s)
 
-    def _coordinator_elected(self, tp: TopicPartition, leader_epoch: int) -> None:
-        """Cluster mode: this broker leads an internal partition: its coordinator loads it."""
-        if tp.topic == OFFSETS_TOPIC:
-            self._spawn(self.groups.become_leader(tp.partition, leader_epoch))
-        elif tp.topic == TRANSACTION_STATE_TOPIC:
-            self._spawn(self.txns.become_leader(tp.partition, leader_epoch))
-
-    def _coordinator_resigned(self, tp: TopicPartition, _leader_epoch: int) -> None:
-        if tp.topic == OFFSETS_TOPIC:
-            self.groups.resign(tp.partition)
-        elif tp.topic == TRANSACTION_STATE_TOPIC:
-            self.txns.resign(tp.partition)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def _load_coordinators_then_clean(self) -> None:
         """__consumer_offsets first: markers the transaction loader sends again may complete
         transactional offset commits, which needs their groups loaded. The cleaner starts
         last: it must not rewrite a log that a loader is half-way through."""
-        if self.cluster is None:  # in a cluster they load as their partitions' leadership arrives
-            started = time.monotonic()
-            await self.groups.load_all()
-            loaded = time.monotonic()
-            await self.txns.load_all()
-            self.metrics_facts.load_seconds.update(group=loaded - started, transaction=time.monotonic() - loaded)
+        # One node loads them here; in a cluster they load as their partitions' leadership arrives.
+        self.metrics_facts.load_seconds.update(await self.metadata_support.load_coordinators())
         self.txns.startup()
         if self.config["log.cleaner.enable"]:
             # log.cleaner.backoff.ms is dynamic: read before each pause.
@@ -271,14 +219,7 @@ class Broker:
         self._stop.set()
 
     async def shutdown(self) -> None:
-        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
-            # While still serving: clients get NOT_LEADER_OR_FOLLOWER and move on.
-            timeout_s = (int(self.config["controlled.shutdown.max.retries"])
-                         * int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000)
-            if await self.cluster.controlled_shutdown(timeout_s):
-                log.info("controlled shutdown complete: in no ISR another eligible replica could carry on")
-            else:
-                log.warning("controlled shutdown did not end within %.0fs: still in an ISR", timeout_s)
+        await self.metadata_support.controlled_shutdown()
         for server in self._servers:
             server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
@@ -295,8 +236,7 @@ class Broker:
             task.cancel()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
-        if self.cluster is not None:
-            await self.cluster.close()
+        await self.metadata_support.close()
         if self.replicas.group_commit is not None:
             self.replicas.group_commit.stop()
             stats = self.replicas.group_commit.stats
@@ -309,10 +249,9 @@ class Broker:
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     status = await broker.startup()
-    joined = "" if broker.cluster is None else (
-        f", cluster {broker.state.cluster_id} via ZooKeeper {config.zookeeper_connect}")
+    joined = broker.metadata_support.ready_note(broker.state.cluster_id)
     others = ", ".join(f"{name}://{host}:{port}" for name, (host, port)
-                       in broker.state.advertised_by_listener.items())
+                       in broker.advertised.by_listener.items())
     print(
         f"eoslog broker {config.node_id} ready on {status.host}:{status.port} "
         f"(data: {status.data_dir}{joined}; listeners {others})",

@@ -94,16 +94,12 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
     wanted = None if request.topic_partitions is None else [
         TopicPartition(str(t.topic), int(p)) for t in request.topic_partitions for p in t.partitions]
     top_level = Errors.NONE
-    cluster = ctx.state.cluster
     if not ctx.allowed_on_cluster(AclOperation.ALTER):
         top_level = Errors.CLUSTER_AUTHORIZATION_FAILED
         results = dict.fromkeys(wanted or (), top_level)
-    elif cluster is None:  # one node leads every partition it has
-        results = {tp: Errors.ELECTION_NOT_NEEDED if ctx.state.logs.get_log(*tp) is not None
-                   else Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted or ()}
     else:
         try:
-            results = await cluster.elect_leaders(wanted, unclean)
+            results = await ctx.state.metadata_support.elect_leaders(wanted, unclean)
         except KafkaError as e:
             top_level = e.error
             results = dict.fromkeys(wanted or (), e.error)

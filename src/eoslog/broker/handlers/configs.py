@@ -228,12 +228,7 @@ def _describe_resource(
             validate_topic_name(name)
         except TopicError as e:
             return ErrorCode.invalid_topic_exception, str(e), []
-        info = state.logs.topics.get(name)
-        if state.cluster is not None:  # ZooKeeper's overrides: this broker may hold no replica
-            overrides = state.cluster.topic_overrides(name)
-            config = None if overrides is None else TopicConfig(state.logs.topic_defaults, overrides)
-        else:
-            config = None if info is None else info.config
+        config = state.metadata_support.topic_config(name)
         if config is None:
             return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.", []
         return ErrorCode.none, None, topic_config_entries(state.config, config)

@@ -92,23 +92,9 @@ async def wait_for(register: Callable[[Callable[[T], None]], None]) -> T:
 # -- FindCoordinator ------------------------------------------------------------------------
 
 
-def _find(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None]:
-    """This node coordinates every key; its internal topic is created on first use, as
-    Kafka does."""
-    if key_type == GROUP_KEY_TYPE:
-        ctx.state.group_coordinator.ensure_offsets_topic()
-    elif key_type == TRANSACTION_KEY_TYPE:
-        ctx.state.txn_coordinator.ensure_state_topic()
-    else:
-        return ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}"
-    return ErrorCode.none, None
-
-
-def _find_in_cluster(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
-    """The leader of the key's internal partition (docs/cluster.md)."""
-    from eoslog.cluster.coordination import find_coordinator
-
-    assert ctx.state.cluster is not None
+def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    """The leader of the key's internal partition (on one node, this node; docs/cluster.md),
+    the internal topic made on first use, as Kafka does."""
     topic: InternalTopic
     partition_for: Callable[[str, int], int]
     if key_type == GROUP_KEY_TYPE:
@@ -117,11 +103,10 @@ def _find_in_cluster(ctx: RequestContext, key_type: int, key: str) -> dict[str, 
         topic, partition_for = ctx.state.txn_coordinator.state.topic, transaction_partition_for
     else:
         return _coordinator_fields(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
-    error, broker = find_coordinator(ctx.state.cluster, ctx.state.config, topic, partition_for, key)
+    error, broker = ctx.state.metadata_support.find_coordinator(topic, partition_for, key, ctx.listener)
     if broker is None:
         return _coordinator_fields(error_code(error), error.name)
-    # At the address of the listener the client came in on, as Metadata answers.
-    return _coordinator_fields(ErrorCode.none, None, broker.broker_id, *broker.address(ctx.listener))
+    return _coordinator_fields(ErrorCode.none, None, broker.node_id, broker.host, broker.port)
 
 
 def _coordinator_fields(code: ErrorCode, message: str | None, node_id: int = -1, host: str = "",
@@ -145,19 +130,13 @@ def _may_read(ctx: RequestContext, group_id: str) -> bool:
 
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     module = response_types(ctx)
-    state = ctx.state
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
 
     def fields(key: str) -> dict[str, Any]:
         refusal = _find_refusal(ctx, key_type, key)
         if refusal is not None:
             return _coordinator_fields(refusal, None)
-        if state.cluster is not None:
-            return _find_in_cluster(ctx, key_type, key)
-        code, message = _find(ctx, key_type)
-        if code != ErrorCode.none:
-            return _coordinator_fields(code, message)
-        return _coordinator_fields(code, message, state.node_id, *state.endpoint(ctx.listener))
+        return _find(ctx, key_type, key)
 
     if ctx.api_version < 4:
         return cast("FindCoordinatorResponse", build(

@@ -1,11 +1,14 @@
 """Metadata (key 3): brokers, cluster id, controller, topics and partitions.
 
-One node owns every partition (leader = node id, replicas = ISR = [node id]); in a
-cluster the answer comes from the ZooKeeper-fed metadata cache: every registered broker,
-the controller, each partition's replicas, ISR, offline replicas, leader and leader epoch
-(LEADER_NOT_AVAILABLE while it has no live leader). Topics named in the request that do not
-exist are created when ``auto.create.topics.enable`` and the request's
-``allow_auto_topic_creation`` (v4+) both allow it.
+What the broker's ``MetadataSupport`` knows: one node owns every partition (leader = node id,
+replicas = ISR = [node id], epoch 0); in a cluster the ZooKeeper-fed metadata cache answers:
+every registered broker, the controller, each partition's replicas, ISR, offline replicas,
+leader and leader epoch (LEADER_NOT_AVAILABLE while it has no live leader). Topics named in
+the request that do not exist are created when ``auto.create.topics.enable`` and the
+request's ``allow_auto_topic_creation`` (v4+) both allow it, and answered once their
+partitions have leaders (at once on one node; in a cluster the controller elects them
+later, so the answer is LEADER_NOT_AVAILABLE and the client asks again, as from Kafka).
+A topic asked for by id that the principal may not describe is answered without its name.
 """
 
 from __future__ import annotations
@@ -24,16 +27,12 @@ from eoslog.broker.handlers.base import (
     response_types,
 )
 from eoslog.broker.handlers.topics import create_with_defaults
-from eoslog.cluster.metadata import PartitionView
-from eoslog.errors import Errors
+from eoslog.broker.metadata_support import TopicDescription
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from eoslog.storage import TopicError, TopicInfo
-from eoslog.types import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
-    from eoslog.cluster.member import ClusterMember
     from eoslog.protocol.requests import MetadataRequest
     from eoslog.protocol.responses import MetadataResponse
 
@@ -41,33 +40,19 @@ if TYPE_CHECKING:
 TopicOps = Callable[[str], int]
 
 
-def _topic_entry(module: ModuleType, name: str, topic_id: Any, internal: bool, partitions: list[PartitionView],
-                 topic_ops: TopicOps) -> Any:
+def _topic_entry(module: ModuleType, topic: TopicDescription, topic_ops: TopicOps) -> Any:
     return build(
         module.MetadataResponseTopic,
-        error_code=ErrorCode.none, name=name, topic_id=topic_id, is_internal=internal,
+        error_code=ErrorCode.none, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
         partitions=tuple(
             build(module.MetadataResponsePartition,
                   error_code=error_code(p.error), partition_index=p.partition, leader_id=p.leader,
                   leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
                   offline_replicas=p.offline_replicas)
-            for p in partitions
+            for p in topic.partitions
         ),
-        topic_authorized_operations=topic_ops(name),
+        topic_authorized_operations=topic_ops(topic.name),
     )
-
-
-def _local_entry(module: ModuleType, ctx: RequestContext, info: TopicInfo, topic_ops: TopicOps) -> Any:
-    """One node: it leads every partition, in epoch 0."""
-    node = (ctx.state.node_id,)
-    views = [PartitionView(p, node[0], 0, node, node, (), Errors.NONE) for p in range(info.num_partitions)]
-    return _topic_entry(module, info.name, info.topic_id, info.internal, views, topic_ops)
-
-
-def _cluster_entry(module: ModuleType, cluster: ClusterMember, topic: str, topic_ops: TopicOps) -> Any:
-    assignment = cluster.metadata.topics[topic]
-    views = [cluster.metadata.view(tp) for tp in cluster.metadata.partitions_of(topic)]
-    return _topic_entry(module, topic, assignment.topic_id, topic in INTERNAL_TOPICS, views, topic_ops)
 
 
 def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
@@ -78,28 +63,34 @@ def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id
     )
 
 
-async def _cluster_topics(ctx: RequestContext, cluster: ClusterMember, request: Any, module: ModuleType,
-                          topic_ops: TopicOps, all_topics: bool) -> list[Any]:
-    metadata = cluster.metadata
+async def _topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: TopicOps,
+                  all_topics: bool) -> list[Any]:
+    support = ctx.state.metadata_support
     if all_topics:
-        return [_cluster_entry(module, cluster, t, topic_ops) for t in sorted(metadata.topics) if _describable(ctx, t)]
+        return [_topic_entry(module, topic, topic_ops) for name in support.topic_names()
+                if _describable(ctx, name) and (topic := support.describe_topic(name)) is not None]
     out: list[Any] = []
     for wanted in request.topics:
         name = wanted.name
+        topic = support.describe_topic(name) if name is not None else None
         if name is None and getattr(wanted, "topic_id", None) is not None:
-            name = next((t for t, a in metadata.topics.items() if a.topic_id == wanted.topic_id), None)
-            if name is None:
+            named = support.topic_named(wanted.topic_id)
+            topic = None if named is None else support.describe_topic(named)
+            if topic is None:
                 out.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
                 continue
-        refusal = _refusal(ctx, request, name, name in metadata.topics)
+        refusal = _refusal(ctx, request, name if topic is None else topic.name, topic is not None)
         if refusal is not None:
-            out.append(_error_entry(module, name, refusal))
-        elif name in metadata.topics:
-            out.append(_cluster_entry(module, cluster, name, topic_ops))
+            out.append(_error_entry(module, name, refusal))  # by id: the name is not told
+        elif topic is not None:
+            out.append(_topic_entry(module, topic, topic_ops))
         elif name is not None and _may_auto_create(ctx, request):
-            # As Kafka: the new topic has no leaders yet; the client asks again.
             error = await create_with_defaults(ctx, name)
-            out.append(_error_entry(module, name, ErrorCode.leader_not_available if error is None else error))
+            created = support.describe_topic(name) if error is None else None
+            if created is not None and all(p.leader >= 0 for p in created.partitions):
+                out.append(_topic_entry(module, created, topic_ops))
+            else:  # as Kafka: the new topic has no leaders yet; the client asks again
+                out.append(_error_entry(module, name, ErrorCode.leader_not_available if error is None else error))
         else:
             out.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
     return out
@@ -127,38 +118,6 @@ def _may_auto_create(ctx: RequestContext, request: Any) -> bool:
         ctx.state.config["auto.create.topics.enable"])
 
 
-def _local_topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: TopicOps,
-                  all_topics: bool) -> list[Any]:
-    logs = ctx.state.logs
-    if all_topics:
-        return [_local_entry(module, ctx, t, topic_ops) for t in logs.topics.values() if _describable(ctx, t.name)]
-    topics: list[Any] = []
-    allow_create = _may_auto_create(ctx, request)
-    for wanted in request.topics:
-        name = wanted.name
-        info = logs.topics.get(name) if name is not None else None
-        if info is None and name is None and getattr(wanted, "topic_id", None) is not None:
-            info = logs.topic_by_id(wanted.topic_id)
-            if info is None:
-                topics.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
-                continue
-        refusal = _refusal(ctx, request, name if info is None else info.name, info is not None)
-        if refusal is not None:
-            topics.append(_error_entry(module, name, refusal))
-            continue
-        if info is None and allow_create and name is not None:
-            try:
-                info = logs.create_topic(name, int(ctx.state.config["num.partitions"]))
-            except TopicError as e:
-                topics.append(_error_entry(module, name, error_code(e.error)))
-                continue
-        if info is None:
-            topics.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
-        else:
-            topics.append(_local_entry(module, ctx, info, topic_ops))
-    return topics
-
-
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     module = response_types(ctx)
     # v8+: the operations the principal may perform, only when asked for.
@@ -169,11 +128,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
 
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
-    cluster = ctx.state.cluster
-    if cluster is None:
-        topics = _local_topics(ctx, request, module, topic_ops, all_topics)
-    else:
-        topics = await _cluster_topics(ctx, cluster, request, module, topic_ops, all_topics)
+    topics = await _topics(ctx, request, module, topic_ops, all_topics)
     brokers = tuple(
         build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in ctx.state.live_brokers(ctx.listener)

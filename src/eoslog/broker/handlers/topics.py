@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
 from eoslog.broker.handlers.configs import topic_config_entries
-from eoslog.cluster.controller.assignment import AssignmentError
-from eoslog.cluster.errors import TopicExists
+from eoslog.cluster.controller.assignment import check_partition_replicas
 from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
 from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
@@ -39,10 +38,8 @@ from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
-from eoslog.types import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
-    from eoslog.cluster.member import ClusterMember
     from eoslog.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
     from eoslog.protocol.responses import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
@@ -87,31 +84,15 @@ def _registered(ctx: RequestContext) -> list[int]:
 
 
 def _topic_names(ctx: RequestContext) -> Iterable[str]:
-    cluster = ctx.state.cluster
-    return ctx.state.logs.topics if cluster is None else cluster.metadata.topics
+    return ctx.state.metadata_support.topic_names()
 
 
 def _assignment_refusal(ctx: RequestContext, broker_ids: Sequence[int], replicas: int | None) -> Refusal | None:
     """Kafka's validateManualPartitionAssignment against the registered brokers."""
-    if not broker_ids:
-        return Refusal(ErrorCode.invalid_replica_assignment,
-                       "The manual partition assignment includes an empty replica list.")
-    previous = None
-    registered = _registered(ctx)
-    for broker_id in sorted(broker_ids):
-        if broker_id not in registered:
-            return Refusal(ErrorCode.invalid_replica_assignment,
-                           f"The manual partition assignment includes broker {broker_id}, "
-                           "but no such broker is registered.")
-        if broker_id == previous:
-            return Refusal(ErrorCode.invalid_replica_assignment,
-                           f"The manual partition assignment includes the broker {broker_id} more than once.")
-        previous = broker_id
-    if replicas is not None and len(broker_ids) != replicas:
-        return Refusal(ErrorCode.invalid_replica_assignment,
-                       f"The manual partition assignment includes a partition with {len(broker_ids)} "
-                       "replica(s), but this is not consistent with previous partitions, which have "
-                       f"{replicas} replica(s).")
+    try:
+        check_partition_replicas(broker_ids, _registered(ctx), replicas)
+    except KafkaError as e:
+        return Refusal(error_code(e.error), str(e))
     return None
 
 
@@ -208,40 +189,12 @@ def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
 
 
 async def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool, timeout_s: float) -> Refusal | TopicInfo:
-    cluster = ctx.state.cluster
-    if cluster is not None:
-        return await _create_in_cluster(ctx, cluster, plan, validate_only, timeout_s)
     try:
-        return ctx.state.logs.create_topic(
-            plan.name, plan.num_partitions, plan.overrides,
-            internal=plan.name in INTERNAL_TOPICS, validate_only=validate_only,
-        )
-    except TopicError as e:
+        return await ctx.state.metadata_support.create_topic(
+            plan.name, plan.num_partitions, plan.overrides, plan.replication_factor, plan.assignment,
+            validate_only, timeout_s)
+    except KafkaError as e:
         return Refusal(error_code(e.error), str(e))
-    except OSError as e:
-        return Refusal(ErrorCode.kafka_storage_error, f"cannot create topic {plan.name}: {e}")
-
-
-async def _create_in_cluster(ctx: RequestContext, cluster: ClusterMember, plan: TopicPlan, validate_only: bool,
-                             timeout_s: float) -> Refusal | TopicInfo:
-    try:
-        assignment = plan.assignment or cluster.assign(plan.num_partitions, plan.replication_factor)
-    except AssignmentError as e:
-        return Refusal(error_code(e.error), str(e))
-    config = TopicConfig(ctx.state.logs.topic_defaults, plan.overrides)
-    info = TopicInfo(plan.name, uuid.uuid4(), plan.num_partitions, config, plan.name in INTERNAL_TOPICS)
-    if validate_only:
-        return info
-    try:
-        created = await cluster.create_topic(plan.name, assignment, plan.overrides)
-    except TopicExists:
-        return Refusal(ErrorCode.topic_already_exists, f"Topic '{plan.name}' already exists.")
-    except Exception as e:  # ZooKeeper unreachable
-        return Refusal(ErrorCode.request_timed_out, f"cannot create topic {plan.name} in ZooKeeper: {e}")
-    # As Kafka's DelayedCreatePartitions: answer once the controller has elected the leaders
-    # (or at the request's timeout: the topic exists either way).
-    await cluster.wait_for_leaders(plan.name, max(timeout_s, 0.0))
-    return TopicInfo(plan.name, created.topic_id, plan.num_partitions, config, info.internal)
 
 
 async def create_with_defaults(ctx: RequestContext, name: str) -> ErrorCode | None:
@@ -323,38 +276,18 @@ class DeleteOutcome:
 
 
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
-    cluster = ctx.state.cluster
-    if cluster is None:
-        info = ctx.state.logs.topics.get(name)
-        return None if info is None else info.topic_id
-    assignment = cluster.metadata.topics.get(name)
-    return None if assignment is None else assignment.topic_id
+    return ctx.state.metadata_support.topic_id(name)
 
 
 def _topic_named(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
-    cluster = ctx.state.cluster
-    if cluster is None:
-        info = ctx.state.logs.topic_by_id(topic_id)
-        return None if info is None else info.name
-    return next((t for t, a in cluster.metadata.topics.items() if a.topic_id == topic_id), None)
+    return ctx.state.metadata_support.topic_named(topic_id)
 
 
 async def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID, timeout_s: float) -> DeleteOutcome:
-    cluster = ctx.state.cluster
-    if cluster is not None:
-        from eoslog.cluster.topic_admin import delete_topic
-
-        try:
-            await delete_topic(cluster, name, timeout_s)
-        except KafkaError as e:
-            return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
-        return DeleteOutcome(name, topic_id, ErrorCode.none)
     try:
-        ctx.state.replicas.delete_topic(name)
-    except TopicError as e:
+        await ctx.state.metadata_support.delete_topic(name, timeout_s)
+    except KafkaError as e:
         return DeleteOutcome(name, topic_id, error_code(e.error), str(e))
-    except OSError as e:
-        return DeleteOutcome(name, topic_id, ErrorCode.kafka_storage_error, f"cannot delete topic {name}: {e}")
     return DeleteOutcome(name, topic_id, ErrorCode.none)
 
 
@@ -432,12 +365,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
 
 
 def _partition_count(ctx: RequestContext, name: str) -> int | None:
-    cluster = ctx.state.cluster
-    if cluster is None:
-        info = ctx.state.logs.topics.get(name)
-        return None if info is None else info.num_partitions
-    assignment = cluster.metadata.topics.get(name)
-    return None if assignment is None else len(assignment.partitions)
+    return ctx.state.metadata_support.partition_count(name)
 
 
 async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s: float) -> Refusal | None:
@@ -452,34 +380,14 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s:
         return Refusal(ErrorCode.invalid_partitions, f"The topic {topic.name} currently has {current} "
                        f"partition(s); {count} would not be an increase.")
     additional = count - current
-    cluster = ctx.state.cluster
-    if cluster is not None:
-        from eoslog.cluster.topic_admin import grow_topic
-
-        if topic.assignments is not None and len(topic.assignments) != additional:
-            return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
-                           f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
-        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-        try:
-            await grow_topic(cluster, topic.name, assignments, count, validate_only, timeout_s)
-        except KafkaError as e:
-            return Refusal(error_code(e.error), str(e))
-        return None
-    logs = ctx.state.logs
-    if topic.assignments is not None:
-        if len(topic.assignments) != additional:
-            return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
-                           f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
-        for a in topic.assignments:
-            refusal = _assignment_refusal(ctx, [int(b) for b in a.broker_ids], REPLICATION_FACTOR)
-            if refusal is not None:
-                return refusal
+    if topic.assignments is not None and len(topic.assignments) != additional:
+        return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
+                       f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
+    assignments = None if topic.assignments is None else [[int(b) for b in a.broker_ids] for a in topic.assignments]
     try:
-        logs.create_partitions(topic.name, count, validate_only=validate_only)
-    except TopicError as e:
+        await ctx.state.metadata_support.add_partitions(topic.name, count, assignments, validate_only, timeout_s)
+    except KafkaError as e:
         return Refusal(error_code(e.error), str(e))
-    except OSError as e:
-        return Refusal(ErrorCode.kafka_storage_error, f"cannot create partitions of {topic.name}: {e}")
     return None
 
 

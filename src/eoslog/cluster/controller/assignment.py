@@ -67,3 +67,27 @@ def validate_manual_assignment(assignment: Mapping[int, Sequence[int]], brokers:
         raise AssignmentError(Errors.INVALID_REPLICA_ASSIGNMENT,
                               "All partitions in the manual partition assignment must have the same "
                               "number of replicas.")
+
+
+def check_partition_replicas(broker_ids: Sequence[int], registered: Sequence[int], replicas: int | None) -> None:
+    """One partition of a manual assignment, as Kafka's validateManualPartitionAssignment
+    checks it in turn: replicas registered, none twice, as many as the partitions before it
+    had (``replicas``; None for the first)."""
+    if not broker_ids:
+        raise AssignmentError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                              "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(broker_ids):
+        if broker_id not in registered:
+            raise AssignmentError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                                  f"The manual partition assignment includes broker {broker_id}, "
+                                  "but no such broker is registered.")
+        if broker_id == previous:
+            raise AssignmentError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                                  f"The manual partition assignment includes the broker {broker_id} more than once.")
+        previous = broker_id
+    if replicas is not None and len(broker_ids) != replicas:
+        raise AssignmentError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                              f"The manual partition assignment includes a partition with {len(broker_ids)} "
+                              "replica(s), but this is not consistent with previous partitions, which have "
+                              f"{replicas} replica(s).")
