@@ -1,13 +1,15 @@
 """Broker and topic configuration, under Apache Kafka's names and defaults.
 
 A broker is configured by a Kafka-style properties file (``key=value`` lines) and by
-flags; flags win. Topic configs fall back to the broker's ``log.*`` defaults exactly as
+flags; flags win, except on a security setting given differently by two sources, which
+refuses to start (``merge_sources``). Topic configs fall back to the broker's ``log.*`` defaults exactly as
 Kafka maps them (``log.segment.bytes`` → ``segment.bytes`` …).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -407,13 +409,17 @@ class BrokerConfig:
 
     @classmethod
     def load(
-        cls, path: Path | None = None, overrides: Mapping[str, Any] | None = None
+        cls, path: Path | None = None, overrides: Mapping[str, Any] | None = None,
+        *, flags: Sequence[tuple[str, Mapping[str, Any]]] = (),
     ) -> BrokerConfig:
-        raw: dict[str, Any] = {}
+        """The file, then ``overrides``, then each named flag (``("--listen", {...})``), merged
+        by ``merge_sources``: a later source wins, except on a security setting."""
+        sources: list[tuple[str, Mapping[str, Any]]] = []
         if path is not None:
-            raw.update(parse_properties(path.read_text()))
+            sources.append((f"--config {path}", parse_properties(path.read_text())))
         if overrides:
-            raw.update({k: v for k, v in overrides.items() if v is not None})
+            sources.append(("an override", {k: v for k, v in overrides.items() if v is not None}))
+        raw = merge_sources([*sources, *flags])
         return cls(resolve_broker_values(raw), frozenset(raw), raw)
 
     def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> dict[str, Any]:
@@ -475,6 +481,58 @@ class BrokerConfig:
         return out
 
 
+# The settings that decide who may connect and what they may do, and where the ACLs and
+# credentials are kept (log.dirs, zookeeper.connect): docs/security.md, "One value per setting".
+SECURITY_SETTINGS = frozenset({
+    "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
+    "log.dirs", "zookeeper.connect", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+})
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+
+
+def is_security_setting(name: str) -> bool:
+    return name in SECURITY_SETTINGS or name.startswith(_SECURITY_PREFIXES)
+
+
+def _comparable(name: str, value: Any) -> object:
+    """A value as it takes effect, so that two spellings of one thing are not a conflict:
+    ``127.0.0.1:9092`` and ``PLAINTEXT://127.0.0.1:9092``, ``./data`` and ``data``."""
+    text = str(value).strip()
+    if name in ("listeners", "advertised.listeners"):
+        items = [i.strip() for i in text.split(",") if i.strip()]
+        return sorted((i.split("://", 1)[0].upper() if "://" in i else "PLAINTEXT", i.rsplit("://", 1)[-1])
+                      for i in items)
+    if name == "log.dirs":
+        return [os.path.abspath(d.strip()) for d in text.split(",") if d.strip()]
+    return text.lower() if text.lower() in ("true", "false") else text
+
+
+def merge_sources(sources: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """One broker configuration from its sources, lowest first (the properties file, then the
+    flags in the order given). The rule (README, docs/security.md): a later source wins, as
+    Kafka's ``--override`` over its file, except on a security setting (``is_security_setting``):
+    two sources that give one differently refuse to start, naming both, so that no flag can
+    silently drop a security protocol, an authorizer or the directory holding the ACLs."""
+    raw: dict[str, Any] = {}
+    given_by: dict[str, str] = {}
+    for source, values in sources:
+        for key, value in values.items():
+            if (key in raw and is_security_setting(key)
+                    and _comparable(key, raw[key]) != _comparable(key, value)):
+                raise ConfigError(
+                    f"{key} is given twice, differently: {given_by[key]} sets {raw[key]!r}, {source} sets "
+                    f"{value!r}. A security setting is never overridden silently: give it once")
+            raw[key], given_by[key] = value, source
+    return raw
+
+
+# The internal topics' replication settings a single node (no zookeeper.connect) defaults to,
+# as Kafka's own single-node server.properties sets them: one broker cannot hold three replicas.
+SINGLE_NODE_DEFAULTS = {"offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
+                        "transaction.state.log.min.isr": 1}
+
+
 def resolve_broker_values(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Kafka's defaults overlaid with ``raw`` (name → value as written), converted."""
     values = {name: d.default for name, d in BROKER_CONFIGS.items()}
@@ -494,6 +552,8 @@ def resolve_broker_values(raw: Mapping[str, Any]) -> dict[str, Any]:
     elif values["node.id"] != values["broker.id"]:
         raise ConfigError(f"node.id={values['node.id']} and broker.id={values['broker.id']} "
                           "differ; set one of them")
+    if not str(values["zookeeper.connect"]).strip():
+        values.update({k: v for k, v in SINGLE_NODE_DEFAULTS.items() if k not in raw})
     # Kafka's hour/minute variants of the time settings.
     for primary, chain in BROKER_SYNONYMS.items():
         for alias, factor in zip(chain[1:], (60000, 3600000), strict=True):

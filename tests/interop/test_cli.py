@@ -293,3 +293,17 @@ def test_consume_starts_at_the_end_without_from_beginning(shared_broker: BrokerP
     assert consumer.returncode == 0, err.decode()
     assert re.fullmatch(rb"new-\d+\n", out), out
     assert b"Processed a total of 1 messages" in err
+
+
+def test_produce_and_consume_take_the_topic_as_kafkas_tools_do(shared_broker: BrokerProcess) -> None:
+    """``--topic`` (kafka-console-producer/consumer's option) or the argument; both naming
+    different topics, or neither, is a readable mistake."""
+    b = shared_broker
+    ok(cli(b, "topics", "create", "cli-opt", "--partitions", "1"))
+    ok(cli(b, "produce", "--topic", "cli-opt", stdin=b"by-option\n"))
+    ok(cli(b, "produce", "cli-opt", "--topic", "cli-opt", stdin=b"both-alike\n"))
+    out = ok(cli(b, "consume", "--topic", "cli-opt", "--from-beginning", "--max-messages", "2",
+                 "--timeout-ms", "20000"))
+    assert out.split() == ["by-option", "both-alike"]
+    assert "two topics given" in failed(cli(b, "consume", "cli-opt", "--topic", "other", "--timeout-ms", "100"))
+    assert "give the topic" in failed(cli(b, "produce", stdin=b"x\n"))

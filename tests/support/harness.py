@@ -106,9 +106,11 @@ class ServerProcess:
 class BrokerProcess(ServerProcess):
     def __init__(self, data_dir: Path, port: int | None = None,
                  overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, args: list[str] | None = None) -> None:
         """``host``/``prefix``: a broker in a network namespace of tests/support/netns.py listens on the
-        namespace's address and starts under ``ip netns exec`` (the same process id)."""
+        namespace's address and starts under ``ip netns exec`` (the same process id). ``args``: more
+        command-line arguments, after the harness's own (``--config FILE``)."""
+        self.args = list(args or [])
         self.data_dir = data_dir
         self.host = host
         self.prefix = list(prefix or [])
@@ -128,6 +130,7 @@ class BrokerProcess(ServerProcess):
             cmd += ["--listen", f"{self.host}:{self.port}"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
+        cmd += self.args
         log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child
         log.write(f"--- start {self.starts} ---\n")
         log.flush()

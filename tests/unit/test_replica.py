@@ -226,7 +226,12 @@ def test_a_follower_answers_not_leader_and_takes_replicated_batches(tmp_path: Pa
 
 
 def test_internal_topic_replication_is_capped_with_a_warning_naming_the_settings() -> None:
-    defaults = internal_topic_replication(BrokerConfig.load(), brokers=1)
+    # A single node defaults them to 1 (no warning); set above its one broker, they are capped and named.
+    assert internal_topic_replication(BrokerConfig.load(), brokers=1).warning is None
+    asked = BrokerConfig.load(overrides={"offsets.topic.replication.factor": "3",
+                                         "transaction.state.log.replication.factor": "3",
+                                         "transaction.state.log.min.isr": "2"})
+    defaults = internal_topic_replication(asked, brokers=1)
     assert (defaults.offsets_replication_factor, defaults.transaction_replication_factor,
             defaults.transaction_min_isr) == (1, 1, 1)
     assert defaults.warning is not None
@@ -237,5 +242,6 @@ def test_internal_topic_replication_is_capped_with_a_warning_naming_the_settings
                                         "transaction.state.log.replication.factor": "1",
                                         "transaction.state.log.min.isr": "1"})
     assert internal_topic_replication(ones, brokers=1).warning is None
-    three = internal_topic_replication(BrokerConfig.load(), brokers=3)
+    cluster_defaults = BrokerConfig.load(overrides={"zookeeper.connect": "127.0.0.1:2181"})  # Kafka's 3 and 2
+    three = internal_topic_replication(cluster_defaults, brokers=3)
     assert (three.transaction_replication_factor, three.transaction_min_isr, three.warning) == (3, 2, None)

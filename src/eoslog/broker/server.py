@@ -38,7 +38,7 @@ from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
-from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context
+from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context, unprotected_settings
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
 
@@ -150,6 +150,8 @@ class Broker:
         address (the ready line, cluster registration)."""
         bound = listeners(self.config)
         self.state.security.check_listeners(bound)
+        for warning in unprotected_settings(self.config, bound):
+            log.warning(warning)
         advertised = advertised_listeners(self.config)
         loop = asyncio.get_running_loop()
         max_bytes = int(self.config["socket.request.max.bytes"])

@@ -27,18 +27,20 @@ def broker(
     from eoslog.broker.server import run_broker
     from eoslog.cluster.errors import ClusterError
 
-    overrides: dict[str, str] = {}
+    # Each flag is a source of its own, in the order given, after the file: a later one wins,
+    # except on a security setting two sources give differently (config.merge_sources).
+    flags: list[tuple[str, dict[str, str]]] = []
     for item in override or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise typer.BadParameter(f"--override expects key=value, got {item!r}")
-        overrides[key.strip()] = value.strip()
+        flags.append((f"-o {item}", {key.strip(): value.strip()}))
     if data_dir is not None:
-        overrides["log.dirs"] = str(data_dir)
+        flags.append((f"--data-dir {data_dir}", {"log.dirs": str(data_dir)}))
     if listen is not None:
-        overrides["listeners"] = listen
+        flags.append((f"--listen {listen}", {"listeners": listen}))
     try:
-        cfg = BrokerConfig.load(config, overrides)
+        cfg = BrokerConfig.load(config, flags=flags)
         listeners(cfg)
     except (ConfigError, OSError) as e:
         typer.echo(f"eoslog broker: {e}", err=True)

@@ -140,9 +140,23 @@ def _read_lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
         yield buf.rstrip(b"\r"), True
 
 
+# Kafka's console tools take --topic; eoslog's took the topic as an argument: both work.
+TopicOption = Annotated[str | None, typer.Option("--topic", help="The topic (or give it as the argument)")]
+
+
+def one_topic(argument: str | None, option: str | None) -> str:
+    if argument is not None and option is not None and argument != option:
+        raise typer.BadParameter(f"two topics given: {argument!r} and --topic {option!r}", param_hint="--topic")
+    topic = argument if argument is not None else option
+    if not topic:
+        raise typer.BadParameter("give the topic, as an argument or with --topic", param_hint="TOPIC")
+    return topic
+
+
 @app.command("produce")
 def produce(
-    topic: Annotated[str, typer.Argument(help="Topic to write to")],
+    topic_arg: Annotated[str | None, typer.Argument(help="Topic to write to")] = None,
+    topic_opt: TopicOption = None,
     partition: Annotated[
         int | None, typer.Option("--partition", min=0, help="Send every record to this partition")
     ] = None,
@@ -165,6 +179,7 @@ def produce(
     Keyed records go to murmur2(key) % partitions like Kafka's default partitioner,
     keyless ones round-robin (or all to --partition). A summary is printed at the end.
     """
+    topic = one_topic(topic_arg, topic_opt)
     separator = key_separator.encode() if key_separator is not None else None
     if separator == b"":
         raise typer.BadParameter("must not be empty", param_hint="--key-separator")
@@ -291,7 +306,8 @@ def _parse_start(offset: str | None) -> int | None:
 
 @app.command("consume")
 def consume(
-    topic: Annotated[str, typer.Argument(help="Topic to read")],
+    topic_arg: Annotated[str | None, typer.Argument(help="Topic to read")] = None,
+    topic_opt: TopicOption = None,
     from_beginning: Annotated[
         bool, typer.Option("--from-beginning", help="Start at the earliest offset instead of the end")
     ] = False,
@@ -319,6 +335,7 @@ def consume(
     command_config: CommandConfig = None,
 ) -> None:
     """Print records to stdout, one line each (the value, like kafka-console-consumer)."""
+    topic = one_topic(topic_arg, topic_opt)
     start = _parse_start(offset)
     if start is not None and partition is None:
         raise typer.BadParameter("--offset needs --partition", param_hint="--offset")

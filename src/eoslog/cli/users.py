@@ -83,8 +83,14 @@ def set_password(
         if data_dir is not None:
             from eoslog.security.credentials import CredentialStore
 
-            if not data_dir.is_dir():
+            if data_dir.exists() and not data_dir.is_dir():
                 raise CommandError(f"--data-dir {data_dir} is not a directory", exit_code=2)
+            if not data_dir.exists():  # the first start's case, as kafka-storage format makes its log.dirs
+                try:
+                    data_dir.mkdir(parents=True)
+                except OSError as e:
+                    raise CommandError(f"--data-dir {data_dir}: cannot create it: {e.strerror or e}") from None
+                typer.echo(f"created {data_dir}")
             CredentialStore(data_dir).apply([(name, mech, make_credential(mech, secret, iterations))], [])
             typer.echo(f"stored {mech.value} credential of User:{name} in {data_dir} (offline)")
             return

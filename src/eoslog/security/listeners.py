@@ -160,3 +160,36 @@ def inter_broker_security(config: BrokerConfig) -> tuple[str | None, ClientSecur
         return name, client_security(raw)
     except ConfigException as e:
         raise ConfigError(f"inter-broker security: {e}") from None
+
+
+_ACL_SETTINGS = ("super.users", "allow.everyone.if.no.acl.found", "authorizer.log.level")
+
+
+def unprotected_settings(config: BrokerConfig, bound: list[Listener]) -> list[str]:
+    """One warning per setting that asks for protection it does not get with these listeners:
+    ACL settings without an authorizer, ``ssl.client.auth`` on a listener without TLS,
+    ``sasl.enabled.mechanisms`` with no SASL listener. Only settings given (``explicit``):
+    a default asks for nothing. Kafka accepts these silently; an operator reading them
+    expects protection, so the broker says what to add."""
+    given = config.explicit
+    out: list[str] = []
+    if not str(config["authorizer.class.name"]).strip():
+        out += [f"{key}={config.static[key]} has no effect: no authorizer is configured, so every principal may do "
+                "everything; add authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                for key in _ACL_SETTINGS if key in given]
+    # ssl.client.auth for every listener, listener.name.<name>.ssl.client.auth for one.
+    tls = [lst for lst in bound if lst.protocol.uses_tls]
+    asked = {key: ([] if key == "ssl.client.auth" else
+                   [lst for lst in bound if key == f"listener.name.{lst.name.lower()}.ssl.client.auth"])
+             for key in given if key.endswith("ssl.client.auth") and str(config.values[key]) != "none"}
+    for key, named in sorted(asked.items()):
+        if (key == "ssl.client.auth" and not tls) or (key != "ssl.client.auth" and not any(
+                lst.protocol.uses_tls for lst in named)):
+            where = ", ".join(f"{lst.name} ({lst.protocol})" for lst in (named or bound)) or "no such listener"
+            out.append(f"{key}={config.static[key]} has no effect on {where}: client certificates need TLS; "
+                       "use an SSL or SASL_SSL listener")
+    if "sasl.enabled.mechanisms" in given and not any(lst.protocol.uses_sasl for lst in bound):
+        out.append(f"sasl.enabled.mechanisms={config.static['sasl.enabled.mechanisms']} has no effect: no "
+                   "listener uses SASL, so nobody authenticates; add a SASL_SSL (or SASL_PLAINTEXT) listener "
+                   "to listeners")
+    return out
