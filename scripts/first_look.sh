@@ -45,7 +45,8 @@ pids+=($!)
 echo "payments pipeline running (log: eoslog-first-look-pipeline.log)"
 
 # In the background and waited for, so that a TERM reaches the trap at once.
-"$PY" -m eoslog console --bootstrap-server "127.0.0.1:$port" --listen "$listen" \
+# --no-auth: the broker here has no SASL listener to log in with; the console refuses it off loopback.
+"$PY" -m eoslog console --bootstrap-server "127.0.0.1:$port" --listen "$listen" --no-auth \
     --metrics "http://127.0.0.1:$metrics_port/metrics" &
 pids+=($!)
 wait "$!"

@@ -39,6 +39,7 @@ from support.console_harness import (
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
+    confirm,
     console_stack,
     create_topic,
     produce_plain,
@@ -90,9 +91,8 @@ def test_hanging_transaction_is_flagged_and_aborted_from_the_page(stack: Stack) 
     assert cell(page, row, "owner") == "—"
     screenshot(page, "transactions-hanging-eoslog")
 
-    page.once("dialog", lambda dialog: dialog.accept())
     page.locator(f"{row} button.abort").click()
-    page.wait_for_url("**/transactions?message=*")
+    assert confirm(page, "Abort the hanging transaction of producer") == "/transactions"
     assert "aborted the hanging transaction" in page.locator("#message").inner_text()
     screenshot(page, "transactions-after-abort-eoslog")
     lso, hw = stack.offsets(topic, 0)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,22 +37,31 @@ def chromium_path() -> str:
 
 
 class ConsoleProcess:
+    """``eoslog console`` on a free loopback port. ``no_auth`` (the default here): no logins, as
+    scripts/first_look.sh serves it; ``tls``: (certfile, keyfile), served over HTTPS."""
+
     def __init__(self, bootstrap: str, log_path: Path, metrics_url: str | None = None, refresh_s: float = 0,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), *, no_auth: bool = True,
+                 tls: tuple[Path, Path] | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "eoslog", "console", "--bootstrap-server", bootstrap,
                "--listen", f"127.0.0.1:{self.port}", "--refresh", str(refresh_s)]
         if metrics_url:
             cmd += ["--metrics", metrics_url]
+        if no_auth:
+            cmd += ["--no-auth"]
+        if tls:
+            cmd += ["--certfile", str(tls[0]), "--keyfile", str(tls[1])]
         cmd += extra_args
         self.log_path = log_path
         with open(log_path, "a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        unverified = ssl._create_unverified_context() if tls else None  # a test CA's certificate
         deadline = time.monotonic() + 60
         while True:
             try:
-                urllib.request.urlopen(self.url + "/static/refresh.js", timeout=5).close()
+                urllib.request.urlopen(self.url + "/static/refresh.js", timeout=5, context=unverified).close()
                 return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -81,7 +92,11 @@ def chromium_page() -> Iterator[Any]:
         browser = p.chromium.launch(executable_path=executable, headless=True,
                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            # bypass_csp: the tests evaluate their own scripts in the page, and an escaping mistake
+            # must show even though the console's Content-Security-Policy would stop its script.
+            # ignore_https_errors: a test CA's certificate.
+            page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True,
+                                       ignore_https_errors=True).new_page()
             page.set_default_timeout(60_000)
             yield page
         finally:
@@ -101,6 +116,17 @@ def console_stack(name: str, broker: Any, root: Path, metrics_url: str = "") -> 
             yield stack
     finally:
         console.stop()
+
+
+def confirm(page: Any, expected: str) -> str:
+    """On the console's confirmation page (the first POST of an action), which must say
+    ``expected``: confirm, and return the path of the page the action went back to."""
+    page.wait_for_selector("#confirm")
+    summary = page.locator("#summary").inner_text()
+    assert expected in summary, summary
+    page.locator("#confirm").click()
+    page.wait_for_selector("#message")
+    return str(urllib.parse.urlsplit(page.url).path)
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -329,18 +355,16 @@ def check_actions(stack: Stack, topic: str, group: str) -> None:
     page = stack.open("/partitions")
     form = page.locator(f"#partitions tr[data-partition='{topic}-0'] form.delete-records")
     form.locator("input[name=offset]").fill("4")
-    page.once("dialog", lambda dialog: dialog.accept())
     form.locator("button").click()
-    page.wait_for_url("**/partitions?message=*")
+    assert confirm(page, f"Delete the records of {topic}-0 before offset 4?") == "/partitions"
     assert "log start now 4" in page.locator("#message").inner_text()
     assert cell(page, f"#partitions tr[data-partition='{topic}-0']", "log-start") == "4"
 
     page = stack.open("/groups")
     row = f"section[data-group='{group}'] tr[data-partition='{topic}-0']"
     page.locator(f"{row} form.reset-offset input[name=offset]").fill("7")
-    page.once("dialog", lambda dialog: dialog.accept())
     page.locator(f"{row} form.reset-offset button").click()
-    page.wait_for_url("**/groups?message=*")
+    assert confirm(page, f"Reset the committed offset of group {group} on {topic}-0 to 7?") == "/groups"
     assert "reset to 7" in page.locator("#message").inner_text()
     assert (cell(page, row, "committed"), cell(page, row, "lag")) == ("7", "3")
     screenshot(page, f"groups-after-reset-{stack.name}")

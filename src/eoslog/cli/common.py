@@ -15,6 +15,7 @@ import typer
 from eoslog.client.admin import Admin
 from eoslog.client.errors import KafkaError
 from eoslog.client.settings import parse_bootstrap
+from eoslog.tools import ToolError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,12 +43,9 @@ BootstrapServer = Annotated[
 ]
 
 
-class CommandError(Exception):
-    """A user-facing failure: printed as one line on stderr, no traceback."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class CommandError(ToolError):
+    """A user-facing failure: printed as one line on stderr, no traceback (as the shared
+    tools' ``ToolError``s are)."""
 
 
 @contextmanager
@@ -56,7 +54,7 @@ def user_errors(command: str) -> Iterator[None]:
     ``eoslog COMMAND: error: ...`` on stderr and a non-zero exit code."""
     try:
         yield
-    except CommandError as e:
+    except ToolError as e:
         typer.echo(f"eoslog {command}: error: {e}", err=True)
         raise typer.Exit(e.exit_code) from None
     except KafkaError as e:

@@ -1,7 +1,8 @@
 """What each console page shows, gathered through the admin client.
 
-Every function takes the ``Cluster`` of ``eoslog transactions`` (the blocking admin
-client plus leader look-ups) and returns plain rows; nothing here renders. Offsets come
+Every function takes the ``Cluster`` of ``eoslog transactions`` (eoslog.tools.transactions:
+the blocking admin client plus leader look-ups) over the session's own clients, and returns
+plain rows; nothing here renders. Offsets come
 from ListOffsets: the log start (earliest), the high watermark (latest, read_uncommitted)
 and the last stable offset (latest, read_committed) — the same numbers a consumer sees.
 """
@@ -17,7 +18,12 @@ from dataclasses import dataclass
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from eoslog.cli.transactions import (
+from eoslog.client.admin import ConfigResource, ConfigResourceType, IsolationLevel, OffsetSpec
+from eoslog.client.errors import KafkaError
+from eoslog.client.types import ConsumerRecord, TopicPartition
+from eoslog.console.sessions import Clients
+from eoslog.tools.transactions import (
+    OPEN_STATES,
     Cluster,
     OpenTransaction,
     TransactionDescription,
@@ -26,13 +32,8 @@ from eoslog.cli.transactions import (
     hanging_transactions,
     list_transactions,
 )
-from eoslog.client import Consumer
-from eoslog.client.admin import ConfigResource, ConfigResourceType, IsolationLevel, OffsetSpec
-from eoslog.client.errors import KafkaError
-from eoslog.client.types import ConsumerRecord, TopicPartition
 
 TP = tuple[str, int]
-_OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 
 
 def now_ms() -> int:
@@ -107,7 +108,7 @@ class TxnRow:
 
     @property
     def past_timeout(self) -> bool:
-        return (self.age_s is not None and not self.two_phase_commit and self.state in _OPEN_STATES
+        return (self.age_s is not None and not self.two_phase_commit and self.state in OPEN_STATES
                 and self.age_s * 1000 > self.timeout_ms)
 
 
@@ -230,7 +231,7 @@ def transactions(cluster: Cluster) -> list[TxnRow]:
         d = described.get(x.transactional_id)
         if not isinstance(d, TransactionDescription):
             continue  # gone since it was listed (expired)
-        in_progress = d.start_time_ms is not None and d.state in _OPEN_STATES
+        in_progress = d.start_time_ms is not None and d.state in OPEN_STATES
         rows.append(TxnRow(d.transactional_id, d.coordinator_id, d.state, d.producer_id, d.producer_epoch,
                            d.timeout_ms, max(0, now - (d.start_time_ms or 0)) / 1000 if in_progress else None,
                            tuple(d.partitions), d.two_phase_commit))
@@ -381,26 +382,26 @@ def show_bytes(data: bytes | None, fmt: str) -> str:
     return text
 
 
-def _read(client: Mapping[str, str], tp: TopicPartition, start: int, end: int, isolation: str,
+def _read(clients: Clients, tp: TopicPartition, start: int, end: int, isolation: str,
           limit: int) -> list[ConsumerRecord]:
     """Records of ``tp`` from ``start`` (below ``end``, at most ``limit``) as a consumer with that
-    isolation level reads them: the public consumer, no group, the console's client settings."""
+    isolation level reads them: the session's consumer (no group), one page at a time."""
     if start >= end:
         return []
     out: list[ConsumerRecord] = []
-    consumer = Consumer({"client.id": "eoslog-console-records", **client, "isolation.level": isolation})
-    try:
+    with clients.lock:
+        consumer = clients.consumer(isolation)
         consumer.assign([tp])
         consumer.seek(tp, start)
         deadline = time.monotonic() + 15
         while len(out) < limit and time.monotonic() < deadline and consumer.position(tp) < end:
-            out += [r for r in consumer.poll(0.5) if r.offset < end]
-    finally:
-        consumer.close()
+            out += [r for r in consumer.poll(0.5) if r.partition == tp.partition and r.topic == tp.topic
+                    and start <= r.offset < end]
+        consumer.assign([])
     return out[:limit]
 
 
-def records(cluster: Cluster, client: Mapping[str, str], topic: str, partition: int, start: int, isolation: str,
+def records(cluster: Cluster, client: Clients, topic: str, partition: int, start: int, isolation: str,
             fmt: str) -> tuple[list[RecordRow], tuple[int, int, int]]:
     """A page of a partition's records from ``start``, and (log start, LSO, high watermark).
 
@@ -457,7 +458,7 @@ class DecisionRow:
         return all(state == "CompleteCommit" for _, _, state in self.transactions)
 
 
-def spark_decisions(cluster: Cluster, client: Mapping[str, str],
+def spark_decisions(cluster: Cluster, client: Clients,
                     topic: str = SPARK_DECISIONS_TOPIC) -> tuple[list[DecisionRow], list[str]]:
     """Each query's latest decision in the sink's decisions topic (read_committed, as the sink
     reads it) with the coordinators' state of each transaction it names; and the records that

@@ -7,7 +7,7 @@
     if (document.activeElement && document.activeElement.form) return;
     try {
       const response = await fetch(window.location.href, {headers: {"X-Refresh": "1"}});
-      if (!response.ok) return;
+      if (!response.ok || response.redirected) return;  // the session ended: leave the page as it is
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = page.querySelector("main");
       if (fresh) document.querySelector("main").replaceWith(fresh);
