@@ -245,3 +245,47 @@ def test_internal_topic_replication_is_capped_with_a_warning_naming_the_settings
     cluster_defaults = BrokerConfig.load(overrides={"zookeeper.connect": "127.0.0.1:2181"})  # Kafka's 3 and 2
     three = internal_topic_replication(cluster_defaults, brokers=3)
     assert (three.transaction_replication_factor, three.transaction_min_isr, three.warning) == (3, 2, None)
+
+
+def test_the_leader_decides_to_shrink_its_isr_and_applies_it_only_once_persisted(tmp_path: Path) -> None:
+    """Kafka's Partition.maybeShrinkIsr: a follower not caught up for more than
+    replica.lag.time.max.ms is proposed out of the ISR; the partition keeps its ISR (and
+    high watermark) until the cluster layer persisted the change and calls update_isr."""
+    clock = Clock()
+    clock.now = Clock.now
+    config = BrokerConfig.load(overrides={"log.dirs": str(tmp_path)})
+    logs = LogManager(tmp_path, config.topic_defaults(), clock)
+    logs.startup()
+    logs.create_topic(TP.topic, 1, {})
+    rm = ReplicaManager(0, logs, clock, leads_every_local_log=False)
+    partition = rm.create_partition(TP)
+    partition.make_leader(leader_epoch=3, isr=(0, 1, 2), replicas=(0, 1, 2))
+    partition.append_records_to_leader(records(b"a"), AppendOrigin.CLIENT, 1)
+    clock.now += 1_000
+    partition.update_follower_fetch_state(1, 1)  # caught up now
+    partition.update_follower_fetch_state(2, 0)  # still behind: last caught up at make_leader
+    assert partition.maybe_shrink_isr(clock.now, lag_time_max_ms=1_000) is None  # 1000 ms is not more
+    clock.now += 1
+    assert partition.maybe_shrink_isr(clock.now, lag_time_max_ms=1_000) == (0, 1)
+    assert partition.isr == {0, 1, 2} and partition.high_watermark == 0  # proposed, not applied
+    assert partition.update_isr((0, 1)) and partition.high_watermark == 1
+    assert partition.maybe_shrink_isr(clock.now, lag_time_max_ms=1_000) is None
+    partition.make_follower(1, 4, (1, 0), (0, 1, 2))
+    assert partition.maybe_shrink_isr(clock.now + 10_000, lag_time_max_ms=1_000) is None  # only a leader decides
+
+
+def test_a_caught_up_eligible_follower_is_proposed_into_the_isr(tmp_path: Path) -> None:
+    """Kafka's Partition.maybeExpandIsr: a follower joins once it has everything up to the high
+    watermark and the start of the leader's epoch, and only if eligible (KIP-841)."""
+    rm = manager(tmp_path, single_node=False)
+    partition = rm.create_partition(TP)
+    partition.make_leader(leader_epoch=3, isr=(0,), replicas=(0, 1))
+    partition.append_records_to_leader(records(b"a", b"b"), AppendOrigin.CLIENT, 1)  # high watermark 2
+    partition.update_follower_fetch_state(1, 1)
+    assert partition.maybe_expand_isr(1, lambda _: True) is None  # below the high watermark
+    partition.update_follower_fetch_state(1, 2)
+    assert partition.maybe_expand_isr(1, lambda _: False) is None  # shutting down, say
+    assert partition.maybe_expand_isr(1, lambda _: True) == (0, 1)
+    assert partition.isr == {0}  # proposed, not applied
+    partition.update_isr((0, 1))
+    assert partition.maybe_expand_isr(1, lambda _: True) is None  # already in

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from eoslog.client.errors import KafkaError as ClientError
 from eoslog.client.versions import ApiVersionTable
 from eoslog.coordinator.transaction import TxnMarker
-from eoslog.coordinator.transaction.coordinator import CRASH_POINTS
+from eoslog.coordinator.transaction.coordinator import CRASH_POINTS, MARKER_WRITE_TIMEOUT_MS
 from eoslog.errors import Errors
 from eoslog.faults import CrashPoints
 from eoslog.protocol.api_keys import ApiKey
@@ -34,18 +34,14 @@ if TYPE_CHECKING:
     from eoslog.cluster.channel import BrokerChannel
 
 
-# How long a marker waits to be acknowledged (replicated; fsynced with group commit) before
-# the channel tries it again (Kafka's request.timeout.ms default for WriteTxnMarkers).
-MARKER_WRITE_TIMEOUT_MS = 30_000
-
-
 class MarkerSender:
     """The coordinator's ``MarkerSender``: node id, markers → one result per marker."""
 
     def __init__(self, replicas: ReplicaManager, channel: BrokerChannel | None = None,
-                 crash_points: CrashPoints | None = None) -> None:
+                 crash_points: CrashPoints | None = None, write_timeout_ms: int = MARKER_WRITE_TIMEOUT_MS) -> None:
         self.replicas = replicas
         self.channel = channel
+        self.write_timeout_ms = write_timeout_ms  # the coordinator's marker_write_timeout_ms
         self.crash_points = crash_points or CrashPoints.from_env(CRASH_POINTS)
 
     async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
@@ -53,9 +49,9 @@ class MarkerSender:
             writes = [TxnMarkerWrite(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit)
                       for m in markers for tp in m.partitions]
             if "between_markers" in self.crash_points.armed and len(writes) > 1:
-                await self.replicas.write_txn_markers(writes[:1], MARKER_WRITE_TIMEOUT_MS)
+                await self.replicas.write_txn_markers(writes[:1], self.write_timeout_ms)
                 self.crash_points.reached("between_markers")
-            errors = iter(await self.replicas.write_txn_markers(writes, MARKER_WRITE_TIMEOUT_MS))
+            errors = iter(await self.replicas.write_txn_markers(writes, self.write_timeout_ms))
             return [{tp: next(errors) for tp in m.partitions} for m in markers]
         if self.channel is None:
             raise RuntimeError(f"no inter-broker channel to node {node_id}")

@@ -1,16 +1,17 @@
 """This broker's replicas follow the cluster's partition states (Kafka's
 ``ReplicaManager.becomeLeaderOrFollower``, driven by ZooKeeper watches instead of
-LeaderAndIsr requests), and a leader keeps its ISR (Kafka ≤ 2.6's ``Partition.maybeShrinkIsr``
-/ ``maybeExpandIsr`` with a conditional ZooKeeper update).
+LeaderAndIsr requests), and a leader's ISR changes are persisted (what Kafka's
+AlterPartitionManager and controller do, as a conditional ZooKeeper update).
 
 - A partition state naming this broker leader makes the local replica leader in that epoch
   (its fetcher stops); naming another broker makes it a follower fetching from there, after
   truncation; naming no leader stops fetching. A state is applied once per znode version.
 - Replicas of partitions this broker is no longer assigned (a deleted topic) are deleted.
-- As leader: a follower behind for ``replica.lag.time.max.ms`` leaves the ISR; a follower that
-  reached the high watermark (and the start of this leader's epoch) joins it. The change is
-  written to the state znode conditionally on the version this broker last saw; only once
-  ZooKeeper accepted it does the partition use the new ISR (through the cache, as any state).
+- As leader: the partition decides (``Partition.maybe_shrink_isr``, asked every half of
+  ``replica.lag.time.max.ms``, Kafka's isr-expiration task; ``Partition.maybe_expand_isr``,
+  asked after each follower fetch); here the change is written to the state znode
+  conditionally on the version this broker last saw, and only once ZooKeeper accepted it does
+  the partition use the new ISR (through the cache, as any state).
 - ``on_leader`` / ``on_follower`` tell the coordinators when an internal partition moves.
 """
 
@@ -164,34 +165,15 @@ class Leadership:
             now = self.clock_ms()
             for tp in list(self._applied):
                 partition = self.replicas.get_partition(tp)
-                if partition is None or not partition.is_leader:
-                    continue
-                lagging = {r for r in partition.isr if r != self.broker_id
-                           and (st := partition.remote_replicas.get(r)) is not None
-                           and now - st.last_caught_up_ms > self.lag_time_max_ms}
-                if lagging:
-                    log.info("%s: shrinking the ISR %s: %s behind for more than %d ms", tp, sorted(partition.isr),
-                             sorted(lagging), self.lag_time_max_ms)
-                    self._propose_isr(tp, partition, tuple(r for r in partition.replicas
-                                                           if r in partition.isr and r not in lagging))
+                isr = None if partition is None else partition.maybe_shrink_isr(now, self.lag_time_max_ms)
+                if partition is not None and isr is not None:
+                    self._propose_isr(tp, partition, isr)
 
     def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
-        """A follower fetched: it joins the ISR once it has everything up to the high
-        watermark and has reached this leader's epoch (Kafka's isFollowerInSync), if it is
-        eligible: registered and not shutting down (KIP-841). A fetch the follower sent before
-        it stopped fetching for its controlled shutdown is answered after the controller took it
-        out of the ISR; without the check that fetch put it straight back in."""
-        if replica_id in partition.isr or not partition.is_leader or not self.metadata.isr_eligible(replica_id):
-            return
-        follower = partition.remote_replicas.get(replica_id)
-        if follower is None:
-            return
-        epoch_start = partition.log.epochs.entries[-1].start_offset if partition.log.epochs.entries else 0
-        if follower.log_end_offset >= partition.high_watermark and follower.log_end_offset >= epoch_start:
-            log.info("%s: follower %d caught up (offset %d): joins the ISR", partition.tp, replica_id,
-                     follower.log_end_offset)
-            self._propose_isr(partition.tp, partition, tuple(r for r in partition.replicas
-                                                             if r in partition.isr or r == replica_id))
+        """A follower fetched: the partition says whether it joins the ISR."""
+        isr = partition.maybe_expand_isr(replica_id, self.metadata.isr_eligible)
+        if isr is not None:
+            self._propose_isr(partition.tp, partition, isr)
 
     def _propose_isr(self, tp: TopicPartition, partition: Partition, isr: tuple[int, ...]) -> None:
         current = self.metadata.states.get(tp)

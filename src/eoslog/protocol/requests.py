@@ -1,5 +1,5 @@
 """kio's request classes of every version a handler serves, as one type per API (generated
-from the handler registry's version ranges by ``eoslog.protocol.typegen``): a handler typed with
+from the handler registry's version ranges by ``scripts/typegen.py``): a handler typed with
 it has each field it reads checked against every version (a field some versions lack is read with
 ``getattr`` and a default). Types only: handlers import them under ``TYPE_CHECKING``, so the
 broker does not load every version's module at start-up."""

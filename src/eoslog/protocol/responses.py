@@ -1,5 +1,5 @@
 """kio's response classes of every version a handler serves, as one type per API (generated
-from the handler registry's version ranges by ``eoslog.protocol.typegen``): what each handler
+from the handler registry's version ranges by ``scripts/typegen.py``): what each handler
 returns. Types only, imported under ``TYPE_CHECKING``; eoslog's own copy of a class kio reads
 too strictly (``protocol/messages.py``) stands in for kio's."""
 

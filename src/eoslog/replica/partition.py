@@ -11,9 +11,11 @@ partition that does not lead answers NOT_LEADER_OR_FOLLOWER to clients.
 On a single node every partition is led here with ISR = {this broker}: the high watermark
 follows the log end offset at once and acks=all completes with the append.
 
-What changes the ISR (a follower caught up, or behind for ``replica.lag.time.max.ms``) is
-decided by the cluster layer, which must have ZooKeeper accept the new ISR before calling
-``update_isr``; this class only applies it.
+The partition decides when its ISR changes, as Kafka's Partition does: ``maybe_shrink_isr``
+(followers behind for ``replica.lag.time.max.ms`` leave) and ``maybe_expand_isr`` (a
+follower that has caught up joins) propose the new ISR; the cluster layer persists it with a
+conditional ZooKeeper write (Kafka's AlterPartition path) and only once ZooKeeper accepted it
+does ``update_isr`` apply it here.
 """
 
 from __future__ import annotations
@@ -125,6 +127,39 @@ class Partition:
         """Apply an ISR the cluster accepted; True if the high watermark moved."""
         self.isr = frozenset(isr)
         return self.maybe_increment_high_watermark()
+
+    def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> tuple[int, ...] | None:
+        """Kafka's maybeShrinkIsr: as leader, the ISR without the followers that have not
+        caught up for more than ``lag_time_max_ms`` (getOutOfSyncReplicas), in replica order;
+        None when every member is in sync. Proposed, not applied (``update_isr`` applies it)."""
+        if not self.is_leader:
+            return None
+        lagging = {r for r in self.isr if r != self.local_broker_id
+                   and (st := self.remote_replicas.get(r)) is not None
+                   and now_ms - st.last_caught_up_ms > lag_time_max_ms}
+        if not lagging:
+            return None
+        log.info("%s: shrinking the ISR %s: %s behind for more than %d ms", self.tp, sorted(self.isr),
+                 sorted(lagging), lag_time_max_ms)
+        return tuple(r for r in self.replicas if r in self.isr and r not in lagging)
+
+    def maybe_expand_isr(self, replica_id: int, eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
+        """Kafka's maybeExpandIsr, after a follower's fetch: the ISR with ``replica_id`` added
+        once it has everything up to the high watermark and has reached this leader's epoch
+        (isFollowerInSync), if it is ``eligible`` (KIP-841: registered and not shutting down —
+        a fetch the follower sent before it stopped fetching for its controlled shutdown is
+        answered after the controller took it out of the ISR, and must not put it back). None
+        when it does not join. Proposed, not applied (``update_isr`` applies it)."""
+        if replica_id in self.isr or not self.is_leader or not eligible(replica_id):
+            return None
+        follower = self.remote_replicas.get(replica_id)
+        if follower is None:
+            return None
+        epoch_start = self.log.epochs.entries[-1].start_offset if self.log.epochs.entries else 0
+        if follower.log_end_offset < self.high_watermark or follower.log_end_offset < epoch_start:
+            return None
+        log.info("%s: follower %d caught up (offset %d): joins the ISR", self.tp, replica_id, follower.log_end_offset)
+        return tuple(r for r in self.replicas if r in self.isr or r == replica_id)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> Errors:
         """KIP-320: a request naming the leader epoch it expects. Older than ours: the

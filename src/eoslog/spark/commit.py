@@ -46,11 +46,10 @@ from typing import Protocol
 from pyspark.sql.datasource import WriterCommitMessage
 
 from eoslog.client.admin import AIOAdmin
-from eoslog.client.errors import KafkaError, KafkaProtocolError
+from eoslog.client.errors import KafkaError, KafkaProtocolError, UnsupportedVersionError
 from eoslog.client.producer import AIOProducer, Producer
 from eoslog.client.types import PreparedTxnState
 from eoslog.faults import pause_until_released
-from eoslog.protocol.errors import ErrorCode
 from eoslog.spark.decisions import (
     Decider,
     Decision,
@@ -90,7 +89,8 @@ def two_phase_commit_required(options: SinkOptions) -> Iterator[None]:
     try:
         yield
     except KafkaProtocolError as e:
-        if e.error_code != ErrorCode.unsupported_version:
+        # The broker's UnsupportedVersionError, or the client finding the version not advertised.
+        if e.error_code != UnsupportedVersionError.code:
             raise
         raise TwoPhaseCommitUnsupportedError(
             f"the exactly-once sink needs KIP-939 two-phase commit (InitProducerId v6 with keepPreparedTxn) "

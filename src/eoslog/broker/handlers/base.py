@@ -1,4 +1,5 @@
-"""What every handler module shares: the ApiSpec it registers and the response types.
+"""What every handler module shares: the ApiSpec it registers, the response types, and the
+wait every coordinator's answer makes for its write to be replicated (``replicated``).
 
 Handlers build responses with ``eoslog.protocol.messages.build`` (re-exported here), passing
 every field they know of, so one handler serves a whole version range.
@@ -13,14 +14,16 @@ from types import ModuleType
 from typing import Any
 
 from eoslog.broker.context import RequestContext
+from eoslog.coordinator.internal_topic import InternalTopic
+from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build
 from eoslog.protocol.messages import response_types as protocol_response_types
 from eoslog.security.acls import AclOperation
 
 __all__ = [
-    "NO_THROTTLE", "ApiSpec", "CloseConnection", "Handler", "build", "response_module", "response_types", "to_ms",
-    "versioned",
+    "NO_THROTTLE", "ApiSpec", "CloseConnection", "Handler", "build", "replicated", "response_module",
+    "response_types", "to_ms", "versioned",
 ]
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any | None]]
@@ -83,3 +86,21 @@ def response_module(api_key: int, version: int) -> ModuleType:
 def response_types(ctx: RequestContext) -> ModuleType:
     """The kio module holding the response classes for this request's version."""
     return protocol_response_types(ctx.api_key, ctx.api_version)
+
+
+# Kafka's offsets.commit.timeout.ms default: how long a coordinator's write may wait for the ISR.
+COORDINATOR_WRITE_TIMEOUT_MS = 5000
+
+
+async def replicated(ctx: RequestContext, topic: InternalTopic, partition: int, error: Errors) -> Errors:
+    """A coordinator's own writes are acks=all: its answer waits until the ISR has them (a new
+    leader would not have a write its followers lacked) and, with group commit, until they
+    are fsynced (a power cut must not take back an answered write). The error a client
+    should see when that fails, as Kafka maps its append errors (NOT_COORDINATOR when this
+    broker no longer leads the partition, else COORDINATOR_NOT_AVAILABLE, retriable)."""
+    if error is not Errors.NONE:
+        return error
+    outcome = await topic.wait_replicated(partition, COORDINATOR_WRITE_TIMEOUT_MS)
+    if outcome is Errors.NONE:
+        return Errors.NONE
+    return Errors.NOT_COORDINATOR if outcome is Errors.NOT_LEADER_OR_FOLLOWER else Errors.COORDINATOR_NOT_AVAILABLE

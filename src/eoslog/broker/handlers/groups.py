@@ -23,11 +23,11 @@ from eoslog.broker.handlers.base import (
     ApiSpec,
     authorized_operations,
     build,
+    replicated,
     response_types,
     to_ms,
     versioned,
 )
-from eoslog.broker.handlers.offsets import replicated
 from eoslog.coordinator.group import (
     GroupState,
     JoinRequest,

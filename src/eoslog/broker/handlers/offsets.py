@@ -14,9 +14,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, replicated, response_types, to_ms, versioned
 from eoslog.coordinator.group import FetchedOffset, OffsetAndMetadata, TopicPartition
-from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import error_code
@@ -50,24 +49,6 @@ def requested_partitions(
 
 def group_refusal(ctx: RequestContext, operation: AclOperation, group_id: str) -> Errors | None:
     return None if ctx.allowed(operation, ResourceType.GROUP, group_id) else Errors.GROUP_AUTHORIZATION_FAILED
-
-
-# Kafka's offsets.commit.timeout.ms default: how long a coordinator's write may wait for the ISR.
-COORDINATOR_WRITE_TIMEOUT_MS = 5000
-
-
-async def replicated(ctx: RequestContext, topic: InternalTopic, partition: int, error: Errors) -> Errors:
-    """A coordinator's own writes are acks=all: its answer waits until the ISR has them (a new
-    leader would not have a write its followers lacked) and, with group commit, until they
-    are fsynced (a power cut must not take back an answered write). The error a client
-    should see when that fails, as Kafka maps its append errors (NOT_COORDINATOR when this
-    broker no longer leads the partition, else COORDINATOR_NOT_AVAILABLE, retriable)."""
-    if error is not Errors.NONE:
-        return error
-    outcome = await topic.wait_replicated(partition, COORDINATOR_WRITE_TIMEOUT_MS)
-    if outcome is Errors.NONE:
-        return Errors.NONE
-    return Errors.NOT_COORDINATOR if outcome is Errors.NOT_LEADER_OR_FOLLOWER else Errors.COORDINATOR_NOT_AVAILABLE
 
 
 def committed_offset(p: Any, now: int, expire: int | None) -> OffsetAndMetadata:

@@ -33,9 +33,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
-from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, to_ms, versioned
-from eoslog.broker.handlers.offsets import committed_offset, group_refusal, replicated, requested_partitions
-from eoslog.broker.marker_sender import MARKER_WRITE_TIMEOUT_MS
+from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, replicated, response_types, to_ms, versioned
+from eoslog.broker.handlers.offsets import committed_offset, group_refusal, requested_partitions
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
@@ -263,7 +262,8 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
                              int(marker.coordinator_epoch), bool(marker.transaction_result))
               for marker in request.markers for t in marker.topics for p in t.partition_indexes]
     allowed = ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION)  # brokers only
-    errors = iter(await ctx.state.replicas.write_txn_markers(writes, MARKER_WRITE_TIMEOUT_MS) if allowed
+    timeout_ms = ctx.state.txn_coordinator.config.marker_write_timeout_ms
+    errors = iter(await ctx.state.replicas.write_txn_markers(writes, timeout_ms) if allowed
                   else [Errors.CLUSTER_AUTHORIZATION_FAILED] * len(writes))
     markers = []
     for marker in request.markers:

@@ -82,11 +82,15 @@ log = logging.getLogger(__name__)
 CRASH_POINTS = ("before_prepare", "after_prepare", "between_markers", "after_markers", "after_complete")
 _ABORT_TIMER = ("txn", "abort-timed-out")
 _EXPIRE_TIMER = ("txn", "expire-transactional-ids")
+# Kafka's request.timeout.ms default, which its marker channel's requests have.
+MARKER_WRITE_TIMEOUT_MS = 30_000
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionConfig:
+    """The coordinator's settings, from the broker's config."""
+
     max_timeout_ms: int
     num_partitions: int
     segment_bytes: int
@@ -96,6 +100,9 @@ class TransactionConfig:
     remove_expired_interval_ms: int
     two_phase_commit_enable: bool = False
     concurrent_hold_ms: int = 0  # transaction.concurrent.hold.ms (0: answer CONCURRENT_TRANSACTIONS at once)
+    # How long a marker waits to be acknowledged (replicated; fsynced with group commit)
+    # before the marker channel tries it again, and a WriteTxnMarkers request's writes wait.
+    marker_write_timeout_ms: int = MARKER_WRITE_TIMEOUT_MS
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> TransactionConfig:

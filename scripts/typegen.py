@@ -1,7 +1,8 @@
-"""Writes ``protocol/requests.py`` and ``protocol/responses.py``: per API the handler registry
-serves, the union of kio's request (response) classes over its versions. The unit test
-``test_protocol_types`` checks both files are what this module writes for today's registry;
-after changing a version range run ``python -m eoslog.protocol.typegen``."""
+"""Writes ``src/eoslog/protocol/requests.py`` and ``responses.py``: per API the handler registry
+serves, the union of kio's request (response) classes over its versions. A generator, kept out
+of the package (it reads the broker's registry, which the protocol layer must not import). The
+unit test ``test_protocol_types`` checks both files are what this script writes for today's
+registry; after changing a version range run ``python scripts/typegen.py``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import eoslog.protocol
+from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.codec import request_schema, response_schema
 
-HERE = Path(__file__).parent
+HERE = Path(eoslog.protocol.__file__).parent  # where the two files are written
 LINE = 120
 
 
@@ -25,12 +28,12 @@ class VersionRange(Protocol):
 
 _DOCS = {
     "request": '''"""kio's request classes of every version a handler serves, as one type per API (generated
-from the handler registry's version ranges by ``eoslog.protocol.typegen``): a handler typed with
+from the handler registry's version ranges by ``scripts/typegen.py``): a handler typed with
 it has each field it reads checked against every version (a field some versions lack is read with
 ``getattr`` and a default). Types only: handlers import them under ``TYPE_CHECKING``, so the
 broker does not load every version's module at start-up."""''',
     "response": '''"""kio's response classes of every version a handler serves, as one type per API (generated
-from the handler registry's version ranges by ``eoslog.protocol.typegen``): what each handler
+from the handler registry's version ranges by ``scripts/typegen.py``): what each handler
 returns. Types only, imported under ``TYPE_CHECKING``; eoslog's own copy of a class kio reads
 too strictly (``protocol/messages.py``) stands in for kio's."""''',
 }
@@ -90,8 +93,6 @@ def render(kind: str, specs: Mapping[int, VersionRange]) -> str:
 
 
 def main() -> None:
-    from eoslog.broker.handlers.registry import REGISTRY
-
     for kind in ("request", "response"):
         (HERE / f"{kind}s.py").write_text(render(kind, REGISTRY))
 
