@@ -2,8 +2,8 @@
 
 Kafka's KafkaApis holds one ``MetadataSupport`` (ZkSupport or RaftSupport), chosen when the
 broker is built, and asks it whatever depends on where metadata lives. eoslog does the same:
-``Broker`` chooses once (``for_config``), and handlers, the request state and the server's
-lifecycle ask the ``MetadataSupport`` they are given — never which mode they run in.
+``Broker`` chooses once (``server.metadata_support_for``), and handlers, the request state and
+the server's lifecycle ask the ``MetadataSupport`` they are given — never which mode they run in.
 
 What both answer: the live brokers and the controller; the topics, their partitions and
 configs; topic administration (create, delete, add partitions, alter configs), leader
@@ -170,15 +170,6 @@ class MetadataSupport(Protocol):
     def find_coordinator(self, topic: InternalTopic, partition_for: Callable[[str, int], int], key: str,
                          listener: str | None) -> tuple[Errors, BrokerEndpoint | None]:
         """The coordinator of ``key``: the leader of its partition of ``topic``, made on first use."""
-
-
-def for_config(config: BrokerConfig, logs: LogManager, advertised: Advertised) -> MetadataSupport:
-    """The broker's one choice of mode: a ZooKeeper cluster when ``zookeeper.connect`` is set."""
-    if config.zookeeper_connect:
-        from eoslog.broker.zk_support import ZkSupport  # kazoo only in cluster mode
-
-        return ZkSupport(config, logs, advertised)
-    return SingleNode(config, logs, advertised)
 
 
 class SingleNode:

@@ -30,7 +30,7 @@ from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.malloc import keep_freed_memory
 from eoslog.broker.marker_sender import MarkerSender
-from eoslog.broker.metadata_support import Advertised, for_config
+from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNode
 from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
@@ -58,6 +58,15 @@ class BrokerStatus:
     data_dir: str
 
 
+def metadata_support_for(config: BrokerConfig, logs: LogManager, advertised: Advertised) -> MetadataSupport:
+    """The broker's one choice of mode: a ZooKeeper cluster when ``zookeeper.connect`` is set."""
+    if config.zookeeper_connect:
+        from eoslog.broker.zk_support import ZkSupport  # kazoo only in cluster mode
+
+        return ZkSupport(config, logs, advertised)
+    return SingleNode(config, logs, advertised)
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -67,7 +76,7 @@ class Broker:
         )
         self.advertised = Advertised()
         # The one choice between a single node and a ZooKeeper cluster.
-        self.metadata_support = for_config(config, self.logs, self.advertised)
+        self.metadata_support = metadata_support_for(config, self.logs, self.advertised)
         support = self.metadata_support
         # The partitions first (the coordinators append through them), then the coordinators,
         # then the state handlers share: nothing in it is ever missing.

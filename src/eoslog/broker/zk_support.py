@@ -3,7 +3,7 @@ ZkSupport: the metadata cache its watches feed answers what requests ask; topic
 administration writes to ZooKeeper and waits for the controller's result; the coordinators
 load and resign as their internal partitions' leadership comes and goes.
 
-Imported only when ``zookeeper.connect`` is set (``metadata_support.for_config``): it loads
+Imported only when ``zookeeper.connect`` is set (``server.metadata_support_for``): it loads
 kazoo.
 """
 

@@ -4,21 +4,17 @@ collector, and the process-wide fsync histogram storage observes (``eoslog.stats
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from eoslog.metrics.collector import BrokerCollector, BrokerFacts
+from eoslog.metrics.collector import BrokerCollector, BrokerFacts, BrokerView
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.stats import LOG_FLUSH
 
-if TYPE_CHECKING:
-    from eoslog.broker.context import BrokerState
 
-
-def broker_registry(state: BrokerState, facts: BrokerFacts) -> tuple[CollectorRegistry, RequestMetrics]:
+def broker_registry(state: BrokerView, facts: BrokerFacts) -> tuple[CollectorRegistry, RequestMetrics]:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream) no `_created` series, process-wide
     registry = CollectorRegistry()
     registry.register(LogFlushCollector())

@@ -13,23 +13,42 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 import eoslog
+from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.group.state import GroupState
+from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.replica import ReplicaManager
 from eoslog.replica.stats import ISOLATION_NAMES
+from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
-
-if TYPE_CHECKING:
-    from eoslog.broker.context import BrokerState
 
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # KIP-939: such a transaction has no timeout
 _OPEN = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 _PARTITION = ["topic", "partition"]
+
+
+class BrokerView(Protocol):
+    """The broker's shared state as the collector reads it (``broker.context.BrokerState``):
+    described here, so metrics sits below the broker that builds it and imports nothing of it."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def clock_ms(self) -> Callable[[], int]: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def group_coordinator(self) -> GroupCoordinator: ...
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator: ...
 
 
 @dataclass
@@ -46,7 +65,7 @@ def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily
 
 
 class BrokerCollector(Collector):
-    def __init__(self, state: BrokerState, facts: BrokerFacts) -> None:
+    def __init__(self, state: BrokerView, facts: BrokerFacts) -> None:
         self.state = state
         self.facts = facts
 
