@@ -18,18 +18,25 @@ Screenshots of every page go to test-artifacts/console/.
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import re
 import subprocess
 import sys
+import threading
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as RdTopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 import eoslog
-from eoslog.client import Admin, NewTopic
+from eoslog.client import Admin, NewTopic, OffsetSpec, TopicPartition
 from support.console_harness import (
     ConsoleProcess,
     Stack,
@@ -247,3 +254,207 @@ def test_spark_page_shows_each_querys_latest_decision(stack: Stack) -> None:
     assert states == {"spark-out-0": "CompleteCommit", "spark-gone": "unknown to the coordinators"}
     assert cell(page, row, "done") == "no"
     screenshot(page, "spark-eoslog")
+
+
+# -- no cross-site actions (issue 24, acceptance 2) ---------------------------------------------------
+
+
+class Visitor:
+    """A browser session of the console without a browser: its cookie and CSRF token, sending
+    crafted requests (http.client: nothing added, nothing followed)."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.port = stack.console.port
+        self.origin = stack.console.url
+        response, html = self.send("GET", "/partitions", {})
+        cookie = response.getheader("set-cookie") or ""
+        self.cookie = cookie.split(";", 1)[0]
+        assert self.cookie.startswith("eoslog_console_session="), cookie
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict"), cookie
+        self.csrf = csrf_of(html)
+
+    def send(self, method: str, path: str, headers: dict[str, str], body: str | None = None
+             ) -> tuple[http.client.HTTPResponse, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        text = response.read().decode()
+        conn.close()
+        return response, text
+
+    def post(self, path: str, fields: dict[str, str], *, origin: str | None = "own", cookie: str | None = None
+             ) -> tuple[int, str]:
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie or self.cookie}
+        if origin is not None:
+            headers["Origin"] = self.origin if origin == "own" else origin
+        response, text = self.send("POST", path, headers, urllib.parse.urlencode(fields))
+        return response.status, text
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, html[:1000]
+    return found.group(1)
+
+
+def confirm_token_of(html: str) -> str:
+    found = re.search(r'name="confirm" value="([^"]+)"', html)
+    assert found, html[:1000]
+    return found.group(1)
+
+
+def test_no_action_can_be_driven_from_another_site(stack: Stack) -> None:
+    """Each action, asked by a foreign Origin, without a token, with another session's token, with
+    neither Origin nor Referer, and as a GET — even carrying a valid confirmation — gets 403 and
+    changes nothing (log start offsets, group offsets, open transactions compared); the same
+    POSTs from the session itself succeed. Then a form on a page served on another port,
+    submitted by Chromium with the session's own cookie, token and confirmation, changes nothing."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, "guarded", 1)
+    produce_plain(bootstrap, "guarded", {0: 10})
+    tp = TopicPartition("guarded", 0)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_consumer_group_offsets("guarded-group", {tp: 2})
+    create_topic(bootstrap, "guarded-hang", 1)
+    ids = {0: "guarded-hang-app"}
+    lose_coordinator_state(stack.broker, open_transactions_app(bootstrap, "guarded-hang", ids), ids)
+
+    def state() -> tuple[int, int, list[int | None]]:
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            log_start = admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset
+            committed = admin.list_consumer_group_offsets("guarded-group")[tp].offset
+            hang = TopicPartition("guarded-hang", 0)
+            open_txns = [s.current_transaction_start_offset for s in admin.describe_producers([hang])[hang]]
+        return log_start, committed, open_txns
+
+    [hanging] = [p for p in stack.open("/transactions").locator(
+        "#open-transactions tr[data-partition='guarded-hang-0']").all()]
+    producer_id = str(hanging.get_attribute("data-producer"))
+    actions = {"/partitions/delete-records": {"topic": "guarded", "partition": "0", "offset": "5"},
+               "/groups/reset-offsets": {"group": "guarded-group", "topic": "guarded", "partition": "0",
+                                         "offset": "8"},
+               "/transactions/abort": {"topic": "guarded-hang", "partition": "0", "producer_id": producer_id}}
+    me, other = Visitor(stack), Visitor(stack)
+    before = state()
+    assert before == (0, 2, [0])
+    for path, fields in actions.items():
+        status, page = me.post(path, {**fields, "csrf_token": me.csrf})  # the first step only asks
+        assert status == 200 and "Yes, do it" in page
+        token = confirm_token_of(page)
+        query = urllib.parse.urlencode({**fields, "csrf_token": me.csrf, "confirm": token})
+        for attempt, (status, _) in {
+            "foreign Origin": me.post(path, {"csrf_token": me.csrf, "confirm": token}, origin="http://evil.example"),
+            "no token": me.post(path, {"confirm": token}),
+            "another session's token": me.post(path, {"csrf_token": other.csrf, "confirm": token}),
+            "the other session's cookie": me.post(path, {"csrf_token": me.csrf, "confirm": token},
+                                                  cookie=other.cookie),
+            "no Origin, no Referer": me.post(path, {"csrf_token": me.csrf, "confirm": token}, origin=None),
+            "a GET": (me.send("GET", f"{path}?{query}", {"Cookie": me.cookie, "Origin": me.origin})[0].status, ""),
+        }.items():
+            assert status == 403, (path, attempt, status)
+        assert state() == before, path
+        status, _ = me.post(path, {"csrf_token": me.csrf, "confirm": token})  # the session itself
+        assert status == 303, path
+        assert state() != before, path
+        before = state()
+    after = state()
+    assert after == (5, 8, [None]), after  # the producer is still known, its transaction ended
+
+    # A page of another origin (another port) posting the session's own form, with everything a
+    # leak could give it: the browser sends the cookie (same site), the Origin says where it is from.
+    page = stack.open("/partitions")
+    form = page.locator("#partitions tr[data-partition='guarded-0'] form.delete-records")
+    form.locator("input[name=offset]").fill("7")
+    form.locator("button").click()
+    page.wait_for_selector("#confirm")
+    csrf = page.locator("#confirm-form input[name=csrf_token]").get_attribute("value")
+    token = page.locator("#confirm-form input[name=confirm]").get_attribute("value")
+    evil = (f'<form id="f" method="post" action="{stack.console.url}/partitions/delete-records">'
+            f'<input name="csrf_token" value="{csrf}"><input name="confirm" value="{token}"></form>'
+            '<script>document.getElementById("f").submit()</script>')
+    with serve_page(evil) as evil_url:
+        page.goto(evil_url)
+        page.wait_for_url(f"{stack.console.url}/partitions/delete-records")
+        assert "403" in page.content()
+    assert state()[0] == 5
+    # The same cookie, token and confirmation sent from the console's own page: done.
+    page.goto(stack.console.url + "/partitions")
+    page.evaluate("""([csrf, token]) => fetch("/partitions/delete-records", {method: "POST",
+        headers: {"Content-Type": "application/x-www-form-urlencoded"},
+        body: new URLSearchParams({csrf_token: csrf, confirm: token})}).then(r => r.status)""", [csrf, token])
+    assert state()[0] == 7
+
+
+@contextmanager
+def serve_page(html: str) -> Iterator[str]:
+    """``html`` served at / by a plain HTTP server on another port (another origin)."""
+    body = html.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- everything from the cluster is escaped (issue 24, acceptance 4) ---------------------------------
+
+SCRIPT = "<script>window.xssRan=(window.xssRan||0)+1</script>"
+IMG = "\"><img src=x onerror=\"window.xssRan=(window.xssRan||0)+1\">"
+
+
+def test_keys_values_headers_group_client_and_transactional_ids_are_shown_escaped(stack: Stack) -> None:
+    """Records, a group and its member's client id, a transactional id, each carrying a script
+    and an attribute break-out: every page shows them as text, no element of theirs is in the
+    DOM and no script of theirs ran (the tests' browser ignores the console's CSP, so escaping
+    alone must hold)."""
+    bootstrap, topic = stack.broker.bootstrap, "escaped"
+    create_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topic, key=SCRIPT.encode(), value=IMG.encode(), partition=0,
+              headers=[(SCRIPT, IMG.encode()), (IMG, SCRIPT.encode())])
+    p.produce(topic, key=IMG.encode(), value=SCRIPT.encode(), partition=0)
+    assert p.flush(30) == 0
+    group, client_id = f"g{IMG}", f"c{SCRIPT}"
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    txn = transactional(bootstrap, f"t{SCRIPT}")
+    try:
+        member.subscribe([topic])
+        wait_until(lambda: member.poll(0.5) is not None and bool(member.assignment()), "the member's assignment")
+        member.commit(offsets=[RdTopicPartition(topic, 0, 1)], asynchronous=False)
+        txn.begin_transaction()
+        txn.produce(topic, value=b"open", partition=0)
+        assert txn.flush(30) == 0
+        shown = {
+            f"/records?topic={topic}&partition=0&isolation=read_uncommitted&format=text": (SCRIPT, IMG),
+            f"/records?topic={topic}&partition=0&isolation=read_uncommitted&format=json": (SCRIPT, IMG),
+            "/groups": (group, client_id),
+            "/transactions": (f"t{SCRIPT}",),
+        }
+        for path, texts in shown.items():
+            page = stack.open(path)
+            text = page.locator("main").inner_text()
+            for t in texts:
+                assert t in text, (path, t)
+            assert page.evaluate("window.xssRan") is None, path
+            assert page.locator("main img").count() == 0, path
+            assert page.locator("main script").count() == 0, path
+            screenshot(page, "escaped-" + path.strip("/").split("?")[0] + ("-json" if "json" in path else ""))
+    finally:
+        txn.abort_transaction(60)
+        member.close()

@@ -53,7 +53,10 @@ def _client_settings(path: Path | None) -> dict[str, str]:
         return {}
     try:
         settings = parse_properties(path.read_text())
-        admin_config({"bootstrap.servers": "checked:9092", **settings})
+        # Logins bring the user and password: the file may have none of its own.
+        person = {"sasl.username": "checked", "sasl.password": "checked"} if not any(
+            k in settings for k in ("sasl.username", "sasl.jaas.config")) else {}
+        admin_config({"bootstrap.servers": "checked:9092", **settings, **person})
     except (OSError, ConfigError, ConfigException) as e:
         raise CommandError(f"--command-config {path}: {e}", exit_code=2) from None
     return settings

@@ -25,9 +25,10 @@ stderr for an open one), and ``find-hanging`` reports a prepared one it finds op
 partition separately: it is not hanging, and ``abort`` must not be used on it.
 
 Every request goes through the admin client (``eoslog.client.Admin``: routing to leaders
-and coordinators, retries while a coordinator loads); this module adds the search and the
-output. What it must never do: abort anything ``abort`` was not pointed at, or decide a
-transaction hangs without having asked the coordinators.
+and coordinators, retries while a coordinator loads); the search and the abort are
+``eoslog.tools.transactions`` (the console calls them too); this module parses and prints.
+What it must never do: abort anything ``abort`` was not pointed at, or decide a transaction
+hangs without having asked the coordinators.
 """
 
 from __future__ import annotations

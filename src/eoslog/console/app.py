@@ -150,13 +150,21 @@ def create_app(settings: ConsoleSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        if not settings.auth:
-            shared["clients"] = await run_in_threadpool(Clients, base_client)
         try:
             yield
         finally:
             for clients in [*store.end_all(), *shared.values()]:
                 await run_in_threadpool(clients.close)
+
+    shared_lock = asyncio.Lock()
+
+    async def shared_clients() -> Clients:
+        """--no-auth: the console's own clients, made at the first page (the admin client connects
+        as it starts: until the cluster answers, each page says why it cannot be shown)."""
+        async with shared_lock:
+            if "clients" not in shared:
+                shared["clients"] = await run_in_threadpool(Clients, base_client)
+            return shared["clients"]
 
     def peer(request: Request) -> str:
         return f"{request.client.host}:{request.client.port}" if request.client else "?"
@@ -185,7 +193,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             return None, False
         identity = settings.client_settings.get("sasl.username")
         principal = f"User:{identity}" if identity else "User:ANONYMOUS"
-        return store.login(f"{principal} (the console's own, --no-auth)", shared["clients"], owns_clients=False), True
+        return store.login(f"{principal} (the console's own, --no-auth)", await shared_clients(),
+                           owns_clients=False), True
 
     def context(request: Request, session: Session | None, **more: Any) -> dict[str, Any]:
         return {"pages": PAGES, "path": request.url.path, "settings": settings, "session": session,
@@ -195,7 +204,11 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     def page(template: str, gather: Callable[[Session, Mapping[str, str]], Mapping[str, Any]]
              ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session, new = await page_session(request)
+            try:
+                session, new = await page_session(request)
+            except (KafkaError, OSError) as e:  # --no-auth, the cluster not answering yet
+                return templates.TemplateResponse(request, template, context(
+                    request, None, error=f"{type(e).__name__}: {e}"), status_code=503)
             if session is None:
                 return RedirectResponse("/login", 303)
             values = context(request, session)

@@ -45,13 +45,18 @@ def log_in(base: Mapping[str, str], user: str, password: str, mechanism: str) ->
         raise LoginFailed("user name and password are required")
     if mechanism not in MECHANISMS:
         raise LoginFailed(f"mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")
-    clients = Clients(person_settings(base, user, password, mechanism))
+    clients: Clients | None = None
     try:
-        clients.admin.list_topics()  # Metadata: any authenticated principal may ask (DescribeCluster needs an ACL)
+        # The admin client logs in as it starts (its first Metadata); Metadata is what any
+        # authenticated principal may ask (DescribeCluster would need an ACL).
+        clients = Clients(person_settings(base, user, password, mechanism))
+        clients.admin.list_topics()
     except SaslAuthenticationFailedError:
-        clients.close()
+        if clients is not None:
+            clients.close()
         raise LoginFailed("the cluster refused the user name or password") from None
     except (KafkaError, OSError) as e:
-        clients.close()
+        if clients is not None:
+            clients.close()
         raise LoginFailed(f"could not log in to the cluster: {type(e).__name__}: {e}") from None
     return clients
