@@ -2,11 +2,11 @@
 ZooKeeper era: /config/users + /config/changes, /kafka-acl + /kafka-acl-changes), so what one
 broker is told, every broker applies (cluster/security_store.py).
 
-Three brokers, each with a PLAINTEXT listener (only the harness's Metadata goes there: its
-ANONYMOUS principal may do nothing else), a SASL_PLAINTEXT one for this test's clients and a
-SASL_SSL one, the inter-broker listener (inter.broker.listener.name): the brokers replicate,
-send markers and verify transactions over TLS (a throw-away CA's certificates) as User:broker,
-the only super user, with SCRAM-SHA-512. The broker user's
+Three brokers whose listeners are all SASL: a SASL_PLAINTEXT one for this test's clients and
+the harness's own Metadata requests (logged in), and a SASL_SSL one, the inter-broker listener
+(inter.broker.listener.name): the brokers replicate, send markers and verify transactions over
+TLS (a throw-away CA's certificates) as User:broker, the only super user, with SCRAM-SHA-512.
+No PLAINTEXT listener is needed for anything. The broker user's
 credential is written into ZooKeeper before the first start by ``eoslog users set-password
 --zookeeper``, as ``kafka-configs.sh --zookeeper`` did; this test's admin client logs in as
 that user too.
@@ -51,12 +51,19 @@ CHANGE_EXPIRATION_MS = 2000  # Kafka's 15 min, short here so the purge can be se
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    sasl_ports = {i: free_port() for i in (1, 2, 3)}
+    sasl_ports: dict[int, int] = {}
     tls_ports = {i: free_port() for i in (1, 2, 3)}
 
     def listeners(i: int, port: int) -> dict[str, str]:
-        return {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]},"
-                             f"SASL_SSL://127.0.0.1:{tls_ports[i]}"}
+        sasl_ports[i] = port  # the harness's port: its requests log in (connect below)
+        return {"listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{tls_ports[i]}"}
+
+    def connect(bootstrap: str) -> RawClient:
+        client = RawClient(bootstrap, timeout_s=10)
+        if scram_login(client, "broker", BROKER_PASSWORD).error_code != 0:
+            client.close()
+            raise OSError(f"the harness's login at {bootstrap} was refused")
+        return client
 
     root = tmp_path_factory.mktemp("secured-cluster")
     certs = make_dev_certs(root / "certs")
@@ -65,7 +72,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
     assert done.returncode == 0, done.stderr
     jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
             f'username="broker" password="{BROKER_PASSWORD}";')
-    c = Cluster(root, zookeeper=zookeeper, per_broker=listeners, overrides={
+    c = Cluster(root, zookeeper=zookeeper, per_broker=listeners, connect=connect, overrides={
         "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:broker", "inter.broker.listener.name": "SASL_SSL",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",

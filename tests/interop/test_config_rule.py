@@ -137,3 +137,17 @@ def test_set_password_creates_a_new_data_dir_and_the_user_logs_in_there(tmp_path
             assert int(scram_login(raw, "root", "wrong", Mechanism.SCRAM_SHA_512).error_code) == 58
     finally:
         broker.stop()
+
+
+def test_a_cluster_broker_whose_first_listener_is_secured_must_name_its_inter_broker_listener(
+        tmp_path: Path) -> None:
+    """Without inter.broker.listener.name brokers reach each other on the first listener with a
+    plaintext client: a SASL first listener refuses to start (before any ZooKeeper is asked)."""
+    port = free_port()
+    result = eoslog("broker", "--data-dir", str(tmp_path / "data"), "-o",
+                    f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "-o", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                    "-o", f"zookeeper.connect=127.0.0.1:{free_port()}")
+    assert result.returncode == 2, result
+    assert "inter.broker.listener.name is empty" in result.stderr and "SASL_PLAINTEXT" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert nothing_listens(port)

@@ -52,10 +52,15 @@ class ClusterMeta:
     topic_errors: dict[str, int]
 
 
-def metadata(bootstrap: str, topics: list[str] | None = None) -> ClusterMeta:
+# Opens a client on a broker's first listener, logged in where it needs it (a cluster without
+# a PLAINTEXT listener): RawClient(bootstrap) by default.
+Connect = Callable[[str], RawClient]
+
+
+def metadata(bootstrap: str, topics: list[str] | None = None, connect: Connect | None = None) -> ClusterMeta:
     m = request_module(METADATA, 12)
     wanted = None if topics is None else tuple(build(m.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
-    with RawClient(bootstrap, timeout_s=10) as client:
+    with (connect or (lambda b: RawClient(b, timeout_s=10)))(bootstrap) as client:
         resp = client.call(build(m.MetadataRequest, topics=wanted, allow_auto_topic_creation=False,
                                  include_topic_authorized_operations=False))
     return ClusterMeta(
@@ -89,11 +94,14 @@ def create_topic(bootstrap: str, name: str, partitions: int = -1, replication_fa
 class Cluster:
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
                  zookeeper: ZooKeeperServer | None = None, lab: Lab | None = None,
-                 per_broker: Callable[[int, int], dict[str, str]] | None = None) -> None:
+                 per_broker: Callable[[int, int], dict[str, str]] | None = None,
+                 connect: Connect | None = None) -> None:
         """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own).
         ``per_broker(broker id, its first listener's port)``: overrides of one broker (listeners).
         ``lab``: each broker in a network namespace of its own (tests/support/netns.py), ZooKeeper in
-        the test's namespace on the lab's bridge."""
+        the test's namespace on the lab's bridge. ``connect``: how the harness's own requests
+        reach a broker's first listener (TLS, a SASL login), when it is not PLAINTEXT."""
+        self.connect = connect
         self.root = root
         self.lab = lab
         self.hosts: dict[int, Host] = {}
@@ -135,7 +143,7 @@ class Cluster:
 
     def metadata(self, topics: list[str] | None = None, via: int | None = None) -> ClusterMeta:
         broker = self.brokers[via] if via is not None else self.any_alive()
-        return metadata(broker.bootstrap, topics)
+        return metadata(broker.bootstrap, topics, self.connect)
 
     def wait_for(self, condition: Any, what: str, timeout_s: float = 60.0, via: int | None = None) -> ClusterMeta:
         """Poll Metadata until ``condition(meta)`` holds; the metadata that satisfied it. A

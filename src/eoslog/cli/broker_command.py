@@ -10,7 +10,7 @@ import typer
 
 from eoslog.cli.common import app
 from eoslog.config import BrokerConfig, ConfigError
-from eoslog.security.listeners import listeners
+from eoslog.security.listeners import inter_broker_security, listeners
 
 
 @app.command()
@@ -42,6 +42,8 @@ def broker(
     try:
         cfg = BrokerConfig.load(config, flags=flags)
         listeners(cfg)
+        if cfg.zookeeper_connect:
+            inter_broker_security(cfg)
     except (ConfigError, OSError) as e:
         typer.echo(f"eoslog broker: {e}", err=True)
         raise typer.Exit(2) from None

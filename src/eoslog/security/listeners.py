@@ -141,16 +141,27 @@ def server_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
 def inter_broker_security(config: BrokerConfig) -> tuple[str | None, ClientSecurity]:
     """(listener name or None for the first, the client side of it) for this broker's
     connections to the others: inter.broker.listener.name's protocol, the broker's own
-    login (listener.name.<name>.<mechanism>.sasl.jaas.config) and truststore."""
+    login (listener.name.<name>.<mechanism>.sasl.jaas.config), truststore and, over TLS, its
+    own keystore as the client certificate (Kafka's inter-broker client presents it): the
+    other brokers' listener may require one (ssl.client.auth=required), and on SSL its DN is
+    the broker's principal."""
     name = str(config["inter.broker.listener.name"]) or None
     if name is None:
+        first = listeners(config)[0]
+        if first.protocol is not SecurityProtocol.PLAINTEXT:  # the client below would speak plaintext to it
+            raise ConfigError(f"inter.broker.listener.name is empty, so brokers would reach each other on the first "
+                              f"listener, {first.name} ({first.protocol}), without its security: name the "
+                              "inter-broker listener (inter.broker.listener.name), with "
+                              "sasl.mechanism.inter.broker.protocol and its login where it uses SASL")
         return None, ClientSecurity()
     protocol = _protocol_map(config).get(name)
     if protocol is None:
         raise ConfigError(f"inter.broker.listener.name={name} is not in listener.security.protocol.map")
     raw: dict[str, str] = {"security_protocol": protocol.value}
-    if protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+    if protocol.uses_tls:
         raw["ssl_ca_location"] = listener_value(config, name, "ssl.truststore.location")
+        raw["ssl_keystore_location"] = listener_value(config, name, "ssl.keystore.location")
+        raw["ssl_key_password"] = listener_value(config, name, "ssl.key.password")
     if protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
         mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).upper()
         raw["sasl_mechanism"] = mechanism
