@@ -192,6 +192,45 @@ def sync_request(group: str, member: tuple[int, str], leader: bool = False) -> A
                assignments=assignments if leader else ())
 
 
+SHARE_GROUP, SHARE_MEMBER = "mx-share", "mx-share-member"
+
+
+def share_heartbeat_request(epoch: int, topics: tuple[str, ...] | None) -> Any:
+    return req("ShareGroupHeartbeat", 1, "ShareGroupHeartbeatRequest", group_id=SHARE_GROUP, member_id=SHARE_MEMBER,
+               member_epoch=i32(epoch), rack_id=None, subscribed_topic_names=topics)
+
+
+def share_fetch_request(w: World, epoch: int, acks: bool = False) -> Any:
+    """A ShareFetch (epoch 0: opening bob's share session) of TOPIC's partition 0, or with ``acks``
+    a ShareAcknowledge (epoch 1) of its offset 0 in that session."""
+    topic_id = next(t.topic_id for t in w.admin.call(metadata_request([TOPIC])).topics)
+    if acks:
+        batch = req("ShareAcknowledge", 1, "AcknowledgementBatch", first_offset=i64(0), last_offset=i64(0),
+                    acknowledge_types=(i8(1),))
+        return req("ShareAcknowledge", 1, "ShareAcknowledgeRequest", group_id=SHARE_GROUP, member_id=SHARE_MEMBER,
+                   share_session_epoch=i32(epoch), topics=(req(
+                       "ShareAcknowledge", 1, "AcknowledgeTopic", topic_id=topic_id, partitions=(req(
+                           "ShareAcknowledge", 1, "AcknowledgePartition", partition_index=i32(0),
+                           acknowledgement_batches=(batch,)),)),))
+    return req("ShareFetch", 1, "ShareFetchRequest", group_id=SHARE_GROUP, member_id=SHARE_MEMBER,
+               share_session_epoch=i32(epoch), max_wait=datetime.timedelta(0), min_bytes=i32(1),
+               max_bytes=i32(1 << 20), max_records=i32(10), batch_size=i32(10), forgotten_topics_data=(),
+               topics=(req("ShareFetch", 1, "FetchTopic", topic_id=topic_id, partitions=(
+                   req("ShareFetch", 1, "FetchPartition", partition_index=i32(0), acknowledgement_batches=()),)),))
+
+
+def share_acknowledge_request(w: World) -> Any:
+    """bob's share session opened first (a refused ShareFetch leaves none: the acknowledgement is
+    refused for the group either way)."""
+    w.bob.call(share_fetch_request(w, 0))
+    return share_fetch_request(w, 1, acks=True)
+
+
+def _refusals(response: Any) -> list[int]:
+    """The codes a refusal shows: those not 0 (a partition's refusal leaves the top level at 0), or [0]."""
+    return [c for c in error_codes(response) if c] or [0]
+
+
 def config_request(api: str, version: int, **op: Any) -> Any:
     """AlterConfigs / IncrementalAlterConfigs setting TOPIC's retention.ms."""
     config = req(api, version, "AlterableConfig", name="retention.ms", value="86400000", **op)
@@ -443,6 +482,43 @@ ROWS: list[Row] = [
     Row("DescribeUserScramCredentials", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_DENIED)],
         lambda w: req("DescribeUserScramCredentials", 0, "DescribeUserScramCredentialsRequest", users=None),
         leaked=lambda r: bool(r.results)),
+    # Share groups (KIP-932). The member joins, then leaves in the next row (its session would
+    # otherwise expire and write during a later row); nothing is acquired (share.auto.offset.reset
+    # is latest and TOPIC's records came before), so no lock runs out later either.
+    Row("ShareGroupHeartbeat", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
+                                Need(Res.TOPIC, TOPIC, Op.DESCRIBE, TOPIC_DENIED)],
+        lambda w: share_heartbeat_request(0, (TOPIC,)), setup=lambda w: w.coordinator(SHARE_GROUP, 0),
+        leaked=lambda r: r.assignment is not None or int(r.member_epoch) != 0, label="ShareGroupHeartbeat(join)"),
+    Row("ShareGroupHeartbeat", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED)],
+        lambda w: share_heartbeat_request(-1, None), label="ShareGroupHeartbeat(leave)"),
+    Row("ShareGroupDescribe", [Need(Res.GROUP, SHARE_GROUP, Op.DESCRIBE, GROUP_DENIED)],
+        lambda w: req("ShareGroupDescribe", 1, "ShareGroupDescribeRequest", group_ids=(SHARE_GROUP,),
+                      include_authorized_operations=False),
+        leaked=lambda r: any(g.members or g.group_epoch for g in r.groups)),
+    Row("ShareFetch", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
+                       Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
+        lambda w: share_fetch_request(w, 0), codes=_refusals,
+        leaked=lambda r: any(p.records or p.acquired_records for t in r.responses for p in t.partitions)),
+    Row("ShareAcknowledge", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
+                             Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
+        lambda w: share_acknowledge_request(w), codes=_refusals),
+    Row("DescribeShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.DESCRIBE, GROUP_DENIED)],
+        lambda w: req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequest", groups=(
+            req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequestGroup", group_id=SHARE_GROUP,
+                topics=None),)),
+        leaked=lambda r: any(g.topics for g in r.groups)),
+    Row("AlterShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
+                                   Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
+        lambda w: req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequest", group_id=SHARE_GROUP, topics=(
+            req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequestTopic", topic_name=TOPIC, partitions=(
+                req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequestPartition", partition_index=i32(0),
+                    start_offset=i64(1)),)),)),
+        codes=_refusals),
+    Row("DeleteShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.DELETE, GROUP_DENIED),
+                                    Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
+        lambda w: req("DeleteShareGroupOffsets", 0, "DeleteShareGroupOffsetsRequest", group_id=SHARE_GROUP, topics=(
+            req("DeleteShareGroupOffsets", 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=TOPIC),)),
+        codes=_refusals),
 ]
 
 # Served APIs with no row here, and why.

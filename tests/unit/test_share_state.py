@@ -22,6 +22,7 @@ from eoslog.coordinator.share import (
     StateBatch,
     StateWrite,
 )
+from eoslog.coordinator.share.persister import LocalPersister
 from eoslog.coordinator.share.records import decode_key, decode_value, encode_snapshot
 from eoslog.coordinator.share.state import ShareGroupOffset, combine
 from eoslog.coordinator.timers import ManualScheduler
@@ -36,7 +37,6 @@ from eoslog.share.partition import (
     SharePartition,
     ShareSettings,
 )
-from eoslog.share.persister import LocalPersister
 from eoslog.share.record_state import IllegalRecordStateTransition, RecordState, transition
 from eoslog.storage import AppendOrigin
 from eoslog.types import TopicPartition

@@ -174,6 +174,10 @@ class ConfigAdmin:
     def group_configs(self, group: str) -> dict[str, str]:
         return self.store.get(GROUP, group)
 
+    def group_value(self, group: str, key: str) -> Any:
+        """A group config's value for ``group``: its own, else the broker config it defaults to."""
+        return self._group_value(key, GROUP_CONFIGS[key], self.store.get(GROUP, group))
+
     def alter(self, resource_type: int, name: str, ops: Sequence[AlterOp], *,
               incremental: bool, validate_only: bool) -> Awaitable[None] | None:
         """Change one resource's configs; raises Refused. In a cluster a topic's change is

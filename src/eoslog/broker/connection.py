@@ -221,6 +221,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self._requests.clear()
         self._closed = True
         self.connections.discard(self)
+        if self.session is not None:
+            # Share sessions end with the connection that opened them (their records are released).
+            self.dispatcher.state.share_partitions.disconnected(self.session)
         self.flow.resume_writing()
         if self._worker is not None and not self.busy and not self._requests:
             self._worker.cancel()

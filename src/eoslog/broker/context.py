@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,12 +17,14 @@ from eoslog.broker.metadata_support import Advertised, BrokerEndpoint, MetadataS
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
+from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.replica import ReplicaManager
 from eoslog.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.security.authorizer import Security
 from eoslog.security.session import Principal, Session
+from eoslog.share.manager import SharePartitionManager
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
 
@@ -40,6 +43,9 @@ class BrokerState:
     replicas: ReplicaManager
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
+    # The share-partitions this broker leads and their members' share sessions (KIP-932).
+    share_partitions: SharePartitionManager
     # One node or a ZooKeeper cluster: what depends on where metadata lives (metadata_support.py).
     metadata_support: MetadataSupport
     clock_ms: Callable[[], int] = wall_clock_ms
@@ -74,6 +80,19 @@ class BrokerState:
         """This node alone (at ``listener``'s address), or every registered broker of the
         cluster (by id, at the address each registered for ``listener``)."""
         return self.metadata_support.live_brokers(listener)
+
+    def topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Topic name → (topic id, partition count): this node's topics, or the cluster's."""
+        support = self.metadata_support
+        out: dict[str, tuple[uuid.UUID, int]] = {}
+        for name in list(support.topic_names()):
+            topic_id, count = support.topic_id(name), support.partition_count(name)
+            if topic_id is not None and count is not None:
+                out[name] = (topic_id, count)
+        return out
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {topic_id: name for name, (topic_id, _) in self.topic_ids().items()}
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         """In this broker's logs, or (cluster mode) in the cluster's metadata."""

@@ -36,6 +36,7 @@ from eoslog.coordinator.internal_topic import (
     internal_topic_replication,
 )
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator, ProducerIdManager
+from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
@@ -95,7 +96,8 @@ class MetadataSupport(Protocol):
     marker_channel: BrokerChannel | None  # the inter-broker channel markers for other brokers take
     leader_for: LeaderLookup | None  # where each partition's leader is (None: this node, if it has it)
 
-    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator) -> None:
+    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator,
+             shares: ShareCoordinator) -> None:
         """The broker's partitions and coordinators, once they are built."""
 
     def transaction_verifier(self, local: LocalTransactionVerifier) -> TransactionVerifier: ...
@@ -189,9 +191,11 @@ class SingleNode:
         self._replicas: ReplicaManager
         self._groups: GroupCoordinator
         self._txns: TransactionCoordinator
+        self._shares: ShareCoordinator
 
-    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator) -> None:
-        self._replicas, self._groups, self._txns = replicas, groups, txns
+    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator,
+             shares: ShareCoordinator) -> None:
+        self._replicas, self._groups, self._txns, self._shares = replicas, groups, txns, shares
 
     def transaction_verifier(self, local: LocalTransactionVerifier) -> TransactionVerifier:
         return local
@@ -208,6 +212,7 @@ class SingleNode:
         # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
         # until the loader (load_coordinators) has replayed it.
         self._groups.begin_loading()
+        self._shares.begin_loading()
         self._txns.begin_loading()
 
     async def join(self) -> None:
@@ -216,6 +221,9 @@ class SingleNode:
     async def load_coordinators(self) -> dict[str, float]:
         started = time.monotonic()
         await self._groups.load_all()
+        # Share states before transactions: markers the transaction loader sends again may
+        # decide transactional share acknowledgements (docs/consumer.md).
+        await self._shares.load_all()
         loaded = time.monotonic()
         await self._txns.load_all()
         return {"group": loaded - started, "transaction": time.monotonic() - loaded}

@@ -21,9 +21,10 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.context import BrokerState, wall_clock_ms
@@ -34,11 +35,17 @@ from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNo
 from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
+from eoslog.coordinator.group.share_groups import ShareGroupSettings
+from eoslog.coordinator.share import ShareCoordinator
+from eoslog.coordinator.share.persister import LocalPersister
+from eoslog.coordinator.timers import AsyncioScheduler
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
 from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context, unprotected_settings
+from eoslog.share.manager import SharePartitionManager
+from eoslog.share.partition import ShareSettings
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
 
@@ -89,13 +96,25 @@ class Broker:
             MarkerSender(self.replicas, support.marker_channel), self.groups.partition_for,
             leader_for=support.leader_for,
         )
-        support.bind(self.replicas, self.groups, self.txns)
+        # Share groups (KIP-932): the share coordinator of __share_group_state, and the leaders'
+        # share-partitions, which reach it through the persister.
+        self.shares = ShareCoordinator.for_broker(config, self.replicas, wall_clock_ms)
+        persister = LocalPersister(self.shares)
+        persister.create_topic = support.leads_every_local_log  # a cluster creates it in ZooKeeper
+        self.share_partitions = SharePartitionManager(
+            self.replicas, persister, self._share_settings, self._topic_id, AsyncioScheduler(wall_clock_ms),
+            int(config["group.share.max.share.sessions"]))
+        self.groups.share.persister = persister
+        self.groups.share.settings = self._share_group_settings
+        self.groups.share.on_member_removed.append(self.share_partitions.release_member)
+        support.bind(self.replicas, self.groups, self.txns, self.shares)
         self.replicas.verifier = support.transaction_verifier(LocalTransactionVerifier(self.txns))
         self.state = BrokerState(
             config=config, logs=self.logs, producer_ids=support.producer_ids, replicas=self.replicas,
-            group_coordinator=self.groups, txn_coordinator=self.txns, metadata_support=support,
-            advertised=self.advertised,
+            group_coordinator=self.groups, txn_coordinator=self.txns, share_coordinator=self.shares,
+            share_partitions=self.share_partitions, metadata_support=support, advertised=self.advertised,
         )
+        self.groups.share.topics = self.state.topic_ids
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
@@ -116,6 +135,23 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._signals = 0
+
+    def _share_settings(self, group_id: str) -> ShareSettings:
+        """A share group's settings for its share-partitions: its group configs over the broker's."""
+        def value(key: str) -> Any:
+            return self.state.config_admin.group_value(group_id, key)
+        return ShareSettings(int(value("share.record.lock.duration.ms")), int(value("share.delivery.count.limit")),
+                             int(value("share.partition.max.record.locks")),
+                             value("share.isolation.level") == "read_committed", str(value("share.auto.offset.reset")))
+
+    def _share_group_settings(self, group_id: str) -> ShareGroupSettings:
+        value = self.state.config_admin.group_value
+        return ShareGroupSettings(int(value(group_id, "share.session.timeout.ms")),
+                                  int(value(group_id, "share.heartbeat.interval.ms")),
+                                  int(self.config["group.share.max.size"]))
+
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        return self.metadata_support.topic_id(topic)
 
     async def startup(self) -> BrokerStatus:
         cluster_id = await self.metadata_support.connect(self.state.security)
@@ -148,6 +184,8 @@ class Broker:
             loop.create_task(self.txns.markers.run()),
             loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
                                          self.groups.expire_offsets)),
+            loop.create_task(self._every(int(self.config["share.coordinator.state.topic.prune.interval.ms"]) / 1000,
+                                         self.shares.prune)),
         ]
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
@@ -235,6 +273,8 @@ class Broker:
             server.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
         self.groups.shutdown()
+        self.share_partitions.shutdown()
+        self.shares.shutdown()
         self.txns.shutdown()
         deadline = asyncio.get_running_loop().time() + SHUTDOWN_DRAIN_SECONDS
         while any(not c.idle for c in self.connections):

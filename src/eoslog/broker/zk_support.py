@@ -26,8 +26,14 @@ from eoslog.cluster.security_store import ZkSecurityStore
 from eoslog.cluster.topic_admin import delete_topic, grow_topic
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.coordinator.group import GroupCoordinator
-from eoslog.coordinator.internal_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, InternalTopic
+from eoslog.coordinator.internal_topic import (
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    InternalTopic,
+)
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
+from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
@@ -56,10 +62,12 @@ class ZkSupport:
         self._replicas: ReplicaManager
         self._groups: GroupCoordinator
         self._txns: TransactionCoordinator
+        self._shares: ShareCoordinator
         self._background: set[asyncio.Task[None]] = set()
 
-    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator) -> None:
-        self._replicas, self._groups, self._txns = replicas, groups, txns
+    def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator,
+             shares: ShareCoordinator) -> None:
+        self._replicas, self._groups, self._txns, self._shares = replicas, groups, txns, shares
 
     def transaction_verifier(self, local: LocalTransactionVerifier) -> TransactionVerifier:
         return ClusterTransactionVerifier(local, self.member)
@@ -111,12 +119,16 @@ class ZkSupport:
             self._spawn(self._groups.become_leader(tp.partition, leader_epoch))
         elif tp.topic == TRANSACTION_STATE_TOPIC:
             self._spawn(self._txns.become_leader(tp.partition, leader_epoch))
+        elif tp.topic == SHARE_GROUP_STATE_TOPIC:
+            self._spawn(self._shares.become_leader(tp.partition, leader_epoch))
 
     def _coordinator_resigned(self, tp: TopicPartition, _leader_epoch: int) -> None:
         if tp.topic == OFFSETS_TOPIC:
             self._groups.resign(tp.partition)
         elif tp.topic == TRANSACTION_STATE_TOPIC:
             self._txns.resign(tp.partition)
+        elif tp.topic == SHARE_GROUP_STATE_TOPIC:
+            self._shares.resign(tp.partition)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

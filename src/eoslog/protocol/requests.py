@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
     from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
     from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+    from kio.schema.alter_share_group_offsets.v0.request import (
+        AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0,
+    )
     from kio.schema.alter_user_scram_credentials.v0.request import (
         AlterUserScramCredentialsRequest as _AlterUserScramCredentialsRequestV0,
     )
@@ -59,6 +62,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
     from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
     from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+    from kio.schema.delete_share_group_offsets.v0.request import (
+        DeleteShareGroupOffsetsRequest as _DeleteShareGroupOffsetsRequestV0,
+    )
     from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
     from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
     from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
@@ -82,6 +88,12 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
     from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
+    from kio.schema.describe_share_group_offsets.v0.request import (
+        DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
+    )
+    from kio.schema.describe_share_group_offsets.v1.request import (
+        DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
+    )
     from kio.schema.describe_transactions.v0.request import (
         DescribeTransactionsRequest as _DescribeTransactionsRequestV0,
     )
@@ -213,6 +225,12 @@ if TYPE_CHECKING:
     from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
+    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest as _ShareAcknowledgeRequestV1
+    from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest as _ShareAcknowledgeRequestV2
+    from kio.schema.share_fetch.v1.request import ShareFetchRequest as _ShareFetchRequestV1
+    from kio.schema.share_fetch.v2.request import ShareFetchRequest as _ShareFetchRequestV2
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest as _ShareGroupHeartbeatRequestV1
     from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
     from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
     from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -333,6 +351,13 @@ if TYPE_CHECKING:
     DeleteAclsRequest = _DeleteAclsRequestV1 | _DeleteAclsRequestV2 | _DeleteAclsRequestV3
     DescribeUserScramCredentialsRequest = _DescribeUserScramCredentialsRequestV0
     AlterUserScramCredentialsRequest = _AlterUserScramCredentialsRequestV0
+    ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
+    ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
+    DescribeShareGroupOffsetsRequest = _DescribeShareGroupOffsetsRequestV0 | _DescribeShareGroupOffsetsRequestV1
+    AlterShareGroupOffsetsRequest = _AlterShareGroupOffsetsRequestV0
+    DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
+    ShareFetchRequest = _ShareFetchRequestV1 | _ShareFetchRequestV2
+    ShareAcknowledgeRequest = _ShareAcknowledgeRequestV1 | _ShareAcknowledgeRequestV2
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as _AlterConfigsResponseV0
     from kio.schema.alter_configs.v1.response import AlterConfigsResponse as _AlterConfigsResponseV1
     from kio.schema.alter_configs.v2.response import AlterConfigsResponse as _AlterConfigsResponseV2
+    from kio.schema.alter_share_group_offsets.v0.response import (
+        AlterShareGroupOffsetsResponse as _AlterShareGroupOffsetsResponseV0,
+    )
     from kio.schema.alter_user_scram_credentials.v0.response import (
         AlterUserScramCredentialsResponse as _AlterUserScramCredentialsResponseV0,
     )
@@ -58,6 +61,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_records.v0.response import DeleteRecordsResponse as _DeleteRecordsResponseV0
     from kio.schema.delete_records.v1.response import DeleteRecordsResponse as _DeleteRecordsResponseV1
     from kio.schema.delete_records.v2.response import DeleteRecordsResponse as _DeleteRecordsResponseV2
+    from kio.schema.delete_share_group_offsets.v0.response import (
+        DeleteShareGroupOffsetsResponse as _DeleteShareGroupOffsetsResponseV0,
+    )
     from kio.schema.delete_topics.v1.response import DeleteTopicsResponse as _DeleteTopicsResponseV1
     from kio.schema.delete_topics.v2.response import DeleteTopicsResponse as _DeleteTopicsResponseV2
     from kio.schema.delete_topics.v3.response import DeleteTopicsResponse as _DeleteTopicsResponseV3
@@ -81,6 +87,12 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v4.response import DescribeGroupsResponse as _DescribeGroupsResponseV4
     from kio.schema.describe_groups.v5.response import DescribeGroupsResponse as _DescribeGroupsResponseV5
     from kio.schema.describe_producers.v0.response import DescribeProducersResponse as _DescribeProducersResponseV0
+    from kio.schema.describe_share_group_offsets.v0.response import (
+        DescribeShareGroupOffsetsResponse as _DescribeShareGroupOffsetsResponseV0,
+    )
+    from kio.schema.describe_share_group_offsets.v1.response import (
+        DescribeShareGroupOffsetsResponse as _DescribeShareGroupOffsetsResponseV1,
+    )
     from kio.schema.describe_user_scram_credentials.v0.response import (
         DescribeUserScramCredentialsResponse as _DescribeUserScramCredentialsResponseV0,
     )
@@ -209,6 +221,14 @@ if TYPE_CHECKING:
     from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV1
     from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV2
     from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse as _SaslHandshakeResponseV1
+    from kio.schema.share_acknowledge.v1.response import ShareAcknowledgeResponse as _ShareAcknowledgeResponseV1
+    from kio.schema.share_acknowledge.v2.response import ShareAcknowledgeResponse as _ShareAcknowledgeResponseV2
+    from kio.schema.share_fetch.v1.response import ShareFetchResponse as _ShareFetchResponseV1
+    from kio.schema.share_fetch.v2.response import ShareFetchResponse as _ShareFetchResponseV2
+    from kio.schema.share_group_describe.v1.response import ShareGroupDescribeResponse as _ShareGroupDescribeResponseV1
+    from kio.schema.share_group_heartbeat.v1.response import (
+        ShareGroupHeartbeatResponse as _ShareGroupHeartbeatResponseV1,
+    )
     from kio.schema.sync_group.v0.response import SyncGroupResponse as _SyncGroupResponseV0
     from kio.schema.sync_group.v1.response import SyncGroupResponse as _SyncGroupResponseV1
     from kio.schema.sync_group.v2.response import SyncGroupResponse as _SyncGroupResponseV2
@@ -333,6 +353,13 @@ if TYPE_CHECKING:
     DeleteAclsResponse = _DeleteAclsResponseV1 | _DeleteAclsResponseV2 | _DeleteAclsResponseV3
     DescribeUserScramCredentialsResponse = _DescribeUserScramCredentialsResponseV0
     AlterUserScramCredentialsResponse = _AlterUserScramCredentialsResponseV0
+    ShareGroupHeartbeatResponse = _ShareGroupHeartbeatResponseV1
+    ShareGroupDescribeResponse = _ShareGroupDescribeResponseV1
+    DescribeShareGroupOffsetsResponse = _DescribeShareGroupOffsetsResponseV0 | _DescribeShareGroupOffsetsResponseV1
+    AlterShareGroupOffsetsResponse = _AlterShareGroupOffsetsResponseV0
+    DeleteShareGroupOffsetsResponse = _DeleteShareGroupOffsetsResponseV0
+    ShareFetchResponse = _ShareFetchResponseV1 | _ShareFetchResponseV2
+    ShareAcknowledgeResponse = _ShareAcknowledgeResponseV1 | _ShareAcknowledgeResponseV2
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3
         | _ApiVersionsResponseV4

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eoslog.coordinator.share.coordinator import TransactionalWrite
+from eoslog.coordinator.share.persister import Persister
 from eoslog.coordinator.share.state import SharePartitionKey
 from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
@@ -43,7 +44,6 @@ from eoslog.share.partition import (
     SharePartition,
     ShareSettings,
 )
-from eoslog.share.persister import Persister
 from eoslog.share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessionCache
 from eoslog.types import TopicPartition
 
@@ -157,10 +157,11 @@ class SharePartitionManager:
         error, session = self._session(params)
         if session is None:
             return ShareFetchResult(error)
-        for tp in params.forgotten:
-            session.partitions.pop((tp.topic, tp.partition), None)
-        for p in params.partitions:
-            session.partitions[(p.tp.topic, p.tp.partition)] = None
+        if params.fetching:  # ShareAcknowledge names partitions only to acknowledge them
+            for tp in params.forgotten:
+                session.partitions.pop((tp.topic, tp.partition), None)
+            for p in params.partitions:
+                session.partitions[(p.tp.topic, p.tp.partition)] = None
         results: dict[TopicPartition, PartitionResult] = {}
         acks = [p for p in params.partitions if p.acknowledgements]
         if acks:

@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
 from eoslog.coordinator.share.coordinator import StateWrite, TransactionalWrite
+from eoslog.coordinator.share.persister import Persister
 from eoslog.coordinator.share.state import NO_OFFSET, ShareGroupOffset, SharePartitionKey, StateBatch
 from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
 from eoslog.records.aborted import AbortedTransactions
 from eoslog.records.batch import BatchHeader, decode_record_fields, iter_batch_headers
-from eoslog.share.persister import Persister
 from eoslog.share.record_state import RecordState, from_stored, transition
 from eoslog.storage.txn_index import AbortedTxn
 from eoslog.types import TopicPartition
@@ -293,6 +293,11 @@ class SharePartition:
             self.scheduler.schedule(self._timer_key(acquisition), settings.record_lock_duration_ms,
                                     lambda: self._lock_expired(acquisition))
         self._advance_start()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("share-partition %s of %s: %s acquired %s from a read of %s (start %d, next %d)", self.tp,
+                      self.key.group_id, member_id, acquired, [(h.base_offset, h.last_offset, h.is_control)
+                                                               for _, h in iter_batch_headers(data)],
+                      self.start_offset, self.next_offset)
         return _ranges(acquired, self.records)
 
     def _archive_unread(self, first: int, last: int) -> None:

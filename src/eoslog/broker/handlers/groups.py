@@ -71,6 +71,7 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_AUTHORIZED_OPERATIONS = AUTHORIZED_OPERATIONS_OMITTED
 CLASSIC_GROUP_TYPE = "classic"
+SHARE_GROUP_TYPE = "share"
 
 def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as Java's InetAddress.toString: ``/127.0.0.1``."""
@@ -298,22 +299,25 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
 
 async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     module = response_types(ctx)
+    coordinator = ctx.state.group_coordinator
     wanted_types = {t.lower() for t in getattr(request, "types_filter", ())}
-    states: set[GroupState] = set()
-    for name in getattr(request, "states_filter", ()):
-        state = GroupState.parse(name)
-        if state is not None:
-            states.add(state)
-    unknown_state_only = bool(getattr(request, "states_filter", ())) and not states
-    error, listed = ctx.state.group_coordinator.list_groups(states or None)
+    state_names = {name.lower() for name in getattr(request, "states_filter", ())}
+    states = {s for s in (GroupState.parse(name) for name in state_names) if s is not None}
+    unknown_state_only = bool(state_names) and not states
+    error, classic = coordinator.list_groups(states or None)
     if unknown_state_only or (wanted_types and CLASSIC_GROUP_TYPE not in wanted_types):
-        listed = []
+        classic = []
+    listed = [(g.group_id, g.protocol_type, g.state.value, CLASSIC_GROUP_TYPE) for g in classic]
+    if not wanted_types or SHARE_GROUP_TYPE in wanted_types:
+        listed += [(g.group_id, SHARE_GROUP_TYPE, g.state.value, SHARE_GROUP_TYPE)
+                   for g in coordinator.share.owned(coordinator.owns_partition)
+                   if not state_names or g.state.value.lower() in state_names]
     if not ctx.allowed_on_cluster(AclOperation.DESCRIBE):  # Kafka: else only the groups it may describe
-        listed = [g for g in listed if ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
+        listed = [g for g in listed if ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     groups = tuple(
-        build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
-              group_state=g.state.value, group_type=CLASSIC_GROUP_TYPE)
-        for g in listed
+        build(module.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state,
+              group_type=group_type)
+        for group_id, protocol_type, state, group_type in listed
     )
     return cast("ListGroupsResponse", build(
         module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error_code(error),
@@ -322,10 +326,15 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
 
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     module = response_types(ctx)
+    coordinator = ctx.state.group_coordinator
     deletable = [g for g in request.groups_names if ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, g)]
     results: dict[str, Errors] = {g: Errors.GROUP_AUTHORIZATION_FAILED for g in request.groups_names}
-    if deletable:
-        results.update(ctx.state.group_coordinator.delete_groups(deletable))
+    share = [g for g in deletable if g in coordinator.share.groups and coordinator.serves(g)]
+    classic = [g for g in deletable if g not in share]
+    if classic:
+        results.update(coordinator.delete_groups(classic))
+    for group_id in share:  # their share-partition states are deleted first (the share coordinators)
+        results[group_id] = await coordinator.share.delete(group_id)
     return cast("DeleteGroupsResponse", build(
         module.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
         results=tuple(

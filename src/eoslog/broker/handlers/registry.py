@@ -19,6 +19,8 @@ from eoslog.broker.handlers import (
     produce,
     sasl,
     scram_credentials,
+    share_fetch,
+    share_groups,
     topics,
     transactions,
 )
@@ -26,7 +28,8 @@ from eoslog.broker.handlers.api_versions import api_versions_spec
 from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
-             offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials)
+             offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials,
+             share_groups, share_fetch)
 
 REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
 _api_versions = api_versions_spec(REGISTRY)

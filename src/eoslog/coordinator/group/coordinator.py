@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eoslog.config import BrokerConfig
@@ -53,8 +53,12 @@ from eoslog.coordinator.group.records import (
     encode_offset_commit_value,
     offsets_partition_for,
 )
+from eoslog.coordinator.group.share_groups import ShareGroupCoordinator, ShareGroupSettings
+from eoslog.coordinator.group.share_records import decode as decode_share_record
+from eoslog.coordinator.group.share_records import is_share_key
 from eoslog.coordinator.group.state import GroupState
-from eoslog.coordinator.internal_topic import drive_loader
+from eoslog.coordinator.internal_topic import drive_loader, finish_loader
+from eoslog.coordinator.record_codec import CoordinatorRecordError
 from eoslog.coordinator.timers import AsyncioScheduler, Scheduler
 from eoslog.errors import Errors
 from eoslog.records import CompressionType
@@ -83,12 +87,16 @@ def _constant(timestamp: int) -> Callable[[OffsetAndMetadata], int]:
     return lambda _: timestamp
 
 
+_SHARE_DEFAULTS = ShareGroupSettings(45_000, 5_000, 200)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     rebalance: RebalanceConfig
     offsets_retention_ms: int
     offset_metadata_max_bytes: int
     load_buffer_bytes: int
+    share: ShareGroupSettings = _SHARE_DEFAULTS  # the broker's; groups may override
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -102,6 +110,9 @@ class GroupConfig:
             offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
             offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
             load_buffer_bytes=int(config["offsets.load.buffer.size"]),
+            share=ShareGroupSettings(int(config["group.share.session.timeout.ms"]),
+                                     int(config["group.share.heartbeat.interval.ms"]),
+                                     int(config["group.share.max.size"])),
         )
 
 
@@ -130,6 +141,11 @@ class GroupCoordinator:
         self._loading: set[int] = set()
         self._loading_epoch: dict[int, int] = {}  # cluster mode: the leader epoch being loaded
         self._active = True
+        # Share groups (KIP-932): their own members and records, this coordinator's partitions.
+        # The broker sets their settings (group configs), topic metadata and share state persister.
+        self.share = ShareGroupCoordinator(topic, scheduler, self.partition_for, self._status,
+                                           lambda _group_id: config.share, dict)
+        self.share.is_classic_group = self.groups.__contains__
 
     @classmethod
     def for_broker(
@@ -169,25 +185,22 @@ class GroupCoordinator:
         self._loading = set(range(self.topic.num_partitions))
         return sorted(self._loading)
 
+    def _loader(self, partition: int, others: list[tuple[bytes, bytes | None]]) -> Generator[
+            None, None, dict[str, GroupMetadata]]:
+        return load_partition(self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes, others)
+
     def load_partition_now(self, partition: int) -> None:
         """Load one partition synchronously (tests, and the async loader's steps)."""
-        loader = load_partition(self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes)
-        while True:
-            try:
-                next(loader)
-            except StopIteration as done:
-                self._on_partition_loaded(partition, done.value)
-                return
+        others: list[tuple[bytes, bytes | None]] = []
+        self._on_partition_loaded(partition, finish_loader(self._loader(partition, others)), others)
 
     async def load_all(self) -> None:
         """Load every partition marked by ``begin_loading``, yielding between chunks."""
         for partition in sorted(self._loading):
-            loader = load_partition(
-                self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes
-            )
-            groups = await drive_loader(loader, f"{self.topic.name}-{partition}")
+            others: list[tuple[bytes, bytes | None]] = []
+            groups = await drive_loader(self._loader(partition, others), f"{self.topic.name}-{partition}")
             if groups is not None:
-                self._on_partition_loaded(partition, groups)
+                self._on_partition_loaded(partition, groups, others)
             await asyncio.sleep(0)
 
     async def become_leader(self, partition: int, leader_epoch: int) -> None:
@@ -196,11 +209,11 @@ class GroupCoordinator:
         self._owned.discard(partition)
         self._loading.add(partition)
         self._loading_epoch[partition] = leader_epoch
-        loader = load_partition(self.topic, partition, self.scheduler.now_ms(), self.config.load_buffer_bytes)
-        groups = await drive_loader(loader, f"{self.topic.name}-{partition}")
+        others: list[tuple[bytes, bytes | None]] = []
+        groups = await drive_loader(self._loader(partition, others), f"{self.topic.name}-{partition}")
         if groups is not None and self._loading_epoch.get(partition) == leader_epoch:
             del self._loading_epoch[partition]
-            self._on_partition_loaded(partition, groups)
+            self._on_partition_loaded(partition, groups, others)
 
     def resign(self, partition: int) -> None:
         """Cluster mode: another broker leads the partition: its groups go, whoever waits in
@@ -210,10 +223,19 @@ class GroupCoordinator:
         self._loading_epoch.pop(partition, None)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self.rebalancer.unload(self.groups.pop(group_id), Errors.NOT_COORDINATOR)
+        self.share.unload(partition)
 
-    def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata]) -> None:
+    def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata],
+                             others: Sequence[tuple[bytes, bytes | None]] = ()) -> None:
         if not self._active:
             return
+        for key, value in others:
+            if is_share_key(key):
+                try:
+                    self.share.replay(decode_share_record(key, value))
+                except CoordinatorRecordError as e:
+                    log.error("%s-%d: skipping an undecodable share group record: %s", OFFSETS_TOPIC, partition, e)
+        self.share.loaded(partition)
         for group_id, group in groups.items():
             self.groups[group_id] = group
             # Members stored as Stable must heartbeat within their session or go.
@@ -225,6 +247,12 @@ class GroupCoordinator:
     @property
     def is_loading(self) -> bool:
         return bool(self._loading)
+
+    def owns_partition(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def serves(self, group_id: str) -> bool:
+        return self._status(group_id, allow_empty_id=True) == Errors.NONE
 
     def _status(self, group_id: str, allow_empty_id: bool = False) -> Errors:
         """Can this coordinator serve ``group_id`` now? (Kafka's validateGroupStatus)."""
@@ -245,6 +273,8 @@ class GroupCoordinator:
 
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
         error = self._status(req.group_id)
+        if error == Errors.NONE and req.group_id in self.share.groups:
+            error = Errors.INCONSISTENT_GROUP_PROTOCOL  # a share group's id, as Kafka answers
         if error == Errors.NONE:
             error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
         if error != Errors.NONE:
@@ -388,6 +418,8 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, Errors]:
         """OffsetCommit → an error per partition."""
         error = self._status(group_id, allow_empty_id=True)
+        if error == Errors.NONE and group_id in self.share.groups:
+            error = Errors.GROUP_ID_NOT_FOUND  # share groups have no committed offsets
         group = self.groups.get(group_id)
         if error == Errors.NONE and group is None:
             if generation_id < 0:
@@ -420,6 +452,8 @@ class GroupCoordinator:
         """TxnOffsetCommit: the offsets are written inside the producer's transaction and
         stay pending until ``complete_transaction`` sees its marker."""
         error = self._status(group_id, allow_empty_id=True)
+        if error == Errors.NONE and group_id in self.share.groups:
+            error = Errors.GROUP_ID_NOT_FOUND
         group = self.groups.get(group_id)
         if error == Errors.NONE and group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms())
@@ -595,6 +629,7 @@ class GroupCoordinator:
         self._active = False
         for group in self.groups.values():
             self.rebalancer.unload(group, Errors.NOT_COORDINATOR)
+        self.share.shutdown()
         self.scheduler.cancel_all()
         self.groups.clear()
         self._owned.clear()

@@ -5,8 +5,8 @@ Replays the partition from its log start offset as Kafka's
 group wins (a tombstone removes the group), the last plain OffsetCommitValue of each
 (group, topic, partition) wins (a tombstone removes it), transactional offset commits
 wait under their producer id for the transaction's marker (COMMIT materializes, ABORT
-drops) and stay pending if the log holds no marker yet. Records of key versions this
-broker does not know are skipped.
+drops) and stay pending if the log holds no marker yet. Records of other key types (share
+groups') are handed back in log order for their own replay; unknown ones are skipped.
 
 ``load_partition`` is a generator: it yields after every chunk read so that the caller
 can give the event loop a turn, and returns the loaded groups.
@@ -80,8 +80,11 @@ class _Replay:
 
 
 def load_partition(
-    topic: OffsetsTopic, partition: int, now_ms: int, chunk_bytes: int
+    topic: OffsetsTopic, partition: int, now_ms: int, chunk_bytes: int,
+    others: list[tuple[bytes, bytes | None]] | None = None,
 ) -> Generator[None, None, dict[str, GroupMetadata]]:
+    """``others``: gets, in log order, the records of key types the classic loader does not
+    replay (share groups' records: ``coordinator.group.share_groups`` replays them)."""
     plog = topic.partition_log(partition)
     offset, end = plog.log_start_offset, plog.log_end_offset
     replay = _Replay()
@@ -113,6 +116,8 @@ def load_partition(
                         replay.metadata[key.group] = (
                             decode_group_metadata_value(rec.value) if rec.value is not None else None
                         )
+                    elif others is not None:
+                        others.append((rec.key, rec.value))
             except (RecordFormatError, InvalidRecordError) as e:
                 log.error(
                     "__consumer_offsets-%d: skipping undecodable batch at offset %d: %s",

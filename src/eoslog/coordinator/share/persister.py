@@ -5,6 +5,8 @@ it wrote is durable (replicated; with group commit, fsynced).
 ``LocalPersister`` calls this broker's share coordinator (one node: it coordinates every key).
 In a cluster the coordinator of a key may be another broker: ``eoslog.cluster.share_persister``
 sends the inter-broker requests there, and uses a ``LocalPersister`` when it is this broker.
+Users: the share-partition leaders (``eoslog.share``) and the group coordinator's share groups
+(initialize, delete, summarize).
 """
 
 from __future__ import annotations
@@ -31,13 +33,22 @@ class Persister(Protocol):
 
 
 class LocalPersister:
+    """One node: its share coordinator has every key; ``__share_group_state`` is created on
+    first use, as Kafka creates it when a share coordinator is first looked up."""
+
     def __init__(self, coordinator: ShareCoordinator) -> None:
         self.coordinator = coordinator
+        self.create_topic = True  # False in a cluster: the topic is created in ZooKeeper
 
     async def _durable(self, key: SharePartitionKey, error: Errors) -> Errors:
         return await self.coordinator.replicated(key) if error == Errors.NONE else error
 
+    def _ensure(self) -> None:
+        if self.create_topic:
+            self.coordinator.ensure_topic()
+
     async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> tuple[Errors, ShareGroupOffset | None]:
+        self._ensure()
         error, state = self.coordinator.read_state(key, leader_epoch)
         # A read may record a newer leader epoch: durable before the leader acts on it.
         error = await self._durable(key, error)
@@ -45,9 +56,11 @@ class LocalPersister:
 
     async def write_state(self, key: SharePartitionKey, write: StateWrite,
                           txn: TransactionalWrite | None = None) -> Errors:
+        self._ensure()
         return await self._durable(key, self.coordinator.write_state(key, write, txn))
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> Errors:
+        self._ensure()
         return await self._durable(key, self.coordinator.initialize_state(key, state_epoch, start_offset))
 
     async def read_summary(self, key: SharePartitionKey) -> tuple[Errors, ShareGroupOffset | None]:

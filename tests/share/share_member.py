@@ -1,0 +1,90 @@
+"""A share-group member as a process of its own, for tests that kill or stop one: it polls a share
+consumer (``--client confluent``: confluent-kafka's ShareConsumer; ``eoslog``: eoslog.client's),
+prints one JSON line per record it gets (``{"offset", "partition", "count", "value", "member"}``)
+before acknowledging it, and acknowledges as ``--ack`` says (accept, release, reject, or none:
+never, holding the records of its first poll, and polling no more, until its locks run out or it
+dies). ``--max-records`` caps a poll;
+``--sleep-ms`` is the time it spends per record. It exits after ``--limit`` records, or when
+killed. ``{"ev": "ready"}`` is printed once it has subscribed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def _print(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def member(args: argparse.Namespace) -> tuple[Callable[[], list[Any]], Callable[[Any], None],
+                                               Callable[[], None], Callable[[], None]]:
+    """poll, acknowledge, commit and close of the chosen client (eoslog.client's share consumer
+    takes confluent-kafka's names)."""
+    if args.client == "confluent":
+        from confluent_kafka import AcknowledgeType, ShareConsumer
+    else:
+        from eoslog.client import AcknowledgeType, ShareConsumer  # type: ignore[assignment]
+
+    consumer = ShareConsumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
+                              "share.acknowledgement.mode": "explicit", "max.poll.records": args.max_records,
+                              "client.id": args.member})
+    consumer.subscribe([args.topic])
+    kind = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE,
+            "reject": AcknowledgeType.REJECT}.get(args.ack)
+
+    def poll() -> list[Any]:
+        return [m for m in consumer.poll(1.0) if m.error() is None]
+
+    def ack(m: Any) -> None:
+        if kind is not None:
+            consumer.acknowledge(m, kind)
+
+    def commit() -> None:
+        if kind is not None:
+            consumer.commit_sync()
+
+    return poll, ack, commit, consumer.close
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--member", default="member")
+    p.add_argument("--client", choices=("confluent", "eoslog"), default="confluent")
+    p.add_argument("--ack", choices=("accept", "release", "reject", "none"), default="accept")
+    p.add_argument("--max-records", type=int, default=50)
+    p.add_argument("--sleep-ms", type=float, default=0.0)
+    p.add_argument("--limit", type=int, default=0, help="exit after this many records (0: never)")
+    args = p.parse_args()
+    poll, ack, commit, close = member(args)
+    _print({"ev": "ready"})
+    got = 0
+    while not args.limit or got < args.limit:
+        if args.ack == "none" and got:
+            time.sleep(0.1)  # holding its records: an explicit-mode consumer may not poll again
+            continue
+        records = poll()
+        for m in records:
+            value = m.value()
+            _print({"offset": m.offset(), "partition": m.partition(), "count": m.delivery_count(),
+                    "value": value.decode() if value is not None else None, "member": args.member})
+            time.sleep(args.sleep_ms / 1000)
+            ack(m)
+            got += 1
+        if records:
+            commit()
+    close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
