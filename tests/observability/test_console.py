@@ -458,3 +458,33 @@ def test_keys_values_headers_group_client_and_transactional_ids_are_shown_escape
     finally:
         txn.abort_transaction(60)
         member.close()
+
+
+def test_read_only_hides_and_refuses_every_action(stack: Stack, tmp_path: Path) -> None:
+    """--read-only: the pages offer no action, and each action's POST, however well formed
+    (the session's token, the console's origin), is refused with 403 and changes nothing."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, "read-only", 1)
+    produce_plain(bootstrap, "read-only", {0: 4})
+    tp = TopicPartition("read-only", 0)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_consumer_group_offsets("read-only-group", {tp: 1})
+    console = ConsoleProcess(bootstrap, tmp_path / "read-only.log", extra_args=("--read-only",))
+    try:
+        stack.page.goto(console.url + "/partitions")
+        assert "read-only" in stack.page.locator("nav").inner_text()
+        assert stack.page.locator("#partitions tr[data-partition='read-only-0']").count() == 1
+        for path in ("/partitions", "/groups", "/transactions"):
+            stack.page.goto(console.url + path)
+            assert stack.page.locator("main form[method=post]").count() == 0, path
+        visitor = Visitor(Stack(stack.name, stack.broker, console, stack.page))
+        for path, fields in (("/partitions/delete-records", {"topic": "read-only", "partition": "0", "offset": "3"}),
+                             ("/groups/reset-offsets", {"group": "read-only-group", "topic": "read-only",
+                                                        "partition": "0", "offset": "3"})):
+            status, text = visitor.post(path, {**fields, "csrf_token": visitor.csrf})
+            assert status == 403 and "read-only" in text, (path, status, text)
+    finally:
+        console.stop()
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset == 0
+        assert admin.list_consumer_group_offsets("read-only-group")[tp].offset == 1

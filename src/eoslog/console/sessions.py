@@ -25,7 +25,7 @@ import re
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +133,8 @@ class SessionStore:
     def __init__(self, idle_s: float, max_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.idle_s, self.max_s, self.clock = idle_s, max_s, clock
         self._sessions: dict[str, Session] = {}
+        self._visitors: OrderedDict[str, None] = OrderedDict()  # sessions without a login, oldest first
+        self._swept = float("-inf")
         self._lock = threading.Lock()
 
     def visitor(self) -> Session:
@@ -148,33 +150,48 @@ class SessionStore:
         session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), principal, clients, owns_clients,
                           now, now)
         with self._lock:
-            visitors = [s for s in self._sessions.values() if s.principal is None]
-            for old in visitors[:max(0, len(visitors) - MAX_VISITORS + 1)]:
-                del self._sessions[old.id]
             self._sessions[session.id] = session
+            if principal is None:
+                self._visitors[session.id] = None
+                while len(self._visitors) > MAX_VISITORS:
+                    self._sessions.pop(self._visitors.popitem(last=False)[0], None)
         return session
+
+    def _drop(self, session_id: str) -> Session | None:
+        self._visitors.pop(session_id, None)
+        return self._sessions.pop(session_id, None)
 
     def get(self, session_id: str | None) -> tuple[Session | None, list[Clients]]:
         """The live session of that id, its idle time restarted; and the clients of every session
         that expired meanwhile, for the caller to close (off the event loop)."""
         now = self.clock()
+        expired: list[Session] = []
         with self._lock:
-            expired = [s for s in self._sessions.values()
-                       if now - s.last_seen > self.idle_s or now - s.created > self.max_s]
-            for s in expired:
-                del self._sessions[s.id]
+            if now - self._swept >= 1:  # every session looked at once a second at most
+                self._swept = now
+                expired = [s for s in self._sessions.values() if self._ended(s, now)]
+                for s in expired:
+                    self._drop(s.id)
             session = self._sessions.get(session_id) if session_id else None
+            if session is not None and self._ended(session, now):
+                expired.append(session)
+                self._drop(session.id)
+                session = None
             if session is not None:
                 session.last_seen = now
         return session, [s.clients for s in expired if s.owns_clients and s.clients is not None]
 
+    def _ended(self, session: Session, now: float) -> bool:
+        return now - session.last_seen > self.idle_s or now - session.created > self.max_s
+
     def end(self, session: Session) -> Clients | None:
         """Log out: the session is gone; its own clients are returned to be closed."""
         with self._lock:
-            self._sessions.pop(session.id, None)
+            self._drop(session.id)
         return session.clients if session.owns_clients else None
 
     def end_all(self) -> list[Clients]:
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
+            self._visitors.clear()
         return [s.clients for s in sessions if s.owns_clients and s.clients is not None]
