@@ -291,6 +291,16 @@ class Visitor:
         return response.status, text
 
 
+def topic_with_a_group(bootstrap: str, topic: str, records: int, group: str, committed: int) -> TopicPartition:
+    """A one-partition topic with ``records`` records and ``group``'s committed offset on it."""
+    create_topic(bootstrap, topic, 1)
+    produce_plain(bootstrap, topic, {0: records})
+    tp = TopicPartition(topic, 0)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_consumer_group_offsets(group, {tp: committed})
+    return tp
+
+
 def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf_token" value="([^"]+)"', html)
     assert found, html[:1000]
@@ -310,11 +320,7 @@ def test_no_action_can_be_driven_from_another_site(stack: Stack) -> None:
     POSTs from the session itself succeed. Then a form on a page served on another port,
     submitted by Chromium with the session's own cookie, token and confirmation, changes nothing."""
     bootstrap = stack.broker.bootstrap
-    create_topic(bootstrap, "guarded", 1)
-    produce_plain(bootstrap, "guarded", {0: 10})
-    tp = TopicPartition("guarded", 0)
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.alter_consumer_group_offsets("guarded-group", {tp: 2})
+    tp = topic_with_a_group(bootstrap, "guarded", 10, "guarded-group", 2)
     create_topic(bootstrap, "guarded-hang", 1)
     ids = {0: "guarded-hang-app"}
     lose_coordinator_state(stack.broker, open_transactions_app(bootstrap, "guarded-hang", ids), ids)
@@ -464,11 +470,7 @@ def test_read_only_hides_and_refuses_every_action(stack: Stack, tmp_path: Path) 
     """--read-only: the pages offer no action, and each action's POST, however well formed
     (the session's token, the console's origin), is refused with 403 and changes nothing."""
     bootstrap = stack.broker.bootstrap
-    create_topic(bootstrap, "read-only", 1)
-    produce_plain(bootstrap, "read-only", {0: 4})
-    tp = TopicPartition("read-only", 0)
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.alter_consumer_group_offsets("read-only-group", {tp: 1})
+    tp = topic_with_a_group(bootstrap, "read-only", 4, "read-only-group", 1)
     console = ConsoleProcess(bootstrap, tmp_path / "read-only.log", extra_args=("--read-only",))
     try:
         stack.page.goto(console.url + "/partitions")
