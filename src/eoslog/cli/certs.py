@@ -104,8 +104,10 @@ def dev(
     host: Annotated[list[str] | None, typer.Option("--host", help="broker host name or IP (repeatable)")] = None,
     client: Annotated[list[str] | None, typer.Option("--client", help="client certificate CN (repeatable)")] = None,
 ) -> None:
-    """Make a throw-away CA, a broker certificate and client certificates (PEM)."""
+    """Make a throw-away CA, a broker certificate and client certificates (PEM). The broker's
+    certificate (for --host names) also serves the console over HTTPS."""
     hosts = tuple(host or ("localhost", "127.0.0.1"))
     out = make_dev_certs(directory, hosts, tuple(client or ("client",)))
     typer.echo(f"wrote a development CA and certificates to {out}: ssl.keystore.location={out / 'broker.pem'} "
-               f"ssl.truststore.location={out / 'ca.pem'}")
+               f"ssl.truststore.location={out / 'ca.pem'}; eoslog console --certfile {out / 'broker-cert.pem'} "
+               f"--keyfile {out / 'broker-key.pem'}")
