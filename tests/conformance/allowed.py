@@ -59,6 +59,14 @@ KNOWN: dict[str, list[Rule]] = {
         Rule("*", "Kafka leaves a Produce whose record set is null unanswered (the client times out); "
              "eoslog answers INVALID_RECORD"),
     ],
+    "features/*": [
+        Rule("*_features.*", "Kafka 4.4 also has KRaft's features (metadata.version, kraft.version, eligible leader "
+             "replicas) and the group, share and streams protocols' (KIP-848, KIP-932, KIP-1071), which eoslog "
+             "does not implement: a feature eoslog does not support is neither listed nor finalized",
+             lambda ours, theirs: ours == MISSING),
+        Rule("*_features.transaction.version*", "eoslog supports transaction.version 0-1 until transaction "
+             "version 2 (KIP-890 part 2) is in; a new eoslog finalizes 1, Kafka 4.4 finalizes 2"),
+    ],
     "transactions/fencing": [
         Rule("second instance, first answer.*", "Kafka answers the fencing InitProducerId "
              "CONCURRENT_TRANSACTIONS while it aborts the open transaction, and the client retries; "

@@ -93,6 +93,8 @@ def tree(value: Any, aliases: Aliases, field: str = "") -> object:
     """A kio message (or any value in it) as nested dicts, lists and scalars."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: tree(getattr(value, f.name), aliases, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):  # a session's own summary of a response
+        return {str(k): tree(v, aliases, str(k)) for k, v in value.items()}
     if isinstance(value, tuple | list):
         if field in KEYED_BY_NAME and all(hasattr(v, "name") for v in value):
             return {str(v.name): tree(v, aliases) for v in value}

@@ -347,6 +347,11 @@ ROWS: list[Row] = [
                       timeout=datetime.timedelta(seconds=10), topic_partitions=(
                           req("ElectLeaders", 2, "TopicPartitions", topic=TOPIC, partitions=(i32(0),)),)),
         ok=frozenset({0, ELECTION_NOT_NEEDED})),
+    Row("UpdateFeatures", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_DENIED)],
+        lambda w: req("UpdateFeatures", 2, "UpdateFeaturesRequest", timeout=datetime.timedelta(seconds=10),
+                      validate_only=True, feature_updates=(
+                          req("UpdateFeatures", 2, "FeatureUpdateKey", feature="transaction.version",
+                              max_version_level=i16(0), upgrade_type=i8(2)),))),
     Row("AddPartitionsToTxn", [Need(Res.TRANSACTIONAL_ID, "mx-apt", Op.WRITE, TXN_DENIED),
                                Need(Res.TOPIC, TOPIC, Op.WRITE, TOPIC_DENIED)],
         lambda w: req("AddPartitionsToTxn", 3, "AddPartitionsToTxnRequest", v3_and_below_transactional_id="mx-apt",

@@ -15,6 +15,9 @@ Every call, and its errors raised as the exception class of the Kafka error code
   admin finds it (list_transactions, describe_transactions, describe_producers), the LSO
   is pinned and a read_committed consumer sees nothing; abort_transaction ends it, the LSO
   moves to the high watermark and the consumer reads the committed records behind it;
+- features: describe_features reports transaction.version supported and finalized;
+  update_features validate_only accepts a safe downgrade and raises Kafka's
+  INVALID_UPDATE_VERSION for a downgrade sent as an upgrade, changing nothing;
 - retries: a call made while the broker is down (kill -9) completes once it is back; one
   whose timeout runs out first raises KafkaTimeoutError.
 
@@ -43,10 +46,12 @@ from eoslog.client.admin import (
     ConfigResourceType,
     ConfigSource,
     ElectionType,
+    FeatureUpdate,
     IsolationLevel,
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    UpgradeType,
 )
 from eoslog.client.errors import (
     ElectionNotNeededError,
@@ -57,6 +62,7 @@ from eoslog.client.errors import (
     InvalidProducerEpochError,
     InvalidReplicationFactorError,
     InvalidRequestError,
+    InvalidUpdateVersionError,
     KafkaTimeoutError,
     TopicAlreadyExistsError,
     TransactionalIdNotFoundError,
@@ -357,6 +363,17 @@ def test_open_transaction_is_found_and_aborted(admin: Admin, shared_broker: Brok
 
 
 # -- asyncio, retries -------------------------------------------------------------------------------
+
+
+def test_features_are_described_and_checked(admin: Admin) -> None:
+    described = admin.describe_features()
+    low, high = described.supported_features["transaction.version"]
+    level = described.finalized_features["transaction.version"]
+    assert low == 0 and 1 <= level <= high and described.finalized_features_epoch is not None
+    admin.update_features({"transaction.version": FeatureUpdate(0, UpgradeType.SAFE_DOWNGRADE)}, validate_only=True)
+    with pytest.raises(InvalidUpdateVersionError, match="Can't downgrade the version of this feature"):
+        admin.update_features({"transaction.version": FeatureUpdate(0)}, validate_only=True)
+    assert admin.describe_features() == described
 
 
 def test_aio_admin(shared_broker: BrokerProcess) -> None:

@@ -22,7 +22,8 @@ LAYERS = [
     {"replica", "security", "spark", "tools"},
     {"storage", "client"},
     {"records", "protocol"},
-    {"errors", "types", "config", "stats", "faults"},
+    {"features"},
+    {"errors", "types", "config", "stats", "faults", "javahash"},
 ]
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
 

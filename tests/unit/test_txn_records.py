@@ -73,12 +73,51 @@ def test_flexible_v1_with_tagged_fields() -> None:
         + _uvarint(2) + _uvarint(len(topic) + 1) + topic + _uvarint(3) + struct.pack(">ii", 0, 4)
         + _uvarint(0)  # partition entry's tagged fields
         + struct.pack(">qq", 11, 10)
-        + _uvarint(1) + _uvarint(2) + _uvarint(1) + b"\x02"  # ClientTransactionVersion tag
+        + _uvarint(1) + _uvarint(2) + _uvarint(2) + b"\x00\x02"  # ClientTransactionVersion (int16) tag
     )
     value = decode_value(data)
     assert value.state is TxnState.PREPARE_COMMIT and value.producer_id == 42
     assert value.partitions == {TopicPartition("orders", 0), TopicPartition("orders", 4)}
     assert (value.last_update_ms, value.start_ms) == (11, 10)
+    assert value.client_transaction_version == 2 and value.previous_producer_id == -1
+    assert encode_value(value, 1) == data  # Kafka's bytes, field for field
+
+
+def test_v1_tagged_fields_in_kafkas_order_each_only_when_set() -> None:
+    """Kafka 4.4's TransactionLogValue v1 tags: 0 PreviousProducerId, 1 NextProducerId,
+    2 ClientTransactionVersion, 3 NextProducerEpoch; a field at its default is not written."""
+    value = TransactionLogValue(7, 3, 60000, TxnState.EMPTY, frozenset(), 5, -1, previous_producer_id=7)
+    data = encode_value(value, 1)
+    assert data.endswith(struct.pack(">qq", 5, -1) + _uvarint(1) + _uvarint(0) + _uvarint(8) + struct.pack(">q", 7))
+    assert data[:2] == b"\x00\x01" and data[2 + 8 + 2 + 4 + 1] == 0  # version 1; null partitions (Empty)
+    everything = TransactionLogValue(7, 3, 60000, TxnState.ONGOING, frozenset({TopicPartition("t", 1)}), 5, 4,
+                                     next_producer_id=9, next_producer_epoch=0, previous_producer_id=7,
+                                     client_transaction_version=2)
+    tags = (_uvarint(4) + _uvarint(0) + _uvarint(8) + struct.pack(">q", 7) + _uvarint(1) + _uvarint(8)
+            + struct.pack(">q", 9) + _uvarint(2) + _uvarint(2) + struct.pack(">h", 2)
+            + _uvarint(3) + _uvarint(2) + struct.pack(">h", 0))
+    assert encode_value(everything, 1).endswith(struct.pack(">qq", 5, 4) + tags)
+    assert decode_value(encode_value(everything, 1)) == everything
+    assert everything.is_kept and not TransactionLogValue(7, 3, 1, TxnState.PREPARE_COMMIT, frozenset(), 1, 1,
+                                                          next_producer_id=9).is_kept
+
+
+def test_version_0_unless_a_kept_transaction_needs_the_tags() -> None:
+    plain = TransactionLogValue(7, 3, 60000, TxnState.EMPTY, frozenset(), 5, -1, previous_producer_id=7)
+    assert encode_value(plain)[:2] == b"\x00\x00"
+    assert decode_value(encode_value(plain)).previous_producer_id == -1  # v0 has no tags
+    kept = TransactionLogValue(7, 3, 2**31 - 1, TxnState.ONGOING, frozenset({TopicPartition("t", 0)}), 5, 4,
+                               next_producer_id=7, next_producer_epoch=4)
+    assert encode_value(kept)[:2] == b"\x00\x01" and decode_value(encode_value(kept)) == kept
+
+
+def test_eoslog_s_earlier_tag_for_the_next_epoch_is_still_read() -> None:
+    kept = TransactionLogValue(7, 3, 2**31 - 1, TxnState.ONGOING, frozenset(), 5, 4,
+                               next_producer_id=7, next_producer_epoch=4)
+    data = encode_value(kept, 1)
+    legacy = data.replace(_uvarint(3) + _uvarint(2) + struct.pack(">h", 4), _uvarint(100) + _uvarint(2)
+                          + struct.pack(">h", 4))
+    assert legacy != data and decode_value(legacy) == kept
 
 
 def test_unknown_version_and_status_are_refused() -> None:
@@ -101,6 +140,15 @@ def test_round_trip(pid: int, epoch: int, timeout: int, state: TxnState,
                     parts: frozenset[TopicPartition], update: int, start: int) -> None:
     value = TransactionLogValue(pid, epoch, timeout, state, parts, update, start)
     assert decode_value(encode_value(value)) == value
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), states, partitions, st.integers(-1, 2**62),
+       st.integers(-1, 2**62), st.integers(-1, 2**62), st.integers(-1, 2**15 - 1), st.integers(0, 2))
+def test_round_trip_v1(pid: int, epoch: int, state: TxnState, parts: frozenset[TopicPartition], previous: int,
+                       next_pid: int, start: int, next_epoch: int, client_version: int) -> None:
+    value = TransactionLogValue(pid, epoch, 60000, state, parts, start + 1, start, next_pid, next_epoch, previous,
+                                client_version)
+    assert decode_value(encode_value(value, 1)) == value
 
 
 def test_partition_for_is_javas_abs_hash_mod() -> None:

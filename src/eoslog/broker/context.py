@@ -19,6 +19,7 @@ from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
 from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.features import Features
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.replica import ReplicaManager
 from eoslog.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -48,6 +49,9 @@ class BrokerState:
     share_partitions: SharePartitionManager
     # One node or a ZooKeeper cluster: what depends on where metadata lives (metadata_support.py).
     metadata_support: MetadataSupport
+    # The finalized features (KIP-584) as this broker knows them; the metadata support keeps
+    # them (a file of the log directory on one node, the /feature znode in a cluster).
+    features: Features
     clock_ms: Callable[[], int] = wall_clock_ms
     # This broker's addresses per listener; Metadata answers with the client's listener.
     advertised: Advertised = field(default_factory=Advertised)

@@ -40,10 +40,12 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
+from eoslog.features import Features, FeatureStore
 from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
 from eoslog.storage import LogManager, TopicInfo
+from eoslog.storage.feature_file import FeatureFile
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
 if TYPE_CHECKING:
@@ -95,6 +97,9 @@ class MetadataSupport(Protocol):
     producer_ids: ProducerIdGenerator
     marker_channel: BrokerChannel | None  # the inter-broker channel markers for other brokers take
     leader_for: LeaderLookup | None  # where each partition's leader is (None: this node, if it has it)
+    # Where the finalized features are kept (a file of the log directory, the /feature znode);
+    # it publishes them to the broker's ``Features`` before the listeners open.
+    feature_store: FeatureStore
 
     def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator,
              shares: ShareCoordinator) -> None:
@@ -107,7 +112,8 @@ class MetadataSupport(Protocol):
         """Before the logs load: the cluster id they are checked against (None: theirs)."""
 
     def begin_loading(self) -> None:
-        """Before the listeners open: what the coordinators will load at start-up."""
+        """Before the listeners open, the logs loaded: the finalized features (one node), what
+        the coordinators will load at start-up."""
 
     async def join(self) -> None:
         """Once the listeners are bound: take part (register, follow the partition states)."""
@@ -182,12 +188,15 @@ class SingleNode:
     marker_channel: BrokerChannel | None = None
     leader_for: LeaderLookup | None = None
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, advertised: Advertised) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, advertised: Advertised,
+                 features: Features | None = None) -> None:
         self.config = config
         self.logs = logs
         self.advertised = advertised
         self.node_id = config.node_id
         self.producer_ids: ProducerIdGenerator = ProducerIdManager(config.log_dir, config.node_id)
+        self._feature_file = FeatureFile(config.log_dir, features or Features())
+        self.feature_store: FeatureStore = self._feature_file
         self._replicas: ReplicaManager
         self._groups: GroupCoordinator
         self._txns: TransactionCoordinator
@@ -209,6 +218,7 @@ class SingleNode:
         return None
 
     def begin_loading(self) -> None:
+        self._feature_file.load()  # the log directory is locked by now: one broker owns the file
         # Groups of every __consumer_offsets partition answer COORDINATOR_LOAD_IN_PROGRESS
         # until the loader (load_coordinators) has replayed it.
         self._groups.begin_loading()

@@ -40,6 +40,7 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.share.persister import LocalPersister
 from eoslog.coordinator.timers import AsyncioScheduler
 from eoslog.coordinator.transaction import TransactionCoordinator
+from eoslog.features import Features
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
@@ -65,13 +66,14 @@ class BrokerStatus:
     data_dir: str
 
 
-def metadata_support_for(config: BrokerConfig, logs: LogManager, advertised: Advertised) -> MetadataSupport:
+def metadata_support_for(config: BrokerConfig, logs: LogManager, advertised: Advertised,
+                         features: Features) -> MetadataSupport:
     """The broker's one choice of mode: a ZooKeeper cluster when ``zookeeper.connect`` is set."""
     if config.zookeeper_connect:
         from eoslog.broker.zk_support import ZkSupport  # kazoo only in cluster mode
 
-        return ZkSupport(config, logs, advertised)
-    return SingleNode(config, logs, advertised)
+        return ZkSupport(config, logs, advertised, features)
+    return SingleNode(config, logs, advertised, features)
 
 
 class Broker:
@@ -82,8 +84,9 @@ class Broker:
             int(config["producer.id.expiration.ms"]), replicated=bool(config.zookeeper_connect),
         )
         self.advertised = Advertised()
+        self.features = Features()
         # The one choice between a single node and a ZooKeeper cluster.
-        self.metadata_support = metadata_support_for(config, self.logs, self.advertised)
+        self.metadata_support = metadata_support_for(config, self.logs, self.advertised, self.features)
         support = self.metadata_support
         # The partitions first (the coordinators append through them), then the coordinators,
         # then the state handlers share: nothing in it is ever missing.
@@ -94,7 +97,7 @@ class Broker:
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, support.producer_ids.generate_producer_id,
             MarkerSender(self.replicas, support.marker_channel), self.groups.partition_for,
-            leader_for=support.leader_for,
+            leader_for=support.leader_for, features=self.features,
         )
         # Share groups (KIP-932): the share coordinator of __share_group_state, and the leaders'
         # share-partitions, which reach it through the persister.
@@ -112,7 +115,8 @@ class Broker:
         self.state = BrokerState(
             config=config, logs=self.logs, producer_ids=support.producer_ids, replicas=self.replicas,
             group_coordinator=self.groups, txn_coordinator=self.txns, share_coordinator=self.shares,
-            share_partitions=self.share_partitions, metadata_support=support, advertised=self.advertised,
+            share_partitions=self.share_partitions, metadata_support=support, features=self.features,
+            advertised=self.advertised,
         )
         self.groups.share.topics = self.state.topic_ids
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))

@@ -21,6 +21,7 @@ from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransact
 from eoslog.cluster.channel import BrokerChannel, inter_broker_client_id
 from eoslog.cluster.coordination import find_coordinator
 from eoslog.cluster.errors import TopicExists
+from eoslog.cluster.feature_store import ZkFeatureStore
 from eoslog.cluster.member import ClusterMember
 from eoslog.cluster.security_store import ZkSecurityStore
 from eoslog.cluster.topic_admin import delete_topic, grow_topic
@@ -37,6 +38,7 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
+from eoslog.features import Features, FeatureStore
 from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
@@ -51,11 +53,14 @@ class ZkSupport:
 
     leads_every_local_log = False
 
-    def __init__(self, config: BrokerConfig, logs: LogManager, advertised: Advertised) -> None:
+    def __init__(self, config: BrokerConfig, logs: LogManager, advertised: Advertised,
+                 features: Features | None = None) -> None:
         self.config = config
         self.logs = logs
         self.advertised = advertised
         self.member = ClusterMember(config)
+        self._zk_features = ZkFeatureStore(self.member.zk, features or Features())
+        self.feature_store: FeatureStore = self._zk_features
         self.producer_ids: ProducerIdGenerator = self.member.producer_ids
         self.marker_channel: BrokerChannel | None = self.member.channel
         self.leader_for: LeaderLookup | None = self._live_leader
@@ -83,6 +88,7 @@ class ZkSupport:
         cluster_id = await self.member.connect(self.logs.stored_cluster_id() or uuid.uuid4().hex[:22])
         await ZkSecurityStore(self.member.zk, security,
                               int(self.config["zookeeper.change.notification.expiration.ms"])).start()
+        await self._zk_features.start()
         return cluster_id
 
     def begin_loading(self) -> None:

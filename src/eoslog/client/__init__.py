@@ -14,6 +14,8 @@ from eoslog.client.admin import (
     ConfigSource,
     CreatedTopic,
     DeletedRecords,
+    FeatureMetadata,
+    FeatureUpdate,
     GroupDescription,
     GroupListing,
     IsolationLevel,
@@ -28,6 +30,7 @@ from eoslog.client.admin import (
     TopicListing,
     TransactionDescription,
     TransactionListing,
+    UpgradeType,
 )
 from eoslog.client.consumer import AIOConsumer, Consumer
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
@@ -44,8 +47,9 @@ __all__ += ["AIOProducer", "Producer", "RecordMetadata"]  # the producer
 __all__ += [  # the admin client
     "AIOAdmin", "AbortTransactionSpec", "Admin", "AlterConfigOp", "AlterConfigOpType", "ClusterDescription",
     "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "CreatedTopic", "DeletedRecords",
-    "GroupDescription", "GroupListing", "IsolationLevel", "ListOffsetsResultInfo", "MemberDescription",
-    "NewPartitions", "NewTopic", "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription",
-    "TopicListing", "TransactionDescription", "TransactionListing",
+    "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "IsolationLevel",
+    "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "OffsetSpec", "ProducerState",
+    "RecordsToDelete", "TopicDescription", "TopicListing", "TransactionDescription", "TransactionListing",
+    "UpgradeType",
 ]
 __all__ += ["AIOConsumer", "Consumer", "ConsumerRecord"]  # the consumer

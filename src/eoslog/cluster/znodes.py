@@ -28,6 +28,8 @@ DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 # eoslog's own: replaces Kafka's ControlledShutdown request (docs/cluster.md).
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+# The finalized features (KIP-584), FeatureZNode's JSON: eoslog.features encodes it.
+FEATURE = "/feature"
 
 # Created at start-up by every broker (idempotently), as KafkaZkClient.createTopLevelPaths.
 PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, TOPIC_CONFIGS, DELETE_TOPICS,

@@ -7,16 +7,9 @@ with Java's ``String.hashCode``. Clients and tools rely on the same answer.
 
 from __future__ import annotations
 
-import struct
+from eoslog.javahash import java_string_hash
 
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in signed 32-bit arithmetic."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
+__all__ = ["coordinator_partition_for", "java_string_hash"]
 
 
 def coordinator_partition_for(key: str, num_partitions: int) -> int:

@@ -242,6 +242,9 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2
     from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
     from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
+    from kio.schema.update_features.v0.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV0
+    from kio.schema.update_features.v1.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV1
+    from kio.schema.update_features.v2.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV2
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
 
     MetadataRequest = (
@@ -358,6 +361,7 @@ if TYPE_CHECKING:
     DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
     ShareFetchRequest = _ShareFetchRequestV1 | _ShareFetchRequestV2
     ShareAcknowledgeRequest = _ShareAcknowledgeRequestV1 | _ShareAcknowledgeRequestV2
+    UpdateFeaturesRequest = _UpdateFeaturesRequestV0 | _UpdateFeaturesRequestV1 | _UpdateFeaturesRequestV2
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4

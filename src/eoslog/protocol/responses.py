@@ -240,6 +240,9 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v2.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV2
     from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV3
     from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV4
+    from kio.schema.update_features.v0.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV0
+    from kio.schema.update_features.v1.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV1
+    from kio.schema.update_features.v2.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV2
     from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse as _WriteTxnMarkersResponseV1
 
     from eoslog.protocol.describe_transactions_v0 import DescribeTransactionsResponse as _DescribeTransactionsResponseV0
@@ -360,6 +363,7 @@ if TYPE_CHECKING:
     DeleteShareGroupOffsetsResponse = _DeleteShareGroupOffsetsResponseV0
     ShareFetchResponse = _ShareFetchResponseV1 | _ShareFetchResponseV2
     ShareAcknowledgeResponse = _ShareAcknowledgeResponseV1 | _ShareAcknowledgeResponseV2
+    UpdateFeaturesResponse = _UpdateFeaturesResponseV0 | _UpdateFeaturesResponseV1 | _UpdateFeaturesResponseV2
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3
         | _ApiVersionsResponseV4

@@ -3,6 +3,11 @@ for (``handlers/registry.py`` builds it last, over every other handler's ``APIS`
 
 v3+ requests carry the client's software name and version (KIP-511); Kafka answers
 INVALID_REQUEST, without any API ranges, when either is not of its allowed form.
+
+v3+ responses carry the features (KIP-584, ``eoslog.features``) as Kafka 4.4 serves them: the
+supported ranges, the finalized levels (those above 0) and their epoch, each list in Kafka's
+order. Below v4 the supported features whose range starts at 0 are left out (Kafka's
+KAFKA-17492: older clients could not read a minimum of 0) — so a v3 client sees none of eoslog's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_module, response_types, versioned
+from eoslog.features import supported_features
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 
@@ -23,7 +29,8 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.API_VERSIONS
 MAX_VERSION = 4
-CLIENT_SOFTWARE_VERSION = 3  # first version naming the client software
+CLIENT_SOFTWARE_VERSION = 3  # first version naming the client software, and carrying features
+FEATURE_LEVEL_0_VERSION = 4  # first version whose clients read a supported range starting at 0
 # ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN in Kafka.
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -56,6 +63,23 @@ def unsupported_version_response(registry: Mapping[int, ApiSpec]) -> Any:
     )
 
 
+def _features(module: ModuleType, ctx: RequestContext) -> dict[str, Any]:
+    """The response's feature fields (v3+; none below)."""
+    if ctx.api_version < CLIENT_SOFTWARE_VERSION:
+        return {}
+    omit_level0 = ctx.api_version < FEATURE_LEVEL_0_VERSION
+    finalized = ctx.state.features.finalized
+    return {
+        "supported_features": tuple(
+            build(module.SupportedFeatureKey, name=name, min_version=low, max_version=high)
+            for name, (low, high) in supported_features().items() if not (omit_level0 and low == 0)),
+        "finalized_features_epoch": finalized.epoch,
+        "finalized_features": tuple(
+            build(module.FinalizedFeatureKey, name=name, max_version_level=level, min_version_level=level)
+            for name, level in finalized.in_kafka_order()),
+    }
+
+
 async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestContext,
                               request: ApiVersionsRequest) -> ApiVersionsResponse:
     module = response_types(ctx)
@@ -70,10 +94,8 @@ async def handle_api_versions(registry: Mapping[int, ApiSpec], ctx: RequestConte
         error_code=ErrorCode.none,
         api_keys=_api_keys(module, registry),
         throttle_time=NO_THROTTLE,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
         zk_migration_ready=False,
+        **_features(module, ctx),
     ))
 
 

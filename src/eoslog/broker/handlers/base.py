@@ -16,6 +16,7 @@ from typing import Any
 from eoslog.broker.context import RequestContext
 from eoslog.coordinator.internal_topic import InternalTopic
 from eoslog.errors import Errors
+from eoslog.features import FEATURES
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build
 from eoslog.protocol.messages import response_types as protocol_response_types
@@ -52,6 +53,10 @@ class ApiSpec:
     ``advertised_min_version`` is set only where Kafka's ApiVersions answer claims
     more than the broker accepts (Produce, below); requests outside
     ``min_version..max_version`` are refused either way.
+
+    ``feature``/``feature_level``: an API that exists only with a feature (KIP-584) at that level
+    is served — registered, so advertised and dispatched — only while this broker supports the
+    level (``eoslog.features.FEATURES``); its handler checks the *finalized* level per request.
     """
 
     api_key: ApiKey
@@ -60,6 +65,16 @@ class ApiSpec:
     max_version: int
     handler: Handler
     advertised_min_version: int | None = None
+    feature: str | None = None
+    feature_level: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        """Served by this build: no feature needed, or its level is implemented."""
+        if self.feature is None:
+            return True
+        known = FEATURES.get(self.feature)
+        return known is not None and known.supports(self.feature_level)
 
     @property
     def advertised(self) -> tuple[int, int]:

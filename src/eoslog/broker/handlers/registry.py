@@ -1,5 +1,6 @@
-"""Every API this broker serves: each handler family's ``APIS``, then ApiVersions, which
-advertises exactly this registry (and is the one entry built from it)."""
+"""Every API this broker serves: each handler family's ``APIS`` (those whose feature it
+implements), then ApiVersions, which advertises exactly this registry (and is the one entry
+built from it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from eoslog.broker.handlers import (
     configs,
     consumer_group_heartbeat,
     delete_records,
+    features,
     fetch,
     groups,
     leader_epoch,
@@ -29,8 +31,9 @@ from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
              offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials,
-             share_groups, share_fetch)
+             share_groups, share_fetch, features)
 
-REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
+# An API whose feature this build does not implement is not served at all (ApiSpec.enabled).
+REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS if spec.enabled}
 _api_versions = api_versions_spec(REGISTRY)
 REGISTRY[_api_versions.api_key] = _api_versions

@@ -1,10 +1,10 @@
 """eoslog's admin client: topics, configs, the cluster, consumer groups, offsets and
-transactions, in Kafka's Admin vocabulary (``create_topics``, ``describe_transactions``,
+transactions, features, in Kafka's Admin vocabulary (``create_topics``, ``describe_transactions``,
 ``abort_transaction``, ...).
 
 Modules: ``admin`` (AIOAdmin and the blocking Admin), ``core`` (connecting, routing to
 the controller / a leader / a coordinator, retries), one module per API family
-(``topics``, ``groups``, ``transactions``), ``types`` (what calls take and return) and
+(``topics``, ``groups``, ``transactions``, ``features``, ...), ``types`` (what calls take and return) and
 ``config`` (AdminClientConfig names and defaults).
 """
 
@@ -24,6 +24,8 @@ from eoslog.client.admin.types import (
     CreatedTopic,
     DeletedRecords,
     ElectionType,
+    FeatureMetadata,
+    FeatureUpdate,
     GroupDescription,
     GroupListing,
     IsolationLevel,
@@ -40,14 +42,15 @@ from eoslog.client.admin.types import (
     TopicPartitionInfo,
     TransactionDescription,
     TransactionListing,
+    UpgradeType,
 )
 
 __all__ = [
     "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "AlterConfigOp", "AlterConfigOpType",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
     "ConfigType", "CreatedTopic", "DeletedRecords",
-    "ElectionType", "GroupDescription", "GroupListing", "IsolationLevel",
+    "ElectionType", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "IsolationLevel",
     "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetSpec",
     "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
-    "TransactionDescription", "TransactionListing",
+    "TransactionDescription", "TransactionListing", "UpgradeType",
 ]

@@ -1,7 +1,8 @@
 """The admin client's public API: ``AIOAdmin`` (asyncio) and ``Admin`` (blocking).
 
 ``AIOAdmin`` puts together the API families — topics, cluster and offsets (``topics``),
-configs (``configs``), consumer groups (``groups``), transactions (``transactions``) — over the
+configs (``configs``), consumer groups (``groups``), transactions (``transactions``), features
+(``features``) — over the
 routing and retries of ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
 of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
 each method hops onto that loop and waits, with the same arguments and results.
@@ -21,6 +22,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from eoslog.client.admin.configs import ConfigAdmin
+from eoslog.client.admin.features import FeatureAdmin
 from eoslog.client.admin.groups import GroupAdmin
 from eoslog.client.admin.security import SecurityAdmin
 from eoslog.client.admin.topics import TopicAdmin
@@ -31,7 +33,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin, SecurityAdmin):
+class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -91,6 +93,8 @@ class Admin(BlockingFacade):
     delete_acls = _blocking(AIOAdmin.delete_acls)
     describe_user_scram_credentials = _blocking(AIOAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = _blocking(AIOAdmin.alter_user_scram_credentials)
+    describe_features = _blocking(AIOAdmin.describe_features)
+    update_features = _blocking(AIOAdmin.update_features)
 
 
 __all__ = ["AIOAdmin", "Admin"]

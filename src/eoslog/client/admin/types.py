@@ -143,6 +143,36 @@ class ClusterDescription:
     nodes: tuple[Node, ...]
 
 
+# -- features ----------------------------------------------------------------------------------
+
+
+class UpgradeType(enum.IntEnum):
+    """Kafka's FeatureUpdate.UpgradeType: what an update may do to a finalized level."""
+
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2  # lossless
+    UNSAFE_DOWNGRADE = 3  # may lose metadata
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """The level a feature should be finalized at (0: not at all), as Kafka's FeatureUpdate."""
+
+    max_version_level: int
+    upgrade_type: UpgradeType = UpgradeType.UPGRADE
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureMetadata:
+    """What a broker's ApiVersions says about features (Kafka's FeatureMetadata): the finalized
+    level of each feature above 0, their epoch (None when nothing was ever finalized) and the
+    (min, max) levels the broker supports."""
+
+    finalized_features: Mapping[str, int]
+    finalized_features_epoch: int | None
+    supported_features: Mapping[str, tuple[int, int]]
+
+
 # -- groups ------------------------------------------------------------------------------------
 
 

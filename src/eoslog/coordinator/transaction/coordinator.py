@@ -55,7 +55,7 @@ from eoslog.coordinator.internal_topic import (
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.timers import AsyncioScheduler, Scheduler
 from eoslog.coordinator.transaction.loader import load_partition
-from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS
+from eoslog.coordinator.transaction.log import FLEXIBLE_VALUE_VERSION, TWO_PHASE_COMMIT_TIMEOUT_MS, VALUE_VERSION
 from eoslog.coordinator.transaction.marker_channel import (
     LeaderLookup,
     MarkerSender,
@@ -73,6 +73,7 @@ from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
 from eoslog.faults import CrashPoints
+from eoslog.features import TRANSACTION_VERSION, Features
 from eoslog.replica import ReplicaManager
 from eoslog.stats import LatencyHistogram
 from eoslog.types import TopicPartition
@@ -193,7 +194,7 @@ class TransactionCoordinator:
         cls, config: BrokerConfig, replicas: ReplicaManager, clock_ms: Callable[[], int],
         generate_producer_id: Callable[[], int], sender: MarkerSender,
         offsets_partition_for: Callable[[str], int], brokers: int = 1,
-        leader_for: LeaderLookup | None = None,
+        leader_for: LeaderLookup | None = None, features: Features | None = None,
     ) -> TransactionCoordinator:
         """The coordinator of a running broker: its partitions, timers on the event loop,
         every partition led by this node (``leader_for``: where each partition's leader is,
@@ -208,7 +209,12 @@ class TransactionCoordinator:
         def local_leader(tp: TopicPartition) -> int | None:
             return config.node_id if replicas.get_partition(tp) is not None else None
 
-        return cls(txn_config, TransactionStateManager(topic), AsyncioScheduler(clock_ms),
+        live = features or Features()
+
+        def value_version() -> int:  # Kafka's TransactionVersion.transactionLogValueVersion
+            return FLEXIBLE_VALUE_VERSION if live.finalized_level(TRANSACTION_VERSION) >= 1 else VALUE_VERSION
+
+        return cls(txn_config, TransactionStateManager(topic, value_version), AsyncioScheduler(clock_ms),
                    generate_producer_id, sender, leader_for or local_leader, offsets_partition_for,
                    CrashPoints.from_env(CRASH_POINTS))
 

@@ -11,16 +11,23 @@ an eoslog data directory decode these, so the layouts are Kafka's field by field
                          transaction_partitions [topic string, partition_ids [int32]] (null when Empty),
                          transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64
 
-Version 0 is non-flexible (int16-length strings, int32-count arrays, big-endian); it is
-what Kafka writes until transaction.version 1 is enabled, and what eoslog writes — except
-for a two-phase-commit transaction kept by ``InitProducerId(keep_prepared_txn)`` (KIP-939),
-which has a second (producer id, epoch): the one handed to the new client. That value is
-written as version 1 (flexible: compact strings and arrays) with the pair in tagged fields:
-tag 1 ``NextProducerId`` (Kafka's field: the producer id last handed to the client) and
-tag ``NEXT_PRODUCER_EPOCH_TAG`` ``NextProducerEpoch`` (KIP-939 names the field; Kafka has
-not fixed its tag yet, so eoslog takes one far above Kafka's 0-2). Readers that do not
-know a tag skip it. Version 1 written by Kafka is decoded too. A null value is a
-tombstone: the transactional id expired.
+Version 0 is non-flexible (int16-length strings, int32-count arrays, big-endian); it is what
+Kafka writes while ``transaction.version`` is 0. From transaction.version 1 on Kafka writes
+version 1 (flexible: compact strings and arrays, tagged fields), and so does eoslog
+(``encode_value(value, version)``: the caller picks by the finalized level). Its tagged fields,
+as Kafka 4.4's ``TransactionLogValue`` numbers them, each written only when not at its default:
+tag 0 ``PreviousProducerId`` (the producer id before this transition), tag 1 ``NextProducerId``,
+tag 2 ``ClientTransactionVersion`` (the transaction protocol the client speaks: 2 for KIP-890
+part 2's requests) and tag 3 ``NextProducerEpoch``.
+
+NextProducerId has two uses. Under transaction version 2 it is the producer id a transaction
+moves to when its commit or abort exhausted the epochs (the PREPARE_* record carries it, so a
+coordinator that fails over completes the transaction with it). For a two-phase-commit
+transaction kept by ``InitProducerId(keep_prepared_txn)`` (KIP-939) it is, with
+NextProducerEpoch, the pair handed to the new client. A kept transaction is therefore one with
+both tags; it is always written as version 1. Earlier eoslog versions wrote NextProducerEpoch
+under tag 100 (before Kafka fixed tag 3): still read. Readers skip tags they do not know.
+A null value is a tombstone: the transactional id expired.
 
 A two-phase-commit transaction is recognised as Kafka does: its timeout is
 ``TWO_PHASE_COMMIT_TIMEOUT_MS`` (Integer.MAX_VALUE), so the flag survives restarts in the
@@ -44,8 +51,11 @@ TRANSACTION_LOG_KEY_TYPE = 0
 VALUE_VERSION = 0
 FLEXIBLE_VALUE_VERSION = 1
 _MAX_VALUE_VERSION = 1
+PREVIOUS_PRODUCER_ID_TAG = 0
 NEXT_PRODUCER_ID_TAG = 1
-NEXT_PRODUCER_EPOCH_TAG = 100
+CLIENT_TRANSACTION_VERSION_TAG = 2
+NEXT_PRODUCER_EPOCH_TAG = 3
+LEGACY_NEXT_PRODUCER_EPOCH_TAG = 100  # eoslog's before Kafka 4.4 fixed tag 3
 # Kafka's TransactionMetadata.isDistributedTwoPhaseCommitTxn: the timeout says "never".
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 
@@ -69,9 +79,17 @@ class TransactionLogValue:
     partitions: frozenset[TopicPartition]
     last_update_ms: int
     start_ms: int
-    # KIP-939: the (producer id, epoch) handed to the client that kept this transaction.
+    # TV2's producer id after an epoch overflow, or (with the epoch) KIP-939's pair handed to
+    # the client that kept this transaction.
     next_producer_id: int = -1
     next_producer_epoch: int = -1
+    previous_producer_id: int = -1  # v1: the producer id before this transition
+    client_transaction_version: int = 0  # v1: the transaction protocol of the client's requests
+
+    @property
+    def is_kept(self) -> bool:
+        """A KIP-939 transaction kept for a newer client (both of its pair are set)."""
+        return self.next_producer_id >= 0 and self.next_producer_epoch >= 0
 
 
 # -- encoding -----------------------------------------------------------------------------
@@ -100,12 +118,13 @@ def _group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]
     return by_topic
 
 
-def encode_value(value: TransactionLogValue) -> bytes:
-    """Version 0, as Kafka writes it (partitions are null for an Empty transaction);
-    version 1 when the value carries a next producer id (a kept KIP-939 transaction)."""
+def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> bytes:
+    """``value`` as Kafka writes it at value ``version`` (partitions are null for an Empty
+    transaction); a kept KIP-939 transaction is written as version 1 whatever is asked, as
+    version 0 cannot carry it."""
     if value.state is TxnState.EMPTY and value.partitions:
         raise TransactionLogFormatError(f"an Empty transaction has no partitions: {value}")
-    flexible = value.next_producer_id >= 0
+    flexible = version >= FLEXIBLE_VALUE_VERSION or value.is_kept
     out = bytearray(struct.pack(">hqhib", FLEXIBLE_VALUE_VERSION if flexible else VALUE_VERSION,
                                 value.producer_id, value.producer_epoch, value.timeout_ms, value.state.value))
     by_topic = None if value.state is TxnState.EMPTY else _group_by_topic(value.partitions)
@@ -119,8 +138,12 @@ def encode_value(value: TransactionLogValue) -> bytes:
     for topic, ids in (by_topic or {}).items():
         out += _compact_string(topic) + encode_uvarint(len(ids) + 1) + struct.pack(f">{len(ids)}i", *ids) + b"\x00"
     out += struct.pack(">qq", value.last_update_ms, value.start_ms)
-    tagged = [(NEXT_PRODUCER_ID_TAG, struct.pack(">q", value.next_producer_id)),
-              (NEXT_PRODUCER_EPOCH_TAG, struct.pack(">h", value.next_producer_epoch))]
+    tagged = [(tag, struct.pack(fmt, v)) for tag, fmt, v, default in (
+        (PREVIOUS_PRODUCER_ID_TAG, ">q", value.previous_producer_id, -1),
+        (NEXT_PRODUCER_ID_TAG, ">q", value.next_producer_id, -1),
+        (CLIENT_TRANSACTION_VERSION_TAG, ">h", value.client_transaction_version, 0),
+        (NEXT_PRODUCER_EPOCH_TAG, ">h", value.next_producer_epoch, -1),
+    ) if v != default]
     out += encode_uvarint(len(tagged))
     for tag, data in tagged:
         out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
@@ -209,20 +232,21 @@ def decode_value(data: bytes) -> TransactionLogValue:
         r.skip_tagged_fields()
     last_update, start = r.unpack(">qq")
     tagged = r.tagged_fields()
-    next_pid = _tagged_int(tagged, NEXT_PRODUCER_ID_TAG, ">q")
     next_epoch = _tagged_int(tagged, NEXT_PRODUCER_EPOCH_TAG, ">h")
+    if next_epoch < 0:
+        next_epoch = _tagged_int(tagged, LEGACY_NEXT_PRODUCER_EPOCH_TAG, ">h")
     if state is TxnState.EMPTY:
         partitions.clear()  # Kafka ignores them too
-    if next_pid < 0 or next_epoch < 0:
-        next_pid = next_epoch = -1  # Kafka's NextProducerId alone (epoch overflow) is not a kept transaction
     return TransactionLogValue(producer_id, epoch, timeout, state, frozenset(partitions), last_update, start,
-                               next_pid, next_epoch)
+                               _tagged_int(tagged, NEXT_PRODUCER_ID_TAG, ">q"), next_epoch,
+                               _tagged_int(tagged, PREVIOUS_PRODUCER_ID_TAG, ">q"),
+                               _tagged_int(tagged, CLIENT_TRANSACTION_VERSION_TAG, ">h", 0))
 
 
-def _tagged_int(tagged: dict[int, bytes], tag: int, fmt: str) -> int:
+def _tagged_int(tagged: dict[int, bytes], tag: int, fmt: str, default: int = -1) -> int:
     data = tagged.get(tag)
     if data is None:
-        return -1
+        return default
     if len(data) != struct.calcsize(fmt):
         raise TransactionLogFormatError(f"tagged field {tag} has {len(data)} bytes, expected {struct.calcsize(fmt)}")
     return int(struct.unpack(fmt, data)[0])

@@ -59,12 +59,15 @@ class TxnTransitMetadata:
     txn_last_update_timestamp: int
     next_producer_id: int = NO_PRODUCER_ID
     next_producer_epoch: int = NO_PRODUCER_EPOCH
+    client_transaction_version: int = 0
 
     def log_value(self) -> TransactionLogValue:
+        """The record (Kafka writes the producer id before the transition as the previous one)."""
         return TransactionLogValue(
             self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
             self.partitions, self.txn_last_update_timestamp, self.txn_start_timestamp,
-            self.next_producer_id, self.next_producer_epoch,
+            self.next_producer_id, self.next_producer_epoch, self.last_producer_id,
+            self.client_transaction_version,
         )
 
 
@@ -75,7 +78,7 @@ class TransactionMetadata:
         txn_timeout_ms: int, state: TxnState = TxnState.EMPTY,
         partitions: Iterable[TopicPartition] = (), txn_start_timestamp: int = -1,
         txn_last_update_timestamp: int, next_producer_id: int = NO_PRODUCER_ID,
-        next_producer_epoch: int = NO_PRODUCER_EPOCH,
+        next_producer_epoch: int = NO_PRODUCER_EPOCH, client_transaction_version: int = 0,
     ) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
@@ -89,6 +92,9 @@ class TransactionMetadata:
         self.txn_last_update_timestamp = txn_last_update_timestamp
         self.next_producer_id = next_producer_id
         self.next_producer_epoch = next_producer_epoch
+        # The transaction protocol of the requests that changed the transaction last
+        # (Kafka's clientTransactionVersion: 0 for transactions v1 clients, 2 for KIP-890 part 2's).
+        self.client_transaction_version = client_transaction_version
         self.pending_state: TxnState | None = None
         # A fence whose append failed already bumped the epoch in memory; it is not
         # bumped again (that epoch was never handed out).
@@ -96,11 +102,15 @@ class TransactionMetadata:
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
+        kept = value.is_kept
         return cls(
             transactional_id, value.producer_id, producer_epoch=value.producer_epoch,
+            last_producer_id=value.previous_producer_id,
             txn_timeout_ms=value.timeout_ms, state=value.state, partitions=value.partitions,
             txn_start_timestamp=value.start_ms, txn_last_update_timestamp=value.last_update_ms,
-            next_producer_id=value.next_producer_id, next_producer_epoch=value.next_producer_epoch,
+            next_producer_id=value.next_producer_id if kept else NO_PRODUCER_ID,
+            next_producer_epoch=value.next_producer_epoch if kept else NO_PRODUCER_EPOCH,
+            client_transaction_version=value.client_transaction_version,
         )
 
     def __repr__(self) -> str:
@@ -185,7 +195,7 @@ class TransactionMetadata:
             frozenset(self.partitions if partitions is None else partitions),
             self.txn_start_timestamp if start is None else start,
             self.txn_last_update_timestamp if update is None else update,
-            next_pid, next_epoch,
+            next_pid, next_epoch, self.client_transaction_version,
         )
         self.pending_state = state
         return transit

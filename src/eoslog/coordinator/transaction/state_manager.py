@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from eoslog.coordinator.internal_topic import APPEND_ERRORS, TRANSACTION_STATE_TOPIC, CoordinatorAppendError, KeyValue
 from eoslog.coordinator.transaction.log import (
+    VALUE_VERSION,
     encode_key,
     encode_value,
     transaction_partition_for,
@@ -53,8 +54,11 @@ class TimedOutTransaction:
 
 
 class TransactionStateManager:
-    def __init__(self, topic: TransactionStateTopic) -> None:
+    def __init__(self, topic: TransactionStateTopic, value_version: Callable[[], int] = lambda: VALUE_VERSION) -> None:
+        """``value_version``: the ``__transaction_state`` value version to write now (Kafka's
+        TransactionVersion.transactionLogValueVersion of the finalized transaction.version)."""
         self.topic = topic
+        self.value_version = value_version
         self.transactions: dict[str, TransactionMetadata] = {}
         self._epochs: dict[int, int] = {}  # owned (loaded) partition → coordinator epoch
         self._loading: set[int] = set()
@@ -173,7 +177,7 @@ class TransactionStateManager:
         if self.coordinator_epoch(partition) != coordinator_epoch or self.transactions.get(txn_id) is not metadata:
             metadata.abandon_transition()
             return Errors.NOT_COORDINATOR
-        value = None if transit.state is TxnState.DEAD else encode_value(transit.log_value())
+        value = None if transit.state is TxnState.DEAD else encode_value(transit.log_value(), self.value_version())
         record: KeyValue = (encode_key(txn_id), value)
         try:
             self.topic.append(partition, [record])
