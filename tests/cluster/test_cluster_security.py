@@ -39,7 +39,7 @@ from eoslog.cli.certs import make_dev_certs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.scram import Mechanism
 from support.cluster_harness import Cluster, settled
-from support.harness import free_port, wait_until
+from support.harness import free_ports, wait_until
 from support.rawkafka import RawClient
 from support.security_harness import STANDARD_AUTHORIZER, scram_login
 from support.zk_harness import zookeeper_client
@@ -52,10 +52,11 @@ CHANGE_EXPIRATION_MS = 2000  # Kafka's 15 min, short here so the purge can be se
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     sasl_ports: dict[int, int] = {}
-    tls_ports = {i: free_port() for i in (1, 2, 3)}
+    tls_ports: dict[int, int] = {}
 
     def listeners(i: int, port: int) -> dict[str, str]:
         sasl_ports[i] = port  # the harness's port: its requests log in (connect below)
+        [tls_ports[i]] = free_ports(1, avoid={*c.ports.values(), *tls_ports.values()})
         return {"listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{tls_ports[i]}"}
 
     def connect(bootstrap: str) -> RawClient:
@@ -78,7 +79,8 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
         "ssl.keystore.location": str(certs / "broker.pem"), "ssl.truststore.location": str(certs / "ca.pem"),
-        "zookeeper.change.notification.expiration.ms": str(CHANGE_EXPIRATION_MS)}).start()
+        "zookeeper.change.notification.expiration.ms": str(CHANGE_EXPIRATION_MS)})
+    c.start()
     c.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     yield c
     c.stop()

@@ -17,7 +17,7 @@ from kio.static.primitive import i16, i32
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
 from eoslog.protocol.messages import build
-from support.harness import BrokerProcess, free_port, in_parallel, wait_until
+from support.harness import BrokerProcess, free_ports, in_parallel, wait_until
 from support.netns import Host, Lab
 from support.rawkafka import RawClient, coordinator_id, request_module
 from support.zk_harness import start_zookeeper, zookeeper_client
@@ -111,6 +111,7 @@ class Cluster:
         self._own_zookeeper = zookeeper is None
         self.brokers: dict[int, BrokerProcess] = {}
         self.per_broker = per_broker
+        self.ports: dict[int, int] = {}  # broker id -> its first listener's port
 
     def start(self) -> Cluster:
         if self.zookeeper is None:
@@ -120,13 +121,15 @@ class Cluster:
         else:
             connect = f"{self.zookeeper.connect_string}/{self.root.name}"
             _create_chroot(self.zookeeper.connect_string, self.root.name)
+        # Every broker's first port before any per_broker call, which may pick more (free_ports(avoid=...)).
+        self.ports = dict(zip(range(1, self.size + 1), free_ports(self.size), strict=True))
         for i in range(1, self.size + 1):
             (self.root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
             placement: dict[str, Any] = {}
             if self.lab is not None:
                 host = self.hosts[i] = self.lab.add_host(f"b{i}")
                 placement = {"host": host.address, "prefix": host.command()}
-            port = free_port()
+            port = self.ports[i]
             self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
                 **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
                 **(self.per_broker(i, port) if self.per_broker else {})}, **placement)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Self
 
@@ -25,6 +25,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(n: int, avoid: Iterable[int] = ()) -> list[int]:
+    """``n`` distinct free ports, none in ``avoid`` (ports chosen earlier and not bound yet:
+    the kernel may hand a just-closed port out again, as successive free_port calls can)."""
+    unwanted = set(avoid)
+    held: list[socket.socket] = []  # open together until all are chosen: distinct
+    chosen: list[int] = []
+    try:
+        while len(chosen) < n:
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+            if port not in unwanted:
+                chosen.append(port)
+        return chosen
+    finally:
+        for s in held:
+            s.close()
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60.0, *,
