@@ -226,10 +226,12 @@ GROUPS: dict[str, Callable[[str, str, str | None], dict[str, tuple[str, int]]]] 
     "confluent": group_confluent, "kafka-python": group_kafka_python,
     "aiokafka": group_aiokafka, "eoslog": group_eoslog,
 }
-GROUP_DEFAULTS = {  # Kafka 4.0's GroupConfig with the broker's defaults
+GROUP_DEFAULTS = {  # the GroupConfig names eoslog serves (a subset of Kafka 4.4's), the broker's defaults
     "consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000",
     "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
     "share.record.lock.duration.ms": "30000", "share.auto.offset.reset": "latest",
+    "share.delivery.count.limit": "5", "share.partition.max.record.locks": "2000",
+    "share.isolation.level": "read_uncommitted",
 }
 
 
