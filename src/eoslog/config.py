@@ -30,47 +30,102 @@ class ConfigDef:
     # Broker property that supplies the default for a topic config, if any.
     broker_default: str | None = None
     valid: tuple[Any, ...] | None = None
+    # Kafka's ConfigDef.Range: the least and the greatest value accepted (None: unbounded).
+    at_least: int | float | None = None
+    at_most: int | float | None = None
 
 
 def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
     return {d.name: d for d in items}
 
 
+# Kafka 4.4's topic configs (LogConfig's, as DescribeConfigs lists them), with Kafka's defaults,
+# broker synonyms and ranges; tests/unit/test_kafka_configs.py holds them against Kafka's jars.
+# What each does in eoslog: docs/compatibility.md, "Topic configs".
 TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("cleanup.policy", str, "delete", "delete, compact, or both",
               "log.cleanup.policy", ("delete", "compact", "compact,delete", "delete,compact")),
     ConfigDef("segment.bytes", int, 1073741824, "segment size before roll", "log.segment.bytes"),
-    ConfigDef("segment.ms", int, 604800000, "segment age before roll", "log.roll.ms"),
-    ConfigDef("retention.ms", int, 604800000, "time to keep data, -1 forever", "log.retention.ms"),
+    ConfigDef("segment.ms", int, 604800000, "segment age before roll", "log.roll.ms", at_least=1),
+    ConfigDef("segment.jitter.ms", int, 0, "a random part of segment.ms taken off each segment's roll age, "
+              "so that segments of many partitions do not roll at once", "log.roll.jitter.ms", at_least=0),
+    ConfigDef("retention.ms", int, 604800000, "time to keep data, -1 forever", "log.retention.ms", at_least=-1),
     ConfigDef("retention.bytes", int, -1, "bytes to keep per partition, -1 no limit",
               "log.retention.bytes"),
-    ConfigDef("max.message.bytes", int, 1048588, "largest batch accepted", "message.max.bytes"),
+    ConfigDef("max.message.bytes", int, 1048588, "largest batch accepted", "message.max.bytes", at_least=0),
+    ConfigDef("max.decompressed.message.bytes", int, 2147483639,
+              "largest record (its body, decompressed) accepted in a compressed batch",
+              "max.decompressed.message.bytes", at_least=1, at_most=2147483639),
     ConfigDef("message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime",
               "log.message.timestamp.type", ("CreateTime", "LogAppendTime")),
     ConfigDef("message.timestamp.before.max.ms", int, LONG_MAX,
               "how far in the past a CreateTime record's timestamp may be",
-              "log.message.timestamp.before.max.ms"),
+              "log.message.timestamp.before.max.ms", at_least=0),
     ConfigDef("message.timestamp.after.max.ms", int, 3600000,
               "how far in the future a CreateTime record's timestamp may be (Kafka 4's default: 1 h)",
-              "log.message.timestamp.after.max.ms"),
+              "log.message.timestamp.after.max.ms", at_least=0),
     ConfigDef("flush.messages", int, LONG_MAX, "fsync after this many messages",
-              "log.flush.interval.messages"),
-    ConfigDef("flush.ms", int, LONG_MAX, "fsync after this many ms", "log.flush.interval.ms"),
+              "log.flush.interval.messages", at_least=1),
+    ConfigDef("flush.ms", int, LONG_MAX, "fsync after this many ms", "log.flush.interval.ms", at_least=0),
     ConfigDef("index.interval.bytes", int, 4096, "bytes between offset index entries",
-              "log.index.interval.bytes"),
+              "log.index.interval.bytes", at_least=0),
     ConfigDef("segment.index.bytes", int, 10485760, "maximum index size",
-              "log.index.size.max.bytes"),
+              "log.index.size.max.bytes", at_least=4),
+    ConfigDef("preallocate", bool, False, "reserve segment.bytes of disk when a segment is created "
+              "(the file keeps its size: the blocks are reserved, not written)", "log.preallocate"),
+    ConfigDef("file.delete.delay.ms", int, 60000, "how long a segment deleted by retention or compaction "
+              "stays on disk as .deleted before it is removed", "log.segment.delete.delay.ms", at_least=0),
     ConfigDef("min.insync.replicas", int, 1, "replicas that must ack acks=all",
-              "min.insync.replicas"),
+              "min.insync.replicas", at_least=1),
+    ConfigDef("unclean.leader.election.enable", bool, False,
+              "let a replica outside the ISR become this topic's leader (may lose acknowledged records)",
+              "unclean.leader.election.enable"),
     ConfigDef("compression.type", str, "producer", "producer keeps the producer's codec",
-              "compression.type", ("producer", "none", "gzip", "snappy", "lz4", "zstd")),
+              "compression.type", ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("compression.gzip.level", int, -1, "gzip level of batches the broker compresses (-1: gzip's default)",
+              "compression.gzip.level", (-1, *range(1, 10))),
+    ConfigDef("compression.lz4.level", int, 9, "lz4 level of batches the broker compresses",
+              "compression.lz4.level", at_least=1, at_most=17),
+    ConfigDef("compression.zstd.level", int, 3, "zstd level of batches the broker compresses",
+              "compression.zstd.level", at_least=-131072, at_most=22),
     ConfigDef("delete.retention.ms", int, 86400000, "how long tombstones are kept",
-              "log.cleaner.delete.retention.ms"),
+              "log.cleaner.delete.retention.ms", at_least=0),
     ConfigDef("min.compaction.lag.ms", int, 0, "minimum age before compaction",
-              "log.cleaner.min.compaction.lag.ms"),
+              "log.cleaner.min.compaction.lag.ms", at_least=0),
+    ConfigDef("max.compaction.lag.ms", int, LONG_MAX, "maximum time a record stays uncompacted: a log "
+              "whose dirty part is older is cleaned whatever its dirty ratio",
+              "log.cleaner.max.compaction.lag.ms", at_least=1),
     ConfigDef("min.cleanable.dirty.ratio", float, 0.5, "dirty ratio that triggers cleaning",
-              "log.cleaner.min.cleanable.ratio"),
+              "log.cleaner.min.cleanable.ratio", at_least=0, at_most=1),
+    ConfigDef("leader.replication.throttled.replicas", str, "",
+              "replicas whose replication is throttled on the leader side ('*' or partition:broker,...)"),
+    ConfigDef("follower.replication.throttled.replicas", str, "",
+              "replicas whose replication is throttled on the follower side ('*' or partition:broker,...)"),
+    ConfigDef("errors.deadletterqueue.group.enable", bool, False,
+              "whether groups may use this topic as a dead-letter queue"),
+    # Tiered storage (KIP-405). eoslog has no remote storage, as a Kafka broker with
+    # remote.log.storage.system.enable=false: remote.storage.enable=true is refused as Kafka
+    # refuses it there; the others are accepted and kept, with nothing to act on.
+    ConfigDef("remote.storage.enable", bool, False, "tiered storage for this topic (refused: no remote storage)"),
+    ConfigDef("local.retention.ms", int, -2, "local retention under tiered storage (-2: retention.ms)",
+              "log.local.retention.ms", at_least=-2),
+    ConfigDef("local.retention.bytes", int, -2, "local retention under tiered storage (-2: retention.bytes)",
+              "log.local.retention.bytes", at_least=-2),
+    ConfigDef("remote.log.copy.disable", bool, False, "stop copying segments to remote storage"),
+    ConfigDef("remote.log.delete.on.disable", bool, False, "delete remote data when tiering is turned off"),
+    ConfigDef("remote.copy.lag.ms", int, 0, "delay before a segment is copied to remote storage",
+              "log.remote.copy.lag.ms", at_least=-1),
+    ConfigDef("remote.copy.lag.bytes", int, -1, "bytes held back from remote storage", "log.remote.copy.lag.bytes",
+              at_least=-1),
 )
+
+# Kafka's topic configs of type INT (any other int one is LONG), and of type LIST.
+TOPIC_INT_CONFIGS = frozenset({
+    "segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes", "min.insync.replicas",
+    "max.decompressed.message.bytes", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+})
+TIERED_STORAGE_REFUSED = ("Tiered Storage functionality is disabled in the broker. "
+                          "Topic cannot be configured with remote log storage.")
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
@@ -110,6 +165,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.delete.retention.ms", int, 86400000, "default delete.retention.ms"),
     ConfigDef("log.cleaner.min.compaction.lag.ms", int, 0, "default min.compaction.lag.ms"),
     ConfigDef("log.cleaner.min.cleanable.ratio", float, 0.5, "default min.cleanable.dirty.ratio"),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "default max.compaction.lag.ms"),
+    ConfigDef("log.roll.jitter.ms", int, 0, "default segment.jitter.ms"),
+    ConfigDef("log.segment.delete.delay.ms", int, 60000, "default file.delete.delay.ms"),
+    ConfigDef("log.preallocate", bool, False, "default preallocate"),
+    ConfigDef("compression.gzip.level", int, -1, "default compression.gzip.level"),
+    ConfigDef("compression.lz4.level", int, 9, "default compression.lz4.level"),
+    ConfigDef("compression.zstd.level", int, 3, "default compression.zstd.level"),
+    ConfigDef("max.decompressed.message.bytes", int, 2147483639, "default max.decompressed.message.bytes"),
+    ConfigDef("log.local.retention.ms", int, -2, "default local.retention.ms"),
+    ConfigDef("log.local.retention.bytes", int, -2, "default local.retention.bytes"),
+    ConfigDef("log.remote.copy.lag.ms", int, 0, "default remote.copy.lag.ms"),
+    ConfigDef("log.remote.copy.lag.bytes", int, -1, "default remote.copy.lag.bytes"),
     ConfigDef("min.insync.replicas", int, 1, "default min.insync.replicas"),
     ConfigDef("compression.type", str, "producer", "default compression.type"),
     ConfigDef("fetch.max.bytes", int, 57671680, "cap on a fetch response"),
@@ -308,7 +375,8 @@ GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
 )
 
 # Configs of type LIST (APPEND and SUBTRACT apply to these only).
-LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy", "leader.replication.throttled.replicas",
+                          "follower.replication.throttled.replicas"})
 
 def is_secret(name: str) -> bool:
     """Kafka's PASSWORD-typed configs (never reported, never logged): ssl.key.password, any
@@ -322,7 +390,9 @@ def is_secret(name: str) -> bool:
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
 }
+_UNIT_FACTORS = {"minutes": 60000, "hours": 3600000}
 SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in BROKER_SYNONYMS.values() for n in chain}
 
 # Broker configs that IncrementalAlterConfigs may change while the broker runs, each taking
@@ -341,8 +411,8 @@ def _coerce(defn: ConfigDef, raw: Any) -> Any:
         if defn.type is bool:
             if isinstance(raw, bool):
                 value: Any = raw
-            elif str(raw).lower() in ("true", "false"):
-                value = str(raw).lower() == "true"
+            elif str(raw).strip().lower() in ("true", "false"):
+                value = str(raw).strip().lower() == "true"
             else:
                 raise ValueError(raw)
         elif defn.type is int:
@@ -352,11 +422,21 @@ def _coerce(defn: ConfigDef, raw: Any) -> Any:
         else:
             value = str(raw)
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"{defn.name}={raw!r} is not a valid {defn.type.__name__}"
-        ) from None
+        why = {bool: "Expected value to be either true or false",
+               int: f"Not a number of type {'INT' if defn.name in TOPIC_INT_CONFIGS else 'LONG'}",
+               float: "Not a number of type DOUBLE"}.get(defn.type, f"Not a {defn.type.__name__}")
+        raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: {why}") from None
     if defn.valid is not None and value not in defn.valid:
-        raise ConfigError(f"{defn.name}={value!r}; valid values are {', '.join(map(str, defn.valid))}")
+        if defn.type is int:  # compression.gzip.level, Kafka's CompressionType validator
+            raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: Value must be between "
+                              f"{defn.valid[1]} and {defn.valid[-1]} or equal to {defn.valid[0]}")
+        raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: String must be one of: "
+                          f"{', '.join(map(str, defn.valid))}")
+    if defn.at_least is not None and value < defn.at_least:
+        raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: Value must be at least {defn.at_least}")
+    if defn.at_most is not None and value > defn.at_most:
+        raise ConfigError(f"Invalid value {raw} for configuration {defn.name}: Value must be no more than "
+                          f"{defn.at_most}")
     return value
 
 
@@ -556,8 +636,9 @@ def resolve_broker_values(raw: Mapping[str, Any]) -> dict[str, Any]:
         values.update({k: v for k, v in SINGLE_NODE_DEFAULTS.items() if k not in raw})
     # Kafka's hour/minute variants of the time settings.
     for primary, chain in BROKER_SYNONYMS.items():
-        for alias, factor in zip(chain[1:], (60000, 3600000), strict=True):
+        for alias in chain[1:]:
             if alias in raw and primary not in raw:
+                factor = _UNIT_FACTORS[alias.rsplit(".", 1)[1]]
                 values[primary] = _coerce(ConfigDef(alias, int, None, ""), raw[alias]) * factor
                 break
     return values
@@ -654,3 +735,70 @@ class TopicConfig:
     @property
     def delete(self) -> bool:
         return "delete" in str(self._values["cleanup.policy"])
+
+    @property
+    def segment_jitter_ms(self) -> int:
+        return int(self._values["segment.jitter.ms"])
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which a segment rolls: segment.ms, or max.compaction.lag.ms if smaller on a
+        compacted topic, so that the active segment's records become cleanable in time (KIP-354,
+        Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
+    def max_compaction_lag_ms(self) -> int:
+        return int(self._values["max.compaction.lag.ms"])
+
+    @property
+    def file_delete_delay_ms(self) -> int:
+        return int(self._values["file.delete.delay.ms"])
+
+    @property
+    def preallocate(self) -> bool:
+        return bool(self._values["preallocate"])
+
+    @property
+    def max_decompressed_message_bytes(self) -> int:
+        return int(self._values["max.decompressed.message.bytes"])
+
+    @property
+    def unclean_leader_election(self) -> bool:
+        return bool(self._values["unclean.leader.election.enable"])
+
+
+_THROTTLED = ("must be the literal '*' or a list of replicas in the following format: "
+              "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+def _throttled_replicas_ok(value: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: '*' or partition:broker pairs."""
+    items = [i.strip() for i in value.split(",") if i.strip()]
+    if items == ["*"]:
+        return True
+    return all(len(p := i.split(":")) == 2 and p[0].isdigit() and p[1].isdigit() for i in items)
+
+
+def check_topic_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> TopicConfig:
+    """A topic's configuration as CreateTopics and AlterConfigs accept it, in Kafka's order
+    (LogConfig.validate): every name known, every value of its type and range, the values'
+    relations (LogConfig.validateValues), and tiered storage, which this broker does not have
+    (Kafka's answer when remote.log.storage.system.enable is false). Raises ConfigError with
+    Kafka's message."""
+    for key in overrides:
+        if key not in TOPIC_CONFIGS:
+            raise ConfigError(f"Unknown topic config name: {key}")
+    config = TopicConfig(defaults, overrides)
+    for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+        if not _throttled_replicas_ok(str(config[key])):
+            raise ConfigError(f"Invalid value [{config[key]}] for configuration {key}: {key} {_THROTTLED}")
+    low, high = int(config["min.compaction.lag.ms"]), config.max_compaction_lag_ms
+    if low > high:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+                          f"max.compaction.lag.ms ({high})")
+    if config["remote.storage.enable"]:
+        raise ConfigError(TIERED_STORAGE_REFUSED)
+    return config

@@ -320,3 +320,26 @@ def test_cli_configs_and_topics_alter_config(shared_broker: BrokerProcess, admin
         "INVALID_REQUEST (42): Cannot update these configs dynamically: Set(num.partitions)")
     group = eoslog_cli(shared_broker, "configs", "--entity-type", "groups", "--entity-name", "g", "--describe", "--all")
     assert "consumer.session.timeout.ms" in group.stdout and "45000" in group.stdout
+
+
+def test_librdkafka_fails_only_the_keyless_records_of_a_batch_to_a_compacted_topic(
+        shared_broker: BrokerProcess, admin: Admin) -> None:
+    """librdkafka's test 0011 (test_message_single_partition_record_fail): 100 records in one
+    batch to a compacted topic, every tenth without a key. The Produce answer names the 10
+    keyless ones (KIP-467 record_errors): librdkafka fails those INVALID_RECORD and the other 90
+    _INVALID_DIFFERENT_RECORD, as against Kafka 4.4; without record errors all 100 fail
+    INVALID_RECORD (what eoslog answered before)."""
+    admin.create_topics([NewTopic("record-errors", 1, 1, {"cleanup.policy": "compact"})])
+    p = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 1000, "batch.num.messages": 1000,
+                  "retries": 0})
+    outcome: dict[int, str] = {}
+
+    def delivered(i: int) -> Callable[[KafkaError | None, object], None]:
+        return lambda err, _: outcome.__setitem__(i, "OK" if err is None else err.name())
+
+    for i in range(100):
+        p.produce("record-errors", key=None if i % 10 == 0 else b"k%d" % i, value=b"v%d" % i, partition=0,
+                  on_delivery=delivered(i))
+    assert p.flush(TIMEOUT_S) == 0
+    assert {i for i, name in outcome.items() if name == "INVALID_RECORD"} == set(range(0, 100, 10))
+    assert {name for i, name in outcome.items() if i % 10} == {"_INVALID_DIFFERENT_RECORD"}

@@ -193,7 +193,9 @@ def _crash_during_swap(tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyP
     if stage == "before-commit":
         monkeypatch.setattr(cleaner_module.os, "replace", crash)
     else:  # the swap file is committed; the old segments are still there
+        # (deleted at once, or renamed .deleted with file.delete.delay.ms)
         monkeypatch.setattr(cleaner_module.LogSegment, "delete", crash)
+        monkeypatch.setattr(cleaner_module.LogSegment, "retire", crash)
     with pytest.raises(RuntimeError):
         LogCleaner(logs, clock, 1 << 20).run()
     monkeypatch.undo()

@@ -7,6 +7,7 @@ the tests do not trust the library the code under test uses.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import cramjam
 import pytest
@@ -322,19 +323,93 @@ def test_assign_offsets_with_log_append_time() -> None:
     assert buf[BATCH_HEADER_SIZE:] == batch[BATCH_HEADER_SIZE:]
 
 
+def _checks(now: int, before: int = 2**63 - 1, after: int = 3_600_000, *, compacted: bool = False,
+            create_time: bool = True, max_record_bytes: int = 2147483639) -> Any:
+    from eoslog.records import RecordChecks
+    return RecordChecks("t-0", now, create_time, before, after, compacted, max_record_bytes)
+
+
 def test_timestamps_outside_the_topic_bounds_are_refused_per_record() -> None:
-    from eoslog.records import RecordValidationError, validate_timestamps
+    from eoslog.records import RecordValidationError, validate_records
 
     now = 1_800_000_000_000
     records = build_batch([(None, b"a", ()), (None, b"b", ()), (None, b"c", ())], timestamp=now,
                           timestamps=[now, now + 3_600_001, now - 10])
     h = read_batch_header(records)
     with pytest.raises(RecordValidationError) as refused:
-        validate_timestamps(records, h, now, 2**63 - 1, 3_600_000)
+        validate_records(records, h, _checks(now))
     assert refused.value.error.name == "INVALID_TIMESTAMP"
     assert [i for i, _ in refused.value.record_errors] == [1]
     # A lower bound needs every record decoded: the third is 10 ms too old for before=5.
     with pytest.raises(RecordValidationError) as refused:
-        validate_timestamps(records, h, now, 5, 10**10)
+        validate_records(records, h, _checks(now, 5, 10**10))
     assert [i for i, _ in refused.value.record_errors] == [2]
-    validate_timestamps(records, h, now, 10, 3_600_001)  # all within bounds
+    validate_records(records, h, _checks(now, 10, 3_600_001))  # all within bounds
+    validate_records(records, h, _checks(now, 5, 5, create_time=False))  # LogAppendTime: not judged
+
+
+def test_keyless_records_of_a_compacted_topic_are_refused_one_by_one_as_kafka_names_them() -> None:
+    """KIP-467 as Kafka 4.4 answers (conformance: produce-fetch/record-errors): each keyless
+    record named by its index, the others not; INVALID_RECORD with Kafka's message showing three
+    at most; a timestamp error among them makes it INVALID_TIMESTAMP; one error per record, the
+    key's first."""
+    from eoslog.records import RecordValidationError, validate_records
+
+    now = 1_800_000_000_000
+    keys = [None if i % 10 == 0 else b"k%d" % i for i in range(100)]
+    records = build_batch([(k, b"v", ()) for k in keys], timestamp=now)
+    h = read_batch_header(records)
+    validate_records(records, h, _checks(now))  # not compacted: keys do not matter
+    with pytest.raises(RecordValidationError) as refused:
+        validate_records(records, h, _checks(now, compacted=True))
+    assert refused.value.error.name == "INVALID_RECORD"
+    assert [i for i, _ in refused.value.record_errors] == list(range(0, 100, 10))
+    why = "Compacted topic cannot accept message without key in topic partition t-0"
+    assert {m for _, m in refused.value.record_errors} == {why}
+    assert str(refused.value) == (
+        "One or more records have been rejected due to 10 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=0, message='{why}'), RecordError(batchIndex=10, "
+        f"message='{why}'), RecordError(batchIndex=20, message='{why}')]")
+    mixed = build_batch([(None, b"a", ()), (b"k", b"b", ()), (None, b"c", ())], timestamp=now,
+                        timestamps=[now - 10, now - 10, now])
+    with pytest.raises(RecordValidationError) as refused:
+        validate_records(mixed, read_batch_header(mixed), _checks(now, 5, compacted=True))
+    assert refused.value.error.name == "INVALID_TIMESTAMP"
+    assert [(i, m.split(" ")[0]) for i, m in refused.value.record_errors] == [
+        (0, "Compacted"), (1, "Timestamp"), (2, "Compacted")]
+
+
+def test_a_producer_setting_log_append_time_is_refused_per_record() -> None:
+    from eoslog.records import RecordValidationError, validate_records
+
+    now = 1_800_000_000_000
+    records = bytearray(build_batch([(b"k", b"v", ())], timestamp=now))
+    records[22] |= 0x08  # attributes: timestampType = LogAppendTime
+    struct.pack_into(">I", records, 17, crc32c_reference(bytes(records[21:])))
+    h = read_batch_header(bytes(records))
+    validate_records(bytes(records), h, _checks(now))  # a CreateTime topic judges the timestamp only
+    with pytest.raises(RecordValidationError) as refused:
+        validate_records(bytes(records), h, _checks(now, create_time=False))
+    assert refused.value.error.name == "INVALID_TIMESTAMP"
+    assert refused.value.record_errors == [(0, (
+        f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={now}, key=1 bytes, value=1 bytes). "
+        "Producer should not set timestamp type to LogAppendTime."))]
+
+
+def test_a_compressed_record_over_max_decompressed_message_bytes_refuses_the_batch() -> None:
+    """Kafka 4.4 counts a record's body (after its length): 93 bytes of value make 100."""
+    from eoslog.records import CompressionType, InvalidRecordError, RecordValidationError, validate_records
+
+    now = 1_800_000_000_000
+    for size, ok in ((93, True), (94, False)):
+        records = build_batch([(None, b"x" * size, ())], timestamp=now, compression=CompressionType.GZIP)
+        check = _checks(now, max_record_bytes=100)
+        if ok:
+            validate_records(records, read_batch_header(records), check)
+            continue
+        with pytest.raises(InvalidRecordError) as refused:
+            validate_records(records, read_batch_header(records), check)
+        assert refused.value.error.name == "INVALID_RECORD"
+        assert not isinstance(refused.value, RecordValidationError)  # the whole batch, no record errors
+    plain = build_batch([(None, b"x" * 500, ())], timestamp=now)
+    validate_records(plain, read_batch_header(plain), _checks(now, max_record_bytes=100))  # not decompressed

@@ -178,6 +178,9 @@ class Broker:
                                          self.logs.run_retention)),
             loop.create_task(self._every(int(self.config["log.flush.scheduler.interval.ms"]) / 1000,
                                          self.logs.run_time_flush)),
+            # file.delete.delay.ms is honoured to this interval (1 s by default).
+            loop.create_task(self._every(int(self.config["log.flush.scheduler.interval.ms"]) / 1000,
+                                         self.logs.delete_due_files)),
             loop.create_task(self._every(CHECKPOINT_INTERVAL_S, self.logs.checkpoint)),
             loop.create_task(self._every(int(self.config["replica.high.watermark.checkpoint.interval.ms"]) / 1000,
                                          self.logs.checkpoint_high_watermarks)),

@@ -6,6 +6,7 @@ from eoslog.records.batch import (
     ControlRecordType,
     InvalidRecordError,
     Record,
+    RecordChecks,
     RecordValidationError,
     TimestampType,
     assign_offsets,
@@ -16,7 +17,7 @@ from eoslog.records.batch import (
     parse_control_record,
     read_batch_header,
     validate_produce_batches,
-    validate_timestamps,
+    validate_records,
 )
 from eoslog.records.compression import CompressionType
 
@@ -27,6 +28,7 @@ __all__ = [
     "ControlRecordType",
     "InvalidRecordError",
     "Record",
+    "RecordChecks",
     "RecordValidationError",
     "TimestampType",
     "assign_offsets",
@@ -37,5 +39,5 @@ __all__ = [
     "parse_control_record",
     "read_batch_header",
     "validate_produce_batches",
-    "validate_timestamps",
+    "validate_records",
 ]

@@ -104,29 +104,103 @@ class RecordValidationError(InvalidRecordError):
 
 _LONG_MAX = 2**63 - 1  # Kafka's "no limit" for message.timestamp.before.max.ms
 INVALID_TIMESTAMP_MESSAGE = "One or more records have been rejected due to invalid timestamp"
+# max.decompressed.message.bytes' default (and ceiling): Kafka's largest allocatable array.
+MAX_DECOMPRESSED_RECORD_BYTES = 2147483639
 
 
-def validate_timestamps(batch: bytes | memoryview, h: BatchHeader, now: int,
-                        before_max_ms: int, after_max_ms: int) -> None:
-    """Kafka's LogValidator.validateTimestamp for a CreateTime topic: every record's timestamp
-    within [now - before_max_ms, now + after_max_ms], else INVALID_TIMESTAMP naming each
-    record. The batch header's maxTimestamp settles the common case (no lower bound) without
-    decoding the records; Kafka decodes them and would also catch a header that understates it."""
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    """What a topic asks of each record of a producer's batch (Kafka's LogValidator inputs)."""
+
+    topic_partition: str  # "topic-partition", as Kafka's TopicPartition prints
+    now: int
+    create_time: bool  # message.timestamp.type=CreateTime
+    before_max_ms: int
+    after_max_ms: int
+    compacted: bool
+    max_record_bytes: int = MAX_DECOMPRESSED_RECORD_BYTES  # max.decompressed.message.bytes
+
+
+def _varint_size(value: int) -> int:
+    return len(encode_varint(value))
+
+
+def _record_body_size(r: Record, h: BatchHeader) -> int:
+    """A record's size after its length prefix, as Kafka's DefaultRecord.sizeInBytes counts it."""
+    size = 1 + _varint_size(r.timestamp - h.base_timestamp) + _varint_size(r.offset - h.base_offset)
+    for blob in (r.key, r.value):
+        size += _varint_size(-1) if blob is None else _varint_size(len(blob)) + len(blob)
+    size += _varint_size(len(r.headers))
+    for hk, hv in r.headers:
+        kb = hk.encode()
+        size += _varint_size(len(kb)) + len(kb)
+        size += _varint_size(-1) if hv is None else _varint_size(len(hv)) + len(hv)
+    return size
+
+
+def _describe(r: Record) -> str:
+    """A record as Kafka's DefaultRecord.toString names it in error messages."""
+    return (f"DefaultRecord(offset={r.offset}, timestamp={r.timestamp}, key={len(r.key or b'')} bytes, "
+            f"value={len(r.value or b'')} bytes)")
+
+
+def validate_records(batch: bytes | memoryview, h: BatchHeader, checks: RecordChecks) -> None:
+    """Kafka's LogValidator.validateRecord on every record of a producer's batch (KIP-467).
+
+    A compressed batch holding a record whose body exceeds max.decompressed.message.bytes is
+    refused whole, INVALID_RECORD (Kafka's decompressing iterator throws before any record is
+    judged). Then each record gets at most one error: no key on a compacted topic
+    (INVALID_RECORD), else on a CreateTime topic a timestamp outside [now - before.max.ms,
+    now + after.max.ms], else a producer that set LogAppendTime (both INVALID_TIMESTAMP). Any
+    error refuses the batch: RecordValidationError names each bad record by its index, which
+    clients use to fail only those records (the others fail as "part of a batch with an
+    invalid record"); the partition's error is INVALID_TIMESTAMP if any record's is, else
+    INVALID_RECORD, with Kafka's message. The common case (no compaction, no lower timestamp
+    bound, an uncompressed or unlimited batch) is settled from the header without decoding."""
+    append_time_batch = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    compressed = bool(h.attributes & COMPRESSION_MASK)
+    limited = compressed and checks.max_record_bytes < MAX_DECOMPRESSED_RECORD_BYTES
+    now, before, after = checks.now, checks.before_max_ms, checks.after_max_ms
 
     def out_of_range(ts: int) -> bool:
         diff = now - ts
-        return (diff > 0 and diff > before_max_ms) or (diff < 0 and -diff > after_max_ms)
+        return diff > before or -diff > after
 
-    if before_max_ms >= _LONG_MAX and not out_of_range(h.max_timestamp):
+    if not (checks.compacted or append_time_batch or limited) and (
+            not checks.create_time or (before >= _LONG_MAX and not out_of_range(h.max_timestamp))):
         return
-    errors = [
-        (i, f"Timestamp {r.timestamp} of message with offset {i} is out of range. The timestamp "
-            f"should be within [{now - before_max_ms}, {now + after_max_ms}]")
-        for i, r in enumerate(decode_records(batch))
-        if r.timestamp != NO_TIMESTAMP and out_of_range(r.timestamp)
-    ]
-    if errors:
+    records = decode_records(batch)
+    if limited:
+        for r in records:
+            if _record_body_size(r, h) > checks.max_record_bytes:
+                raise InvalidRecordError(
+                    Errors.INVALID_RECORD,
+                    f"a record of {_record_body_size(r, h)} bytes decompressed exceeds "
+                    f"max.decompressed.message.bytes={checks.max_record_bytes} of {checks.topic_partition}")
+    errors: list[tuple[int, str]] = []
+    timestamp_error = False
+    for i, r in enumerate(records):
+        if checks.compacted and r.key is None:
+            errors.append((i, "Compacted topic cannot accept message without key in topic partition "
+                              f"{checks.topic_partition}"))
+        elif checks.create_time and r.timestamp != NO_TIMESTAMP:
+            if out_of_range(r.timestamp):
+                timestamp_error = True
+                errors.append((i, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                                  f"The timestamp should be within [{now - before}, {now + after}]"))
+        elif append_time_batch:
+            timestamp_error = True
+            errors.append((i, f"Invalid timestamp type in message {_describe(r)}. Producer should not set "
+                              "timestamp type to LogAppendTime."))
+    if not errors:
+        return
+    if timestamp_error:
         raise RecordValidationError(Errors.INVALID_TIMESTAMP, INVALID_TIMESTAMP_MESSAGE, errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise RecordValidationError(
+        Errors.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]", errors)
 
 
 class BatchHeader(NamedTuple):

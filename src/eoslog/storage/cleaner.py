@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from eoslog.config import LONG_MAX
 from eoslog.records.batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -195,6 +196,19 @@ class LogCleaner:
         dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
         return dirty / total
 
+    def must_clean_now(self, plog: PartitionLog) -> bool:
+        """max.compaction.lag.ms (KIP-354, Kafka's LogCleanerManager.maxCompactionDelay): the
+        oldest dirty cleanable segment's first batch is older than the lag, so the log is
+        cleaned whatever its dirty ratio."""
+        lag = plog.config.max_compaction_lag_ms
+        if lag >= LONG_MAX:
+            return False
+        first_dirty = self.first_dirty_offset(plog)
+        stamps = [s.first_batch_timestamp for s in self._cleanable_segments(plog, self.first_uncleanable_offset(plog))
+                  if s.next_offset > first_dirty and s.first_batch_timestamp is not None
+                  and s.first_batch_timestamp > 0]
+        return bool(stamps) and min(stamps) < self._clock_ms() - lag
+
     def clean_if_needed(self, plog: PartitionLog) -> CleanerStats | None:
         tp = (plog.topic, plog.partition)
         horizon = self._horizons.get(tp)
@@ -202,7 +216,8 @@ class LogCleaner:
         ratio = self.dirty_ratio(plog)
         if ratio <= 0 and not horizon_passed:
             return None
-        if ratio < float(plog.config["min.cleanable.dirty.ratio"]) and not horizon_passed:
+        if (ratio < float(plog.config["min.cleanable.dirty.ratio"]) and not horizon_passed
+                and not self.must_clean_now(plog)):
             return None
         return self.clean(plog)
 
@@ -300,7 +315,7 @@ class LogCleaner:
         base = out.base_offset
         swap = out.commit()  # from here on a crash completes the swap
         for seg in out.segments:
-            seg.delete()
+            plog.retire_segment(seg)  # file.delete.delay.ms: renamed .deleted, removed later
         os.replace(swap, directory / segment_file_name(base, ".log"))
         fsync_dir(directory)
         new = LogSegment(directory, base, plog.config.index_interval_bytes, self._clock_ms())

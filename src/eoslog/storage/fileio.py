@@ -7,9 +7,11 @@ segments and group-commit rounds, each timed in ``eoslog.stats.LOG_FLUSH``.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from eoslog.stats import LOG_FLUSH
 
@@ -51,3 +53,32 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+
+
+def reserve(fd: int, length: int) -> bool:
+    """Reserve ``length`` bytes of disk for the file (Linux fallocate with FALLOC_FL_KEEP_SIZE:
+    blocks allocated, the file's size unchanged, so a reader or a recovery never sees
+    preallocated zeros). False where the file system cannot (the reservation is an
+    optimisation: nothing depends on it)."""
+    libc = _libc()
+    if libc is None or length <= 0:
+        return False
+    return int(libc.fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, length)) == 0
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    if not _LIBC:
+        try:
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            lib.fallocate.restype = ctypes.c_int
+            _LIBC.append(lib)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    return _LIBC[0]

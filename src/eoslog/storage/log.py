@@ -11,6 +11,7 @@ The last stable offset arrives with transactions; until then it is the high wate
 from __future__ import annotations
 
 import logging
+import random
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -23,18 +24,18 @@ from eoslog.errors import Errors
 from eoslog.records.batch import (
     BatchHeader,
     InvalidRecordError,
+    RecordChecks,
     assign_offsets,
     control_marker,
-    decode_records,
     iter_batch_headers,
     offset_chunks,
     validate_produce_batches,
-    validate_timestamps,
+    validate_records,
 )
 from eoslog.storage.fileio import fsync_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
-from eoslog.storage.segment import LogSegment, RecoveryResult, parse_segment_base
+from eoslog.storage.segment import DELETED_SUFFIX, LogSegment, RecoveryResult, parse_segment_base
 from eoslog.storage.swap import complete_interrupted_swaps
 from eoslog.storage.txn_index import AbortedTxn, CorruptTxnIndexError
 
@@ -126,6 +127,8 @@ class PartitionLog:
             fsync_dir(self.dir.parent)  # the partition's name survives a power cut
         self._truncations = 0  # a group-commit round started before a truncation is void
         self.segments: list[LogSegment] = []
+        # Segments retention or compaction dropped, awaiting file.delete.delay.ms: (due, files).
+        self.retired_files: list[tuple[int, list[Path]]] = []
         self.recovery_results: list[tuple[Path, RecoveryResult]] = []
         self.recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
@@ -212,10 +215,34 @@ class PartitionLog:
     # -- loading -------------------------------------------------------------
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes, self._clock_ms())
+        config = self.config
+        jitter = config.segment_jitter_ms
+        return LogSegment(self.dir, base_offset, config.index_interval_bytes, self._clock_ms(),
+                          preallocate=config.segment_bytes if config.preallocate else 0,
+                          roll_jitter_ms=random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0)
+
+    def retire_segment(self, seg: LogSegment) -> None:
+        """Delete a segment retention or compaction dropped: at once, or with file.delete.delay.ms
+        set (Kafka's default 60 s) renamed ``.deleted`` and removed by ``delete_due_files``."""
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            seg.delete()
+        else:
+            self.retired_files.append((self._clock_ms() + delay, seg.retire()))
+
+    def delete_due_files(self, now: int) -> int:
+        """Remove the retired segments' files whose file.delete.delay.ms has passed."""
+        due = [paths for at, paths in self.retired_files if at <= now]
+        if not due:
+            return 0
+        self.retired_files = [(at, paths) for at, paths in self.retired_files if at > now]
+        for paths in due:
+            for p in paths:
+                p.unlink(missing_ok=True)
+        return len(due)
 
     def _load(self, clean_shutdown: bool) -> None:
-        for leftover in self.dir.glob("*.tmp"):
+        for leftover in [*self.dir.glob("*.tmp"), *self.dir.glob(f"*{DELETED_SUFFIX}")]:
             leftover.unlink()
         complete_interrupted_swaps(self.dir)  # a compaction cut short by a crash
         bases = sorted(
@@ -307,20 +334,12 @@ class PartitionLog:
         client = origin is AppendOrigin.CLIENT
         if client:
             batches = validate_produce_batches(records, self.config.max_message_bytes)
-            if not self.config.log_append_time:
-                now = self._clock_ms()
-                for pos, h in batches:
-                    validate_timestamps(memoryview(records)[pos : pos + h.size], h, now,
-                                        self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms)
-            if self.config.compact:
-                # Kafka's LogValidator: compaction keeps the last value per key, so a record
-                # without one could never be kept or removed correctly.
-                for pos, h in batches:
-                    if any(r.key is None for r in decode_records(memoryview(records)[pos : pos + h.size])):
-                        raise InvalidRecordError(
-                            Errors.INVALID_RECORD,
-                            f"compacted topic {self.topic} requires a key on every record",
-                        )
+            checks = RecordChecks(
+                f"{self.topic}-{self.partition}", self._clock_ms(), not self.config.log_append_time,
+                self.config.timestamp_before_max_ms, self.config.timestamp_after_max_ms, self.config.compact,
+                self.config.max_decompressed_message_bytes)
+            for pos, h in batches:
+                validate_records(memoryview(records)[pos : pos + h.size], h, checks)
         else:
             batches = self._coordinator_batches(records)
         if len(records) > self.config.segment_bytes:
@@ -464,7 +483,7 @@ class PartitionLog:
         if seg.size == 0:
             return
         too_big = seg.size + incoming_bytes > min(self.config.segment_bytes, INT32_MAX)
-        too_old = seg.time_waited_for_roll(now, incoming_ts) > self.config.segment_ms
+        too_old = seg.time_waited_for_roll(now, incoming_ts) > self.config.max_segment_ms - seg.roll_jitter_ms
         offsets_overflow = self.log_end_offset + incoming_offsets - seg.base_offset > INT32_MAX
         if too_big or too_old or offsets_overflow:
             self.roll()
@@ -475,6 +494,7 @@ class PartitionLog:
         if old.size == 0:
             return old
         self._flush_segments()
+        old.trim()
         new = self._new_segment(self.log_end_offset)
         new.next_offset = old.next_offset
         self.segments.append(new)
@@ -616,7 +636,7 @@ class PartitionLog:
         deleted = 0
         while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
             seg = self.segments.pop(0)
-            seg.delete()
+            self.retire_segment(seg)
             deleted += 1
             log.info("deleted segment %s of %s-%d: below the log start offset %d",
                      seg.log_path.name, self.topic, self.partition, self.log_start_offset)
@@ -652,7 +672,7 @@ class PartitionLog:
                 self.roll()
             self.segments.pop(0)
             total -= seg.size
-            seg.delete()
+            self.retire_segment(seg)
             deleted += 1
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info(

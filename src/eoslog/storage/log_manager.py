@@ -437,6 +437,12 @@ class LogManager:
             self.checkpoint()
         return deleted
 
+    def delete_due_files(self) -> None:
+        """Remove retired segments whose file.delete.delay.ms has passed."""
+        now = self._clock_ms()
+        for lg in self.all_logs():
+            lg.delete_due_files(now)
+
     def run_producer_expiration(self) -> None:
         now = self._clock_ms()
         for lg in self.all_logs():

@@ -23,7 +23,7 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
-from eoslog.storage.fileio import fsync_dir, timed_fsync
+from eoslog.storage.fileio import fsync_dir, reserve, timed_fsync
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from eoslog.storage.txn_index import TxnIndex
 
@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev (Linux's IOV_MAX)
+
+
+DELETED_SUFFIX = ".deleted"
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -46,9 +49,13 @@ class RecoveryResult:
 
 class LogSegment:
     def __init__(
-        self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int
+        self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int,
+        *, preallocate: int = 0, roll_jitter_ms: int = 0,
     ) -> None:
         self.base_offset = base_offset
+        # segment.jitter.ms: a random part of the roll age drawn once per segment, as Kafka's
+        # rollJitterMs, so that partitions created together do not all roll at once.
+        self.roll_jitter_ms = roll_jitter_ms
         self.log_path = directory / segment_file_name(base_offset, ".log")
         # Opening an index creates it; remember whether both were there (else rebuild).
         self._indexes_existed = all(
@@ -69,6 +76,7 @@ class LogSegment:
             # A new segment starts with an (empty) txn index, so that a missing one on a
             # later start means damage, not "never had an abort".
             self.txn_index.create_empty()
+        self._preallocated = created and preallocate > 0 and reserve(self._fd, preallocate)
         if created:
             # The new files' directory entries must survive a power cut before any
             # acknowledged record in them counts as written (an fsync of the file alone
@@ -138,15 +146,39 @@ class LogSegment:
         group-commit round syncs through it off the event loop)."""
         return os.dup(self._fd)
 
+    def trim(self) -> None:
+        """Give back the disk ``preallocate`` reserved past the data (Kafka trims a segment
+        when it stops being the active one, and at close)."""
+        if self._preallocated:
+            os.ftruncate(self._fd, self.size)
+            self._preallocated = False
+
     def close(self) -> None:
+        self.trim()
         self.index.close()
         self.time_index.close()
         os.close(self._fd)
 
+    def _paths(self) -> tuple[Path, ...]:
+        return (self.log_path, self.index.path, self.time_index.path, self.txn_index.path)
+
     def delete(self) -> None:
         self.close()
-        for p in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
+        for p in self._paths():
             p.unlink(missing_ok=True)
+
+    def retire(self) -> list[Path]:
+        """Close and rename the files to ``<name>.deleted`` (Kafka's asynchronous delete:
+        file.delete.delay.ms later they are removed; a start-up removes any left over).
+        Returns the renamed files."""
+        self.close()
+        renamed = []
+        for p in self._paths():
+            if p.exists():
+                target = p.with_name(p.name + DELETED_SUFFIX)
+                os.replace(p, target)
+                renamed.append(target)
+        return renamed
 
     def truncate_to_position(self, position: int) -> None:
         """Cut the log at a batch boundary found by a scan; ``next_offset`` and the

@@ -31,7 +31,7 @@ from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types, versioned
 from eoslog.broker.handlers.configs import topic_config_entries
 from eoslog.cluster.controller.assignment import check_partition_replicas
-from eoslog.config import TOPIC_CONFIGS, ConfigError, TopicConfig
+from eoslog.config import ConfigError, check_topic_config
 from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
@@ -101,11 +101,8 @@ def _config_refusal(ctx: RequestContext, configs: Sequence[Any]) -> Refusal | di
     if nulls:
         return Refusal(ErrorCode.invalid_config, "Null value not supported for topic configs: " + ",".join(nulls))
     overrides = {c.name: c.value for c in configs}
-    for name in overrides:
-        if name not in TOPIC_CONFIGS:
-            return Refusal(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
     try:
-        TopicConfig(ctx.state.logs.topic_defaults, overrides)
+        check_topic_config(ctx.state.logs.topic_defaults, overrides)
     except ConfigError as e:
         return Refusal(ErrorCode.invalid_config, str(e))
     return overrides

@@ -253,7 +253,7 @@ class Controller:
                 isr, _ = isr_without(current.isr, current.leader, set(current.isr) - live)
                 return None if isr == current.isr else self._with_isr(current, isr)
             elected = offline_election(self.metadata.replicas(tp), current.isr, self._candidates(),
-                                       self.settings.unclean_leader_election)
+                                       self._unclean_enabled(tp.topic))
             if elected is None:
                 if current.leader == NO_LEADER:
                     return None
@@ -268,6 +268,13 @@ class Controller:
         if state is not None and tp in self.partition_states:
             online = state.leader != NO_LEADER
             self._move(tp, PartitionState.ONLINE if online else PartitionState.OFFLINE)
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        """unclean.leader.election.enable: the topic's override (in ZooKeeper), else the broker's."""
+        override = self.metadata.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        if override is None:
+            return self.settings.unclean_leader_election
+        return str(override).strip().lower() == "true"
 
     async def _initialize(self, tp: TopicPartition) -> None:
         """NewPartition → OnlinePartition: the live replicas are the ISR, the first one leads."""
