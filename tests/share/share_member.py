@@ -23,6 +23,15 @@ def _print(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+class _Confluent:
+    """A confluent-kafka Message with eoslog.client's attribute names."""
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.offset, self.partition = message.offset(), message.partition()
+        self.delivery_count, self.value = message.delivery_count(), message.value()
+
+
 def member(args: argparse.Namespace) -> tuple[Callable[[], list[Any]], Callable[[Any], None],
                                                Callable[[], None], Callable[[], None]]:
     """poll, acknowledge, commit and close of the chosen client (eoslog.client's share consumer
@@ -40,11 +49,13 @@ def member(args: argparse.Namespace) -> tuple[Callable[[], list[Any]], Callable[
             "reject": AcknowledgeType.REJECT}.get(args.ack)
 
     def poll() -> list[Any]:
-        return [m for m in consumer.poll(1.0) if m.error() is None]
+        if args.client == "confluent":
+            return [_Confluent(m) for m in consumer.poll(1.0) if m.error() is None]
+        return list(consumer.poll(1.0))
 
     def ack(m: Any) -> None:
         if kind is not None:
-            consumer.acknowledge(m, kind)
+            consumer.acknowledge(m.message if args.client == "confluent" else m, kind)
 
     def commit() -> None:
         if kind is not None:
@@ -74,9 +85,8 @@ def main() -> int:
             continue
         records = poll()
         for m in records:
-            value = m.value()
-            _print({"offset": m.offset(), "partition": m.partition(), "count": m.delivery_count(),
-                    "value": value.decode() if value is not None else None, "member": args.member})
+            _print({"offset": m.offset, "partition": m.partition, "count": m.delivery_count,
+                    "value": m.value.decode() if m.value is not None else None, "member": args.member})
             time.sleep(args.sleep_ms / 1000)
             ack(m)
             got += 1

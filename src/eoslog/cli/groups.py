@@ -11,6 +11,7 @@ through the admin client (``eoslog.client.Admin``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -124,6 +125,29 @@ def describe_command(
     console.print(table)
 
 
+def delete_groups(groups: list[str], kind: str, command: str, bootstrap_server: str,
+                  command_config: Path | None) -> None:
+    """DeleteGroups for each of ``groups`` (consumer or share groups: ``kind`` names them), one
+    line per group; exit 1 if one could not be deleted."""
+    failed = False
+    reasons = {
+        int(ErrorCode.group_id_not_found): "it does not exist",
+        int(ErrorCode.non_empty_group): "it has active members",
+    }
+    with user_errors(command), open_admin(bootstrap_server, command_config=command_config) as admin:
+        for g in dict.fromkeys(groups):
+            try:
+                admin.delete_groups([g])
+            except KafkaProtocolError as e:
+                failed = True
+                reason = reasons.get(int(e.error_code), str(e))
+                typer.echo(f"eoslog {command}: error: cannot delete group '{g}': {reason}", err=True)
+                continue
+            typer.echo(f"Deleted {kind} '{g}'.")
+    if failed:
+        raise typer.Exit(1)
+
+
 @groups_app.command("delete")
 def delete_command(
     group: Annotated[list[str], typer.Argument(help="Group id(s)")],
@@ -131,26 +155,10 @@ def delete_command(
     command_config: CommandConfig = None,
 ) -> None:
     """Delete groups without active members, with their offsets (DeleteGroups)."""
-    failed = False
-    reasons = {
-        int(ErrorCode.group_id_not_found): "it does not exist",
-        int(ErrorCode.non_empty_group): "it has active members",
-    }
-    with user_errors("groups delete"), open_admin(bootstrap_server, command_config=command_config) as admin:
-        for g in dict.fromkeys(group):
-            try:
-                admin.delete_groups([g])
-            except KafkaProtocolError as e:
-                failed = True
-                reason = reasons.get(int(e.error_code), str(e))
-                typer.echo(f"eoslog groups delete: error: cannot delete group '{g}': {reason}", err=True)
-                continue
-            typer.echo(f"Deleted consumer group '{g}'.")
-    if failed:
-        raise typer.Exit(1)
+    delete_groups(group, "consumer group", "groups delete", bootstrap_server, command_config)
 
 
-def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
+def parse_topic(spec: str) -> tuple[str, list[int] | None]:
     """``topic`` or ``topic:0,2`` (kafka-consumer-groups' syntax)."""
     topic, sep, parts = spec.partition(":")
     if not sep:
@@ -195,7 +203,7 @@ def reset_offsets_command(
             tps = sorted(committed)
         else:
             for spec in topic or []:
-                name, parts = _parse_topic(spec)
+                name, parts = parse_topic(spec)
                 if parts is None:
                     try:
                         found = admin.describe_topics([name])[name]

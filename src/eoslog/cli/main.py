@@ -10,6 +10,7 @@ from eoslog.cli import topics  # noqa: F401
 from eoslog.cli import produce_consume  # noqa: F401
 from eoslog.cli import dump_log  # noqa: F401
 from eoslog.cli import groups  # noqa: F401
+from eoslog.cli import share_groups  # noqa: F401
 from eoslog.cli import transactions  # noqa: F401
 from eoslog.cli import configs  # noqa: F401
 from eoslog.cli import features  # noqa: F401

@@ -26,6 +26,9 @@ from eoslog.client.admin import (
     OffsetSpec,
     ProducerState,
     RecordsToDelete,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
     TopicDescription,
     TopicListing,
     TransactionDescription,
@@ -34,6 +37,7 @@ from eoslog.client.admin import (
 )
 from eoslog.client.consumer import AIOConsumer, Consumer
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
+from eoslog.client.share import AcknowledgeType, AIOShareConsumer, ShareConsumer, ShareRecord
 from eoslog.client.types import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -53,3 +57,5 @@ __all__ += [  # the admin client
     "UpgradeType",
 ]
 __all__ += ["AIOConsumer", "Consumer", "ConsumerRecord"]  # the consumer
+__all__ += ["ShareGroupDescription", "ShareMemberDescription", "SharePartitionOffsetInfo"]  # share admin
+__all__ += ["AIOShareConsumer", "AcknowledgeType", "ShareConsumer", "ShareRecord"]  # the share consumer (KIP-932)

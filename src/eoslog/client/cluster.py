@@ -10,6 +10,7 @@ that errors set. What it must never do: I/O — ``AioClient`` fetches metadata a
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, NamedTuple
 
 TopicPartition = tuple[str, int]
@@ -25,10 +26,12 @@ class BrokerAddress(NamedTuple):
 class TopicMetadata:
     """One topic: ``leaders[p]`` is partition p's leader node id (-1 while unknown)."""
 
-    __slots__ = ("available", "error", "leader_epochs", "leaders", "name")
+    __slots__ = ("available", "error", "leader_epochs", "leaders", "name", "topic_id")
 
-    def __init__(self, name: str, error: int, leaders: list[int], leader_epochs: list[int]) -> None:
+    def __init__(self, name: str, error: int, leaders: list[int], leader_epochs: list[int],
+                 topic_id: uuid.UUID | None = None) -> None:
         self.name = name
+        self.topic_id = topic_id  # Metadata v10+
         self.error = error
         self.leaders = leaders
         self.leader_epochs = leader_epochs
@@ -64,6 +67,10 @@ class ClusterMetadata:
         if t is None or tp[1] >= len(t.leaders):
             return NO_LEADER
         return t.leaders[tp[1]]
+
+    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        """Topic id → name (share groups name topics by id)."""
+        return {t.topic_id: t.name for t in self.topics.values() if t.topic_id is not None}
 
     def partitions_for_node(self, node_id: int) -> list[TopicPartition]:
         return self._by_node.get(node_id, [])
@@ -117,7 +124,7 @@ class ClusterMetadata:
                 if int(p.error_code) == 0 or int(p.leader_id) >= 0:
                     leaders[i] = int(p.leader_id)
                 epochs[i] = int(getattr(p, "leader_epoch", -1))
-            topics[name] = TopicMetadata(name, code, leaders, epochs)
+            topics[name] = TopicMetadata(name, code, leaders, epochs, getattr(t, "topic_id", None))
         self.topics = topics
         self.topic_errors = errors
         by_node: dict[int, list[TopicPartition]] = {}

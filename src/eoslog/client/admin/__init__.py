@@ -1,10 +1,10 @@
-"""eoslog's admin client: topics, configs, the cluster, consumer groups, offsets and
+"""eoslog's admin client: topics, configs, the cluster, consumer and share groups, offsets and
 transactions, features, in Kafka's Admin vocabulary (``create_topics``, ``describe_transactions``,
 ``abort_transaction``, ...).
 
 Modules: ``admin`` (AIOAdmin and the blocking Admin), ``core`` (connecting, routing to
 the controller / a leader / a coordinator, retries), one module per API family
-(``topics``, ``groups``, ``transactions``, ``features``, ...), ``types`` (what calls take and return) and
+(``topics``, ``groups``, ``share_groups``, ``transactions``, ``features``, ...), ``types`` (what calls take and return) and
 ``config`` (AdminClientConfig names and defaults).
 """
 
@@ -37,6 +37,9 @@ from eoslog.client.admin.types import (
     OffsetSpec,
     ProducerState,
     RecordsToDelete,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
     TopicDescription,
     TopicListing,
     TopicPartitionInfo,
@@ -46,11 +49,42 @@ from eoslog.client.admin.types import (
 )
 
 __all__ = [
-    "AIOAdmin", "AbortTransactionSpec", "Admin", "AdminConfig", "AlterConfigOp", "AlterConfigOpType",
-    "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "ConfigType", "CreatedTopic", "DeletedRecords",
-    "ElectionType", "FeatureMetadata", "FeatureUpdate", "GroupDescription", "GroupListing", "IsolationLevel",
-    "ListOffsetsResultInfo", "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetSpec",
-    "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
-    "TransactionDescription", "TransactionListing", "UpgradeType",
+    "AIOAdmin",
+    "AbortTransactionSpec",
+    "Admin",
+    "AdminConfig",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigType",
+    "CreatedTopic",
+    "DeletedRecords",
+    "ElectionType",
+    "FeatureMetadata",
+    "FeatureUpdate",
+    "GroupDescription",
+    "GroupListing",
+    "IsolationLevel",
+    "ListOffsetsResultInfo",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "Node",
+    "OffsetSpec",
+    "ProducerState",
+    "RecordsToDelete",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
+    "TopicDescription",
+    "TopicListing",
+    "TopicPartitionInfo",
+    "TransactionDescription",
+    "TransactionListing",
+    "UpgradeType",
 ]

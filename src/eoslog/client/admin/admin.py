@@ -1,9 +1,9 @@
 """The admin client's public API: ``AIOAdmin`` (asyncio) and ``Admin`` (blocking).
 
 ``AIOAdmin`` puts together the API families — topics, cluster and offsets (``topics``),
-configs (``configs``), consumer groups (``groups``), transactions (``transactions``), features
-(``features``) — over the
-routing and retries of ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
+configs (``configs``), consumer groups (``groups``), share groups (``share_groups``),
+transactions (``transactions``), features (``features``) — over the routing and retries of
+``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
 of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
 each method hops onto that loop and waits, with the same arguments and results.
 
@@ -25,6 +25,7 @@ from eoslog.client.admin.configs import ConfigAdmin
 from eoslog.client.admin.features import FeatureAdmin
 from eoslog.client.admin.groups import GroupAdmin
 from eoslog.client.admin.security import SecurityAdmin
+from eoslog.client.admin.share_groups import ShareGroupAdmin
 from eoslog.client.admin.topics import TopicAdmin
 from eoslog.client.admin.transactions import TransactionAdmin
 from eoslog.client.sync import BlockingFacade
@@ -33,7 +34,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin):
+class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, ShareGroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -84,6 +85,11 @@ class Admin(BlockingFacade):
     alter_consumer_group_offsets = _blocking(AIOAdmin.alter_consumer_group_offsets)
     delete_consumer_group_offsets = _blocking(AIOAdmin.delete_consumer_group_offsets)
     delete_groups = _blocking(AIOAdmin.delete_groups)
+    list_share_groups = _blocking(AIOAdmin.list_share_groups)
+    describe_share_groups = _blocking(AIOAdmin.describe_share_groups)
+    list_share_group_offsets = _blocking(AIOAdmin.list_share_group_offsets)
+    alter_share_group_offsets = _blocking(AIOAdmin.alter_share_group_offsets)
+    delete_share_group_offsets = _blocking(AIOAdmin.delete_share_group_offsets)
     list_transactions = _blocking(AIOAdmin.list_transactions)
     describe_transactions = _blocking(AIOAdmin.describe_transactions)
     describe_producers = _blocking(AIOAdmin.describe_producers)

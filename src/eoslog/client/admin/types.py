@@ -330,3 +330,40 @@ __all__ = [
     "OffsetSpec", "ProducerState", "RecordsToDelete", "TopicDescription", "TopicListing", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing",
 ]
+
+
+# -- share groups (KIP-932) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    rack: str | None
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group as its coordinator sees it (ShareGroupDescribe)."""
+
+    group_id: str
+    state: str  # Empty, Stable, Dead
+    group_epoch: int
+    assignment_epoch: int
+    partition_assignor: str
+    members: tuple[ShareMemberDescription, ...]
+    coordinator: Node | None
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffsetInfo:
+    """A share-partition's start offset (every record below it is done with), its leader epoch,
+    and its lag (records not yet delivered for good; None when the broker does not say)."""
+
+    start_offset: int
+    leader_epoch: int | None
+    lag: int | None

@@ -311,9 +311,8 @@ class ShareGroupCoordinator:
         records = [ShareRecord(kind, gid, member_id, None) for kind in (
             ShareRecordKind.CURRENT_MEMBER_ASSIGNMENT, ShareRecordKind.TARGET_ASSIGNMENT_MEMBER,
             ShareRecordKind.MEMBER_METADATA)]
-        group.target.pop(member_id, None)
         group.settle_state()
-        records += self._maybe_reassign(group)
+        records += self._maybe_reassign(group)  # the member's target is gone: a new group epoch
         log.info("share group %s: member %s %s (epoch %d)", gid, member_id, why, group.group_epoch)
         for listener in self.on_member_removed:
             listener(gid, member_id)
