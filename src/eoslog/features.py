@@ -81,7 +81,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (  # in Kafka's enum order
             "partitions and offsets added implicitly by Produce v12+ and TxnOffsetCommit v5"),
     Feature(GROUP_VERSION, 0, "1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat)"),
     Feature(ELIGIBLE_LEADER_REPLICAS_VERSION, 0, "eligible leader replicas (KIP-966)"),
-    Feature(SHARE_VERSION, 0, "1: share groups (KIP-932)"),
+    Feature(SHARE_VERSION, 1, "1: share groups (KIP-932); Kafka 4.4's 2, share groups' dead letter queues "
+            "(KIP-1191), is not implemented"),
     Feature(STREAMS_VERSION, 0, "1: the streams group protocol (KIP-1071)"),
 )}
 

@@ -61,11 +61,14 @@ KNOWN: dict[str, list[Rule]] = {
     ],
     "features/*": [
         Rule("*_features.*", "Kafka 4.4 also has KRaft's features (metadata.version, kraft.version, eligible leader "
-             "replicas) and the group, share and streams protocols' (KIP-848, KIP-932, KIP-1071), which eoslog "
+             "replicas) and the group and streams protocols' (KIP-848, KIP-1071), which eoslog "
              "does not implement: a feature eoslog does not support is neither listed nor finalized",
              lambda ours, theirs: ours == MISSING),
         Rule("*_features.transaction.version*", "eoslog supports transaction.version 0-1 until transaction "
              "version 2 (KIP-890 part 2) is in; a new eoslog finalizes 1, Kafka 4.4 finalizes 2"),
+        Rule("*_features.share.version*", "eoslog supports share.version 0-1 (share groups, KIP-932); Kafka 4.4's "
+             "level 2 adds share groups' dead letter queues (KIP-1191), which eoslog does not have: a new eoslog "
+             "finalizes 1, Kafka 4.4 finalizes 2"),
     ],
     "transactions/fencing": [
         Rule("second instance, first answer.*", "Kafka answers the fencing InitProducerId "

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from share_support import BROKER_OVERRIDES, create_topic, group_configs, produce, share_offsets, until
 
+from eoslog.protocol.messages import build, request_types
 from support.harness import BrokerProcess
 from support.kafka_harness import java_command, run_tool, write_log_config
+from support.rawkafka import RawClient, api_versions_request
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
@@ -164,3 +166,30 @@ def test_kafka_share_groups_sh_and_eoslog_share_groups_on_one_group(broker: Brok
     assert group not in share_groups_sh(broker, tmp_path, "--list").split()
     missing = eoslog_cli(broker, "describe", group)
     assert missing.returncode == 1 and f"Share group '{group}' does not exist" in missing.stderr
+
+
+def test_share_version_0_refuses_share_groups_as_kafka_does(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kafka-features.sh downgrades share.version to 0: the share APIs stay advertised (the broker
+    supports them) and are answered UNSUPPORTED_VERSION, as Kafka 4.4 does; upgraded again, a share
+    consumer reads."""
+    topic, group = names()
+    create_topic(broker.bootstrap, topic)
+    features = ["--bootstrap-server", broker.bootstrap]
+    run_tool("org.apache.kafka.tools.FeatureCommand", [*features, "downgrade", "--feature", "share.version=0"],
+             tmp_path)
+    try:
+        with RawClient(broker.bootstrap, timeout_s=10) as c:
+            advertised = {int(k.api_key) for k in c.call(api_versions_request(3)).api_keys}
+            m = request_types(76, 1)
+            answer = c.call(build(m.ShareGroupHeartbeatRequest, group_id=group, member_id="m", member_epoch=0,
+                                  rack_id=None, subscribed_topic_names=(topic,)))
+        assert {76, 77, 78, 79, 90, 91, 92} <= advertised
+        assert int(answer.error_code) == 35  # UNSUPPORTED_VERSION
+    finally:
+        run_tool("org.apache.kafka.tools.FeatureCommand", [*features, "upgrade", "--feature", "share.version=1"],
+                 tmp_path)
+    group_configs(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(broker.bootstrap, topic, ["back"])
+    out = run_tool(CONSOLE_SHARE_CONSUMER, ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--group",
+                                            group, "--max-messages", "1", "--timeout-ms", "60000"], tmp_path)
+    assert out.stdout.split() == ["back"]

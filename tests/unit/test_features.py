@@ -148,8 +148,9 @@ def test_the_file_keeps_updates_and_refuses_without_writing(tmp_path: Path) -> N
     with pytest.raises(FeatureUpdateError):
         update(0, UP)
     assert (tmp_path / FEATURES_FILE).read_bytes() == before
+    others = {n: level for n, level in default_levels().items() if n != TRANSACTION_VERSION}  # share.version
     update(0, SAFE)
-    assert FeatureFile(tmp_path, Features()).load() == FinalizedFeatures({}, 1) == features.finalized
+    assert FeatureFile(tmp_path, Features()).load() == FinalizedFeatures(others, 1) == features.finalized
     update(TV_MAX, UP)
-    assert FeatureFile(tmp_path, Features()).load() == FinalizedFeatures({TRANSACTION_VERSION: TV_MAX}, 2)
+    assert FeatureFile(tmp_path, Features()).load() == FinalizedFeatures({**others, TRANSACTION_VERSION: TV_MAX}, 2)
     assert not list(tmp_path.glob("*.tmp"))

@@ -40,7 +40,7 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.share.persister import LocalPersister
 from eoslog.coordinator.timers import AsyncioScheduler
 from eoslog.coordinator.transaction import TransactionCoordinator
-from eoslog.features import Features
+from eoslog.features import SHARE_VERSION, Features
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
@@ -119,6 +119,10 @@ class Broker:
             advertised=self.advertised,
         )
         self.groups.share.topics = self.state.topic_ids
+        # share.version downgraded to 0: the leaders drop their share sessions and partitions (Kafka's
+        # SharePartitionManager.onShareVersionToggle).
+        self.features.on_change(lambda finalized: None if finalized.level(SHARE_VERSION) >= 1
+                                else self.share_partitions.shutdown())
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))

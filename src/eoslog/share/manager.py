@@ -275,6 +275,8 @@ class SharePartitionManager:
         return [sp for (g, _), sp in self.partitions.items() if g == group_id]
 
     def shutdown(self) -> None:
+        """Forget every share-partition and session (the broker stops, or share.version went to
+        0: a share group read later starts from its durable state)."""
         for sp in self.partitions.values():
             sp.close()
         self.partitions.clear()

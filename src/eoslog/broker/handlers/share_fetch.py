@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.broker.handlers.share_groups import share_groups_enabled
 from eoslog.errors import Errors
+from eoslog.features import SHARE_VERSION
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.security.acls import AclOperation, ResourceType
@@ -75,6 +77,8 @@ def _node_endpoints(ctx: RequestContext, module: Any, leaders: Iterable[int]) ->
 
 
 def _group_refusal(ctx: RequestContext, group_id: str | None, member_id: str | None) -> ErrorCode | None:
+    if not share_groups_enabled(ctx):
+        return ErrorCode.unsupported_version
     if not group_id or not member_id:
         return ErrorCode.invalid_request
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, group_id):
@@ -181,6 +185,6 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
 
 
 APIS = [
-    ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", 1, 2, handle_share_fetch),
-    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", 1, 2, handle_share_acknowledge),
+    ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", 1, 2, handle_share_fetch, feature=SHARE_VERSION),
+    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", 1, 2, handle_share_acknowledge, feature=SHARE_VERSION),
 ]

@@ -18,6 +18,7 @@ from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, authorized_operati
 from eoslog.broker.handlers.groups import client_host
 from eoslog.coordinator.group.share_groups import ShareHeartbeat
 from eoslog.errors import Errors
+from eoslog.features import SHARE_VERSION
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.security.acls import AclOperation, ResourceType
@@ -42,6 +43,13 @@ if TYPE_CHECKING:
 ASSIGNOR_NAME = "simple"
 
 
+def share_groups_enabled(ctx: RequestContext) -> bool:
+    """share.version >= 1 is finalized. Otherwise every share API is answered UNSUPPORTED_VERSION,
+    as Kafka 4.4's KafkaApis answers while share groups are off (they are still advertised: the
+    broker supports them, the cluster has not switched them on)."""
+    return ctx.state.features.finalized_level(SHARE_VERSION) >= 1
+
+
 def _topic_partitions(cls: Any, assignment: dict[Any, frozenset[int]], names: dict[Any, str]) -> Any:
     return tuple(build(cls, topic_id=t, topic_name=names.get(t, ""), partitions=tuple(sorted(ps)))
                  for t, ps in sorted(assignment.items(), key=lambda kv: names.get(kv[0], "")))
@@ -56,6 +64,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext,
             module.ShareGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
             member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None))
 
+    if not share_groups_enabled(ctx):
+        return refused(ErrorCode.unsupported_version)
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return refused(ErrorCode.group_authorization_failed)
     topics = tuple(request.subscribed_topic_names) if request.subscribed_topic_names is not None else None
@@ -83,7 +93,9 @@ async def handle_share_group_describe(ctx: RequestContext,
     names = ctx.state.topic_names()
     groups = []
     for group_id in request.group_ids:
-        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        if not share_groups_enabled(ctx):
+            error, described = Errors.UNSUPPORTED_VERSION, None
+        elif not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             error, described = Errors.GROUP_AUTHORIZATION_FAILED, None
         else:
             error, described = ctx.state.group_coordinator.share.describe(group_id)
@@ -119,9 +131,12 @@ async def handle_describe_share_group_offsets(
     ids = ctx.state.topic_ids()
     out = []
     for g in request.groups:
-        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        refusal = (ErrorCode.unsupported_version if not share_groups_enabled(ctx) else
+                   ErrorCode.group_authorization_failed
+                   if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id) else None)
+        if refusal is not None:
             out.append(build(module.DescribeShareGroupOffsetsResponseGroup, group_id=g.group_id, topics=(),
-                             error_code=ErrorCode.group_authorization_failed, error_message=None))
+                             error_code=refusal, error_message=None))
             continue
         wanted = None if g.topics is None else [(str(t.topic_name), int(p)) for t in g.topics for p in t.partitions
                                                if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic_name)]
@@ -174,6 +189,8 @@ async def handle_alter_share_group_offsets(
                                   topic_id=ids.get(t, (None, 0))[0], partitions=tuple(ps))
                             for t, ps in by_topic.items())))
 
+    if not share_groups_enabled(ctx):
+        return answer(ErrorCode.unsupported_version, {})
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return answer(ErrorCode.group_authorization_failed, {})
     refused: dict[tuple[str, int], Errors] = {
@@ -199,6 +216,8 @@ async def handle_delete_share_group_offsets(
                                   topic_id=ids.get(t, (None, 0))[0], error_code=error_code(e), error_message=None)
                             for t, e in results.items())))
 
+    if not share_groups_enabled(ctx):
+        return answer(ErrorCode.unsupported_version, {})
     if not ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return answer(ErrorCode.group_authorization_failed, {})
     refused: dict[str, Errors] = {str(t.topic_name): Errors.TOPIC_AUTHORIZATION_FAILED for t in request.topics
@@ -211,10 +230,14 @@ async def handle_delete_share_group_offsets(
 
 
 APIS = [
-    ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", 1, 1, handle_share_group_heartbeat),
-    ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", 1, 1, handle_share_group_describe),
+    ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", 1, 1, handle_share_group_heartbeat,
+            feature=SHARE_VERSION),
+    ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", 1, 1, handle_share_group_describe,
+            feature=SHARE_VERSION),
     ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", 0, 1,
-            handle_describe_share_group_offsets),
-    ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets),
-    ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets),
+            handle_describe_share_group_offsets, feature=SHARE_VERSION),
+    ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", 0, 0, handle_alter_share_group_offsets,
+            feature=SHARE_VERSION),
+    ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", 0, 0, handle_delete_share_group_offsets,
+            feature=SHARE_VERSION),
 ]

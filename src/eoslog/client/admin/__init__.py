@@ -4,8 +4,8 @@ transactions, features, in Kafka's Admin vocabulary (``create_topics``, ``descri
 
 Modules: ``admin`` (AIOAdmin and the blocking Admin), ``core`` (connecting, routing to
 the controller / a leader / a coordinator, retries), one module per API family
-(``topics``, ``groups``, ``share_groups``, ``transactions``, ``features``, ...), ``types`` (what calls take and return) and
-``config`` (AdminClientConfig names and defaults).
+(``topics``, ``groups``, ``share_groups``, ``transactions``, ``features``, ...), ``types`` (what
+calls take and return) and ``config`` (AdminClientConfig names and defaults).
 """
 
 from eoslog.client.admin.admin import Admin, AIOAdmin
