@@ -145,8 +145,12 @@ def test_brokers_never_issue_an_id_twice_across_kills(zookeeper: ZooKeeperServer
     assert len(issued) >= total
     assert len(set(issued)) == len(issued), sorted(p for p, n in Counter(issued).items() if n > 1)[:20]
     assert all(b.starts == 2 for b in cluster.brokers.values())
-    # A killed broker's unused ids stay unused (the restarted one took a new block): gaps.
-    assert max(issued) + 1 > len(issued)
+    # That a restarted broker takes a new block and never issues the rest of its old one is
+    # test_manager_prefetches_and_continues_after_restart's claim, shown there exactly; here a
+    # restart that went on with its old block would issue ids twice (the check above).  Gaps in
+    # `issued` are not asserted: a broker killed with its block used up and its next one not yet
+    # fetched loses no id, and in one run all three kills came at such moments (ids 0-9999).
+
 
 
 def _init_producer_id() -> Any:
