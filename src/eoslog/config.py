@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eoslog.kafka_configs import BROKER as KAFKA_BROKER
+
 LONG_MAX = 2**63 - 1
 
 
@@ -238,7 +240,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "idle connections are closed after this long (checked about every tenth of it)"),
     # Security (docs/security.md): Kafka's listener, TLS, SASL and authorizer names.
     ConfigDef("listener.security.protocol.map", str,
-              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
               "listener name to security protocol"),
     ConfigDef("inter.broker.listener.name", str, "", "listener brokers use to reach each other "
               "(empty: each broker's first listener); the broker's own SASL login is "
@@ -380,9 +382,11 @@ LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy", "leader.replic
 
 def is_secret(name: str) -> bool:
     """Kafka's PASSWORD-typed configs (never reported, never logged): ssl.key.password, any
-    listener-prefixed one, sasl.jaas.config."""
-    return name.endswith(("ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
-                          "sasl.jaas.config"))
+    listener-prefixed one, sasl.jaas.config, and every other Kafka defines as PASSWORD."""
+    if name.endswith(("ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "sasl.jaas.config")):
+        return True
+    kafka = KAFKA_BROKER.get(name)
+    return kafka is not None and kafka[0] == "PASSWORD"
 
 
 # Broker names that stand in for another (BrokerConfig.load converts them), in the

@@ -44,11 +44,12 @@ def _eoslog_lacks(ours: object, theirs: object) -> bool:
 # session (fnmatch pattern) -> rules
 KNOWN: dict[str, list[Rule]] = {
     "*": [
-        Rule("*.configs.*", "topic configs eoslog does not offer (it offers those it acts on)",
-             _eoslog_lacks),
         Rule("*.configs.min.insync.replicas.*source",
              "Kafka 4's storage format sets min.insync.replicas as a cluster-wide dynamic default "
              "(eligible leader replicas, KIP-966); eoslog's is its static default, with the same value"),
+        Rule("*.configs.min.insync.replicas.synonyms[*]",
+             "the same: Kafka lists that cluster-wide default before the default, eoslog the default only",
+             _eoslog_lacks),
     ],
     "produce-fetch/max-bytes-below-first-batch": [
         Rule("*.records[*]", "Kafka fills a fetch up to max_bytes, so it may end inside "
@@ -63,7 +64,7 @@ KNOWN: dict[str, list[Rule]] = {
         Rule("*_features.*", "Kafka 4.4 also has KRaft's features (metadata.version, kraft.version, eligible leader "
              "replicas) and the group and streams protocols' (KIP-848, KIP-1071), which eoslog "
              "does not implement: a feature eoslog does not support is neither listed nor finalized",
-             lambda ours, theirs: ours == MISSING),
+             _eoslog_lacks),
         Rule("*_features.transaction.version*", "eoslog supports transaction.version 0-1 until transaction "
              "version 2 (KIP-890 part 2) is in; a new eoslog finalizes 1, Kafka 4.4 finalizes 2"),
         Rule("*_features.share.version*", "eoslog supports share.version 0-1 (share groups, KIP-932); Kafka 4.4's "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
+
 from conformance.session import Broker, Catalogue, Target, i8, i32, i64, ms
 from conformance.steps import (
     DELETE_RECORDS,
@@ -189,6 +191,32 @@ def _produce_versions(t: Target) -> None:
     create_topic(t, "pversions")
     for v in range(3, t.v(0) + 1):
         produce(t, "pversions", 0, batch([struct.pack(">i", v)]), version=v, label=f"produce v{v}")
+
+
+@session("record-errors", "KIP-467: keyless records to a compacted topic, timestamps out of range, a producer's "
+         "LogAppendTime, a compressed record over max.decompressed.message.bytes")
+def _record_errors(t: Target) -> None:
+    from eoslog.records import CompressionType, build_batch
+    create_topic(t, "recerr", configs={"cleanup.policy": "compact"})
+    create_topic(t, "recerr-ts", configs={"cleanup.policy": "compact", "message.timestamp.before.max.ms": "86400000"})
+    create_topic(t, "recerr-lat", configs={"message.timestamp.type": "LogAppendTime"})
+    create_topic(t, "recerr-dec", configs={"max.decompressed.message.bytes": "100"})
+    keys = [None if i % 10 == 0 else b"k%d" % i for i in range(100)]
+    produce(t, "recerr", 0, batch([b"v"] * 100, keys=keys), label="keyless")
+    produce(t, "recerr", 0, build_batch([(None if i % 2 else b"k", b"v", ()) for i in range(4)], timestamp=TS,
+                                        compression=CompressionType.GZIP), label="keyless gzip")
+    produce(t, "recerr", 0, batch([b"v"], keys=[b"k"]), label="keyed")
+    # The key is judged first; a timestamp error among key errors makes the partition's INVALID_TIMESTAMP.
+    produce(t, "recerr-ts", 0, batch([b"a", b"b"], keys=[None, b"k"]), label="keyless and too old")
+    lat = bytearray(batch([b"v"], keys=[b"k"]))
+    lat[22] |= 0x08  # attributes: the producer claims LogAppendTime
+    struct.pack_into(">I", lat, 17, crc32c.crc32c(bytes(lat[21:])))
+    produce(t, "recerr-lat", 0, bytes(lat), label="producer LogAppendTime")
+    for size in (93, 94):  # a record body of 100 and 101 bytes
+        produce(t, "recerr-dec", 0, build_batch([(None, b"x" * size, ())], timestamp=TS,
+                                                compression=CompressionType.GZIP), label=f"decompressed {size}")
+    produce(t, "recerr-dec", 0, batch([b"x" * 500]), label="uncompressed 500")
+    fetch(t, "recerr", 0, 0)
 
 
 @session("describe-configs", "DescribeConfigs of a topic with overrides, with synonyms, and of an unknown topic")

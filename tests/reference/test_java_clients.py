@@ -1,9 +1,10 @@
 """Kafka's Java clients against eoslog and against Apache Kafka (java/ClientsCheck.java): Admin
 (topics, configs, consumer groups, transactions, producers, DeleteRecords), idempotent and
-transactional producers, read_committed consumers in a classic group, sendOffsetsToTransaction
-with the consumer's group metadata, and a consumer asking for the KIP-848 ``consumer`` protocol.
-Every check must answer the same on both brokers (Kafka with its consumer protocol off, which is
-what eoslog is), and only the KIP-848 consumer may fail: with Kafka's UnsupportedVersionException.
+transactional producers, a batch with keyless records to a compacted topic (KIP-467 record errors),
+read_committed consumers in a classic group, sendOffsetsToTransaction with the consumer's group
+metadata, and a consumer asking for the KIP-848 ``consumer`` protocol. Every check must answer the
+same on both brokers (Kafka with its consumer protocol off, which is what eoslog is), and only the
+KIP-848 consumer may fail: with Kafka's UnsupportedVersionException.
 """
 
 from __future__ import annotations
@@ -61,13 +62,17 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, s
 
 def test_java_clients_get_the_same_answers_from_eoslog_and_kafka(both: tuple[dict[str, str], dict[str, str]]) -> None:
     ours, theirs = both
-    assert len(theirs) == 14, f"the check program ran {len(theirs)} checks: {theirs}"
+    assert len(theirs) == 16, f"the check program ran {len(theirs)} checks: {theirs}"
     assert ours == theirs
 
 
 def test_only_the_kip848_consumer_fails_and_as_kafka_fails_it(both: tuple[dict[str, str], dict[str, str]]) -> None:
     ours, _ = both
-    failed = {name: answer for name, answer in ours.items() if answer.startswith("ERROR")}
+    failed = {name: answer for name, answer in ours.items() if answer.startswith("ERROR") and name != "record-errors"}
     assert failed == {"consumer-group-protocol": "ERROR UnsupportedVersionException"}
     assert ours["read-read_committed"] == "10 0 aborted, end 15"
+    # KIP-467: only the keyless records 0 and 5 fail as invalid; the others fail as their batch-mates.
+    outcomes = ours["record-errors"].split(",")
+    assert [i for i, o in enumerate(outcomes) if o == "ERROR InvalidRecordException"] == [0, 5], outcomes
+    assert {o for i, o in enumerate(outcomes) if i % 5} == {"ERROR KafkaException"}, outcomes
     assert ours["read-read_uncommitted"] == "13 3 aborted, end 15"

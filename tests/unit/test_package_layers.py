@@ -24,6 +24,7 @@ LAYERS = [
     {"records", "protocol"},
     {"features"},
     {"errors", "types", "config", "stats", "faults", "javahash"},
+    {"kafka_configs"},  # data generated from Kafka's jars, read by config and the DescribeConfigs handler
 ]
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
 

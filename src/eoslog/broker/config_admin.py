@@ -41,6 +41,7 @@ from eoslog.config import (
     convert,
 )
 from eoslog.errors import Errors, KafkaError
+from eoslog.kafka_configs import BROKER as KAFKA_BROKER
 from eoslog.protocol.configs import AlterConfigOpType, ConfigResourceType
 from eoslog.storage import LogManager, TopicError
 from eoslog.storage.config_store import BROKER, GROUP, ConfigStore
@@ -247,7 +248,8 @@ class ConfigAdmin:
                               f"Unexpected broker id, expected {self.config.node_id}, but received {name}")
         new = apply_ops(self.store.get(BROKER, name), ops, incremental=incremental, not_a_list=_broker_not_a_list,
                         default=lambda key: config_string(BROKER_CONFIGS[key].default))
-        known = BROKER_CONFIGS.keys() | SYNONYM_CHAIN.keys()
+        # Kafka's configs eoslog does not act on are listed read-only, so refused here too.
+        known = BROKER_CONFIGS.keys() | SYNONYM_CHAIN.keys() | KAFKA_BROKER.keys()
         fixed = [k for k in sorted(new) if k in known and k not in DYNAMIC_BROKER_CONFIGS]
         if fixed:
             # Kafka answers INVALID_REQUEST for a broker config it cannot apply (KAFKA-13609).

@@ -118,6 +118,31 @@ public class ClientsCheck {
                 return "done";
             });
             checkSettled("incremental-alter-configs", "7200000/DYNAMIC_TOPIC_CONFIG", retention);
+            // KIP-467: one batch to a compacted topic, records 0 and 5 without a key. Each record's outcome,
+            // in order: the producer fails the named ones with the partition's error and the others as
+            // part of a batch with invalid records.
+            checkSettled("record-errors-topic", "done", () -> {
+                get(admin.createTopics(List.of(new NewTopic("jc-compacted", 1, (short) 1)
+                    .configs(Map.of("cleanup.policy", "compact")))).all());
+                return "done";
+            });
+            check("record-errors", () -> {
+                try (KafkaProducer<String, String> p = producer("linger.ms", "1000", "retries", "0")) {
+                    List<java.util.concurrent.Future<RecordMetadata>> sent = new ArrayList<>();
+                    for (int i = 0; i < 10; i++)
+                        sent.add(p.send(new ProducerRecord<>("jc-compacted", 0, i % 5 == 0 ? null : "k" + i, "v" + i)));
+                    p.flush();
+                    List<String> outcomes = new ArrayList<>();
+                    for (var f : sent) outcomes.add(outcome(() -> {
+                        try {
+                            return "offset " + f.get().offset();
+                        } catch (Exception e) {
+                            throw new RuntimeException(e);
+                        }
+                    }));
+                    return String.join(",", outcomes);
+                }
+            });
             check("idempotent-produce", () -> {
                 try (KafkaProducer<String, String> p = producer("enable.idempotence", "true", "acks", "all")) {
                     long last = -1;

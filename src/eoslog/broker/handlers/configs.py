@@ -27,6 +27,7 @@ alike. What Kafka answers, and eoslog with it:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -41,12 +42,15 @@ from eoslog.config import (
     LIST_CONFIGS,
     SYNONYM_CHAIN,
     TOPIC_CONFIGS,
+    TOPIC_INT_CONFIGS,
     BrokerConfig,
     ConfigDef,
     TopicConfig,
     config_string,
     is_secret,
 )
+from eoslog.kafka_configs import BROKER as KAFKA_BROKER
+from eoslog.kafka_configs import TOPIC as KAFKA_TOPIC
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.configs import ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType
 from eoslog.protocol.errors import ErrorCode
@@ -60,9 +64,9 @@ if TYPE_CHECKING:
 
 # ConfigDef keeps Python types; Kafka tells INT from LONG and LIST from STRING. The
 # configs Kafka defines as INT (any other int is LONG):
-_INT_CONFIGS = frozenset({
-    "segment.bytes", "max.message.bytes", "index.interval.bytes", "segment.index.bytes",
-    "min.insync.replicas", "node.id", "num.partitions", "default.replication.factor",
+_INT_CONFIGS = TOPIC_INT_CONFIGS | frozenset({
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "max.decompressed.message.bytes",
+    "log.roll.jitter.hours", "node.id", "num.partitions", "default.replication.factor",
     "socket.request.max.bytes", "log.segment.bytes", "message.max.bytes", "log.index.interval.bytes",
     "log.index.size.max.bytes", "fetch.max.bytes", "group.initial.rebalance.delay.ms",
     "log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.minutes",
@@ -102,7 +106,9 @@ class ConfigEntry:
     documentation: str | None
 
 
-def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
+def _config_type(name: str, defn: ConfigDef | None, kafka_type: str | None = None) -> ConfigType:
+    if kafka_type is not None:  # Kafka's own definition (kafka_configs.py)
+        return ConfigType[kafka_type]
     if name in _UNIT_ALIASES or name in _INT_CONFIGS:
         return ConfigType.INT
     if name in _SHORT_CONFIGS:
@@ -122,7 +128,7 @@ def _config_type(name: str, defn: ConfigDef | None) -> ConfigType:
 
 # Broker configs Kafka defines without a default (another unit, or nothing, supplies the value):
 # Kafka lists no DEFAULT_CONFIG synonym for them.
-_NULL_IN_KAFKA = frozenset({"log.retention.ms", "log.roll.ms", "log.flush.interval.ms"})
+_NULL_IN_KAFKA = frozenset(n for n, (_, default, _) in KAFKA_BROKER.items() if default is None)
 
 
 def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = True) -> list[ConfigSynonym]:
@@ -130,7 +136,8 @@ def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = T
     it: the names set dynamically for this broker, then cluster-wide, then statically, then
     the primary name's default. Only the cluster-wide ones for the cluster-default resource."""
     chain = SYNONYM_CHAIN.get(primary, (primary,))
-    known = primary in BROKER_CONFIGS or primary in _UNIT_ALIASES
+    known = primary in BROKER_CONFIGS or primary in _UNIT_ALIASES or primary in KAFKA_BROKER
+    known = known and not is_secret(primary)
     layers: list[tuple[dict[str, Any], ConfigSource]] = [
         (broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
         (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -146,6 +153,9 @@ def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = T
     head = BROKER_CONFIGS.get(chain[0])
     if per_broker and head is not None and head.default is not None and head.name not in _NULL_IN_KAFKA:
         out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
+    elif per_broker and head is None and primary in KAFKA_BROKER and KAFKA_BROKER[primary][1] is not None:
+        out.append(ConfigSynonym(primary, None if is_secret(primary) else KAFKA_BROKER[primary][1],
+                                 ConfigSource.DEFAULT_CONFIG))
     return out
 
 
@@ -162,31 +172,50 @@ def topic_config_entries(broker: BrokerConfig, config: TopicConfig) -> list[Conf
     """Every topic config of a topic with ``config``, sorted by name."""
     entries = []
     for name, defn in sorted(TOPIC_CONFIGS.items()):
+        kafka_type = KAFKA_TOPIC[name][0] if name in KAFKA_TOPIC else None
         value = config_string(config[name])
         synonyms: list[ConfigSynonym] = []
         if name in config.overrides:
             synonyms.append(ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         if defn.broker_default:
             synonyms += _broker_synonyms(broker, defn.broker_default)
-        entries.append(_entry(name, value, synonyms, defn))
+        entry = _entry(name, value, synonyms, defn)
+        entries.append(entry if kafka_type is None else dataclasses.replace(entry, config_type=ConfigType[kafka_type]))
     return entries
 
 
+_NOT_USED = "Kafka's setting, listed with Kafka's default; eoslog does not act on it"
+
+
 def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
-    """This node's configuration: every known broker config and every key that was set."""
+    """This node's configuration: every broker config eoslog or Kafka defines (Kafka's with
+    Kafka's default, as Kafka lists them) and every key that was set."""
     entries = []
-    names = set(BROKER_CONFIGS) | broker.explicit | set(broker.dynamic_default) | set(broker.dynamic_broker)
+    names = (set(BROKER_CONFIGS) | set(KAFKA_BROKER) | broker.explicit | set(broker.dynamic_default)
+             | set(broker.dynamic_broker))
     for name in sorted(names):
         defn = BROKER_CONFIGS.get(name)
-        known = defn is not None or name in _UNIT_ALIASES
+        kafka = KAFKA_BROKER.get(name)
+        known = defn is not None or name in _UNIT_ALIASES or kafka is not None
         secret = is_secret(name)  # Kafka's PASSWORD type: reported sensitive, never its value
-        value = config_string(broker.values.get(name)) if known and not secret else None
         synonyms = _broker_synonyms(broker, name)
+        if not known or secret:
+            value = None
+        elif kafka is not None and ((defn is None and name not in broker.values) or (
+                not synonyms and (name in BROKER_SYNONYMS or (defn is not None and defn.default in ("", None))))):
+            # Nothing set it: Kafka's default, null where Kafka has none (log.retention.ms,
+            # which log.retention.hours supplies; advertised.listeners...).
+            value = kafka[1]
+        else:
+            value = config_string(broker.values.get(name))
         if secret:
             synonyms = [ConfigSynonym(s.name, None, s.source) for s in synonyms]
-        entries.append(_entry(name, value, synonyms, defn,
-                              read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known or secret,
-                              doc=_UNIT_ALIASES.get(name)))
+        doc = _UNIT_ALIASES.get(name) or (_NOT_USED if defn is None and kafka is not None else None)
+        entry = _entry(name, value, synonyms, defn, read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                       sensitive=not known or secret, doc=doc)
+        if kafka is not None:
+            entry = dataclasses.replace(entry, config_type=ConfigType[kafka[0]])
+        entries.append(entry)
     return entries
 
 
