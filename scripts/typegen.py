@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import eoslog.protocol
-from eoslog.broker.handlers.registry import REGISTRY
+from eoslog.broker.handlers.registry import HANDLED
 from eoslog.protocol.codec import request_schema, response_schema
 
 HERE = Path(eoslog.protocol.__file__).parent  # where the two files are written
@@ -94,7 +94,7 @@ def render(kind: str, specs: Mapping[int, VersionRange]) -> str:
 
 def main() -> None:
     for kind in ("request", "response"):
-        (HERE / f"{kind}s.py").write_text(render(kind, REGISTRY))
+        (HERE / f"{kind}s.py").write_text(render(kind, HANDLED))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ SHARED_SETTINGS = {
 # eoslog's node id matches the Kafka node's, so partition leaders and coordinators compare equal.
 EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}
 # Kafka settings with no eoslog name. eoslog serves classic groups only; it is compared with a
-# Kafka whose KIP-848 protocol is off (groups/consumer-protocol-off).
+# Kafka whose KIP-848 protocol is off.
 KAFKA_SETTINGS = {**SHARED_SETTINGS, "group.coordinator.rebalance.protocols": "classic"}
 
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22

@@ -2,8 +2,7 @@
 rebalance, static membership, offset commit/fetch/delete — eoslog against Apache Kafka.
 
 Member ids are compared as symbols (each broker makes its own): member#1 is the first one either
-handed out. eoslog refuses the KIP-848 ``consumer`` protocol (ConsumerGroupHeartbeat) as a Kafka
-broker does with that protocol off, which is the Kafka this module compares with.
+handed out.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from typing import Any
 
 from conformance.session import Broker, Catalogue, Target, i32, i64, ms
 from conformance.steps import (
-    CONSUMER_GROUP_HEARTBEAT,
     DESCRIBE_GROUPS,
     HEARTBEAT,
     JOIN_GROUP,
@@ -215,14 +213,3 @@ def _describe_unknown(t: Target) -> None:
     find_coordinator(t, "g-never", key_type=0)
     describe(t, "g-never")
     call(t, LIST_GROUPS, "ListGroupsRequest", label="list dead groups", states_filter=("Dead",), types_filter=())
-
-
-@session("consumer-protocol-off", "ConsumerGroupHeartbeat (KIP-848) at every version: refused as by a "
-         "Kafka whose consumer group protocol is off")
-def _consumer_protocol(t: Target) -> None:
-    find_coordinator(t, "g-848", key_type=0)
-    for v in range(0, t.v(CONSUMER_GROUP_HEARTBEAT) + 1):
-        call(t, CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeatRequest", version=v, label=f"v{v}",
-             group_id="g-848", member_id="m-848", member_epoch=i32(0), instance_id=None, rack_id=None,
-             rebalance_timeout=ms(30000), subscribed_topic_names=("g-topic",), subscribed_topic_regex=None,
-             server_assignor=None, topic_partitions=())

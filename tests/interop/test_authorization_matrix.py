@@ -531,7 +531,6 @@ ELSEWHERE = {
     "ApiVersions": "no check (admitted before authentication)",
     "SaslHandshake": "the authentication itself (test_security)",
     "SaslAuthenticate": "the authentication itself (test_security)",
-    "ConsumerGroupHeartbeat": "not served: UNSUPPORTED_VERSION for every request",
 }
 
 

@@ -1,9 +1,8 @@
-"""ConsumerGroupHeartbeat (key 68, KIP-848), refused as Apache Kafka refuses it when its
-``consumer`` group protocol is off (``group.coordinator.rebalance.protocols=classic``): the API is
-advertised and every request is answered UNSUPPORTED_VERSION, which Kafka's Java consumer reports as
-"The cluster does not support the new CONSUMER group protocol. Set group.protocol=classic ...".
-eoslog serves classic groups only (JoinGroup/SyncGroup/Heartbeat). Checked against Kafka 4.4 by
-tests/conformance (groups/consumer-protocol-off) and tests/reference/test_java_clients.py.
+"""ConsumerGroupHeartbeat (key 68, KIP-848): served only by a build that implements
+``group.version`` 1 (``ApiSpec(feature=GROUP_VERSION)``). Until then it is neither advertised nor
+dispatched: a client that reads ApiVersions (franz-go, librdkafka, Kafka's Java consumer) sees the
+consumer protocol is not there and falls back to the classic one or says so, instead of being
+answered UNSUPPORTED_VERSION by an API the broker claimed to have.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
+from eoslog.features import GROUP_VERSION
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode
 
@@ -30,4 +30,5 @@ async def handle_consumer_group_heartbeat(
                  heartbeat_interval=datetime.timedelta(0), assignment=None))
 
 
-APIS = [ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat)]
+APIS = [ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1, handle_consumer_group_heartbeat,
+                feature=GROUP_VERSION)]

@@ -33,7 +33,9 @@ _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, confi
              offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials,
              share_groups, share_fetch, features)
 
+# Every API a handler is written for (scripts/typegen.py types them all, served or not).
+HANDLED: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}
 # An API whose feature this build does not implement is not served at all (ApiSpec.enabled).
-REGISTRY: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS if spec.enabled}
+REGISTRY: dict[int, ApiSpec] = {key: spec for key, spec in HANDLED.items() if spec.enabled}
 _api_versions = api_versions_spec(REGISTRY)
-REGISTRY[_api_versions.api_key] = _api_versions
+REGISTRY[_api_versions.api_key] = HANDLED[_api_versions.api_key] = _api_versions
