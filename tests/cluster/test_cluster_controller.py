@@ -200,15 +200,24 @@ def test_preferred_leader_election(cluster: Cluster) -> None:
 
 
 def test_unclean_election_of_a_replica_outside_the_isr(cluster: Cluster) -> None:
+    """Also the topic config: "unclean-allowed" (unclean.leader.election.enable=true, the broker's
+    is false) elects broker 1 by itself when it returns, where "unclean" stays without a leader."""
     create_topic(cluster.any_alive().bootstrap, "unclean", assignment={0: [1, 2]})
+    assert int(create_topic(cluster.any_alive().bootstrap, "unclean-allowed", assignment={0: [1, 2]},
+                            configs={"unclean.leader.election.enable": "true"}).error_code) == 0
     cluster.brokers[1].kill()
-    cluster.wait_for(lambda m: m.topics["unclean"][0].isr == (2,), "broker 1 out of the ISR")
+    cluster.wait_for(lambda m: m.topics["unclean"][0].isr == (2,) and m.topics["unclean-allowed"][0].isr == (2,),
+                     "broker 1 out of the ISRs")
     cluster.brokers[2].kill()
     offline = cluster.wait_for(lambda m: 2 not in m.brokers, "broker 2 gone").topics["unclean"][0]
     assert (offline.leader, offline.isr) == (-1, (2,))  # the last ISR member is remembered
     cluster.brokers[1].start()
     back = cluster.wait_for(lambda m: 1 in m.brokers, "broker 1 back").topics["unclean"][0]
     assert (back.leader, back.isr) == (-1, (2,))  # 1 may lack acknowledged records: no clean election
+    allowed = cluster.wait_for(lambda m: m.topics["unclean-allowed"][0].leader != -1,
+                               "the topic allowing unclean election elects 1").topics["unclean-allowed"][0]
+    assert (allowed.leader, allowed.isr) == (1, (1,))
+    assert cluster.wait_for(lambda m: 1 in m.brokers, "broker 1 back").topics["unclean"][0].leader == -1
     # The controller elects among the brokers its own cache holds: it must have seen 1 return.
     cluster.wait_for_every_broker(lambda m: 1 in m.brokers, "broker 1 back")
     with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:

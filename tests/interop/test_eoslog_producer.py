@@ -419,3 +419,26 @@ def test_transactions_through_faults(rig: FaultRig) -> None:
             f"api key {api_key}: {rig.proxy.dropped[api_key]} responses dropped, {len(ordinals)} scripted"
     got = [m.value for m in consume(rig.broker.bootstrap, topic, PARTITIONS, isolation="read_committed")]
     assert got == expected
+
+
+def test_only_the_records_the_broker_names_fail_as_invalid(shared_broker: BrokerProcess) -> None:
+    """KIP-467, as Java's producer: a batch with records 0 and 5 keyless to a compacted topic; the
+    broker names them in record_errors, their futures (and callbacks) raise InvalidRecordError,
+    the eight others a KafkaError saying their batch had invalid records."""
+    from eoslog.client.errors import InvalidRecordError, KafkaError
+
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic("eoslog-record-errors", 1, 1, config={"cleanup.policy": "compact"})])[
+        "eoslog-record-errors"].result(30)
+    called: dict[int, BaseException | None] = {}
+    with Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 1000, "retries": 0}) as p:
+        futures = [p.send("eoslog-record-errors", b"v%d" % i, key=None if i % 5 == 0 else b"k%d" % i, partition=0)
+                   for i in range(10)]
+        for i, f in enumerate(futures):
+            f.add_done_callback(lambda _, error, i=i: called.__setitem__(i, error))
+        p.flush(30)
+    errors = [f.exception(30) for f in futures]
+    assert [i for i, e in enumerate(errors) if isinstance(e, InvalidRecordError)] == [0, 5]
+    assert all(type(e) is KafkaError and "invalid records" in str(e) for i, e in enumerate(errors) if i % 5)
+    assert called == dict(enumerate(errors))
+    assert "Compacted topic cannot accept message without key" in str(errors[0])

@@ -41,7 +41,7 @@ class ProduceResult:
     """The outcome of one batch; completed once, in the sender's thread."""
 
     __slots__ = ("_aio", "_callbacks", "_event", "base_offset", "done", "error", "log_append_time",
-                 "partition", "split", "topic")
+                 "partition", "record_errors", "split", "topic")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -49,6 +49,8 @@ class ProduceResult:
         self.base_offset = -1
         self.log_append_time = NO_TIMESTAMP
         self.error: BaseException | None = None
+        # KIP-467: the records the broker named, each with its own error; ``error`` is the others'.
+        self.record_errors: dict[int, BaseException] | None = None
         self.done = False
         # (first record index, the new batch's result) after a split, in index order.
         self.split: list[tuple[int, ProduceResult]] | None = None
@@ -57,13 +59,14 @@ class ProduceResult:
         self._callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
 
     def complete(self, base_offset: int, log_append_time: int = NO_TIMESTAMP,
-                 error: BaseException | None = None) -> None:
+                 error: BaseException | None = None, record_errors: dict[int, BaseException] | None = None) -> None:
         with _LOCK:
             if self.done:
                 return
             self.base_offset = base_offset
             self.log_append_time = log_append_time
             self.error = error
+            self.record_errors = record_errors
             self.done = True
             event, callbacks = self._event, self._callbacks
             self._callbacks = None
@@ -111,9 +114,16 @@ class ProduceResult:
         else:
             self._run_callback(index, timestamp, callback)
 
+    def error_of(self, index: int) -> BaseException | None:
+        """The error of the record at ``index``: its own (KIP-467), else the batch's."""
+        if self.record_errors is not None and index in self.record_errors:
+            return self.record_errors[index]
+        return self.error
+
     def _run_callback(self, index: int, timestamp: int, callback: DeliveryCallback) -> None:
-        if self.error is not None:
-            callback(None, self.error)
+        error = self.error_of(index)
+        if error is not None:
+            callback(None, error)
         else:
             callback(self.metadata(index, timestamp), None)
 
@@ -169,8 +179,9 @@ class RecordFuture:
             if result.split is None:
                 break
             result, index = result._locate(index)
-        if result.error is not None:
-            raise result.error
+        error = result.error_of(index)
+        if error is not None:
+            raise error
         return result.metadata(index, self.timestamp)
 
     get = result  # kafka-python's spelling
@@ -196,6 +207,7 @@ class RecordFuture:
             if result.split is None:
                 break
             result, index = result._locate(index)
-        if result.error is not None:
-            raise result.error
+        error = result.error_of(index)
+        if error is not None:
+            raise error
         return result.metadata(index, self.timestamp)

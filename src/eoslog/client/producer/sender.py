@@ -35,6 +35,7 @@ from eoslog.client.aio_client import AioClient
 from eoslog.client.aio_connection import AioConnection, Buffer
 from eoslog.client.errors import (
     IllegalStateError,
+    InvalidRecordError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
@@ -327,7 +328,7 @@ class Sender:
                 answered = by_partition.pop((r.topic, r.partition), None)
                 if answered is not None:
                     self._complete_batch(answered, r.error_code, r.base_offset, r.log_append_time,
-                                         r.log_start_offset, r.error_message, now=now)
+                                         r.log_start_offset, r.error_message, now=now, record_errors=r.record_errors)
             for batch in by_partition.values():
                 self._complete_batch(batch, _NETWORK_EXCEPTION, error=KafkaConnectionError(
                     f"the Produce response has no result for {batch.topic}-{batch.partition}"), now=now)
@@ -337,7 +338,7 @@ class Sender:
     def _complete_batch(
         self, batch: ProducerBatch, code: int, base_offset: int = -1, log_append_time: int = -1,
         log_start_offset: int = -1, message: str | None = None, *, error: BaseException | None = None,
-        now: float | None = None,
+        now: float | None = None, record_errors: tuple[tuple[int, str | None], ...] = (),
     ) -> None:
         tm = self.tm
         if tm is not None:
@@ -376,7 +377,8 @@ class Sender:
             self._succeed_batch(batch, -1, log_append_time)
         else:
             log.info("failing %s: %s", batch, exc)
-            self._fail_batch(batch, exc, adjust_sequences=True)
+            self._fail_batch(batch, exc, adjust_sequences=True,
+                             record_errors=_record_exceptions(code, message, record_errors))
         if getattr(exc, "invalid_metadata", False):
             self.client.request_update()
 
@@ -395,10 +397,16 @@ class Sender:
         self.accumulator.deallocate(batch)
         self.metrics.record_send_total += batch.count
 
-    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, adjust_sequences: bool) -> None:
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, adjust_sequences: bool,
+                    record_errors: dict[int, BaseException] | None = None) -> None:
         if self.tm is not None:
             self.tm.handle_failed_batch(batch, error, adjust_sequences)
-        batch.result.complete(-1, error=error)
+        if record_errors:
+            # KIP-467, as Java's Sender.failBatch: the named records fail with their own error, the
+            # others as members of a batch the broker refused because of them.
+            error = KafkaError("Failed to append record because it was part of a batch which had one or more "
+                               "invalid records")
+        batch.result.complete(-1, error=error, record_errors=record_errors or None)
         self.accumulator.deallocate(batch)
         self.metrics.record_error_total += batch.count
 
@@ -478,3 +486,15 @@ class Sender:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _record_exceptions(code: int, message: str | None,
+                       record_errors: tuple[tuple[int, str | None], ...]) -> dict[int, BaseException]:
+    """Each named record's exception, as Java's Sender builds them: the partition's error when the
+    broker named one record, InvalidRecordError otherwise (the code cannot tell which record had
+    which error); the record's message, else the partition's."""
+    out: dict[int, BaseException] = {}
+    for index, why in record_errors:
+        text = why if why is not None else message
+        out[index] = error_for(code, text) if len(record_errors) == 1 else InvalidRecordError(text)
+    return out

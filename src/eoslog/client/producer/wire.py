@@ -100,6 +100,7 @@ class PartitionResponse(NamedTuple):
     log_append_time: int
     log_start_offset: int
     error_message: str | None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # KIP-467: (batch index, why)
 
 
 class _Reader:
@@ -162,17 +163,17 @@ def decode_produce_response(frame: Buffer, version: int) -> list[PartitionRespon
             r.pos += _PARTITION_V8.size
             log_start_offset = r.int64() if version >= 5 else -1
             message = None
+            record_errors: list[tuple[int, str | None]] = []
             if version >= 8:
                 for _ in range(r.array_len(flexible)):
-                    r.int32()
-                    r.string(flexible)
+                    record_errors.append((r.int32(), r.string(flexible)))
                     if flexible:
                         r.skip_tagged()
                 message = r.string(flexible)
             if flexible:
                 r.skip_tagged()
             out.append(PartitionResponse(topic, index, error_code, base_offset, log_append_time,
-                                         log_start_offset, message))
+                                         log_start_offset, message, tuple(record_errors)))
         if flexible:
             r.skip_tagged()
     return out
