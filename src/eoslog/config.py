@@ -393,7 +393,7 @@ def is_secret(name: str) -> bool:
 # precedence Kafka gives them; the first name of each chain is the primary one.
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.ms", "log.roll.minutes", "log.roll.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
     "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
 }
 _UNIT_FACTORS = {"minutes": 60000, "hours": 3600000}
@@ -403,9 +403,9 @@ SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in BROKER_SYNONY
 # effect at once (Kafka's DynamicBrokerConfig.AllDynamicConfigs, as far as eoslog has them):
 # the topic defaults and the log cleaner's settings. Kafka's dynamic listeners are not here:
 # eoslog cannot re-bind its listener at run time, so it reports them read-only.
+# The hour/minute aliases are not: Kafka 4.4 lists them read-only and refuses to change them.
 DYNAMIC_BROKER_CONFIGS = frozenset(
-    {n for d in TOPIC_CONFIGS.values() if d.broker_default
-     for n in SYNONYM_CHAIN.get(d.broker_default, (d.broker_default,))}
+    {d.broker_default for d in TOPIC_CONFIGS.values() if d.broker_default}
     | {"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"}
 )
 

@@ -93,3 +93,24 @@ def _order(t: Target) -> None:
                         ("remote.storage.enable", "true"), ("segment.bytes", "x")):
         incremental(t, "no-such-topic", {name: value}, label=f"incremental {name}={value}")
         legacy(t, "no-such-topic", {name: value}, label=f"legacy {name}={value}")
+
+
+# Broker configs neither broker's test settings touch: the topic defaults eoslog added for Kafka 4.4's
+# topic configs, the unit synonyms, and Kafka settings eoslog lists read-only with Kafka's default.
+BROKER_KEYS = (
+    "log.segment.delete.delay.ms", "log.preallocate", "log.roll.jitter.ms", "log.roll.jitter.hours",
+    "log.cleaner.max.compaction.lag.ms", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "max.decompressed.message.bytes", "log.local.retention.ms", "log.local.retention.bytes",
+    "log.remote.copy.lag.ms", "log.retention.ms", "log.retention.minutes", "log.retention.hours",
+    "unclean.leader.election.enable", "log.dir", "queued.max.requests", "request.timeout.ms",
+    "delegation.token.secret.key", "remote.log.storage.system.enable",
+)
+
+
+@session("broker-configs", "DescribeConfigs of the broker, with synonyms, for configs neither broker's settings "
+         "touch (eoslog lists Kafka's, read-only where it does not act on them)")
+def _broker(t: Target) -> None:
+    m = t.types(DESCRIBE_CONFIGS, t.v(DESCRIBE_CONFIGS))
+    call(t, DESCRIBE_CONFIGS, "DescribeConfigsRequest", label="broker", include_synonyms=True,
+         include_documentation=False, resources=(m.DescribeConfigsResource(
+             resource_type=i8(4), resource_name="1", configuration_keys=BROKER_KEYS),))

@@ -153,6 +153,9 @@ def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = T
     head = BROKER_CONFIGS.get(chain[0])
     if per_broker and head is not None and head.default is not None and head.name not in _NULL_IN_KAFKA:
         out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
+    elif per_broker and primary != chain[0] and KAFKA_BROKER.get(primary, ("", None))[1] is not None:
+        # An hour/minute alias lists its own default (Kafka drops the names before it in the chain).
+        out.append(ConfigSynonym(primary, KAFKA_BROKER[primary][1], ConfigSource.DEFAULT_CONFIG))
     elif per_broker and head is None and primary in KAFKA_BROKER and KAFKA_BROKER[primary][1] is not None:
         out.append(ConfigSynonym(primary, None if is_secret(primary) else KAFKA_BROKER[primary][1],
                                  ConfigSource.DEFAULT_CONFIG))
