@@ -50,6 +50,9 @@ SHARE_VERSION = "share.version"
 STREAMS_VERSION = "streams.version"
 KRAFT_VERSION = "kraft.version"
 ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
+# transaction.version 2 (KIP-890 part 2): every EndTxn bumps the epoch, Produce v12+ and TxnOffsetCommit
+# v5+ add their partition themselves. Also what a request's or a transaction's protocol is said to be.
+TRANSACTION_VERSION_2 = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,7 @@ class Feature:
 # format, is not one eoslog can have and is unknown here.
 FEATURES: dict[str, Feature] = {f.name: f for f in (  # in Kafka's enum order
     Feature(KRAFT_VERSION, 0, "KRaft's own quorum format (eoslog's cluster runs on ZooKeeper)"),
-    Feature(TRANSACTION_VERSION, 1, "1: flexible __transaction_state records (previous/next producer id, "
+    Feature(TRANSACTION_VERSION, 2, "1: flexible __transaction_state records (previous/next producer id, "
             "the client's transaction version); 2: KIP-890 part 2 — the epoch bumped by every EndTxn, "
             "partitions and offsets added implicitly by Produce v12+ and TxnOffsetCommit v5"),
     Feature(GROUP_VERSION, 0, "1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat)"),

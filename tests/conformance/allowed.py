@@ -65,8 +65,6 @@ KNOWN: dict[str, list[Rule]] = {
              "replicas) and the group and streams protocols' (KIP-848, KIP-1071), which eoslog "
              "does not implement: a feature eoslog does not support is neither listed nor finalized",
              _eoslog_lacks),
-        Rule("*_features.transaction.version*", "eoslog supports transaction.version 0-1 until transaction "
-             "version 2 (KIP-890 part 2) is in; a new eoslog finalizes 1, Kafka 4.4 finalizes 2"),
         Rule("*_features.share.version*", "eoslog supports share.version 0-1 (share groups, KIP-932); Kafka 4.4's "
              "level 2 adds share groups' dead letter queues (KIP-1191), which eoslog does not have: a new eoslog "
              "finalizes 1, Kafka 4.4 finalizes 2"),

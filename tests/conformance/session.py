@@ -55,6 +55,8 @@ class Broker:
 @dataclass
 class Target:
     broker: Broker
+    # API key → the highest version this session speaks (a session of an older client's protocol).
+    caps: dict[int, int] = field(default_factory=dict)
     observations: dict[str, object] = field(default_factory=dict)
     aliases: Aliases = field(default_factory=Aliases)
     _conns: dict[str, RawClient] = field(default_factory=dict)
@@ -76,8 +78,9 @@ class Target:
             c.close()
 
     def v(self, api_key: int, at_most: int | None = None) -> int:
-        """The version to use: the highest both brokers speak (capped by ``at_most``)."""
-        v = self.broker.versions[api_key]
+        """The version to use: the highest both brokers speak (capped by the session's caps and
+        ``at_most``)."""
+        v = min(self.broker.versions[api_key], self.caps.get(api_key, self.broker.versions[api_key]))
         return v if at_most is None else min(v, at_most)
 
     def request(self, api_key: int, version: int, cls: str, **fields: Any) -> Any:
@@ -172,6 +175,7 @@ class Catalogue:
     """A module's sessions, by name, in order."""
     area: str
     sessions: dict[str, tuple[SessionFn, str]] = field(default_factory=dict)
+    caps: dict[int, int] = field(default_factory=dict)  # every session's, as Target.caps
 
     def session(self, name: str, what: str) -> Callable[[SessionFn], SessionFn]:
         def register(fn: SessionFn) -> SessionFn:
@@ -187,7 +191,7 @@ class Catalogue:
         fn, what = self.sessions[name]
         observed = []
         for broker in brokers:
-            t = Target(broker)
+            t = Target(broker, dict(self.caps))
             try:
                 fn(t)
             except (OSError, ConnectionClosed, AssertionError) as e:

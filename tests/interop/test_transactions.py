@@ -438,8 +438,9 @@ def test_advertised_transaction_api_versions(txn_broker: BrokerProcess) -> None:
 
     versions = broker_api_versions(txn_broker.bootstrap)
     assert {k: versions[k] for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
-        22: (0, 6), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 2),
+        22: (0, 6), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 2), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2),
     }
+    assert versions[0][1] == 12  # Produce v12: transactions v2 (KIP-890 part 2)
 
 
 def test_list_and_describe_transactions(txn_broker: BrokerProcess) -> None:

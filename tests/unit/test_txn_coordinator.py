@@ -221,10 +221,10 @@ def test_commit_writes_prepare_markers_complete(h: Harness) -> None:
     assert h.coord.add_partitions("tx", pid + 1, epoch, [T2]) == Errors.INVALID_PRODUCER_ID_MAPPING
     assert h.coord.add_partitions("tx", pid, epoch + 1, [T2]) == Errors.PRODUCER_FENCED
     assert h.lso(T0) == (0, 2)
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     assert h.state_of() is TxnState.PREPARE_COMMIT
     # Until the markers are written, retries and new work wait.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.CONCURRENT_TRANSACTIONS
     assert h.coord.add_partitions("tx", pid, epoch, [T2]) == Errors.CONCURRENT_TRANSACTIONS
     assert h.coord.init_producer_id("tx", TIMEOUT_MS).error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
@@ -233,17 +233,17 @@ def test_commit_writes_prepare_markers_complete(h: Harness) -> None:
     assert h.markers(T2) == []
     assert h.lso(T0) == (3, 3)
     # A retry after completion succeeds; the other result is a protocol violation.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.INVALID_TXN_STATE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False).error == Errors.INVALID_TXN_STATE
     assert h.reload() and h.state_of() is TxnState.COMPLETE_COMMIT
 
 
 def test_abort_and_next_transaction(h: Harness) -> None:
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS  # pending
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False).error == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.CONCURRENT_TRANSACTIONS  # pending
     h.drain()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.INVALID_TXN_STATE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.INVALID_TXN_STATE
     assert h.state_of() is TxnState.COMPLETE_ABORT and h.markers(T0) == [(2, epoch, "ABORT", 0)]
     plog = h.logs.get_log("t", 0)
     assert plog is not None
@@ -255,9 +255,9 @@ def test_abort_and_next_transaction(h: Harness) -> None:
 
 def test_end_without_a_transaction_and_an_empty_one(h: Harness) -> None:
     pid, epoch = h.init()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.INVALID_TXN_STATE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.INVALID_TXN_STATE
     assert h.coord.add_partitions("tx", pid, epoch, []) == Errors.NONE  # Ongoing, nothing to mark
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
     assert all(h.markers(tp) == [] for tp in (T0, T1, T2))
@@ -267,7 +267,7 @@ def test_a_deleted_partition_takes_no_marker(h: Harness) -> None:
     h.logs.create_topic("gone", 1)
     pid, epoch = h.begin(tps=(T0, TopicPartition("gone", 0)))
     h.replicas.delete_topic("gone")
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT and len(h.markers(T0)) == 1
 
@@ -285,7 +285,7 @@ def test_new_instance_aborts_and_fences_the_old_one(h: Harness) -> None:
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)]
     assert h.init() == (pid, epoch + 2)
     assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.PRODUCER_FENCED
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.PRODUCER_FENCED
     with pytest.raises(ProducerStateError, match="epoch"):
         h.produce(pid, epoch, 2)
     assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.PRODUCER_FENCED
@@ -300,7 +300,7 @@ def test_timed_out_transaction_is_aborted_with_a_bumped_epoch(h: Harness) -> Non
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_ABORT
     assert h.markers(T0) == [(2, epoch + 1, "ABORT", 0)] and h.lso(T0) == (3, 3)
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.PRODUCER_FENCED
     assert h.init() == (pid, epoch + 2)
 
 
@@ -329,19 +329,19 @@ def test_ongoing_transaction_is_never_expired(tmp_path: Path) -> None:
 
 def test_prepared_transaction_rolls_forward_after_reload(h: Harness) -> None:
     pid, epoch = h.begin(tps=(T0, T1))
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     h.reload()  # as if the broker died before any marker
     assert h.state_of() is TxnState.PREPARE_COMMIT
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)] and h.markers(T1) == [(2, epoch, "COMMIT", 0)]
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
 
 
 def test_markers_written_twice_are_harmless(h: Harness) -> None:
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False).error == Errors.NONE
     h.drain()
     # A coordinator that died after the markers but before COMPLETE_ABORT reached the log:
     # replay the PREPARE_ABORT record alone and reload.
@@ -374,7 +374,7 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
 
     h.reload(flaky)
     pid, epoch = h.begin()
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     h.drain()
     assert answers == [] and h.state_of() is TxnState.COMPLETE_COMMIT
     assert h.markers(T0) == [(2, epoch, "COMMIT", 0)]
@@ -384,7 +384,7 @@ def test_marker_delivery_retries_and_stops_as_kafka_does(h: Harness) -> None:
 
     h.reload(fenced)
     assert h.coord.add_partitions("tx", pid, epoch, [T1]) == Errors.NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=False) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=False).error == Errors.NONE
     h.drain()  # gives up: a newer coordinator owns the outcome
     assert h.state_of() is TxnState.PREPARE_ABORT and h.markers(T1) == []
     h.reload()
@@ -409,7 +409,7 @@ def test_offsets_become_visible_with_the_commit_marker(h: Harness, commit: bool)
     assert h.coord.verify_partition("tx", pid, epoch, *offsets_tp) == Errors.NONE
     assert _txn_commit(h, pid, epoch, 42) == {T0: Errors.NONE}
     assert h.groups.fetch_offsets("g", [T0], require_stable=True)[1][0].error == Errors.UNSTABLE_OFFSET_COMMIT
-    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=commit).error == Errors.NONE
     h.drain()
     fetched = h.groups.fetch_offsets("g", [T0], require_stable=True)[1][0]
     assert fetched.error == Errors.NONE
@@ -422,7 +422,7 @@ def test_verify_partitions(h: Harness) -> None:
     assert h.coord.verify_partitions("tx", pid, epoch, [T0, T1]) == {T0: Errors.NONE, T1: Errors.TRANSACTION_ABORTABLE}
     assert h.coord.verify_partition("tx", pid + 9, epoch, "t", 0) == Errors.INVALID_PRODUCER_ID_MAPPING
     assert h.coord.verify_partition("nobody", pid, epoch, "t", 0) == Errors.INVALID_PRODUCER_ID_MAPPING
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.CONCURRENT_TRANSACTIONS
     h.drain()
     assert h.coord.verify_partition("tx", pid, epoch, "t", 0) == Errors.TRANSACTION_ABORTABLE  # a late write

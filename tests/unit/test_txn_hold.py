@@ -47,7 +47,7 @@ async def settle() -> None:
 async def committing(h: Harness) -> tuple[int, int]:
     """A committed transaction whose markers have not been written: PrepareCommit, pending CompleteCommit."""
     pid, epoch = h.begin(tps=(T0, T1))
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     assert h.coord.under_way("tx") == MARKERS
     return pid, epoch
 
@@ -84,13 +84,13 @@ def test_end_txn_retried_during_the_markers_gets_the_final_answer(h: Harness) ->
     async def scenario(h: Harness) -> None:
         pid, epoch = await committing(h)
         same = asyncio.create_task(h.coord.held("EndTxn", "tx", lambda: h.coord.end_transaction(
-            "tx", pid, epoch, commit=True), itself))
+            "tx", pid, epoch, commit=True), lambda r: r.error))
         other = asyncio.create_task(h.coord.held("EndTxn", "tx", lambda: h.coord.end_transaction(
-            "tx", pid, epoch, commit=False), itself))
+            "tx", pid, epoch, commit=False), lambda r: r.error))
         await settle()
         assert not same.done() and not other.done()
         await h.coord.markers.drain()
-        assert (await same, await other) == (Errors.NONE, Errors.INVALID_TXN_STATE)
+        assert ((await same).error, (await other).error) == (Errors.NONE, Errors.INVALID_TXN_STATE)
 
     run(h, scenario)
 

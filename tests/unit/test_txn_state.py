@@ -1,5 +1,6 @@
-"""The transaction state table: every one of the 64 (from, to) pairs, against Kafka's
-TransactionState.validPreviousStates written out independently here, and the prepare /
+"""The transaction state table: every one of the 64 (from, to) pairs, against Kafka 4.4's
+TransactionState.validPreviousStates written out independently here (transaction version 2's
+abort of nothing enters PrepareAbort from Empty and the completed states), and the prepare /
 complete discipline of TransactionMetadata around it."""
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from eoslog.errors import Errors
 from eoslog.types import TopicPartition
 
 S = TxnState
-# Kafka 3.x (transaction version 1), one line per legal transition: from → to.
+# Kafka 4.4 (TransactionState.VALID_PREVIOUS_STATES), one line per legal transition: from → to.
 LEGAL = {
     (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
     (S.ONGOING, S.ONGOING), (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING),
     (S.COMPLETE_ABORT, S.ONGOING),
     (S.ONGOING, S.PREPARE_COMMIT),
     (S.ONGOING, S.PREPARE_ABORT), (S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT),
+    (S.EMPTY, S.PREPARE_ABORT), (S.COMPLETE_COMMIT, S.PREPARE_ABORT), (S.COMPLETE_ABORT, S.PREPARE_ABORT),
     (S.PREPARE_COMMIT, S.COMPLETE_COMMIT),
     (S.PREPARE_ABORT, S.COMPLETE_ABORT),
     (S.EMPTY, S.DEAD), (S.COMPLETE_COMMIT, S.DEAD), (S.COMPLETE_ABORT, S.DEAD),

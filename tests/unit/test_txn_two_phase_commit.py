@@ -94,7 +94,7 @@ def test_keep_prepared_hands_a_newer_epoch_and_reports_the_kept_transaction(h: H
     assert h.coord.describe("tx").partitions == {T0, T1}
     assert h.markers(T0) == [] and h.lso(T0) == (0, 2)  # nothing aborted
     # The old instance is fenced at the coordinator, and in the partitions it wrote to.
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.PRODUCER_FENCED
     assert h.coord.add_partitions("tx", pid, epoch, [T0]) == Errors.PRODUCER_FENCED
     assert h.coord.is_fenced_by_kept_transaction("tx", pid, epoch)
     assert not h.coord.is_fenced_by_kept_transaction("tx", pid, epoch + 1)
@@ -115,7 +115,7 @@ def test_the_new_instance_ends_the_kept_transaction(h: Harness, commit: bool) ->
     pid, epoch = begin_2pc(h)
     r = init_2pc(h, keep=True)
     client = (r.producer_id, r.producer_epoch)
-    assert h.coord.end_transaction("tx", *client, commit=commit) == Errors.NONE
+    assert h.coord.end_transaction("tx", *client, commit=commit).error == Errors.NONE
     h.drain()
     state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
     assert h.state_of() is state
@@ -124,14 +124,14 @@ def test_the_new_instance_ends_the_kept_transaction(h: Harness, commit: bool) ->
     # then on refuse the old instance.
     assert h.markers(T0) == [(2, epoch + 1, kind, 0)] and h.markers(T1) == [(2, epoch + 1, kind, 0)]
     assert h.lso(T0) == (3, 3)
-    assert h.coord.end_transaction("tx", *client, commit=commit) == Errors.NONE  # a retry
-    assert h.coord.end_transaction("tx", pid, epoch, commit=commit) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", *client, commit=commit).error == Errors.NONE  # a retry
+    assert h.coord.end_transaction("tx", pid, epoch, commit=commit).error == Errors.PRODUCER_FENCED
     assert not h.coord.is_fenced_by_kept_transaction("tx", pid, epoch)
     # The client goes on with its pair.
     assert h.coord.add_partitions("tx", *client, [T0]) == Errors.NONE
     h.produce(*client, 0, T0)
     h.reload()
-    assert h.coord.end_transaction("tx", *client, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", *client, commit=True).error == Errors.NONE
     h.drain()
     assert init_2pc(h, keep=True).ongoing_txn_producer_id == -1
     assert h.coord.describe("tx").producer_epoch == epoch + 2
@@ -146,7 +146,7 @@ def test_keep_prepared_false_aborts_a_kept_transaction_above_every_epoch_handed_
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_ABORT
     assert h.markers(T0) == [(2, epoch + 3, "ABORT", 0)]
-    assert h.coord.end_transaction("tx", pid, epoch + 2, commit=True) == Errors.PRODUCER_FENCED
+    assert h.coord.end_transaction("tx", pid, epoch + 2, commit=True).error == Errors.PRODUCER_FENCED
     r = init_2pc(h)
     assert (r.producer_id, r.producer_epoch, r.ongoing_txn_producer_id) == (pid, epoch + 4, -1)
 
@@ -166,7 +166,7 @@ def test_keep_prepared_with_nothing_open(h: Harness) -> None:
     assert r.ongoing_txn_producer_id == -1 and r.ongoing_txn_producer_epoch == -1
     pid, epoch = r.producer_id, r.producer_epoch
     assert h.coord.add_partitions("tx", pid, epoch, [T0]) == Errors.NONE
-    assert h.coord.end_transaction("tx", pid, epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", pid, epoch, commit=True).error == Errors.NONE
     h.drain()
     r = init_2pc(h, keep=True)  # the outcome was reached before: nothing to keep
     assert (r.producer_epoch, r.ongoing_txn_producer_id) == (epoch + 1, -1)
@@ -175,7 +175,7 @@ def test_keep_prepared_with_nothing_open(h: Harness) -> None:
 def test_a_kept_transaction_in_prepare_commit_rolls_forward_after_a_restart(h: Harness) -> None:
     _, epoch = begin_2pc(h)
     r = init_2pc(h, keep=True)
-    assert h.coord.end_transaction("tx", r.producer_id, r.producer_epoch, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", r.producer_id, r.producer_epoch, commit=True).error == Errors.NONE
     h.reload()  # the broker died before any marker
     h.drain()
     assert h.state_of() is TxnState.COMPLETE_COMMIT
@@ -197,13 +197,13 @@ def test_exhausted_client_epochs_move_the_client_to_a_new_producer_id(h: Harness
     assert new_pid != pid and r.producer_epoch == 0
     assert (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch) == (pid, 32764)
     h.reload()
-    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == Errors.NONE
+    assert h.coord.end_transaction("tx", new_pid, 0, commit=True).error == Errors.NONE
     h.drain()
     # The markers end the old producer id's transaction under its last epoch, above every
     # epoch handed out to an instance of that id.
     assert h.markers(T0) == [(2, 32767, "COMMIT", 0)]
     assert h.coord.describe("tx").producer_id == new_pid
-    assert h.coord.end_transaction("tx", new_pid, 0, commit=True) == Errors.NONE  # a retry
+    assert h.coord.end_transaction("tx", new_pid, 0, commit=True).error == Errors.NONE  # a retry
 
 
 def test_aborting_a_kept_transaction_whose_client_moved_to_a_new_producer_id(h: Harness) -> None:

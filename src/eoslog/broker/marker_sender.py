@@ -46,7 +46,8 @@ class MarkerSender:
 
     async def __call__(self, node_id: int, markers: Sequence[TxnMarker]) -> list[dict[TopicPartition, Errors]]:
         if node_id == self.replicas.node_id:
-            writes = [TxnMarkerWrite(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit)
+            writes = [TxnMarkerWrite(tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit,
+                                     m.transaction_version)
                       for m in markers for tp in m.partitions]
             if "between_markers" in self.crash_points.armed and len(writes) > 1:
                 await self.replicas.write_txn_markers(writes[:1], self.write_timeout_ms)
@@ -68,7 +69,7 @@ class MarkerSender:
 
 
 def _request(versions: ApiVersionTable, markers: Sequence[TxnMarker]) -> Any:
-    m = request_types(ApiKey.WRITE_TXN_MARKERS, versions.pick(ApiKey.WRITE_TXN_MARKERS, 1, 1))
+    m = request_types(ApiKey.WRITE_TXN_MARKERS, versions.pick(ApiKey.WRITE_TXN_MARKERS, 2, 1))
     entries = []
     for marker in markers:
         by_topic: dict[str, list[int]] = {}
@@ -77,6 +78,7 @@ def _request(versions: ApiVersionTable, markers: Sequence[TxnMarker]) -> Any:
         entries.append(build(
             m.WritableTxnMarker, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+            transaction_version=marker.transaction_version,
             topics=tuple(build(m.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps))
                          for t, ps in by_topic.items())))
     return build(m.WriteTxnMarkersRequest, markers=tuple(entries))

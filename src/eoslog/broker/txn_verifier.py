@@ -1,23 +1,23 @@
-"""The replica layer's KIP-890 check, answered by this broker's transaction coordinator.
+"""The replica layer's KIP-890 check (verify, or for transactions v2 add), answered by this
+broker's transaction coordinator.
 
 In a cluster the transaction coordinator of a transactional id may be another broker
-(Kafka's AddPartitionsToTxnManager then sends it a verify-only AddPartitionsToTxn); on
-one node it is a call.
+(Kafka's AddPartitionsToTxnManager then sends it AddPartitionsToTxn v4+:
+``add_partitions_manager``); on one node it is a call.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
-from eoslog.client.errors import KafkaError as ClientError
-from eoslog.client.versions import ApiVersionTable
+from eoslog.broker.add_partitions_manager import AddPartitionsToTxnManager
+from eoslog.broker.handlers.base import coordinator_write_replicated
 from eoslog.coordinator.internal_topic import TRANSACTION_STATE_TOPIC
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.log import transaction_partition_for
 from eoslog.errors import Errors
-from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.errors import from_code
-from eoslog.protocol.messages import build, request_types
+from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -34,19 +34,35 @@ class LocalTransactionVerifier:
                                tp: TopicPartition) -> Errors:
         return self.coordinator.verify_partition(transactional_id, producer_id, producer_epoch, tp.topic, tp.partition)
 
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             tps: Collection[TopicPartition], client_transaction_version: int) -> Errors:
+        """AddPartitionsToTxn at this coordinator, as a client's or a leader's request is handled:
+        held while the id's previous step is under way (``TransactionCoordinator.held``), and
+        answered once the Ongoing record is replicated (it must be durable before the data or
+        offsets it lets in)."""
+        c = self.coordinator
+        error = await c.held("AddPartitionsToTxn", transactional_id, lambda: c.add_partitions(
+            transactional_id, producer_id, producer_epoch, tps, client_transaction_version), lambda e: e)
+        return await coordinator_write_replicated(c.state.topic, c.state.partition_for(transactional_id), error)
+
+    async def add_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            tp: TopicPartition) -> Errors:
+        return await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], TRANSACTION_VERSION_2)
+
     async def is_kept_by_newer_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> bool:
         return self.coordinator.is_fenced_by_kept_transaction(transactional_id, producer_id, producer_epoch)
 
 
 class ClusterTransactionVerifier:
-    """Cluster mode: the transactional id's coordinator may be another broker; it is asked
-    with a verify-only AddPartitionsToTxn (v4+, broker to broker), as Kafka's
-    AddPartitionsToTxnManager does. An unreachable coordinator answers NETWORK_EXCEPTION,
-    which the producer retries."""
+    """Cluster mode: the transactional id's coordinator may be another broker; it is asked with
+    AddPartitionsToTxn v4+ (broker to broker) through Kafka's AddPartitionsToTxnManager: verify-only
+    for transactions v1, adding (v5) for v2. An unreachable coordinator answers NETWORK_EXCEPTION,
+    which the producer retries (it is told NOT_ENOUGH_REPLICAS)."""
 
     def __init__(self, local: LocalTransactionVerifier, cluster: ClusterMember) -> None:
         self.local = local
         self.cluster = cluster
+        self.manager = AddPartitionsToTxnManager(cluster.channel.send)
 
     def _coordinator(self, transactional_id: str) -> int | None:
         metadata = self.cluster.metadata
@@ -57,33 +73,26 @@ class ClusterTransactionVerifier:
         leader = metadata.leader(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
         return None if leader < 0 else leader
 
-    async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                               tp: TopicPartition) -> Errors:
+    async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition,
+                   verify_only: bool) -> Errors:
         coordinator = self._coordinator(transactional_id)
         if coordinator is None:
             return Errors.COORDINATOR_NOT_AVAILABLE
         if coordinator == self.cluster.broker_id:
-            return await self.local.verify_partition(transactional_id, producer_id, producer_epoch, tp)
+            if verify_only:
+                return await self.local.verify_partition(transactional_id, producer_id, producer_epoch, tp)
+            return await self.local.add_partition(transactional_id, producer_id, producer_epoch, tp)
+        answers = await self.manager.add_or_verify(coordinator, transactional_id, producer_id, producer_epoch,
+                                                   {tp}, verify_only)
+        return answers[tp]
 
-        def make(versions: ApiVersionTable) -> Any:
-            m = request_types(ApiKey.ADD_PARTITIONS_TO_TXN, versions.pick(ApiKey.ADD_PARTITIONS_TO_TXN, 5, 4))
-            return build(m.AddPartitionsToTxnRequest, transactions=(build(
-                m.AddPartitionsToTxnTransaction, transactional_id=transactional_id, producer_id=producer_id,
-                producer_epoch=producer_epoch, verify_only=True,
-                topics=(build(m.AddPartitionsToTxnTopic, name=tp.topic, partitions=(tp.partition,)),)),))
+    async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                               tp: TopicPartition) -> Errors:
+        return await self._ask(transactional_id, producer_id, producer_epoch, tp, verify_only=True)
 
-        try:
-            response = await self.cluster.channel.send(coordinator, make)
-        except (ClientError, OSError):
-            return Errors.NETWORK_EXCEPTION
-        if int(response.error_code) != 0:
-            return from_code(int(response.error_code))
-        for txn in response.results_by_transaction:
-            for topic in txn.topic_results:
-                for p in topic.results_by_partition:
-                    if str(topic.name) == tp.topic and int(p.partition_index) == tp.partition:
-                        return from_code(int(p.partition_error_code))
-        return Errors.UNKNOWN_SERVER_ERROR
+    async def add_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            tp: TopicPartition) -> Errors:
+        return await self._ask(transactional_id, producer_id, producer_epoch, tp, verify_only=False)
 
     async def is_kept_by_newer_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> bool:
         """Known only where the id's coordinator is (no request asks it across brokers):

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from kio.schema.end_txn.v2.request import EndTxnRequest as _EndTxnRequestV2
     from kio.schema.end_txn.v3.request import EndTxnRequest as _EndTxnRequestV3
     from kio.schema.end_txn.v4.request import EndTxnRequest as _EndTxnRequestV4
+    from kio.schema.end_txn.v5.request import EndTxnRequest as _EndTxnRequestV5
     from kio.schema.fetch.v4.request import FetchRequest as _FetchRequestV4
     from kio.schema.fetch.v5.request import FetchRequest as _FetchRequestV5
     from kio.schema.fetch.v6.request import FetchRequest as _FetchRequestV6
@@ -221,6 +222,7 @@ if TYPE_CHECKING:
     from kio.schema.produce.v9.request import ProduceRequest as _ProduceRequestV9
     from kio.schema.produce.v10.request import ProduceRequest as _ProduceRequestV10
     from kio.schema.produce.v11.request import ProduceRequest as _ProduceRequestV11
+    from kio.schema.produce.v12.request import ProduceRequest as _ProduceRequestV12
     from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV0
     from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
@@ -242,10 +244,12 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2
     from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
     from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
+    from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5
     from kio.schema.update_features.v0.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV0
     from kio.schema.update_features.v1.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV1
     from kio.schema.update_features.v2.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV2
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
+    from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
     MetadataRequest = (
         _MetadataRequestV0 | _MetadataRequestV1 | _MetadataRequestV2 | _MetadataRequestV3 | _MetadataRequestV4
@@ -254,7 +258,7 @@ if TYPE_CHECKING:
     )
     ProduceRequest = (
         _ProduceRequestV3 | _ProduceRequestV4 | _ProduceRequestV5 | _ProduceRequestV6 | _ProduceRequestV7
-        | _ProduceRequestV8 | _ProduceRequestV9 | _ProduceRequestV10 | _ProduceRequestV11
+        | _ProduceRequestV8 | _ProduceRequestV9 | _ProduceRequestV10 | _ProduceRequestV11 | _ProduceRequestV12
     )
     FetchRequest = (
         _FetchRequestV4 | _FetchRequestV5 | _FetchRequestV6 | _FetchRequestV7 | _FetchRequestV8 | _FetchRequestV9
@@ -276,11 +280,13 @@ if TYPE_CHECKING:
         _AddOffsetsToTxnRequestV0 | _AddOffsetsToTxnRequestV1 | _AddOffsetsToTxnRequestV2 | _AddOffsetsToTxnRequestV3
         | _AddOffsetsToTxnRequestV4
     )
-    EndTxnRequest = _EndTxnRequestV0 | _EndTxnRequestV1 | _EndTxnRequestV2 | _EndTxnRequestV3 | _EndTxnRequestV4
-    WriteTxnMarkersRequest = _WriteTxnMarkersRequestV1
+    EndTxnRequest = (
+        _EndTxnRequestV0 | _EndTxnRequestV1 | _EndTxnRequestV2 | _EndTxnRequestV3 | _EndTxnRequestV4 | _EndTxnRequestV5
+    )
+    WriteTxnMarkersRequest = _WriteTxnMarkersRequestV1 | _WriteTxnMarkersRequestV2
     TxnOffsetCommitRequest = (
         _TxnOffsetCommitRequestV0 | _TxnOffsetCommitRequestV1 | _TxnOffsetCommitRequestV2 | _TxnOffsetCommitRequestV3
-        | _TxnOffsetCommitRequestV4
+        | _TxnOffsetCommitRequestV4 | _TxnOffsetCommitRequestV5
     )
     DescribeProducersRequest = _DescribeProducersRequestV0
     DescribeTransactionsRequest = _DescribeTransactionsRequestV0

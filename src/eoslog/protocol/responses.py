@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from kio.schema.end_txn.v2.response import EndTxnResponse as _EndTxnResponseV2
     from kio.schema.end_txn.v3.response import EndTxnResponse as _EndTxnResponseV3
     from kio.schema.end_txn.v4.response import EndTxnResponse as _EndTxnResponseV4
+    from kio.schema.end_txn.v5.response import EndTxnResponse as _EndTxnResponseV5
     from kio.schema.fetch.v4.response import FetchResponse as _FetchResponseV4
     from kio.schema.fetch.v5.response import FetchResponse as _FetchResponseV5
     from kio.schema.fetch.v6.response import FetchResponse as _FetchResponseV6
@@ -217,6 +218,7 @@ if TYPE_CHECKING:
     from kio.schema.produce.v9.response import ProduceResponse as _ProduceResponseV9
     from kio.schema.produce.v10.response import ProduceResponse as _ProduceResponseV10
     from kio.schema.produce.v11.response import ProduceResponse as _ProduceResponseV11
+    from kio.schema.produce.v12.response import ProduceResponse as _ProduceResponseV12
     from kio.schema.sasl_authenticate.v0.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV0
     from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV1
     from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV2
@@ -240,10 +242,12 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v2.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV2
     from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV3
     from kio.schema.txn_offset_commit.v4.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV4
+    from kio.schema.txn_offset_commit.v5.response import TxnOffsetCommitResponse as _TxnOffsetCommitResponseV5
     from kio.schema.update_features.v0.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV0
     from kio.schema.update_features.v1.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV1
     from kio.schema.update_features.v2.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV2
     from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse as _WriteTxnMarkersResponseV1
+    from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse as _WriteTxnMarkersResponseV2
 
     from eoslog.protocol.describe_transactions_v0 import DescribeTransactionsResponse as _DescribeTransactionsResponseV0
 
@@ -254,7 +258,7 @@ if TYPE_CHECKING:
     )
     ProduceResponse = (
         _ProduceResponseV3 | _ProduceResponseV4 | _ProduceResponseV5 | _ProduceResponseV6 | _ProduceResponseV7
-        | _ProduceResponseV8 | _ProduceResponseV9 | _ProduceResponseV10 | _ProduceResponseV11
+        | _ProduceResponseV8 | _ProduceResponseV9 | _ProduceResponseV10 | _ProduceResponseV11 | _ProduceResponseV12
     )
     FetchResponse = (
         _FetchResponseV4 | _FetchResponseV5 | _FetchResponseV6 | _FetchResponseV7 | _FetchResponseV8 | _FetchResponseV9
@@ -276,11 +280,14 @@ if TYPE_CHECKING:
         _AddOffsetsToTxnResponseV0 | _AddOffsetsToTxnResponseV1 | _AddOffsetsToTxnResponseV2
         | _AddOffsetsToTxnResponseV3 | _AddOffsetsToTxnResponseV4
     )
-    EndTxnResponse = _EndTxnResponseV0 | _EndTxnResponseV1 | _EndTxnResponseV2 | _EndTxnResponseV3 | _EndTxnResponseV4
-    WriteTxnMarkersResponse = _WriteTxnMarkersResponseV1
+    EndTxnResponse = (
+        _EndTxnResponseV0 | _EndTxnResponseV1 | _EndTxnResponseV2 | _EndTxnResponseV3 | _EndTxnResponseV4
+        | _EndTxnResponseV5
+    )
+    WriteTxnMarkersResponse = _WriteTxnMarkersResponseV1 | _WriteTxnMarkersResponseV2
     TxnOffsetCommitResponse = (
         _TxnOffsetCommitResponseV0 | _TxnOffsetCommitResponseV1 | _TxnOffsetCommitResponseV2
-        | _TxnOffsetCommitResponseV3 | _TxnOffsetCommitResponseV4
+        | _TxnOffsetCommitResponseV3 | _TxnOffsetCommitResponseV4 | _TxnOffsetCommitResponseV5
     )
     DescribeProducersResponse = _DescribeProducersResponseV0
     DescribeTransactionsResponse = _DescribeTransactionsResponseV0

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from eoslog.errors import Errors, KafkaError
+from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.records import ControlRecordType, RecordValidationError, build_control_batch
 from eoslog.replica.group_commit import GroupCommit
 from eoslog.replica.partition import (
@@ -48,6 +49,7 @@ from eoslog.replica.stats import FetchWaitStats, TopicStats
 from eoslog.replica.verification import (
     TransactionSupportedOperation,
     TransactionVerifier,
+    Verified,
     verify_transactional_batch,
 )
 from eoslog.storage import AppendInfo, AppendOrigin, LogManager
@@ -84,6 +86,7 @@ class TxnMarkerWrite(NamedTuple):
     producer_epoch: int
     coordinator_epoch: int
     commit: bool
+    transaction_version: int = 0  # 2+: the marker's epoch must be above the producer's (KIP-890 part 2)
 
 
 class FetchParams(NamedTuple):
@@ -219,19 +222,22 @@ class ReplicaManager:
             if partition is None:
                 results[tp] = ProduceResult(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
+            added = False
             if transactional_id is not None:
                 if self.verifier is None:
                     raise RuntimeError("a transactional produce reached a broker without a transaction verifier")
-                refused = await verify_transactional_batch(self.verifier, transactional_id, partition, records,
-                                                           operation)
-                if refused is not None:
-                    results[tp] = ProduceResult(refused[0], message=refused[1])
+                verified = await verify_transactional_batch(self.verifier, transactional_id, partition, records,
+                                                            operation)
+                if not isinstance(verified, Verified):
+                    results[tp] = ProduceResult(verified[0], message=verified[1])
                     continue
+                added = verified is Verified.ADDED
             if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
                 results[tp] = ProduceResult(Errors.INVALID_TOPIC_EXCEPTION,
                                             message=f"Cannot append to internal topic {tp.topic}")
                 continue
-            result, info = self._append_to_leader(partition, records, origin, required_acks)
+            result, info = self._append_to_leader(partition, records, origin, required_acks,
+                                                  TRANSACTION_VERSION_2 if added else 0)
             results[tp] = result
             if (info is not None and required_acks == ACKS_ALL
                     and not self._replicated(tp, partition, info.last_offset + 1, results)):
@@ -243,10 +249,11 @@ class ReplicaManager:
         return results
 
     def _append_to_leader(self, partition: Partition, records: bytes, origin: AppendOrigin,
-                          required_acks: int) -> tuple[ProduceResult, AppendInfo | None]:
+                          required_acks: int, transaction_version: int = 0) -> tuple[ProduceResult, AppendInfo | None]:
+        """``transaction_version`` 2: a v2 producer's partition was just added to its transaction."""
         try:
             # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).
-            info = partition.append_records_to_leader(records, origin, required_acks)
+            info = partition.append_records_to_leader(records, origin, required_acks, transaction_version)
         except KafkaError as e:
             # Kafka answers append errors with the partition's log start offset: on
             # UNKNOWN_PRODUCER_ID clients compare it with their last acked offset to tell
@@ -302,13 +309,15 @@ class ReplicaManager:
             await self._wait_for_isr({tp: required_offset}, results, timeout_ms)
         return results[tp].error if tp in results else Errors.NONE
 
-    def append_coordinator_records(self, tp: TopicPartition, records: bytes) -> AppendInfo:
-        """A coordinator's batch (origin COORDINATOR, acks=all). Raises KafkaError; OSError
-        as KAFKA_STORAGE_ERROR. Does not wait for followers: on a single node the ISR is
-        this broker, and the append is complete when this returns."""
+    def append_coordinator_records(self, tp: TopicPartition, records: bytes,
+                                   transaction_version: int = 0) -> AppendInfo:
+        """A coordinator's batch (origin COORDINATOR, acks=all; a marker's ``transaction_version``).
+        Raises KafkaError; OSError as KAFKA_STORAGE_ERROR. Does not wait for followers: on a
+        single node the ISR is this broker, and the append is complete when this returns."""
         partition = self.partition_or_error(tp)
         try:
-            info = partition.append_records_to_leader(records, AppendOrigin.COORDINATOR, ACKS_ALL)
+            info = partition.append_records_to_leader(records, AppendOrigin.COORDINATOR, ACKS_ALL,
+                                                      transaction_version)
         except OSError as e:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"{tp.topic}-{tp.partition}: {e}") from e
         self._appended(tp)
@@ -316,7 +325,7 @@ class ReplicaManager:
         return info
 
     def write_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                         coordinator_epoch: int, commit: bool) -> Errors:
+                         coordinator_epoch: int, commit: bool, transaction_version: int = 0) -> Errors:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers): the producer's
         transaction in ``tp`` ends and the last stable offset moves."""
         batch = build_control_batch(
@@ -325,7 +334,7 @@ class ReplicaManager:
             coordinator_epoch=coordinator_epoch, timestamp=self.clock_ms(),
         )
         try:
-            self.append_coordinator_records(tp, batch)
+            self.append_coordinator_records(tp, batch, transaction_version)
         except KafkaError as e:
             if e.error is Errors.KAFKA_STORAGE_ERROR:
                 log.error("marker for %s-%d not written: %s", tp.topic, tp.partition, e)
@@ -347,7 +356,7 @@ class ReplicaManager:
         ends: dict[int, tuple[TopicPartition, int]] = {}
         for i, m in enumerate(markers):
             errors.append(self.write_txn_marker(m.tp, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                                m.commit))
+                                                m.commit, m.transaction_version))
             if errors[i] is Errors.NONE:
                 ends[i] = (m.tp, self.partition_or_error(m.tp).log.log_end_offset)
         waits = [self.wait_for_replication(tp, end, timeout_ms) for tp, end in ends.values()]

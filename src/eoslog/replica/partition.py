@@ -222,9 +222,11 @@ class Partition:
 
     # -- appends --------------------------------------------------------------------------
 
-    def append_records_to_leader(self, records: bytes, origin: AppendOrigin, required_acks: int) -> AppendInfo:
+    def append_records_to_leader(self, records: bytes, origin: AppendOrigin, required_acks: int,
+                                 transaction_version: int = 0) -> AppendInfo:
         """Append as leader; raises KafkaError (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
-        or storage's refusal) with nothing written."""
+        or storage's refusal) with nothing written. ``transaction_version``: a coordinator's
+        marker's (its epoch checks)."""
         self._require_leader()
         min_isr = self.log.config.min_insync_replicas
         if required_acks == ACKS_ALL and len(self.isr) < min_isr:
@@ -233,7 +235,7 @@ class Partition:
                 f"the size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {min_isr} for partition {self.log.topic}-{self.log.partition}",
             )
-        info = self.log.append_as_leader(records, origin)
+        info = self.log.append_as_leader(records, origin, transaction_version)
         self.maybe_increment_high_watermark()
         return info
 

@@ -317,7 +317,8 @@ class PartitionLog:
 
     # -- appending ----------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append_as_leader(self, records: bytes, origin: AppendOrigin = AppendOrigin.CLIENT,
+                         transaction_version: int = 0) -> AppendInfo:
         """Validate a record set as ``origin`` requires, assign offsets and append it.
 
         CLIENT (a producer's batch): Kafka's full validation (magic, CRC, sizes, one batch,
@@ -325,7 +326,9 @@ class PartitionLog:
         among its producer's last five is answered with its first offsets and not written
         again, and the producer's epoch and sequence are checked. COORDINATOR (a coordinator
         of this broker: its own batches and COMMIT/ABORT markers): batch structure and sizes,
-        the producer epoch (and a marker's coordinator epoch), no sequences.
+        the producer epoch (and a marker's coordinator epoch), no sequences; a marker of a
+        transaction of ``transaction_version`` 2+ must carry an epoch above its producer's (for
+        CLIENT: a v2 transaction just added here, which must start at sequence 0).
 
         Raises InvalidRecordError / ProducerStateError (carrying the Kafka error) without
         writing anything. The high watermark is not moved: that is the replica layer's job
@@ -362,7 +365,7 @@ class PartitionLog:
                                       True)
             for _, h in batches:
                 if h.producer_id >= 0:
-                    producers.validate(h, offset)  # raises ProducerStateError
+                    producers.validate(h, offset, transaction_version)  # raises ProducerStateError
                 offset += h.last_offset_delta + 1
         else:
             view = memoryview(records)
@@ -370,7 +373,8 @@ class PartitionLog:
                 if h.is_control:
                     markers = markers or {}
                     _, coordinator_epoch = markers[pos] = control_marker(view[pos : pos + h.size])
-                    producers.validate_marker(h.producer_id, h.producer_epoch, coordinator_epoch, offset)
+                    producers.validate_marker(h.producer_id, h.producer_epoch, coordinator_epoch, offset,
+                                              transaction_version)
                 elif h.producer_id >= 0:
                     producers.validate_epoch(h, offset)
                 offset += h.last_offset_delta + 1

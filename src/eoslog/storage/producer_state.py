@@ -35,12 +35,14 @@ from pathlib import Path
 import crc32c
 
 from eoslog.errors import Errors, KafkaError
+from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from eoslog.storage.fileio import atomic_write
 
 log = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
+EPOCH_MAX = 2**15 - 1  # Short.MaxValue: never handed out, so a coordinator can always fence
 INT32_MAX = 2**31 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -59,7 +61,7 @@ class CompletedTxn:
     """A transaction ended in this partition by a COMMIT or ABORT marker."""
 
     producer_id: int
-    first_offset: int  # the transaction's first offset here (the marker's if it wrote nothing)
+    first_offset: int  # the transaction's first offset here
     last_offset: int  # the marker's offset
     is_aborted: bool
 
@@ -148,11 +150,21 @@ class ProducerAppendInfo:
             )
         return entry
 
-    def validate(self, h: BatchHeader, offset: int) -> None:
-        """Check one (non-duplicate) batch; raises ProducerStateError."""
+    def validate(self, h: BatchHeader, offset: int, transaction_version: int = 0) -> None:
+        """Check one (non-duplicate) batch; raises ProducerStateError. ``transaction_version`` 2:
+        the batch's v2 transaction was just added to this partition (Kafka's VerificationGuard
+        with supportsEpochBump): every v2 transaction starts a partition at sequence 0."""
         pid, epoch, first_seq = h.producer_id, h.producer_epoch, h.base_sequence
         entry = self.validate_epoch(h, offset)
         where = f"producer {pid} at offset {offset} in {self._manager.partition_name}"
+        current = self._manager.producers.get(pid)
+        if transaction_version >= TRANSACTION_VERSION_2 and first_seq not in (0, NO_SEQUENCE) and (
+                current is None or not current.batches):
+            raise ProducerStateError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Invalid sequence number for {where}: {first_seq} (incoming seq. number). Expected sequence 0 "
+                "for transactions v2 idempotent producer with no existing state.",
+            )
         if not h.is_transactional and entry.current_txn_first_offset >= 0:
             raise ProducerStateError(
                 Errors.INVALID_TXN_STATE,
@@ -204,15 +216,27 @@ class ProducerAppendInfo:
 
 
     def validate_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                        offset: int) -> None:
-        """Kafka's checks for a COMMIT/ABORT marker written by a transaction coordinator."""
+                        offset: int, transaction_version: int = 0) -> None:
+        """Kafka's checks for a COMMIT/ABORT marker written by a transaction coordinator. From
+        transaction version 2 the coordinator bumps the epoch at every end, so the marker must
+        carry an epoch above the producer's (Kafka's ProducerAppendInfo.checkProducerEpoch) —
+        except the same epoch again once that transaction has ended (a marker written twice)."""
         _, entry = self._entry(producer_id)
         where = f"producer {producer_id} at offset {offset} in {self._manager.partition_name}"
-        if producer_epoch < entry.producer_epoch:
+        current = entry.producer_epoch
+        if transaction_version >= TRANSACTION_VERSION_2:
+            if producer_epoch <= current and not (
+                    producer_epoch == current and (entry.current_txn_first_offset < 0 or producer_epoch == EPOCH_MAX)):
+                raise ProducerStateError(
+                    Errors.INVALID_PRODUCER_EPOCH,
+                    f"Epoch of producer {producer_id} at offset {offset} in {self._manager.partition_name} is "
+                    f"{producer_epoch}, which is <= the last seen epoch {current} (TV{transaction_version})",
+                )
+        elif producer_epoch < current:
             raise ProducerStateError(
                 Errors.INVALID_PRODUCER_EPOCH,
                 f"transaction marker for {where} has epoch {producer_epoch}, smaller than the "
-                f"last seen epoch {entry.producer_epoch}",
+                f"last seen epoch {current}",
             )
         if coordinator_epoch < entry.coordinator_epoch:
             raise ProducerStateError(
@@ -221,16 +245,19 @@ class ProducerAppendInfo:
                 f"older than the last seen {entry.coordinator_epoch}",
             )
 
-    def append_marker(self, h: BatchHeader, coordinator_epoch: int, is_commit: bool) -> CompletedTxn:
-        """Record an appended COMMIT/ABORT control batch: the producer's transaction ends."""
+    def append_marker(self, h: BatchHeader, coordinator_epoch: int, is_commit: bool) -> CompletedTxn | None:
+        """Record an appended COMMIT/ABORT control batch: the producer's transaction ends. A
+        marker of a transaction that wrote nothing here completes none (Kafka's
+        appendEndTxnMarker): nothing to index as aborted, nothing pins the LSO."""
         _, entry = self._entry(h.producer_id)
         if h.producer_epoch > entry.producer_epoch:
             entry.producer_epoch = h.producer_epoch
             entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
-        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else h.base_offset
-        entry.current_txn_first_offset = -1
+        first, entry.current_txn_first_offset = entry.current_txn_first_offset, -1
+        if first < 0:
+            return None
         completed = CompletedTxn(h.producer_id, first, h.base_offset, not is_commit)
         self.completed.append(completed)
         return completed

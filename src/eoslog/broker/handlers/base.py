@@ -113,6 +113,11 @@ async def replicated(ctx: RequestContext, topic: InternalTopic, partition: int, 
     are fsynced (a power cut must not take back an answered write). The error a client
     should see when that fails, as Kafka maps its append errors (NOT_COORDINATOR when this
     broker no longer leads the partition, else COORDINATOR_NOT_AVAILABLE, retriable)."""
+    return await coordinator_write_replicated(topic, partition, error)
+
+
+async def coordinator_write_replicated(topic: InternalTopic, partition: int, error: Errors) -> Errors:
+    """``replicated`` for a write no request context stands behind (a leader's implicit add)."""
     if error is not Errors.NONE:
         return error
     outcome = await topic.wait_replicated(partition, COORDINATOR_WRITE_TIMEOUT_MS)

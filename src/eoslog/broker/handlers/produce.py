@@ -118,4 +118,4 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
 # compresses with gzip, snappy or lz4 only when the broker's Produce range includes v0,
 # and otherwise silently sends uncompressed batches. Clients pick the highest common version, so none sends v0-v2;
 # one that did would have its connection closed, as by Kafka.
-APIS = [ApiSpec(ApiKey.PRODUCE, "Produce", 3, 11, handle_produce, advertised_min_version=0)]
+APIS = [ApiSpec(ApiKey.PRODUCE, "Produce", 3, 12, handle_produce, advertised_min_version=0)]

@@ -35,14 +35,18 @@ from typing import TYPE_CHECKING, Any, cast
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, replicated, response_types, to_ms, versioned
 from eoslog.broker.handlers.offsets import committed_offset, group_refusal, requested_partitions
+from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.coordinator.internal_topic import OFFSETS_TOPIC
 from eoslog.coordinator.producer_id_manager import ProducerIdsExhausted, ProducerIdsUnavailable
 from eoslog.coordinator.transaction import DescribedTransaction
+from eoslog.coordinator.transaction.coordinator import EndTxnResult
 from eoslog.errors import Errors, KafkaError
+from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import request_types
 from eoslog.replica import TxnMarkerWrite
+from eoslog.replica.verification import txn_offset_commit_operation
 from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.types import TopicPartition
 
@@ -73,6 +77,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _UTC = datetime.UTC
+END_TXN_V2_VERSION = 5  # EndTxn v5+, AddPartitionsToTxn v4+: transactions v2 (Kafka's TransactionVersion)
+BROKER_ADD_PARTITIONS_VERSION = 4
 
 
 def _fenced(name: Errors, version: int, first_version: int) -> Errors:
@@ -146,36 +152,39 @@ async def _replicated_txn(ctx: RequestContext, transactional_id: str, error: Err
 # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------------
 
 
-def _add_partitions_results(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
-    """Kafka's rules: without WRITE on the transactional id every partition fails; topics
-    without WRITE or unknown partitions fail, and then nothing else is attempted."""
+def _add_partitions_refused(ctx: RequestContext, txn: Any, version: int) -> dict[TopicPartition, Errors] | None:
+    """Kafka's rules before the coordinator is asked: a client's request (v3 and below) needs
+    WRITE on the transactional id (else every partition fails) and on each topic; a broker's (v4+,
+    its CLUSTER_ACTION checked once) neither. Unknown partitions fail, and then nothing is attempted."""
     tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
-    if not verify_only and not _may_write_txn(ctx, txn.transactional_id):
+    if version < BROKER_ADD_PARTITIONS_VERSION and not _may_write_txn(ctx, txn.transactional_id):
         return dict.fromkeys(tps, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     writable = {t.name for t in txn.topics
-                if verify_only or ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
+                if version >= BROKER_ADD_PARTITIONS_VERSION or ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC,
+                                                                           t.name)}
     failed = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in tps if tp.topic not in writable}
     failed.update({tp: Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in tps
                    if tp not in failed and not ctx.state.partition_exists(tp.topic, tp.partition)})
     if failed:
         return {tp: failed.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in tps}
+    return None
+
+
+async def _add_partitions(ctx: RequestContext, txn: Any, version: int) -> dict[TopicPartition, Errors]:
+    """One transaction of an AddPartitionsToTxn: verified (v4+ verify_only, KIP-890 part 1) or
+    added — by a client (v3 and below: transactions v1) or by a partition leader for a v2
+    producer (v4+: Kafka's transactionVersionForAddPartitionsToTxn)."""
+    refused = _add_partitions_refused(ctx, txn, version)
+    if refused is not None:
+        return refused
+    tps = [TopicPartition(t.name, int(p)) for t in txn.topics for p in t.partitions]
     coordinator = ctx.state.txn_coordinator
-    if verify_only:
+    if version >= BROKER_ADD_PARTITIONS_VERSION and txn.verify_only:
         return coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
-    error = coordinator.add_partitions(txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps)
+    client_version = TRANSACTION_VERSION_2 if version >= BROKER_ADD_PARTITIONS_VERSION else 0
+    error = await LocalTransactionVerifier(coordinator).add_partitions(
+        txn.transactional_id, int(txn.producer_id), int(txn.producer_epoch), tps, client_version)
     return dict.fromkeys(tps, error)
-
-
-async def _add_partitions(ctx: RequestContext, txn: Any, verify_only: bool) -> dict[TopicPartition, Errors]:
-    if verify_only:
-        return _add_partitions_results(ctx, txn, verify_only)
-    results = await ctx.state.txn_coordinator.held(
-        "AddPartitionsToTxn", txn.transactional_id, lambda: _add_partitions_results(ctx, txn, verify_only),
-        lambda r: next(iter(r.values()), Errors.NONE))
-    if any(e is not Errors.NONE for e in results.values()):
-        return results
-    outcome = await _replicated_txn(ctx, txn.transactional_id, Errors.NONE)
-    return dict.fromkeys(results, outcome)
 
 
 def _topic_results(module: ModuleType, results: dict[TopicPartition, Errors], version: int) -> tuple[Any, ...]:
@@ -205,7 +214,7 @@ async def handle_add_partitions_to_txn(
             producer_epoch=versioned(request).v3_and_below_producer_epoch, verify_only=False,
             topics=versioned(request).v3_and_below_topics,
         )
-        results = await _add_partitions(ctx, txn, verify_only=False)
+        results = await _add_partitions(ctx, txn, version)
         return cast("AddPartitionsToTxnResponse", build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                      results_by_topic_v3_and_below=_topic_results(module, results, version)))
     if not ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION):  # v4+ is for brokers only
@@ -214,7 +223,7 @@ async def handle_add_partitions_to_txn(
             error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=()))
     transactions = tuple([
         build(module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
-              topic_results=_topic_results(module, await _add_partitions(ctx, txn, txn.verify_only), version))
+              topic_results=_topic_results(module, await _add_partitions(ctx, txn, version), version))
         for txn in versioned(request).transactions  # v4+: several transactions (brokers)
     ])
     return cast("AddPartitionsToTxnResponse", build(
@@ -243,23 +252,31 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTx
 
 
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    """v5+ is transactions v2 (Kafka's transactionVersionForEndTxn): the epoch is bumped and the
+    answer carries the producer id and epoch the client goes on with."""
     module = response_types(ctx)
     if not _may_write_txn(ctx, request.transactional_id):
-        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        result = EndTxnResult(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         coordinator = ctx.state.txn_coordinator
-        error = await coordinator.held("EndTxn", request.transactional_id, lambda: coordinator.end_transaction(
+        client_version = TRANSACTION_VERSION_2 if ctx.api_version >= END_TXN_V2_VERSION else 0
+        result = await coordinator.held("EndTxn", request.transactional_id, lambda: coordinator.end_transaction(
             request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
-        ), _itself)
-        error = await _replicated_txn(ctx, request.transactional_id, error)
+            client_version,
+        ), lambda r: r.error)
+        error = await _replicated_txn(ctx, request.transactional_id, result.error)
+        if error is not result.error:
+            result = EndTxnResult(error)
     return cast("EndTxnResponse", build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
-                 error_code=error_code(_fenced(error, ctx.api_version, 2))))
+                 error_code=error_code(_fenced(result.error, ctx.api_version, 2)),
+                 producer_id=result.producer_id, producer_epoch=result.producer_epoch))
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     module = response_types(ctx)
     writes = [TxnMarkerWrite(TopicPartition(t.name, int(p)), int(marker.producer_id), int(marker.producer_epoch),
-                             int(marker.coordinator_epoch), bool(marker.transaction_result))
+                             int(marker.coordinator_epoch), bool(marker.transaction_result),
+                             int(getattr(marker, "transaction_version", 0)))  # v2+
               for marker in request.markers for t in marker.topics for p in t.partition_indexes]
     allowed = ctx.allowed_on_cluster(AclOperation.CLUSTER_ACTION)  # brokers only
     timeout_ms = ctx.state.txn_coordinator.config.marker_write_timeout_ms
@@ -290,13 +307,17 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
 
 async def _verify_offsets_partition(ctx: RequestContext, request: TxnOffsetCommitRequest) -> Errors:
     """Kafka 3.6+ checks that the group's partition is in the transaction first (KIP-890),
-    asking the transaction coordinator — another broker's, in a cluster."""
+    asking the transaction coordinator — another broker's, in a cluster; from v5 (transactions
+    v2) it adds the partition instead, the client having sent no AddOffsetsToTxn."""
     verifier = ctx.state.replicas.verifier
     assert verifier is not None
-    error = await verifier.verify_partition(
-        request.transactional_id, int(request.producer_id), int(request.producer_epoch),
-        TopicPartition(OFFSETS_TOPIC, ctx.state.group_coordinator.partition_for(request.group_id)),
-    )
+    tp = TopicPartition(OFFSETS_TOPIC, ctx.state.group_coordinator.partition_for(request.group_id))
+    pid, epoch = int(request.producer_id), int(request.producer_epoch)
+    if txn_offset_commit_operation(ctx.api_version).supports_epoch_bump:
+        ctx.state.group_coordinator.ensure_offsets_topic()  # the group's partition must exist to take a marker
+        error = await verifier.add_partition(request.transactional_id, pid, epoch, tp)
+    else:
+        error = await verifier.verify_partition(request.transactional_id, pid, epoch, tp)
     # As Kafka's AddPartitionsToTxnManager and maybeConvertOffsetCommitError.
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
 
@@ -426,9 +447,9 @@ APIS = [
     ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 6, handle_init_producer_id),
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, handle_add_partitions_to_txn),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, handle_add_offsets_to_txn),
-    ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4, handle_end_txn),
-    ApiSpec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1, handle_write_txn_markers),
-    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4, handle_txn_offset_commit),
+    ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 5, handle_end_txn),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 2, handle_write_txn_markers),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, handle_txn_offset_commit),
     ApiSpec(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, handle_describe_producers),
     ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, handle_describe_transactions),
     ApiSpec(ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 2, handle_list_transactions),

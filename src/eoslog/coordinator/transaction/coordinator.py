@@ -63,7 +63,9 @@ from eoslog.coordinator.transaction.marker_channel import (
     TxnMarkerChannel,
 )
 from eoslog.coordinator.transaction.metadata import (
+    EPOCH_MAX,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     TransactionMetadata,
     TxnTransitMetadata,
     is_epoch_exhausted,
@@ -73,7 +75,7 @@ from eoslog.coordinator.transaction.state_manager import TransactionStateManager
 from eoslog.coordinator.transaction.topic import TransactionStateTopic, TransactionStateTopicConfig
 from eoslog.errors import Errors
 from eoslog.faults import CrashPoints
-from eoslog.features import TRANSACTION_VERSION, Features
+from eoslog.features import TRANSACTION_VERSION, TRANSACTION_VERSION_2, Features
 from eoslog.replica import ReplicaManager
 from eoslog.stats import LatencyHistogram
 from eoslog.types import TopicPartition
@@ -131,6 +133,16 @@ class InitProducerIdResult:
 
 
 @dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn's answer: the error, and with transactions v2 the producer id and epoch the client
+    continues with (-1 when not answered)."""
+
+    error: Errors
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class DescribedTransaction:
     error: Errors
     transactional_id: str
@@ -177,8 +189,12 @@ class TransactionCoordinator:
         self, config: TransactionConfig, state: TransactionStateManager, scheduler: Scheduler,
         generate_producer_id: Callable[[], int], sender: MarkerSender, leader_for: LeaderLookup,
         offsets_partition_for: Callable[[str], int], crash_points: CrashPoints | None = None,
+        transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``transaction_version()``: the finalized transaction.version, which aborts this
+        coordinator starts itself (a fence, a timeout) follow, as Kafka's do."""
         self.config = config
+        self.transaction_version = transaction_version
         self.state = state
         self.scheduler = scheduler
         self._generate_producer_id = generate_producer_id
@@ -216,7 +232,7 @@ class TransactionCoordinator:
 
         return cls(txn_config, TransactionStateManager(topic, value_version), AsyncioScheduler(clock_ms),
                    generate_producer_id, sender, leader_for or local_leader, offsets_partition_for,
-                   CrashPoints.from_env(CRASH_POINTS))
+                   CrashPoints.from_env(CRASH_POINTS), lambda: live.finalized_level(TRANSACTION_VERSION))
 
     def _now(self) -> int:
         return self.scheduler.now_ms()
@@ -402,7 +418,10 @@ class TransactionCoordinator:
         return Errors.NONE, entry.coordinator_epoch, entry.metadata
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Collection[TopicPartition]) -> Errors:
+                       partitions: Collection[TopicPartition], client_transaction_version: int = 0) -> Errors:
+        """AddPartitionsToTxn: a client's (transactions v1), or a partition leader's adding the
+        partition a TV2 producer wrote to (``client_transaction_version`` 2: Kafka's
+        transactionVersionForAddPartitionsToTxn of a v5 request), AddOffsetsToTxn (v1 always)."""
         error, coordinator_epoch, m = self._producer_check(transactional_id, producer_id, producer_epoch)
         if m is None:
             return error
@@ -412,7 +431,8 @@ class TransactionCoordinator:
             return Errors.INVALID_TXN_STATE  # a kept (prepared) transaction can only be ended
         if m.state is TxnState.ONGOING and set(partitions) <= m.partitions:
             return Errors.NONE
-        return self.state.append_transition(m, coordinator_epoch, m.prepare_add_partitions(partitions, self._now()))
+        return self.state.append_transition(m, coordinator_epoch, m.prepare_add_partitions(
+            partitions, self._now(), client_transaction_version))
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> Errors:
         """The group's ``__consumer_offsets`` partition joins the transaction."""
@@ -448,74 +468,148 @@ class TransactionCoordinator:
 
     # -- ending transactions ----------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Errors:
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        client_transaction_version: int = 0) -> EndTxnResult:
         """EndTxn: Errors.NONE once PREPARE_* is in the log (markers follow), or when a retry
-        finds the transaction completed with the same result."""
-        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True)
+        finds the transaction completed with the same result. Transactions v2 (EndTxn v5+,
+        ``client_transaction_version`` 2) answer the producer id and epoch the client goes on with."""
+        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True,
+                                     client_transaction_version=client_transaction_version)
 
     def _fence_and_abort(self, m: TransactionMetadata, fence: TxnTransitMetadata) -> Errors:
-        """Abort ``m``'s open transaction under the bumped epoch of a prepared fence."""
-        error = self._end_transaction(m.transactional_id, fence.producer_id, fence.producer_epoch,
-                                      commit=False, from_client=False)
-        if error != Errors.NONE and m.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+        """Abort ``m``'s open transaction under the bumped epoch of a prepared fence, with the
+        finalized transaction version (Kafka's: "since this is not from client, use server TV")."""
+        result = self._end_transaction(m.transactional_id, fence.producer_id, fence.producer_epoch,
+                                       commit=False, from_client=False,
+                                       client_transaction_version=self.transaction_version())
+        if result.error != Errors.NONE and m.pending_state is TxnState.PREPARE_EPOCH_FENCE:
             m.abandon_transition()
-        return error
+        return result.error
 
     def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         commit: bool, from_client: bool) -> Errors:
+                         commit: bool, from_client: bool, client_transaction_version: int) -> EndTxnResult:
         if not transactional_id:
-            return Errors.INVALID_REQUEST
+            return EndTxnResult(Errors.INVALID_REQUEST)
         error, entry = self.state.get(transactional_id)
         if error != Errors.NONE:
-            return error
+            return EndTxnResult(error)
         if entry is None:
-            return Errors.INVALID_PRODUCER_ID_MAPPING
+            return EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
         m = entry.metadata
-        # A client must send its current pair (the newer one of a kept transaction); a fence
-        # (from_client False) a newer epoch of the transaction's producer id.
-        expected_id, expected_epoch = m.client_producer if from_client else (m.producer_id, m.producer_epoch)
-        if producer_id != expected_id:
-            return Errors.INVALID_PRODUCER_ID_MAPPING
-        if (from_client and producer_epoch != expected_epoch) or producer_epoch < expected_epoch:
-            return Errors.PRODUCER_FENCED
-        if m.pending_transition_in_progress and m.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
-            return Errors.CONCURRENT_TRANSACTIONS
-        same, other = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
-            TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
-        if m.state is same:
-            return Errors.NONE  # a retry of an EndTxn that completed
-        if m.state is other:
-            return Errors.CONCURRENT_TRANSACTIONS  # a retry while the markers are on their way
-        if m.state is not TxnState.ONGOING:
-            log.info("%s: EndTxn(%s) in state %s", transactional_id, "commit" if commit else "abort",
-                     m.state.kafka_name)
-            return Errors.INVALID_TXN_STATE
+        # A kept KIP-939 transaction ends as in transactions v1 whatever the client speaks: its
+        # markers already carry an epoch above its batches' (TransactionMetadata.marker_producer).
+        tv2 = client_transaction_version >= TRANSACTION_VERSION_2 and not m.is_kept
+        decided = (self._end_decision_v2(m, producer_id, producer_epoch, commit, from_client) if tv2
+                   else self._end_decision_v1(m, producer_id, producer_epoch, commit, from_client))
+        if isinstance(decided, EndTxnResult):
+            if decided.error not in (Errors.NONE, Errors.CONCURRENT_TRANSACTIONS):
+                log.info("%s: EndTxn(%s) of producer %d epoch %d in state %s: %s", transactional_id,
+                         "commit" if commit else "abort", producer_id, producer_epoch, m.state.kafka_name,
+                         decided.error.name)
+            return decided
+        state, no_partition_added = decided
         fencing = not commit and m.pending_state is TxnState.PREPARE_EPOCH_FENCE
         if fencing:
-            m.begin_fenced_abort(producer_epoch)
-        prepared = m.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                                             self._now())
+            m.begin_fenced_abort(producer_epoch, client_transaction_version if tv2 else 0)
+        try:
+            # Kafka's TV2 EndTxn: a new producer id when this bump uses the last epochs up.
+            rotated = self._generate_producer_id() if tv2 and m.is_producer_epoch_exhausted else NO_PRODUCER_ID
+        except (ProducerIdsExhausted, ProducerIdsUnavailable) as e:
+            if fencing:
+                m.pending_state = TxnState.PREPARE_EPOCH_FENCE  # nothing was written: the fence stays pending
+            return EndTxnResult(Errors.COORDINATOR_LOAD_IN_PROGRESS if isinstance(e, ProducerIdsUnavailable)
+                                else Errors.UNKNOWN_SERVER_ERROR)
+        prepared = m.prepare_abort_or_commit(state, self._now(), client_transaction_version if tv2 else 0,
+                                             rotated, no_partition_added)
         self._crash_points.reached("before_prepare")
         started = time.perf_counter()
         error = self.state.append_transition(m, entry.coordinator_epoch, prepared)
         prepared_at = time.perf_counter()
         if error != Errors.NONE:
-            if fencing:
+            if fencing and not tv2:
                 m.has_failed_epoch_fence = True
                 log.warning("%s: fencing epoch %d not written (%s); it was never handed out",
                             transactional_id, producer_epoch, error)
-            return error
+            return EndTxnResult(error)
         self._crash_points.reached("after_prepare")
         # The outcome is decided: answer now, deliver the markers, then write COMPLETE_*.
         marker_producer = m.marker_producer
         complete = m.prepare_complete(self._now())
         partition = self.state.partition_for(transactional_id)
-        self.markers.add(PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
-                                            set(prepared.partitions), marker_producer=marker_producer,
-                                            durable_at=(partition, self.state.topic.appended_end.get(partition, 0)),
-                                            prepared_at=prepared_at))
+        pending = PendingCompleteTxn(transactional_id, entry.coordinator_epoch, m, complete,
+                                     set(prepared.partitions), marker_producer=marker_producer,
+                                     durable_at=(partition, self.state.topic.appended_end.get(partition, 0)),
+                                     prepared_at=prepared_at)
         self.counts.end_phases["prepare"].observe(prepared_at - started)
-        return Errors.NONE
+        # No marker to write (a v2 abort of nothing): complete at once, as Kafka's
+        # addTxnMarkersToSend does; only a retriable failure of that append goes to the channel.
+        if prepared.partitions or self._on_markers_written(pending):
+            self.markers.add(pending)
+        return EndTxnResult(Errors.NONE, complete.producer_id, complete.producer_epoch)
+
+    def _end_decision_v1(self, m: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                         from_client: bool) -> tuple[TxnState, bool] | EndTxnResult:
+        """Transactions v1 (Kafka's endTransactionWithTV1): the state to prepare, or the answer."""
+        # A client must send its current pair (the newer one of a kept transaction); a fence
+        # (from_client False) a newer epoch of the transaction's producer id.
+        expected_id, expected_epoch = m.client_producer if from_client else (m.producer_id, m.producer_epoch)
+        if producer_id != expected_id:
+            return EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if (from_client and producer_epoch != expected_epoch) or producer_epoch < expected_epoch:
+            return EndTxnResult(Errors.PRODUCER_FENCED)
+        if m.pending_transition_in_progress and m.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
+            return EndTxnResult(Errors.CONCURRENT_TRANSACTIONS)
+        same, other = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
+            TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+        if m.state is same:
+            return EndTxnResult(Errors.NONE, *m.client_producer)  # a retry of an EndTxn that completed
+        if m.state is other:
+            return EndTxnResult(Errors.CONCURRENT_TRANSACTIONS)  # a retry while the markers are on their way
+        if m.state is not TxnState.ONGOING:
+            return EndTxnResult(Errors.INVALID_TXN_STATE)
+        return (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT), False
+
+    def _end_decision_v2(self, m: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                         from_client: bool) -> tuple[TxnState, bool] | EndTxnResult:
+        """Transactions v2 (Kafka 4.4's TransactionCoordinator.endTransaction): a retry is told
+        apart from the next EndTxn by the epoch, which every EndTxn bumps — a retry carries the
+        epoch before the bump (or, after an overflow, the last epoch of the previous producer id);
+        an abort with nothing added (Empty, or right after a completed transaction) is allowed and
+        bumps the epoch too."""
+        fence = m.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (not fence and m.last_producer_id == producer_id and producer_epoch == EPOCH_MAX - 1
+                             and m.producer_epoch == 0)
+        retry_on_bump = not fence and m.producer_epoch == producer_epoch + 1
+        if fence:
+            valid = (not from_client or producer_epoch == m.producer_epoch) and producer_epoch >= m.producer_epoch
+        elif m.state.is_prepared:
+            valid = retry_on_bump
+        elif m.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == m.producer_epoch
+        else:
+            valid = producer_epoch == m.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if m.pending_transition_in_progress and not fence:
+            return EndTxnResult(Errors.CONCURRENT_TRANSACTIONS)
+        if m.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return EndTxnResult(Errors.PRODUCER_FENCED)
+        ended, pending = (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit else (
+            TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+        if m.state is TxnState.ONGOING:
+            return pending, False
+        if m.state is ended:  # the same outcome: a retry is answered with where it left the producer
+            return EndTxnResult(Errors.NONE, m.producer_id, m.producer_epoch) if is_retry else (
+                EndTxnResult(Errors.INVALID_TXN_STATE) if commit else (TxnState.PREPARE_ABORT, True))
+        if m.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY):
+            # A commit after an abort (or of nothing) is refused; an abort of nothing is allowed.
+            if commit or is_retry:
+                return EndTxnResult(Errors.INVALID_TXN_STATE)
+            return TxnState.PREPARE_ABORT, True
+        if m.state is pending:
+            return EndTxnResult(Errors.CONCURRENT_TRANSACTIONS)
+        return EndTxnResult(Errors.INVALID_TXN_STATE)  # the other prepared outcome
 
     def _on_markers_written(self, p: PendingCompleteTxn) -> bool:
         """Every marker is written: COMPLETE_*, if this coordinator still owns the id at

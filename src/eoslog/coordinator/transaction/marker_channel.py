@@ -42,6 +42,9 @@ class TxnMarker:
     commit: bool
     coordinator_epoch: int
     partitions: tuple[TopicPartition, ...]
+    # The transaction's protocol (WriteTxnMarkers v2): from 2 on a partition takes the marker only
+    # with an epoch above its producer's (KIP-890 part 2).
+    transaction_version: int = 0
 
 
 # (node id, markers) → one {partition: error} per marker, in order.
@@ -77,7 +80,8 @@ class PendingCompleteTxn:
 
     def marker(self, partitions: Sequence[TopicPartition]) -> TxnMarker:
         producer_id, epoch = self.marker_producer or (self.transit.producer_id, self.transit.producer_epoch)
-        return TxnMarker(producer_id, epoch, self.commit, self.coordinator_epoch, tuple(partitions))
+        return TxnMarker(producer_id, epoch, self.commit, self.coordinator_epoch, tuple(partitions),
+                         self.metadata.client_transaction_version)
 
 
 class TxnMarkerChannel:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from eoslog.coordinator.transaction.log import TWO_PHASE_COMMIT_TIMEOUT_MS, TransactionLogValue
 from eoslog.coordinator.transaction.state import IllegalTransitionError, TxnState, validate_transition
 from eoslog.errors import Errors
+from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,17 @@ class TxnTransitMetadata:
     next_producer_id: int = NO_PRODUCER_ID
     next_producer_epoch: int = NO_PRODUCER_EPOCH
     client_transaction_version: int = 0
+    rotated_producer_id: int = NO_PRODUCER_ID
 
     def log_value(self) -> TransactionLogValue:
-        """The record (Kafka writes the producer id before the transition as the previous one)."""
+        """The record. Kafka writes the producer id before the transition as the previous one,
+        and in NextProducerId either a kept transaction's client id (with NextProducerEpoch) or
+        the id a TV2 transaction moves to when it completes."""
+        next_pid = self.next_producer_id if self.next_producer_id >= 0 else self.rotated_producer_id
         return TransactionLogValue(
             self.producer_id, self.producer_epoch, self.txn_timeout_ms, self.state,
             self.partitions, self.txn_last_update_timestamp, self.txn_start_timestamp,
-            self.next_producer_id, self.next_producer_epoch, self.last_producer_id,
+            next_pid, self.next_producer_epoch, self.last_producer_id,
             self.client_transaction_version,
         )
 
@@ -79,6 +84,7 @@ class TransactionMetadata:
         partitions: Iterable[TopicPartition] = (), txn_start_timestamp: int = -1,
         txn_last_update_timestamp: int, next_producer_id: int = NO_PRODUCER_ID,
         next_producer_epoch: int = NO_PRODUCER_EPOCH, client_transaction_version: int = 0,
+        rotated_producer_id: int = NO_PRODUCER_ID,
     ) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
@@ -95,6 +101,9 @@ class TransactionMetadata:
         # The transaction protocol of the requests that changed the transaction last
         # (Kafka's clientTransactionVersion: 0 for transactions v1 clients, 2 for KIP-890 part 2's).
         self.client_transaction_version = client_transaction_version
+        # Transactions v2: the producer id a prepared transaction moves to (at epoch 0) when it
+        # completes, because its EndTxn exhausted the epochs of this one (Kafka's nextProducerId).
+        self.rotated_producer_id = rotated_producer_id
         self.pending_state: TxnState | None = None
         # A fence whose append failed already bumped the epoch in memory; it is not
         # bumped again (that epoch was never handed out).
@@ -111,6 +120,7 @@ class TransactionMetadata:
             next_producer_id=value.next_producer_id if kept else NO_PRODUCER_ID,
             next_producer_epoch=value.next_producer_epoch if kept else NO_PRODUCER_EPOCH,
             client_transaction_version=value.client_transaction_version,
+            rotated_producer_id=NO_PRODUCER_ID if kept else value.next_producer_id,
         )
 
     def __repr__(self) -> str:
@@ -173,6 +183,7 @@ class TransactionMetadata:
         last_epoch: int | None = None, timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None, start: int | None = None,
         update: int | None = None, next_producer: tuple[int, int] | None = None,
+        client_transaction_version: int | None = None, rotated_producer_id: int | None = None,
     ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
@@ -195,7 +206,9 @@ class TransactionMetadata:
             frozenset(self.partitions if partitions is None else partitions),
             self.txn_start_timestamp if start is None else start,
             self.txn_last_update_timestamp if update is None else update,
-            next_pid, next_epoch, self.client_transaction_version,
+            next_pid, next_epoch,
+            self.client_transaction_version if client_transaction_version is None else client_transaction_version,
+            self.rotated_producer_id if rotated_producer_id is None else rotated_producer_id,
         )
         self.pending_state = state
         return transit
@@ -269,23 +282,53 @@ class TransactionMetadata:
             next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
         )
 
-    def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int,
+                               client_transaction_version: int = 0) -> TxnTransitMetadata:
+        """AddPartitionsToTxn (a client's, or a partition leader's for TV2's implicit add) or
+        AddOffsetsToTxn; the transaction protocol of the request is recorded (Kafka's
+        clientTransactionVersion)."""
         starts = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         return self._prepare(TxnState.ONGOING, partitions=self.partitions | set(added),
-                             start=now if starts else self.txn_start_timestamp, update=now)
+                             start=now if starts else self.txn_start_timestamp, update=now,
+                             client_transaction_version=client_transaction_version)
 
-    def prepare_abort_or_commit(self, state: TxnState, now: int) -> TxnTransitMetadata:
-        return self._prepare(state, update=now)
+    def prepare_abort_or_commit(self, state: TxnState, now: int, client_transaction_version: int = 0,
+                                rotated_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransitMetadata:
+        """PrepareCommit / PrepareAbort. Transactions v2 (``client_transaction_version`` >= 2,
+        Kafka's TransactionMetadata.prepareAbortOrCommit): the epoch is bumped now — the markers
+        and the client's next transaction use the new one, which fences every request of the
+        ending transaction still on its way — and ``rotated_producer_id`` is the id to move to
+        when the bump exhausted this one's epochs. An abort of a transaction that added nothing
+        (``no_partition_added``: Empty or completed, allowed to a TV2 client) starts now."""
+        if client_transaction_version >= TRANSACTION_VERSION_2:
+            if self.producer_epoch == EPOCH_MAX and state is TxnState.PREPARE_ABORT:
+                log.error("%s: aborting producer %d at the last epoch; not bumped", self.transactional_id,
+                          self.producer_id)
+                epoch = self.producer_epoch
+            else:
+                epoch = self.producer_epoch + 1
+            last_epoch = self.producer_epoch
+        else:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        return self._prepare(state, epoch=epoch, last_epoch=last_epoch, update=now,
+                             start=now if no_partition_added else self.txn_start_timestamp,
+                             client_transaction_version=client_transaction_version,
+                             rotated_producer_id=rotated_producer_id)
 
     def prepare_complete(self, now: int) -> TxnTransitMetadata:
-        """COMPLETE_*; a kept transaction's client pair becomes the id's pair."""
+        """COMPLETE_*; a kept transaction's client pair becomes the id's pair; a TV2 transaction
+        whose bump exhausted the epochs moves to epoch 0 of its rotated producer id."""
         state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         # The PREPARE record is in the log, so an epoch fence before it has succeeded.
         self.has_failed_epoch_fence = False
         if self.is_kept:
             return self._prepare(state, producer_id=self.next_producer_id, epoch=self.next_producer_epoch,
                                  partitions=(), update=now, next_producer=(NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
-        return self._prepare(state, partitions=(), update=now)
+        if self.client_transaction_version >= TRANSACTION_VERSION_2 and self.rotated_producer_id >= 0:
+            return self._prepare(state, producer_id=self.rotated_producer_id, epoch=0, partitions=(), update=now,
+                                 rotated_producer_id=NO_PRODUCER_ID)
+        return self._prepare(state, partitions=(), update=now, rotated_producer_id=NO_PRODUCER_ID)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare(TxnState.DEAD, partitions=())
@@ -329,27 +372,41 @@ class TransactionMetadata:
             self.next_producer_id = transit.next_producer_id
             self.next_producer_epoch = transit.next_producer_epoch
         elif target.is_prepared:
-            if (not self._same_producer(transit) or self.partitions != transit.partitions
+            bumped = transit.client_transaction_version >= TRANSACTION_VERSION_2 and not self.is_kept
+            # Transactions v2: the epoch was bumped (Kafka's validProducerEpoch); an abort of a
+            # transaction that added nothing starts at the abort (Kafka's allowedEmptyAbort).
+            producer_ok = (transit.producer_id == self.producer_id
+                           and transit.last_producer_epoch == self.producer_epoch if bumped
+                           else self._same_producer(transit))
+            empty_abort = bumped and target is TxnState.PREPARE_ABORT and self.state in (
+                TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            if (not producer_ok or self.partitions != transit.partitions
                     or transit.txn_timeout_ms != self.txn_timeout_ms
-                    or transit.txn_start_timestamp != self.txn_start_timestamp
+                    or (transit.txn_start_timestamp != self.txn_start_timestamp and not empty_abort)
                     or (transit.next_producer_id, transit.next_producer_epoch)
                     != (self.next_producer_id, self.next_producer_epoch)):
                 raise self._fail(transit)
+            self.producer_epoch, self.last_producer_epoch = transit.producer_epoch, transit.last_producer_epoch
+            self.rotated_producer_id = transit.rotated_producer_id
+            self.txn_start_timestamp = transit.txn_start_timestamp
         elif target in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             client = (transit.producer_id, transit.producer_epoch) == self.client_producer
-            if (not client or transit.txn_timeout_ms != self.txn_timeout_ms
+            rotated = transit.producer_epoch == 0 and transit.producer_id == self.rotated_producer_id >= 0
+            if (not (client or rotated) or transit.txn_timeout_ms != self.txn_timeout_ms
                     or transit.txn_start_timestamp == -1):
                 raise self._fail(transit)
             if transit.producer_id != self.producer_id:
-                self.last_producer_id = self.producer_id  # a kept transaction's client has a new id
+                self.last_producer_id = self.producer_id  # a kept client's or a rotated id
             self.producer_id, self.producer_epoch = transit.producer_id, transit.producer_epoch
             self.next_producer_id = self.next_producer_epoch = NO_PRODUCER_ID
+            self.rotated_producer_id = NO_PRODUCER_ID
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.partitions.clear()
         else:
             # PrepareEpochFence becomes PrepareAbort before anything is written; Dead ends in
             # removal from the cache, never in a completed state.
             raise self._fail(transit)
+        self.client_transaction_version = transit.client_transaction_version
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
         self.pending_state = None
         self.state = target
@@ -358,12 +415,15 @@ class TransactionMetadata:
         """The append of the prepared transition failed: nothing changes."""
         self.pending_state = None
 
-    def begin_fenced_abort(self, bumped_epoch: int) -> None:
-        """The pending PrepareEpochFence turns into PrepareAbort under the bumped epoch
-        (Kafka sets both before the PrepareAbort append; see ``has_failed_epoch_fence``)."""
+    def begin_fenced_abort(self, bumped_epoch: int, client_transaction_version: int = 0) -> None:
+        """The pending PrepareEpochFence turns into PrepareAbort under the bumped epoch.
+        Transactions v1: the epoch is set here (Kafka sets it before the PrepareAbort append; see
+        ``has_failed_epoch_fence``); v2: the PrepareAbort itself bumps the epoch by one, to the
+        same fencing epoch, so nothing changes here if its append fails."""
         if self.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
             raise IllegalTransitionError(f"{self!r}: no epoch fence pending")
         self.pending_state = None
-        self.producer_epoch = bumped_epoch
-        self.last_producer_epoch = NO_PRODUCER_EPOCH
+        if client_transaction_version < TRANSACTION_VERSION_2 or self.is_kept:
+            self.producer_epoch = bumped_epoch
+            self.last_producer_epoch = NO_PRODUCER_EPOCH
         self.next_producer_id = self.next_producer_epoch = NO_PRODUCER_ID

@@ -8,8 +8,9 @@ client's mistake.
 
 The ids are the ``TransactionStatus`` byte of ``__transaction_state`` values and the names
 are what DescribeTransactions and ListTransactions report; both are Kafka's. This is the
-transaction protocol of Kafka 3.x (transaction version 1): PrepareAbort is entered from
-Ongoing or PrepareEpochFence only.
+table of Kafka 4.4, transaction version 2 included: PrepareAbort is also entered from Empty
+and the completed states (an EndTxn abort of a transaction that added nothing, which the
+coordinator allows only to a v2 client).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     # EndTxn(commit).
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    # EndTxn(abort), a timed-out transaction, or a newer instance fencing an older one.
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    # EndTxn(abort), a timed-out transaction, or a newer instance fencing an older one; with
+    # transactions v2 also an abort of nothing (it bumps the epoch).
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT,
+                                 _S.COMPLETE_ABORT}),
     # Every marker of the transaction has been written.
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
