@@ -6,6 +6,7 @@ src/eoslog/kafka_configs.py must match the jars (scripts/kafka_configs.py rewrit
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ import pytest
 from eoslog.broker.handlers.configs import broker_config_entries, topic_config_entries
 from eoslog.config import BrokerConfig, TopicConfig
 from eoslog.protocol.configs import ConfigSource, ConfigType
-from support.deps import require_java
+from support.deps import require, require_java
+from support.kafka_harness import kafka_classpath
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -41,6 +43,9 @@ OWN_DEFAULTS = {
 @pytest.fixture(scope="module")
 def kafka() -> list[dict[str, Any]]:
     require_java()
+    require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
+            "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
+    kafka_classpath()  # fails naming scripts/setup.sh when the reference jars are missing
     return kafka_configs.read_definitions()
 
 
