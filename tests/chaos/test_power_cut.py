@@ -122,6 +122,7 @@ class AckedWriter:
         self.client, self.bootstrap, self.topic = client, bootstrap, topic
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.errors: Counter[str] = Counter()
+        self.fatal: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -133,15 +134,23 @@ class AckedWriter:
         self._stop.set()
         self._thread.join(180)
 
+    @property
+    def running(self) -> bool:
+        """False once stopped, or once the client failed for good (``fatal``)."""
+        return self._thread.is_alive()
+
     def _run(self) -> None:
-        if self.client == CONFLUENT:
-            self._run_confluent()
-        elif self.client == KAFKA_PYTHON:
-            self._run_kafka_python()
-        elif self.client == AIOKAFKA:
-            asyncio.run(self._run_aiokafka())
-        else:
-            self._run_eoslog()
+        try:
+            if self.client == CONFLUENT:
+                self._run_confluent()
+            elif self.client == KAFKA_PYTHON:
+                self._run_kafka_python()
+            elif self.client == AIOKAFKA:
+                asyncio.run(self._run_aiokafka())
+            else:
+                self._run_eoslog()
+        except Exception as e:  # e.g. librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER after a loss
+            self.fatal = e
 
     def _on_done(self, value: bytes, md: Any, error: BaseException | None) -> None:
         """A delivery report of a Python client: its metadata carries ``partition``/``offset``."""
@@ -250,6 +259,17 @@ def lost_or_doubled(acked: dict[bytes, tuple[int, int]], log: dict[tuple[int, in
         [f"stored twice: {doubled[:5]}"] * bool(doubled)
 
 
+def stop_and_check(writers: list[AckedWriter], bootstrap: str) -> tuple[
+        dict[bytes, tuple[int, int]], dict[tuple[int, int], bytes], list[str]]:
+    """Stop the writers (what they have in flight is delivered first) and read the topic: every
+    value acknowledged, what is stored, and ``lost_or_doubled``'s findings."""
+    for w in writers:
+        w.stop()
+    log = stored(bootstrap, writers[0].topic, 2)
+    acked = {v: at for w in writers for v, at in w.acked.items()}
+    return acked, log, lost_or_doubled(acked, log)
+
+
 @pytest.mark.parametrize("policy", ["group-commit", "kafka"])
 def test_acknowledged_writes_survive_power_cuts(cutfs: CutFs, tmp_path: Path, policy: str) -> None:
     node = PowerCutBroker(cutfs, f"acks-{policy}", tmp_path, {"log.flush.policy": policy}).start()
@@ -264,13 +284,9 @@ def test_acknowledged_writes_survive_power_cuts(cutfs: CutFs, tmp_path: Path, po
             node.power_cut()
             node.start()
         time.sleep(2)
-        for w in writers:
-            w.stop()
-        log = stored(node.bootstrap, "acked", 2)
+        acked, log, problems = stop_and_check(writers, node.bootstrap)
     finally:
         node.stop()
-    acked = {v: at for w in writers for v, at in w.acked.items()}
-    problems = lost_or_doubled(acked, log)
     report = f"{policy}: {len(acked)} acknowledged, {len(log)} stored, cuts dropped {node.dropped}, " \
              f"acknowledged per writer {({w.client: len(w.acked) for w in writers})}, " \
              f"writer errors {({w.client: dict(w.errors) for w in writers})}"
@@ -412,6 +428,7 @@ class PowerCutCopyRun(CopyRun):
 
     def bounce_broker(self, down_s: float) -> None:
         try:
+            self.before_cut()
             self.node.power_cut()
             self.note(f"power cut: dropped {self.node.dropped[-1]}")
             time.sleep(down_s)
@@ -419,6 +436,9 @@ class PowerCutCopyRun(CopyRun):
             self.note("broker ready")
         except Exception as exc:  # reported by the control loop
             self.bounce_error = exc
+
+    def before_cut(self) -> None:
+        """What happens to the broker before the power goes (here nothing: the cut is the fault)."""
 
 
 COPY_SCENARIO = Scenario(CONFLUENT, 12_000, 2, 3, broker_kills=CUTS, copier_kills=1, deadline_s=300.0)

@@ -10,14 +10,11 @@ with Kafka's policy the same check finds acknowledged records lost (asserted: it
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
-from eoslog.cluster.zookeeper_server import ZooKeeperServer
-from eoslog.storage.fileio import fsync_dir
 from support.cluster_harness import Cluster, create_topic, read_all
 from support.cutfs import CutFs
 from support.harness import in_parallel, wait_until
@@ -59,20 +56,6 @@ class AckedWriter:
         self.paused.set()
         self.thread.join(30)
         self.producer.flush(120)
-
-
-@pytest.fixture
-def cluster_on_cutfs(cutfs: CutFs, zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    policy = request.node.callspec.params["policy"]
-    root = cutfs.mountpoint / f"cluster-{policy}"
-    root.mkdir()
-    fsync_dir(cutfs.mountpoint)
-    cluster = Cluster(root, overrides={"log.flush.policy": policy}, zookeeper=zookeeper).start()
-    for i in cluster.brokers:  # the harness's own directories: durable before any cut
-        fsync_dir(root / f"broker-{i}")
-    fsync_dir(root)
-    yield cluster
-    cluster.stop()
 
 
 @pytest.mark.parametrize("policy", ["group-commit", "kafka"])

@@ -16,6 +16,13 @@ writeback can make a later write durable before an earlier one in another file. 
 order group commit cannot rely on: it is what a cut keeping ``__transaction_state`` but not the
 partitions' tails looks like.
 
+An fsync can be made to fail (``fail_fsync``): the Nth fsync of a file whose path matches a pattern
+returns EIO and the file's unsynced writes are lost as Linux loses them (PostgreSQL's "fsyncgate"):
+the failed write-back leaves the pages clean, so processes still read what they wrote and a later
+fsync, which succeeds, does not write it again; the disk keeps what it had, and the file's new
+size (a hole of zeros where the lost writes were). A cut then shows the hole. A directory's
+failed fsync leaves its entries as durable as they were. One-shot: later fsyncs succeed.
+
 An fsync takes ``CUTFS_FSYNC_DELAY_MS`` (2 ms by default, an SSD's flush) before it makes
 durable what was written when it ends, so there is unsynced data in flight to lose at a cut.
 
@@ -26,7 +33,9 @@ process sees the file system's state, not the page cache's.
 
 Control (one line per request on the Unix socket, answered with one JSON line):
 ``cut`` [JSON list of patterns written back] → {"dropped_bytes", "dropped_entries", "written_back"},
-``thaw``, ``stats`` → {"fsyncs", "dir_fsyncs", ...}.
+``thaw``, ``stats`` → {"fsyncs", "dir_fsyncs", "failed_fsyncs": [paths], ...},
+``fail_fsync`` JSON {"pattern", "nth"} → {"armed"}: the nth fsync from now of a path matching the
+fnmatch pattern fails with EIO.
 ``CutFs`` (the client) wraps mounting, the control requests and unmounting for tests.
 """
 
@@ -97,7 +106,9 @@ def make_operations() -> Any:
             self.next_fh = 1
             self.frozen = False
             self.fsync_delay_s = float(os.environ.get("CUTFS_FSYNC_DELAY_MS", "2")) / 1000
-            self.stats = {"fsyncs": 0, "dir_fsyncs": 0, "cuts": 0, "writes": 0}
+            self.stats: dict[str, Any] = {"fsyncs": 0, "dir_fsyncs": 0, "cuts": 0, "writes": 0,
+                                          "failed_fsyncs": [], "bytes_lost_by_failed_fsyncs": 0}
+            self.fsync_faults: list[dict[str, Any]] = []  # armed: {"pattern", "nth"} (nth counts down)
 
         # -- helpers ---------------------------------------------------------------
 
@@ -128,6 +139,22 @@ def make_operations() -> Any:
             if path is None:
                 raise FuseOSError(errno.EBADF)
             return self._lookup(path)
+
+        def _fsync_fails(self, path: str | None) -> bool:
+            """Whether this fsync of ``path`` is the armed failure (which then disarms)."""
+            for fault in self.fsync_faults:
+                if path is not None and fnmatch.fnmatchcase(path, fault["pattern"]):
+                    fault["nth"] -= 1
+                    if fault["nth"] == 0:
+                        self.fsync_faults.remove(fault)
+                        self.stats["failed_fsyncs"].append(path)
+                        return True
+            return False
+
+        def fail_fsync(self, pattern: str, nth: int = 1) -> dict[str, Any]:
+            with self.mutex:
+                self.fsync_faults.append({"pattern": pattern, "nth": nth})
+                return {"armed": len(self.fsync_faults)}
 
         def _open_handle(self, node: Node) -> int:
             fh = self.next_fh
@@ -207,6 +234,8 @@ def make_operations() -> Any:
             with self.mutex:
                 self._check()
                 node = self._node(path, fh)
+                if self._fsync_fails(path):
+                    raise FuseOSError(errno.EIO)  # the entries stay as durable as they were
                 node.synced_entries = dict(node.entries)
                 self.stats["dir_fsyncs"] += 1
                 return 0
@@ -289,6 +318,15 @@ def make_operations() -> Any:
             with self.mutex:
                 self._check()
                 node = self._node(path, fh)
+                if self._fsync_fails(path):
+                    if node.dirty_from is not None:
+                        # Linux after a failed write-back: the pages are clean (still read, never
+                        # written again), the disk has its old bytes and, past them, a hole.
+                        self.stats["bytes_lost_by_failed_fsyncs"] += max(len(node.data) - node.dirty_from, 0)
+                        if len(node.data) > len(node.synced):
+                            node.synced.extend(bytes(len(node.data) - len(node.synced)))
+                        node.dirty_from = None
+                    raise FuseOSError(errno.EIO)
                 if node.dirty_from is not None:
                     start = min(node.dirty_from, len(node.synced))
                     node.synced[start:] = node.data[start:]
@@ -356,6 +394,8 @@ def _serve_control(ops: Any, sock_path: str) -> None:
                     answer: dict[str, Any] = ops.cut(json.loads(argument) if argument else None)
                 elif command == "thaw":
                     answer = ops.thaw()
+                elif command == "fail_fsync":
+                    answer = ops.fail_fsync(**json.loads(argument))
                 elif command == "stats":
                     with ops.mutex:
                         answer = dict(ops.stats)
@@ -378,7 +418,7 @@ def main(mountpoint: str, sock_path: str) -> None:
 
 
 class CutFs:
-    """A mounted cutfs: ``cut()``, ``thaw()``, ``stats()``, ``unmount()``."""
+    """A mounted cutfs: ``cut()``, ``thaw()``, ``fail_fsync()``, ``stats()``, ``unmount()``."""
 
     def __init__(self, mountpoint: Path, log_path: Path) -> None:
         self.mountpoint = mountpoint
@@ -408,6 +448,11 @@ class CutFs:
 
     def thaw(self) -> None:
         self._request("thaw")
+
+    def fail_fsync(self, pattern: str, nth: int = 1) -> None:
+        """The ``nth`` fsync from now of a path matching ``pattern`` (fnmatch, from the mount's root:
+        ``/dir/file``) returns EIO and loses the file's unsynced writes, as Linux does."""
+        self._request(f"fail_fsync {json.dumps({'pattern': pattern, 'nth': nth})}")
 
     def stats(self) -> dict[str, Any]:
         return self._request("stats")

@@ -5,6 +5,7 @@ used by test_connection_pipelining.py and test_group_assignment_durable.py)."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from eoslog.storage.fileio import sync_files
 
@@ -19,10 +20,10 @@ class FsyncGate:
         self._open = threading.Event()
         self.rounds_started = 0
 
-    def __call__(self, fds: list[int]) -> None:
+    def __call__(self, files: list[tuple[int, Path]]) -> list[tuple[Path, OSError]]:
         self.rounds_started += 1
         self._open.wait(HANG_GUARD_S)
-        sync_files(fds)
+        return sync_files(files)
 
     def open(self) -> None:
         self._open.set()

@@ -10,6 +10,12 @@ chosen once, here, as the broker's ``MetadataSupport`` (metadata_support.py): a 
 its ZooKeeper session and learns the cluster id before the logs load, registers once its
 listener is bound, and on shutdown first asks the controller to move its leadership away
 (``controlled.shutdown.enable``); one node loads its coordinators at start-up.
+
+When every log directory has failed (a failed fsync or I/O error takes one offline:
+``storage.log_dir_failure``) the broker halts with exit code 1, as Kafka's does: no flush, no
+checkpoint, no clean-shutdown marker, so the next start recovers from what is on disk. First it
+stops accepting, gives the answers already due (KAFKA_STORAGE_ERROR) a moment to leave, and a
+cluster member closes its ZooKeeper session, so the controller moves its leadership at once.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_DRAIN_SECONDS = 5.0
 CHECKPOINT_INTERVAL_S = 60.0
+HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1)
+HALT_DRAIN_SECONDS = 1.0  # answers due when the last log directory failed: a moment to leave
+HALT_CLOSE_SECONDS = 3.0  # a cluster member's ZooKeeper session close, at most
 
 
 @dataclass
@@ -82,7 +91,9 @@ class Broker:
         self.logs = LogManager(
             config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
             int(config["producer.id.expiration.ms"]), replicated=bool(config.zookeeper_connect),
+            on_all_log_dirs_failed=self._all_log_dirs_failed,
         )
+        self._halting = False
         self.advertised = Advertised()
         self.features = Features()
         # The one choice between a single node and a ZooKeeper cluster.
@@ -135,7 +146,8 @@ class Broker:
             from eoslog.metrics.server import MetricsServer, parse_metrics_listener  # uvicorn only when asked
 
             registry, request_metrics = broker_registry(self.state, self.metrics_facts)
-            self.metrics_server = MetricsServer(registry, *parse_metrics_listener(str(config["metrics.listener"])))
+            self.metrics_server = MetricsServer(registry, *parse_metrics_listener(str(config["metrics.listener"])),
+                                                not_ready=self._not_ready)
         self.dispatcher = Dispatcher(self.state, metrics=request_metrics)
         self._servers: list[asyncio.Server] = []
         self.bound: dict[str, int] = {}  # listener name → bound port
@@ -263,6 +275,45 @@ class Broker:
                 job()
             except Exception:
                 log.exception("background job %s failed", getattr(job, "__name__", job))
+
+    def _not_ready(self) -> str | None:
+        """Why the broker is not ready (the metrics listener's ``/ready``), or None."""
+        if self.logs.offline_log_dirs:
+            return "log directories offline: " + ", ".join(map(str, self.logs.offline_log_dirs))
+        if not self.state.serving.is_set():
+            return "starting"
+        return None
+
+    def _all_log_dirs_failed(self) -> None:
+        """No log directory is left online: halt (module docstring)."""
+        if self._halting:
+            return
+        self._halting = True
+        log.critical("halting broker %d: every log directory (%s) has failed; the next start recovers "
+                     "from what is on disk", self.config.node_id, ", ".join(map(str, self.logs.offline_log_dirs)))
+        try:
+            asyncio.get_running_loop().create_task(self._halt())
+        except RuntimeError:  # not serving yet
+            self._exit_now()
+
+    async def _halt(self) -> None:
+        for server in self._servers:
+            server.close()
+        loop = asyncio.get_running_loop()
+        leaving = loop.create_task(self.metadata_support.close())  # a cluster member's registration goes now
+        deadline = loop.time() + HALT_DRAIN_SECONDS
+        while any(not c.idle for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        try:
+            await asyncio.wait_for(leaving, max(HALT_CLOSE_SECONDS - HALT_DRAIN_SECONDS, 0.1))
+        except Exception as e:  # halting anyway: the session then ends at its timeout
+            log.warning("could not close the ZooKeeper session before halting: %r", e)
+        self._exit_now()
+
+    def _exit_now(self) -> None:
+        log.critical("halted (exit code %d)", HALT_EXIT_CODE)
+        sys.stderr.flush()
+        os._exit(HALT_EXIT_CODE)
 
     def _on_signal(self, sig: int) -> None:
         self._signals += 1

@@ -107,6 +107,9 @@ class ReplicaFetcher:
             except (ClientError, OSError) as e:  # the leader is unreachable or went away
                 log.debug("fetcher for leader %d: %s", self.leader_id, e)
                 await asyncio.sleep(self.settings.backoff_s)
+            except KafkaError as e:  # a log directory of this broker failed (group commit's round)
+                log.warning("fetcher for leader %d: %s", self.leader_id, e)
+                await asyncio.sleep(self.settings.backoff_s)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -118,7 +121,8 @@ class ReplicaFetcher:
         if self.partitions.get(tp) is not state:
             return None
         partition = self.replicas.get_partition(tp)
-        if partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch:
+        if (partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch
+                or partition.log.offline):  # (its log directory failed: no offset of it is reported again)
             return None
         return partition
 

@@ -1,5 +1,7 @@
 """The metrics endpoint: ``GET /metrics`` on ``metrics.listener`` (``http://HOST:PORT``),
-prometheus_client's ASGI app served by uvicorn on the broker's event loop.
+prometheus_client's ASGI app served by uvicorn on the broker's event loop, and ``GET /ready``,
+the broker's readiness: 200 while it serves with every log directory online, 503 with the
+reason otherwise (not serving yet, or a log directory offline after a failed fsync).
 
 On the broker's loop, a scrape runs between two requests, so the collectors read state no
 request is half-way through changing; uvicorn's signal handling is left out: the broker
@@ -12,8 +14,9 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -44,11 +47,38 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+READY_PATH = "/ready"
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def metrics_app(registry: CollectorRegistry, not_ready: Callable[[], str | None]) -> Callable[
+        [_Scope, _Receive, _Send], Awaitable[None]]:
+    """The ASGI app: ``/ready`` answered from ``not_ready()`` (None: ready, else why not),
+    every other path by prometheus_client's exposition."""
+    metrics = make_asgi_app(registry)
+
+    async def app(scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] != "http" or scope["path"] != READY_PATH:
+            await metrics(scope, receive, send)
+            return
+        reason = not_ready()
+        body = ("ready\n" if reason is None else f"not ready: {reason}\n").encode()
+        await send({"type": "http.response.start", "status": 200 if reason is None else 503,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
 @dataclass
 class MetricsServer:
     registry: CollectorRegistry
     host: str
     port: int
+    not_ready: Callable[[], str | None] = lambda: None
     _server: uvicorn.Server | None = None
     _task: asyncio.Task[None] | None = None
 
@@ -63,7 +93,8 @@ class MetricsServer:
         except OSError:
             sock.close()
             raise
-        config = uvicorn.Config(make_asgi_app(self.registry), lifespan="off", log_level="warning", access_log=False)
+        config = uvicorn.Config(metrics_app(self.registry, self.not_ready), lifespan="off", log_level="warning",
+                                access_log=False)
         self._server = _EmbeddedServer(config)
         self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]))
         bound = int(sock.getsockname()[1])

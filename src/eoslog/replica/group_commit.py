@@ -19,6 +19,12 @@ A follower (cluster mode) appends what it fetched and then awaits ``synced``: it
 offset tells the leader how far it has the data, which moves the high watermark, so it must
 not pass what is fsynced on the follower too. One round covers all the partitions of a fetch
 (and whatever else was written meanwhile).
+
+A failed fdatasync is never retried: Linux drops the dirty pages a write-back could not write,
+so a second fdatasync would succeed without them and acknowledge records a power cut then
+takes (fsyncgate). The file's log directory goes offline instead (``storage.log_dir_failure``):
+no recovery point or high watermark of its logs moves again, and the replica layer answers
+what waits on them with KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -29,12 +35,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from eoslog.replica.partition import Partition
-from eoslog.storage.fileio import sync_files
+from eoslog.storage.fileio import report_failed_syncs, sync_files
+from eoslog.storage.log import SyncPlan
+from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-_RETRY_AFTER_S = 0.5  # after a failed fsync (the disk may come back; requests time out meanwhile)
 
 
 @dataclass
@@ -63,6 +69,8 @@ class GroupCommit:
             partition.log.flush()
             self._on_durable(partition)
             return
+        if partition.log.offline:
+            return  # nothing of it is made durable any more
         self._dirty[partition.tp] = partition
         if self._task is None or self._task.done():
             # (A new event with a new task: an asyncio.Event belongs to the loop it first waited in.)
@@ -72,12 +80,17 @@ class GroupCommit:
 
     async def synced(self, partitions: Iterable[Partition]) -> None:
         """Return once a round begun after this call has synced ``partitions`` (a follower's
-        appends, before its next fetch reports them to the leader)."""
+        appends, before its next fetch reports them to the leader); KafkaStorageError when the
+        log directory of one of them is offline (its fsync failed: nothing to report)."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        partitions = list(partitions)
         for partition in partitions:
             self.written(partition)
         await waiter
+        offline = [str(p.tp) for p in partitions if p.log.offline]
+        if offline:
+            raise KafkaStorageError(f"not synced, their log directory is offline: {', '.join(offline)}")
 
     def stop(self) -> None:
         if self._task is not None:
@@ -98,29 +111,34 @@ class GroupCommit:
         dirty, self._dirty = self._dirty, {}
         waiters, self._waiters = self._waiters, []
         order = sorted(dirty.values(), key=lambda p: p.tp.topic.startswith("__"))  # internal topics last
-        plans = [(p, plan) for p in order if (plan := p.log.begin_sync()) is not None]
+        plans = [(p, plan) for p in order if (plan := _begin_sync(p)) is not None]
         if not plans:
             _answer(waiters)
             return
-        fds = [fd for _, plan in plans for fd in plan.fds]
-        try:
-            await asyncio.to_thread(sync_files, fds)
-        except OSError:
-            log.exception("fsync of %d partition(s) failed; their acks=all writes wait", len(plans))
-            for p, _ in plans:
-                self._dirty.setdefault(p.tp, p)
-            self._waiters[:0] = waiters
-            await asyncio.sleep(_RETRY_AFTER_S)
-            self._wakeup.set()
-            return
+        files = [file for _, plan in plans for file in plan.files]
+        # Never retried (module docstring): the failures' directories go offline before the
+        # plans below are looked at, so no log of theirs moves its recovery point.
+        report_failed_syncs(await asyncio.to_thread(sync_files, files))
         self.stats.rounds += 1
-        self.stats.files_synced += len(fds)
+        self.stats.files_synced += len(files)
         for p, plan in plans:
+            if p.log.offline:
+                continue
             before = p.log.recovery_point
             p.log.end_sync(plan)
             self.stats.offsets_synced += max(0, p.log.recovery_point - before)
             self._on_durable(p)
         _answer(waiters)
+
+
+def _begin_sync(partition: Partition) -> SyncPlan | None:
+    """The partition's part of a round; None when it has nothing to sync or its directory is offline."""
+    if partition.log.offline:
+        return None
+    try:
+        return partition.log.begin_sync()
+    except KafkaStorageError:  # (its directory went offline just now)
+        return None
 
 
 def _answer(waiters: list[asyncio.Future[None]]) -> None:

@@ -31,6 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from eoslog.errors import Errors, KafkaError
@@ -127,6 +128,7 @@ class ReplicaManager:
         self.stats = TopicStats()
         self.fetch_waits = FetchWaitStats()
         self.group_commit = GroupCommit(self._synced) if group_commit else None
+        logs.log_dir_failure_listeners.append(self.handle_log_dir_failure)
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -194,6 +196,21 @@ class ReplicaManager:
         """A group-commit round made ``partition``'s records durable: its high watermark may move."""
         if partition.maybe_increment_high_watermark():
             self._appended(partition.tp)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: the partitions in ``log_dir`` are offline
+        (every request on them is answered KAFKA_STORAGE_ERROR, ``Partition``); the produces,
+        coordinator writes, markers and fetches waiting on them answer now rather than at their
+        timeout, and clients retry elsewhere (in a cluster, on the replicas the leadership moves to)."""
+        offline = [TopicPartition(*tp) for tp, plog in self.logs.logs.items() if plog.log_dir.path == log_dir]
+        log.warning("broker %d stopped serving %d partition(s) in the failed log directory %s", self.node_id,
+                    len(offline), log_dir)
+        for tp in offline:
+            self._appended(tp)
+
+    def offline_partitions(self) -> int:
+        """Kafka's OfflineReplicaCount: partitions of this broker whose log directory is offline."""
+        return sum(1 for plog in self.logs.logs.values() if plog.offline)
 
     def high_watermark_moved(self, tp: TopicPartition) -> None:
         """The cluster layer moved a high watermark (a follower fetched, the ISR changed)."""

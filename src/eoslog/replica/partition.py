@@ -11,6 +11,11 @@ partition that does not lead answers NOT_LEADER_OR_FOLLOWER to clients.
 On a single node every partition is led here with ISR = {this broker}: the high watermark
 follows the log end offset at once and acks=all completes with the append.
 
+A partition whose log directory went offline (a failed fsync or I/O error,
+``storage.log_dir_failure``) answers KAFKA_STORAGE_ERROR to everything, as Kafka's offline
+partitions do, and its high watermark never moves again: nothing written since its log's last
+successful fsync is acknowledged.
+
 The partition decides when its ISR changes, as Kafka's Partition does: ``maybe_shrink_isr``
 (followers behind for ``replica.lag.time.max.ms`` leave) and ``maybe_expand_isr`` (a
 follower that has caught up joins) propose the new ISR; the cluster layer persists it with a
@@ -29,6 +34,7 @@ from typing import NamedTuple
 from eoslog.errors import Errors, KafkaError
 from eoslog.records import iter_batch_headers
 from eoslog.storage import AppendInfo, AppendOrigin, OffsetOutOfRange, PartitionLog
+from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.storage.txn_index import AbortedTxn
 from eoslog.types import TopicPartition
 
@@ -172,6 +178,8 @@ class Partition:
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[Errors, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, the largest epoch ≤ ``leader_epoch``,
         where it ended here) — a follower truncates to that (KIP-101/KIP-279)."""
+        if self.log.offline:
+            return Errors.KAFKA_STORAGE_ERROR, -1, -1
         if self.role is not Role.LEADER:
             return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
         error = self.check_leader_epoch(current_leader_epoch)
@@ -181,6 +189,9 @@ class Partition:
         return Errors.NONE, epoch, end
 
     def _require_leader(self) -> None:
+        if self.log.offline:
+            raise KafkaStorageError(f"{self.log.topic}-{self.log.partition} is offline: its log directory "
+                                    f"{self.log.log_dir.path} failed")
         if self.role is not Role.LEADER:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
                              f"broker {self.local_broker_id} is not the leader of {self.log.topic}-"
@@ -195,8 +206,8 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """The smallest log end offset of the ISR (the leader's own included: its fsynced end
         when ``durable``), if larger than the current high watermark (Kafka's
-        maybeIncrementLeaderHW)."""
-        if self.role is not Role.LEADER:
+        maybeIncrementLeaderHW). Never once the log is offline."""
+        if self.role is not Role.LEADER or self.log.offline:
             return False
         new = self.log.recovery_point if self.durable else self.log.log_end_offset
         for broker_id in self.isr:
@@ -211,7 +222,10 @@ class Partition:
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """(done, error) for an acks=all write ending below ``required_offset``: done once
         the high watermark reached it; then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
-        shrank below min.insync.replicas meanwhile (Kafka's checkEnoughReplicasReachOffset)."""
+        shrank below min.insync.replicas meanwhile (Kafka's checkEnoughReplicasReachOffset).
+        An offline log answers KAFKA_STORAGE_ERROR at once, whatever was synced before."""
+        if self.log.offline:
+            return True, Errors.KAFKA_STORAGE_ERROR
         if self.role is not Role.LEADER:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
@@ -272,6 +286,8 @@ class Partition:
         """Records from ``fetch_offset``: up to the high watermark for a consumer (the last
         stable offset for read_committed), up to the log end for a follower (whose fetch
         state the caller updated first)."""
+        if self.log.offline:
+            return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
         if self.role is not Role.LEADER:
             return FetchedRecords(Errors.NOT_LEADER_OR_FOLLOWER)
         plog = self.log
@@ -284,6 +300,8 @@ class Partition:
             info = plog.read(fetch_offset, max_bytes, upper_bound=bound, min_one=min_one)
         except OffsetOutOfRange:
             return FetchedRecords(Errors.OFFSET_OUT_OF_RANGE)
+        except KafkaStorageError:
+            return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
         records = info.records
         aborted: tuple[AbortedTxn, ...] | None = None
         if read_committed and replica_id < 0:

@@ -61,7 +61,7 @@ from eoslog.records.batch import (
 )
 from eoslog.records.compression import CompressionType, compress
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
-from eoslog.storage.fileio import fsync_dir
+from eoslog.storage.fileio import fsync_dir, fsync_file
 from eoslog.storage.log import PartitionLog
 from eoslog.storage.log_manager import LogManager
 from eoslog.storage.segment import LogSegment, segment_file_name
@@ -219,7 +219,10 @@ class LogCleaner:
         if (ratio < float(plog.config["min.cleanable.dirty.ratio"]) and not horizon_passed
                 and not self.must_clean_now(plog)):
             return None
-        return self.clean(plog)
+        try:
+            return self.clean(plog)
+        except OSError as e:  # as Kafka's cleaner: the log's directory goes offline
+            raise plog.io_failed("cleaning", e) from e
 
     # -- cleaning --------------------------------------------------------------------------------
 
@@ -350,7 +353,7 @@ class _Output:
     def commit(self) -> Path:
         """fsync and rename to ``.swap``: the replacement is decided."""
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        fsync_file(self._fh.fileno(), self.path)
         self._fh.close()
         swap = self.path.with_name(self.path.name.removesuffix(CLEANED_SUFFIX) + SWAP_SUFFIX)
         os.replace(self.path, swap)

@@ -1,8 +1,14 @@
-"""Crash-safe replacement of small metadata files (checkpoints, snapshots, topic metadata).
+"""Every fsync of storage, and crash-safe replacement of small metadata files (checkpoints,
+snapshots, topic metadata).
 
 Write a temporary file, fsync it, rename it over the target, fsync the directory: after
 a crash the file holds either the old or the new contents, never a mix. Also the fsyncs of
 segments and group-commit rounds, each timed in ``eoslog.stats.LOG_FLUSH``.
+
+A failed fsync is never retried here or by a caller: it takes the file's log directory
+offline (``log_dir_failure``), whoever catches the error afterwards, because Linux drops the
+dirty pages of a failed write-back and a second fsync would succeed without writing them.
+No module of storage calls ``os.fsync``/``os.fdatasync`` but this one (a unit test holds it).
 """
 
 from __future__ import annotations
@@ -14,35 +20,65 @@ from pathlib import Path
 from typing import Any
 
 from eoslog.stats import LOG_FLUSH
+from eoslog.storage.log_dir_failure import LOG_DIR_FAILURES
+
+
+def _failed(kind: str, path: Path | str, error: OSError) -> None:
+    LOG_DIR_FAILURES.maybe_add_offline_log_dir(path, f"{kind} of {path} failed", error)
+
+
+def fsync_file(fd: int, path: Path) -> None:
+    """``os.fsync(fd)`` of ``path`` (an index, a transaction index, a cleaned segment)."""
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        _failed("fsync", path, e)
+        raise
 
 
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as e:
+        _failed("fsync", directory, e)
+        raise
     finally:
         os.close(fd)
 
 
-def timed_fsync(fd: int) -> None:
+def timed_fsync(fd: int, path: Path) -> None:
     """``os.fsync(fd)`` of a segment, counted and timed in ``LOG_FLUSH``."""
     start = time.perf_counter()
-    os.fsync(fd)
+    fsync_file(fd, path)
     LOG_FLUSH.observe(time.perf_counter() - start)
 
 
-def sync_files(fds: list[int]) -> None:
+def sync_files(files: list[tuple[int, Path]]) -> list[tuple[Path, OSError]]:
     """fdatasync each descriptor, then close it (a group-commit round, run off the event
     loop on duplicated descriptors, so a segment closed meanwhile cannot hand its number to
-    another file). Every descriptor is closed even when one fails."""
+    another file). Returns the files whose fdatasync failed, with the error, for the caller to
+    report on the event loop (``report_failed_syncs``); every descriptor is closed."""
+    failed: list[tuple[Path, OSError]] = []
     try:
-        for fd in fds:
+        for fd, path in files:
             start = time.perf_counter()
-            os.fdatasync(fd)
+            try:
+                os.fdatasync(fd)
+            except OSError as e:
+                failed.append((path, e))
+                continue
             LOG_FLUSH.observe(time.perf_counter() - start)  # LogFlushRateAndTimeMs, as Kafka's flushes
     finally:
-        for fd in fds:
+        for fd, _ in files:
             os.close(fd)
+    return failed
+
+
+def report_failed_syncs(failed: list[tuple[Path, OSError]]) -> None:
+    """``sync_files``' failures: their log directories go offline."""
+    for path, error in failed:
+        _failed("fdatasync", path, error)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -50,7 +86,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
-        os.fsync(fh.fileno())
+        fsync_file(fh.fileno(), tmp)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -21,6 +21,8 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from eoslog.storage.fileio import fsync_file
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -46,7 +48,7 @@ class _IndexFile:
             self._pending.clear()
         self._fh.flush()
         if fsync:
-            os.fsync(self._fh.fileno())
+            fsync_file(self._fh.fileno(), self.path)
 
     def close(self) -> None:
         self.flush()

@@ -10,6 +10,7 @@ The last stable offset arrives with transactions; until then it is the high wate
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from eoslog.config import TopicConfig
 from eoslog.errors import Errors
@@ -34,6 +36,7 @@ from eoslog.records.batch import (
 )
 from eoslog.storage.fileio import fsync_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
+from eoslog.storage.log_dir_failure import KafkaStorageError, LogDirState
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from eoslog.storage.segment import DELETED_SUFFIX, LogSegment, RecoveryResult, parse_segment_base
 from eoslog.storage.swap import complete_interrupted_swaps
@@ -79,17 +82,39 @@ class OffsetOutOfRange(Exception):
 @dataclass(frozen=True, slots=True)
 class SyncPlan:
     """One log's part of a group-commit round: descriptors to fdatasync off the event loop
-    (duplicated, closed by the sync) and the log end offset they make durable."""
+    (duplicated, closed by the sync) with their files' paths, and the log end offset they make
+    durable."""
 
     log: PartitionLog
     target: int
     truncations: int
-    fds: list[int]
+    files: list[tuple[int, Path]]
 
 
 # The leader epoch a single eoslog node stamps on the batches it appends (Kafka's leader
 # stamps its epoch; a one-node partition never changes leader, so its epoch stays 0).
 SINGLE_NODE_LEADER_EPOCH = 0
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _storage_io(what: str) -> Callable[[Callable[Concatenate[PartitionLog, _P], _R]],
+                                       Callable[Concatenate[PartitionLog, _P], _R]]:
+    """A log operation that touches its files (Kafka's maybeHandleIOException): refused while
+    the log directory is offline, and an OSError takes the directory offline."""
+    def wrap(method: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Concatenate[PartitionLog, _P], _R]:
+        @functools.wraps(method)
+        def run(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if self.log_dir.offline is not None:
+                raise self._offline_error(what)
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise self.io_failed(what, e) from e
+        return run
+    return wrap
 
 
 class AppendOrigin(Enum):
@@ -114,12 +139,16 @@ class PartitionLog:
         clean_shutdown: bool = True,
         producer_id_expiration_ms: int = 86_400_000,
         high_watermark: int | None = None,
+        log_dir: LogDirState | None = None,
     ) -> None:
+        """``log_dir``: the state of the log directory holding ``directory``, shared by its logs
+        (the log manager's; a log opened on its own has one of its own)."""
         parsed = parse_partition_dir(directory.name)
         if parsed is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
         self.topic, self.partition = parsed
         self.dir = directory
+        self.log_dir = log_dir or LogDirState(directory.parent)
         self.config = config
         self._clock_ms = clock_ms
         if not self.dir.exists():
@@ -263,6 +292,8 @@ class PartitionLog:
             if self.segments:
                 seg.next_offset = base
             verify = not clean_shutdown and base >= self._recovery_floor(bases)
+            if verify:
+                seg.read_from_disk()
             result = seg.load(verify=verify)
             if result.reason is not None:
                 self.recovery_results.append((seg.log_path, result))
@@ -284,6 +315,22 @@ class PartitionLog:
             if b <= self.recovery_point:
                 floor = b
         return floor
+
+    # -- the log directory's failures (storage/log_dir_failure.py) --------------------
+
+    @property
+    def offline(self) -> bool:
+        """Its log directory failed: nothing of this log is served or made durable any more."""
+        return self.log_dir.offline is not None
+
+    def _offline_error(self, what: str) -> KafkaStorageError:
+        return KafkaStorageError(f"{what} {self.topic}-{self.partition}: log directory {self.log_dir.path} is "
+                                 f"offline ({self.log_dir.offline})")
+
+    def io_failed(self, what: str, error: OSError) -> KafkaStorageError:
+        """An I/O error of this log: its directory goes offline."""
+        self.log_dir.fail(f"error while {what} {self.topic}-{self.partition}", error)
+        return KafkaStorageError(f"{what} {self.topic}-{self.partition} failed: {error}")
 
     # -- offsets ---------------------------------------------------------------
 
@@ -333,7 +380,11 @@ class PartitionLog:
         Raises InvalidRecordError / ProducerStateError (carrying the Kafka error) without
         writing anything. The high watermark is not moved: that is the replica layer's job
         (``update_high_watermark``), as only it knows which replicas have the records.
+        KafkaStorageError when the log directory is offline (a retried batch too: it may be
+        one the failed fsync lost) or fails now.
         """
+        if self.log_dir.offline is not None:
+            raise self._offline_error("appending to")
         client = origin is AppendOrigin.CLIENT
         if client:
             batches = validate_produce_batches(records, self.config.max_message_bytes)
@@ -378,13 +429,18 @@ class PartitionLog:
                 elif h.producer_id >= 0:
                     producers.validate_epoch(h, offset)
                 offset += h.last_offset_delta + 1
-        return self._append(records, batches, producers, markers, assign=True)
+        try:
+            return self._append(records, batches, producers, markers, assign=True)
+        except OSError as e:
+            raise self.io_failed("appending to", e) from e
 
     def append_as_follower(self, records: bytes) -> AppendInfo:
         """Append a leader's batches as they are (Kafka's AppendOrigin.REPLICATION): offsets
         kept, CRCs checked, no producer validation — the leader validated them — while
         producer state, open transactions and the aborted-transaction index are rebuilt
         from them exactly as the leader's were."""
+        if self.log_dir.offline is not None:
+            raise self._offline_error("appending to")
         batches = list(iter_batch_headers(records))
         if not batches:
             return AppendInfo(self.log_end_offset, self.log_end_offset - 1, -1, self.log_start_offset, 0)
@@ -399,7 +455,10 @@ class PartitionLog:
             expected = h.next_offset
         view = memoryview(records)
         markers = {pos: control_marker(view[pos : pos + h.size]) for pos, h in batches if h.is_control} or None
-        return self._append(records, batches, self.producer_state.prepare(), markers, assign=False)
+        try:
+            return self._append(records, batches, self.producer_state.prepare(), markers, assign=False)
+        except OSError as e:
+            raise self.io_failed("appending to", e) from e
 
     def _coordinator_batches(self, records: bytes) -> list[tuple[int, BatchHeader]]:
         batches = list(iter_batch_headers(records))
@@ -436,7 +495,7 @@ class PartitionLog:
         markers: dict[int, tuple[bool, int]] | None, *, assign: bool,
     ) -> AppendInfo:
         """Write validated batches; ``markers`` holds (is_commit, coordinator epoch) of each
-        control batch by its position in ``records``."""
+        control batch by its position in ``records`` (an OSError: the callers take the directory offline)."""
         now = self._clock_ms()
         append_time = now if self.config.log_append_time and assign else None
         first = self.log_end_offset if assign else batches[0][1].base_offset
@@ -492,6 +551,7 @@ class PartitionLog:
         if too_big or too_old or offsets_overflow:
             self.roll()
 
+    @_storage_io("rolling")
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset; the old ones are flushed."""
         old = self.active_segment
@@ -516,25 +576,29 @@ class PartitionLog:
             if seg.next_offset > self.recovery_point or seg is self.active_segment:
                 seg.flush(fsync=True)
 
+    @_storage_io("flushing")
     def flush(self) -> None:
         self._flush_segments()
         self.recovery_point = self.log_end_offset
         self._last_flush_ms = self._clock_ms()
 
+    @_storage_io("syncing")
     def begin_sync(self) -> SyncPlan | None:
         """What an fsync round must sync so that everything appended so far survives a power
         cut (None: it already does). The caller syncs ``fds`` and then calls ``end_sync``."""
         target = self.log_end_offset
         if target <= self.recovery_point:
             return None
-        fds = [seg.dup_fd() for seg in self.segments
-               if seg.next_offset > self.recovery_point or seg is self.active_segment]
-        return SyncPlan(self, target, self._truncations, fds)
+        files = [(seg.dup_fd(), seg.log_path) for seg in self.segments
+                 if seg.next_offset > self.recovery_point or seg is self.active_segment]
+        return SyncPlan(self, target, self._truncations, files)
 
     def end_sync(self, plan: SyncPlan) -> None:
         """The round of ``plan`` is on disk: the recovery point moves to its target, unless the
-        log was truncated meanwhile (offsets below the target may now be other, unsynced data)."""
-        if plan.truncations == self._truncations:
+        log was truncated meanwhile (offsets below the target may now be other, unsynced data), or
+        its directory went offline (a failed fsync: the round's data may be lost, and only a start
+        that recovers from what is on disk can tell)."""
+        if plan.truncations == self._truncations and self.log_dir.offline is None:
             self.recovery_point = max(self.recovery_point, min(plan.target, self.log_end_offset))
 
     def maybe_flush_on_time(self, now: int) -> bool:
@@ -558,10 +622,13 @@ class PartitionLog:
         if offset < bound:
             # Only a segment with no batch at or after ``offset`` passes the read on: when
             # its first batch does not fit, the answer is empty, never a later batch.
-            for seg in self._segments_from(offset):
-                data = seg.read(offset, max_bytes, bound, min_one)
-                if data is not None:
-                    break
+            try:
+                for seg in self._segments_from(offset):
+                    data = seg.read(offset, max_bytes, bound, min_one)
+                    if data is not None:
+                        break
+            except OSError as e:
+                raise self.io_failed("reading", e) from e
         return FetchInfo(
             data or b"", self.high_watermark, self.last_stable_offset, self.log_start_offset
         )
@@ -610,6 +677,7 @@ class PartitionLog:
 
     # -- log start offset (DeleteRecords) ------------------------------------------
 
+    @_storage_io("advancing the log start offset of")
     def advance_log_start_offset(self, offset: int) -> bool:
         """Kafka's UnifiedLog.maybeIncrementLogStartOffset: records below ``offset`` are no
         longer readable. Refused above the high watermark; a lower offset changes nothing.
@@ -633,6 +701,7 @@ class PartitionLog:
         log.info("log start offset of %s-%d advanced to %d", self.topic, self.partition, offset)
         return True
 
+    @_storage_io("deleting segments of")
     def delete_segments_below_log_start(self) -> int:
         """Delete the segments wholly below the log start offset (Kafka's
         deleteLogStartOffsetBreachedSegments: a segment goes once the next one starts at or
@@ -648,6 +717,7 @@ class PartitionLog:
 
     # -- retention ---------------------------------------------------------------
 
+    @_storage_io("applying retention to")
     def delete_old_segments(self) -> int:
         """Apply retention.ms and retention.bytes; returns how many segments went.
 
@@ -691,6 +761,7 @@ class PartitionLog:
 
     # -- truncation (a follower diverged from its new leader) ------------------------
 
+    @_storage_io("truncating")
     def truncate_to(self, offset: int) -> int:
         """Cut the log at ``offset`` (KIP-101: records a deposed leader wrote that the new
         leader never had): the batch holding ``offset`` and everything after go, with their
@@ -711,6 +782,7 @@ class PartitionLog:
         self._after_truncation()
         return self.log_end_offset
 
+    @_storage_io("truncating")
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Drop the whole log and start it at ``offset`` (a follower far behind a leader
         whose log now starts later, Kafka's truncateFullyAndStartAt)."""
@@ -733,6 +805,7 @@ class PartitionLog:
 
     # -- lifecycle --------------------------------------------------------------
 
+    @_storage_io("snapshotting the producer state of")
     def snapshot_producer_state(self) -> None:
         """At clean shutdown: a snapshot at the log end, so start-up replays nothing."""
         self.producer_state.take_snapshot()

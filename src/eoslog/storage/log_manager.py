@@ -12,6 +12,13 @@ Files in ``log.dirs`` (Kafka's names where Kafka has the same file):
 - ``<topic>-<partition>/``: the segments.
 
 Files are replaced atomically (write temp, fsync, rename, fsync directory).
+
+A failed fsync or I/O error in the directory takes it offline (``log_dir_failure``): its logs
+answer KAFKA_STORAGE_ERROR, the listeners (the replica layer) are told, checkpoints and the
+clean-shutdown marker are no longer written, and with no log directory left online
+``on_all_log_dirs_failed`` runs (the broker halts, as Kafka's LogManager.handleLogDirFailure
+does). One directory today (``log.dirs``' first); the state is per directory, so several
+(JBOD) can go offline one at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from eoslog.errors import Errors, KafkaError
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.fileio import atomic_write, fsync_dir
 from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
+from eoslog.storage.log_dir_failure import LOG_DIR_FAILURES, LogDirState
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +103,16 @@ class LogManager:
     def __init__(
         self, log_dir: Path, topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
         node_id: int = 0, producer_id_expiration_ms: int = 86_400_000, *, replicated: bool = False,
+        on_all_log_dirs_failed: Callable[[], None] | None = None,
     ) -> None:
         """``replicated`` (cluster mode): logs start at their checkpointed high watermarks,
-        since other replicas may lack what lies above; a single node's start at their end."""
+        since other replicas may lack what lies above; a single node's start at their end.
+        ``on_all_log_dirs_failed``: what to do when no log directory is left (the broker halts)."""
         self.log_dir = log_dir
+        # Watched from now on: a failed fsync of any file under it takes it offline.
+        self.log_dir_state = LOG_DIR_FAILURES.watch(log_dir, self._log_dir_failed)
+        self.log_dir_failure_listeners: list[Callable[[Path], None]] = []
+        self._on_all_log_dirs_failed = on_all_log_dirs_failed
         self.replicated = replicated
         self.topic_defaults = topic_defaults
         self._clock_ms = clock_ms
@@ -143,6 +157,7 @@ class LogManager:
                     clean_shutdown=self.had_clean_shutdown,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                     high_watermark=high_watermarks.get(tp, 0) if self.replicated else None,
+                    log_dir=self.log_dir_state,
                 )
         self._remove_stray_dirs()
         self.checkpoint()
@@ -184,6 +199,7 @@ class LogManager:
             )
 
     def _save_topics(self) -> None:
+        self.log_dir_state.check_online(f"writing {TOPICS_FILE}")
         doc = {
             "version": 1,
             "topics": [
@@ -207,7 +223,32 @@ class LogManager:
                 log.info("removing stray partition directory %s", d)
                 _rmtree(d)
 
+    # -- offline log directories (Kafka's LogManager.handleLogDirFailure) ----------------------
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [self.log_dir] if self.log_dir_state.offline is None else []
+
+    @property
+    def offline_log_dirs(self) -> list[Path]:
+        return [] if self.log_dir_state.offline is None else [self.log_dir]
+
+    def _log_dir_failed(self, state: LogDirState) -> None:
+        """``state``'s directory went offline (called on the event loop once the failing call
+        returned): tell the listeners (the replica layer answers what waits on its partitions),
+        then halt when no log directory is left."""
+        offline = sorted(f"{t}-{p}" for (t, p), lg in self.logs.items() if lg.log_dir is state)
+        log.warning("stopping serving logs in %s: partitions %s are offline", state.path, ", ".join(offline))
+        for listener in self.log_dir_failure_listeners:
+            listener(state.path)
+        if not self.live_log_dirs:
+            log.critical("every log directory (%s) has failed", self.log_dir)
+            if self._on_all_log_dirs_failed is not None:
+                self._on_all_log_dirs_failed()
+
     def checkpoint(self) -> None:
+        if self.log_dir_state.offline is not None:
+            return  # its files are no longer written (Kafka drops an offline dir's checkpoints)
         write_checkpoint(self.log_dir / RECOVERY_POINT_FILE,
                          {tp: lg.recovery_point for tp, lg in self.logs.items()})
         write_checkpoint(self.log_dir / LOG_START_FILE,
@@ -216,10 +257,20 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """``replication-offset-checkpoint`` (also every replica.high.watermark.checkpoint.interval.ms)."""
+        if self.log_dir_state.offline is not None:
+            return
         write_checkpoint(self.log_dir / HIGH_WATERMARK_FILE,
                          {tp: lg.high_watermark for tp, lg in self.logs.items()})
 
     def shutdown(self) -> None:
+        if self.log_dir_state.offline is not None:
+            # No flush, no checkpoint, no clean-shutdown marker: the next start recovers from what
+            # is on disk.
+            log.warning("%s is offline: not shut down cleanly", self.log_dir)
+            for lg in self.logs.values():
+                lg.close()
+            self.release_log_dir_lock()
+            return
         for lg in self.logs.values():
             lg.flush()
             lg.snapshot_producer_state()
@@ -274,10 +325,11 @@ class LogManager:
         return info
 
     def _open_log(self, info: TopicInfo, partition: int) -> None:
+        self.log_dir_state.check_online(f"creating a log of {info.name}")
         tp = (info.name, partition)
         self.logs[tp] = PartitionLog(
             self.log_dir / partition_dir_name(*tp), info.config, self._clock_ms,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms, log_dir=self.log_dir_state,
         )
 
     def delete_topic(self, name: str) -> None:
@@ -427,7 +479,8 @@ class LogManager:
         return None
 
     def all_logs(self) -> Iterator[PartitionLog]:
-        return iter(list(self.logs.values()))
+        """The online logs (background jobs: retention, flushes, expiration, the cleaner)."""
+        return iter([lg for lg in self.logs.values() if lg.log_dir.offline is None])
 
     # -- background work ------------------------------------------------------------
 

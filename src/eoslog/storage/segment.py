@@ -23,7 +23,7 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
-from eoslog.storage.fileio import fsync_dir, reserve, timed_fsync
+from eoslog.storage.fileio import fsync_dir, fsync_file, reserve, timed_fsync
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from eoslog.storage.txn_index import TxnIndex
 
@@ -138,7 +138,7 @@ class LogSegment:
         self.time_index.flush(fsync)
         if fsync:
             self.txn_index.flush()
-            timed_fsync(self._fd)
+            timed_fsync(self._fd, self.log_path)
         self.unflushed_messages = 0
 
     def dup_fd(self) -> int:
@@ -315,6 +315,18 @@ class LogSegment:
         ):
             raise CorruptIndexError(f"{self.time_index.path}: entry past the log end")
         return result
+
+    def read_from_disk(self) -> None:
+        """Before a segment is re-validated after an unclean shutdown: write out what the page
+        cache holds dirty (a crashed process's appends), then drop its cached pages, so that the
+        scan reads the disk. After a failed write-back Linux keeps the pages it could not write,
+        clean, in the cache: read from there they would pass for records on disk, and recovery
+        would keep (and a later fsync would never write) what a power cut then takes."""
+        fsync_file(self._fd, self.log_path)
+        try:
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError as e:  # advice a file system may refuse: recovery then reads what the cache has
+            log.warning("%s: the page cache could not be dropped before recovery: %s", self.log_path, e)
 
     def recover(self) -> RecoveryResult:
         """Re-validate every batch, rebuild both indexes, cut whatever follows the valid

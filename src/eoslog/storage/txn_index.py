@@ -18,6 +18,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from eoslog.storage.fileio import fsync_file
+
 _ENTRY = struct.Struct(">hqqqq")
 VERSION = 0
 
@@ -76,7 +78,7 @@ class TxnIndex:
         if self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                fsync_file(fd, self.path)
             finally:
                 os.close(fd)
 
