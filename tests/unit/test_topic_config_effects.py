@@ -180,3 +180,23 @@ def test_accepted_configs_with_nothing_to_act_on_are_kept(tmp_path: Path) -> Non
             "follower.replication.throttled.replicas": "*", "errors.deadletterqueue.group.enable": "true",
             "compression.zstd.level": "5", "compression.lz4.level": "17", "unclean.leader.election.enable": "true"}
     assert check_topic_config(defaults, kept).overrides.keys() == kept.keys()
+
+
+def test_overrides_an_earlier_eoslog_stored_still_load(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """compression.type=none (accepted before Kafka's values were enforced) loads as Kafka's
+    uncompressed; a value now out of range is dropped for the default, with a warning."""
+    import json
+
+    clock = Clock()
+    logs = open_logs(tmp_path / "data", clock)
+    logs.create_topic("old", 1, {"retention.ms": "1000"})
+    logs.shutdown()
+    topics = tmp_path / "data" / "topics.json"
+    doc = json.loads(topics.read_text())
+    doc["topics"][0]["config"] = {"compression.type": "none", "segment.ms": "0", "retention.ms": "1000"}
+    topics.write_text(json.dumps(doc))
+    again = open_logs(tmp_path / "data", clock)
+    plog = again.get_log("old", 0)
+    assert plog is not None
+    assert plog.config.overrides == {"compression.type": "uncompressed", "retention.ms": 1000}
+    assert "ignoring its stored segment.ms='0'" in caplog.text

@@ -182,7 +182,7 @@ class ZkSupport:
     def topic_config(self, name: str) -> TopicConfig | None:
         # ZooKeeper's overrides: this broker may hold no replica of the topic.
         overrides = self.member.topic_overrides(name)
-        return None if overrides is None else TopicConfig(self.logs.topic_defaults, overrides)
+        return None if overrides is None else self.logs.stored_topic_config(name, overrides)
 
     def topic_overrides(self, name: str) -> dict[str, str] | None:
         return self.member.topic_overrides(name)

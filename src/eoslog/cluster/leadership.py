@@ -93,7 +93,7 @@ class Leadership:
         elif kind == "config":
             assert isinstance(subject, str)
             if subject in self.logs.topics:
-                self.logs.alter_topic_config(subject, dict(self.metadata.topic_configs.get(subject, {})))
+                self.logs.alter_topic_config(subject, dict(self.metadata.topic_configs.get(subject, {})), stored=True)
 
     def _apply_topic(self, topic: str) -> None:
         assigned = {tp.partition for tp in self.metadata.partitions_of(topic)

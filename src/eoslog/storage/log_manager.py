@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eoslog.config import TopicConfig
+from eoslog.config import ConfigError, TopicConfig
 from eoslog.errors import Errors, KafkaError
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.fileio import atomic_write, fsync_dir
@@ -194,9 +194,24 @@ class LogManager:
             held = entry.get("held")
             self.topics[entry["name"]] = TopicInfo(
                 entry["name"], uuid.UUID(entry["id"]), int(entry["partitions"]),
-                TopicConfig(self.topic_defaults, entry.get("config", {})),
+                self.stored_topic_config(entry["name"], entry.get("config", {})),
                 bool(entry.get("internal", False)), None if held is None else tuple(held),
             )
+
+    def stored_topic_config(self, topic: str, overrides: dict[str, Any]) -> TopicConfig:
+        """A topic's overrides as stored (topics.json, or ZooKeeper in a cluster), which an earlier
+        eoslog may have accepted: its
+        compression.type=none is Kafka's "uncompressed"; an override the checks now refuse (a
+        value out of Kafka's range) is dropped for the default, with a warning naming it, rather
+        than stopping the broker."""
+        kept = {k: ("uncompressed" if (k, v) == ("compression.type", "none") else v) for k, v in overrides.items()}
+        for key in list(kept):
+            try:
+                TopicConfig(self.topic_defaults, {key: kept[key]})
+            except ConfigError as e:
+                log.warning("topic %s: ignoring its stored %s=%r (%s); the default applies", topic, key, kept[key], e)
+                del kept[key]
+        return TopicConfig(self.topic_defaults, kept)
 
     def _save_topics(self) -> None:
         self.log_dir_state.check_online(f"writing {TOPICS_FILE}")
@@ -365,7 +380,7 @@ class LogManager:
             info = None
         if info is None:
             info = self.topics[name] = TopicInfo(name, topic_id, num_partitions,
-                                                 TopicConfig(self.topic_defaults, overrides), internal, ())
+                                                 self.stored_topic_config(name, overrides), internal, ())
         info.num_partitions = max(info.num_partitions, num_partitions)
         plog = self.logs.get((name, partition))
         if plog is None:
@@ -407,15 +422,17 @@ class LogManager:
         self._save_topics()
         self.checkpoint()
 
-    def alter_topic_config(self, name: str, overrides: dict[str, Any]) -> None:
+    def alter_topic_config(self, name: str, overrides: dict[str, Any], *, stored: bool = False) -> None:
         """Replace a topic's config overrides; in effect at once (every partition log reads
         its TopicConfig on each append, roll, retention and cleaning pass) and kept in
-        topics.json. TopicError: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG."""
+        topics.json. TopicError: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG. ``stored``: the
+        overrides as ZooKeeper holds them, taken as ``stored_topic_config`` takes them."""
         info = self.topics.get(name)
         if info is None:
             raise TopicError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         try:
-            config = TopicConfig(self.topic_defaults, overrides)
+            config = (self.stored_topic_config(name, overrides) if stored
+                      else TopicConfig(self.topic_defaults, overrides))
         except ValueError as e:
             raise TopicError(Errors.INVALID_CONFIG, str(e)) from None
         old = info.config
