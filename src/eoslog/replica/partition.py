@@ -14,7 +14,8 @@ follows the log end offset at once and acks=all completes with the append.
 A partition whose log directory went offline (a failed fsync or I/O error,
 ``storage.log_dir_failure``) answers KAFKA_STORAGE_ERROR to everything, as Kafka's offline
 partitions do, and its high watermark never moves again: nothing written since its log's last
-successful fsync is acknowledged.
+successful fsync is acknowledged. (The hot paths read ``log.log_dir.offline`` directly: a plain
+attribute, a third of the ``PartitionLog.offline`` property's cost.)
 
 The partition decides when its ISR changes, as Kafka's Partition does: ``maybe_shrink_isr``
 (followers behind for ``replica.lag.time.max.ms`` leave) and ``maybe_expand_isr`` (a
@@ -178,7 +179,7 @@ class Partition:
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[Errors, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, the largest epoch ≤ ``leader_epoch``,
         where it ended here) — a follower truncates to that (KIP-101/KIP-279)."""
-        if self.log.offline:
+        if self.log.log_dir.offline is not None:
             return Errors.KAFKA_STORAGE_ERROR, -1, -1
         if self.role is not Role.LEADER:
             return Errors.NOT_LEADER_OR_FOLLOWER, -1, -1
@@ -189,7 +190,7 @@ class Partition:
         return Errors.NONE, epoch, end
 
     def _require_leader(self) -> None:
-        if self.log.offline:
+        if self.log.log_dir.offline is not None:
             raise KafkaStorageError(f"{self.log.topic}-{self.log.partition} is offline: its log directory "
                                     f"{self.log.log_dir.path} failed")
         if self.role is not Role.LEADER:
@@ -207,7 +208,7 @@ class Partition:
         """The smallest log end offset of the ISR (the leader's own included: its fsynced end
         when ``durable``), if larger than the current high watermark (Kafka's
         maybeIncrementLeaderHW). Never once the log is offline."""
-        if self.role is not Role.LEADER or self.log.offline:
+        if self.role is not Role.LEADER or self.log.log_dir.offline is not None:
             return False
         new = self.log.recovery_point if self.durable else self.log.log_end_offset
         for broker_id in self.isr:
@@ -224,7 +225,7 @@ class Partition:
         the high watermark reached it; then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
         shrank below min.insync.replicas meanwhile (Kafka's checkEnoughReplicasReachOffset).
         An offline log answers KAFKA_STORAGE_ERROR at once, whatever was synced before."""
-        if self.log.offline:
+        if self.log.log_dir.offline is not None:
             return True, Errors.KAFKA_STORAGE_ERROR
         if self.role is not Role.LEADER:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
@@ -286,7 +287,7 @@ class Partition:
         """Records from ``fetch_offset``: up to the high watermark for a consumer (the last
         stable offset for read_committed), up to the log end for a follower (whose fetch
         state the caller updated first)."""
-        if self.log.offline:
+        if self.log.log_dir.offline is not None:
             return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
         if self.role is not Role.LEADER:
             return FetchedRecords(Errors.NOT_LEADER_OR_FOLLOWER)
