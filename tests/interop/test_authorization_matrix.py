@@ -226,6 +226,27 @@ def share_acknowledge_request(w: World) -> Any:
     return share_fetch_request(w, 1, acks=True)
 
 
+def share_state_request(w: World, api: str) -> Any:
+    """One of the share coordinator's inter-broker requests, for partition 0 of TOPIC in a group of
+    its own (``mx-share-state``)."""
+    topic_id = next(t.topic_id for t in w.admin.call(metadata_request([TOPIC])).topics)
+    fields: dict[str, Any] = {
+        "InitializeShareGroupState": {"state_epoch": i32(0), "start_offset": i64(0)},
+        "ReadShareGroupState": {"leader_epoch": i32(0)},
+        "WriteShareGroupState": {"state_epoch": i32(0), "leader_epoch": i32(0), "start_offset": i64(1),
+                                 "delivery_complete_count": i32(-1), "state_batches": ()},
+        "DeleteShareGroupState": {},
+        "ReadShareGroupStateSummary": {"leader_epoch": i32(0)},
+    }[api]
+    version = 1 if api in ("WriteShareGroupState", "ReadShareGroupStateSummary") else 0
+    topic_cls = {"InitializeShareGroupState": "InitializeStateData", "ReadShareGroupState": "ReadStateData",
+                 "WriteShareGroupState": "WriteStateData", "DeleteShareGroupState": "DeleteStateData",
+                 "ReadShareGroupStateSummary": "ReadStateSummaryData"}[api]
+    return req(api, version, f"{api}Request", group_id="mx-share-state", topics=(req(
+        api, version, topic_cls, topic_id=topic_id, partitions=(
+            req(api, version, "PartitionData", partition=i32(0), **fields),)),))
+
+
 def _refusals(response: Any) -> list[int]:
     """The codes a refusal shows: those not 0 (a partition's refusal leaves the top level at 0), or [0]."""
     return [c for c in error_codes(response) if c] or [0]
@@ -519,6 +540,10 @@ ROWS: list[Row] = [
                 req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequestPartition", partition_index=i32(0),
                     start_offset=i64(1)),)),)),
         codes=_refusals),
+    *[Row(api, [Need(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, CLUSTER_DENIED)],
+          lambda w, api=api: share_state_request(w, api), codes=_refusals)  # type: ignore[misc]
+      for api in ("InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+                  "DeleteShareGroupState", "ReadShareGroupStateSummary")],
     Row("DeleteShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.DELETE, GROUP_DENIED),
                                     Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
         lambda w: req("DeleteShareGroupOffsets", 0, "DeleteShareGroupOffsetsRequest", group_id=SHARE_GROUP, topics=(

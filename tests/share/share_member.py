@@ -1,9 +1,10 @@
 """A share-group member as a process of its own, for tests that kill or stop one: it polls a share
 consumer (``--client confluent``: confluent-kafka's ShareConsumer; ``eoslog``: eoslog.client's),
-prints one JSON line per record it gets (``{"offset", "partition", "count", "value", "member"}``)
-before acknowledging it, and acknowledges as ``--ack`` says (accept, release, reject, or none:
-never, holding the records of its first poll, and polling no more, until its locks run out or it
-dies). ``--max-records`` caps a poll;
+prints one JSON line per record it gets (``{"offset", "partition", "count", "value", "member",
+"t"}``) before acknowledging it, and after each commit ``{"ev": "acked", "offsets", "ok", "t"}``
+(``ok``: the broker answered every acknowledgement of those records without an error). It
+acknowledges as ``--ack`` says (accept, release, reject, or none: never, holding the records of its
+first poll, and polling no more, until its locks run out or it dies). ``--max-records`` caps a poll;
 ``--sleep-ms`` is the time it spends per record. It exits after ``--limit`` records, or when
 killed. ``{"ev": "ready"}`` is printed once it has subscribed.
 """
@@ -33,7 +34,7 @@ class _Confluent:
 
 
 def member(args: argparse.Namespace) -> tuple[Callable[[], list[Any]], Callable[[Any], None],
-                                               Callable[[], None], Callable[[], None]]:
+                                               Callable[[], bool], Callable[[], None]]:
     """poll, acknowledge, commit and close of the chosen client (eoslog.client's share consumer
     takes confluent-kafka's names)."""
     if args.client == "confluent":
@@ -57,9 +58,15 @@ def member(args: argparse.Namespace) -> tuple[Callable[[], list[Any]], Callable[
         if kind is not None:
             consumer.acknowledge(m.message if args.client == "confluent" else m, kind)
 
-    def commit() -> None:
-        if kind is not None:
-            consumer.commit_sync()
+    def commit() -> bool:
+        """True if every acknowledgement since the last commit was answered without an error."""
+        if kind is None:
+            return False
+        try:
+            results = consumer.commit_sync()
+        except Exception:  # the broker unreachable for the whole commit: not acknowledged
+            return False
+        return all(error is None for error in results.values())
 
     return poll, ack, commit, consumer.close
 
@@ -83,15 +90,22 @@ def main() -> int:
         if args.ack == "none" and got:
             time.sleep(0.1)  # holding its records: an explicit-mode consumer may not poll again
             continue
-        records = poll()
+        try:
+            records = poll()
+        except Exception as e:  # the broker restarting: the client says so; poll again
+            _print({"ev": "poll-error", "error": str(e)})
+            time.sleep(0.2)
+            continue
         for m in records:
             _print({"offset": m.offset, "partition": m.partition, "count": m.delivery_count,
-                    "value": m.value.decode() if m.value is not None else None, "member": args.member})
+                    "value": m.value.decode() if m.value is not None else None, "member": args.member,
+                    "t": time.time()})
             time.sleep(args.sleep_ms / 1000)
             ack(m)
             got += 1
         if records:
-            commit()
+            ok = commit()
+            _print({"ev": "acked", "offsets": [m.offset for m in records], "ok": ok, "t": time.time()})
     close()
     return 0
 

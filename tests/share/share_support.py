@@ -4,6 +4,7 @@ broker's own view of a share group (DescribeShareGroupOffsets on the wire)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import signal
 import subprocess
@@ -18,9 +19,9 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from eoslog.protocol.messages import build, request_types
+from eoslog.client import Admin, TopicPartition
+from eoslog.client.errors import KafkaError
 from support.harness import wait_until
-from support.rawkafka import RawClient
 
 HERE = Path(__file__).parent
 # Broker settings letting groups ask for short locks, sessions and heartbeats, small in-flight
@@ -76,6 +77,7 @@ class Member:
     name: str
     proc: subprocess.Popen[str]
     records: list[dict[str, Any]] = field(default_factory=list)
+    acks: list[dict[str, Any]] = field(default_factory=list)  # {"offsets", "ok", "t"} after each commit
     ready: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,7 +126,10 @@ def start_member(bootstrap: str, group: str, topic: str, name: str, log_dir: Pat
             event = json.loads(line)
             if event.get("ev") == "ready":
                 member.ready.set()
-            else:
+            elif event.get("ev") == "acked":
+                with member.lock:
+                    member.acks.append(event)
+            elif event.get("ev") is None:
                 with member.lock:
                     member.records.append(event)
 
@@ -140,18 +145,24 @@ class ShareOffset:
     error: int
 
 
+_ADMINS: dict[str, Admin] = {}  # one per bootstrap for the tests' whole run
+
+
 def share_offsets(bootstrap: str, group: str, topic: str, partition: int = 0) -> ShareOffset:
-    """The share-partition's start offset and lag as the broker answers DescribeShareGroupOffsets."""
-    m = request_types(90, 1)
-    with RawClient(bootstrap, timeout_s=10) as c:
-        r = c.call(build(m.DescribeShareGroupOffsetsRequest, groups=(build(
-            m.DescribeShareGroupOffsetsRequestGroup, group_id=group, topics=(build(
-                m.DescribeShareGroupOffsetsRequestTopic, topic_name=topic, partitions=(partition,)),)),)))
-    g = r.groups[0]
-    if int(g.error_code) != 0 or not g.topics:
-        return ShareOffset(-1, -1, int(g.error_code))
-    p = g.topics[0].partitions[0]
-    return ShareOffset(int(p.start_offset), int(p.lag), int(p.error_code))
+    """The share-partition's start offset and lag as the group's coordinator answers
+    DescribeShareGroupOffsets (eoslog's admin client routes it there); -1 while unknown."""
+    admin = _ADMINS.get(bootstrap)
+    if admin is None:
+        admin = _ADMINS[bootstrap] = Admin({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 10000})
+        atexit.register(admin.close)
+    try:
+        offsets = admin.list_share_group_offsets(group, [TopicPartition(topic, partition)])
+    except KafkaError as e:
+        return ShareOffset(-1, -1, int(getattr(e, "error_code", -1)))
+    info = offsets.get(TopicPartition(topic, partition))
+    if info is None:
+        return ShareOffset(-1, -1, 0)
+    return ShareOffset(info.start_offset, -1 if info.lag is None else info.lag, 0)
 
 
 def wait_for_offsets(members: Iterable[Member], wanted: set[int], what: str, timeout: float = 120.0) -> None:

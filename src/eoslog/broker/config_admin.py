@@ -67,6 +67,9 @@ class TopicConfigs(Protocol):
     def alter_topic_config(self, name: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         """Replace the topic's overrides: done on return, or the write to await."""
 
+    def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
+        """Share a group's configs with the other brokers (a cluster: the write to await)."""
+
 
 class Refused(KafkaError):
     """A resource's change refused with a Kafka error and message."""
@@ -181,14 +184,14 @@ class ConfigAdmin:
 
     def alter(self, resource_type: int, name: str, ops: Sequence[AlterOp], *,
               incremental: bool, validate_only: bool) -> Awaitable[None] | None:
-        """Change one resource's configs; raises Refused. In a cluster a topic's change is
-        returned as the ZooKeeper write to await (which raises Refused too)."""
+        """Change one resource's configs; raises Refused. In a cluster a topic's or a group's
+        change is returned as the ZooKeeper write to await (which raises Refused too)."""
         if resource_type == ConfigResourceType.TOPIC:
             return self._alter_topic(name, ops, incremental, validate_only)
         if resource_type == ConfigResourceType.BROKER:
             self._alter_broker(name, ops, incremental, validate_only)
         elif resource_type == ConfigResourceType.GROUP:
-            self._alter_group(name, ops, incremental, validate_only)
+            return self._alter_group(name, ops, incremental, validate_only)
         else:
             raise Refused(Errors.INVALID_REQUEST, f"Unknown resource type {resource_type}")
         return None
@@ -272,14 +275,19 @@ class ConfigAdmin:
 
     # -- groups ------------------------------------------------------------------------
 
-    def _alter_group(self, name: str, ops: Sequence[AlterOp], incremental: bool, validate_only: bool) -> None:
+    def _alter_group(self, name: str, ops: Sequence[AlterOp], incremental: bool,
+                     validate_only: bool) -> Awaitable[None] | None:
+        """Stored here at once; in a cluster also written to ZooKeeper (returned to await), which
+        the other brokers' watches follow (``cluster/group_config_store.py``)."""
         new = apply_ops(self.store.get(GROUP, name), ops, incremental=incremental, not_a_list=_controller_not_a_list,
                         default=lambda key: None)
         if not name:
             raise Refused(Errors.INVALID_REQUEST, "Default group resources are not allowed.")
         self._validate_group(new)
-        if not validate_only:
-            self.store.put(GROUP, name, new)
+        if validate_only:
+            return None
+        self.store.put(GROUP, name, new)
+        return self.topics.alter_group_config(name, new)
 
     def _validate_group(self, overrides: dict[str, str]) -> None:
         """Kafka's GroupConfig.validate: known names, parsable values in range, each within

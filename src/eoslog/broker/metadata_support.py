@@ -45,6 +45,7 @@ from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
 from eoslog.storage import LogManager, TopicInfo
+from eoslog.storage.config_store import ConfigStore
 from eoslog.storage.feature_file import FeatureFile
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
@@ -160,6 +161,12 @@ class MetadataSupport(Protocol):
 
     def alter_topic_config(self, name: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         """Replace the topic's overrides: done on return, or the write to await."""
+
+    def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
+        """Share a group's configs (stored by ConfigAdmin) with the other brokers: the write to await."""
+
+    def watch_group_configs(self, store: ConfigStore) -> None:
+        """Keep ``store``'s group configs as the other brokers change them (from ``connect`` on)."""
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,
@@ -295,6 +302,12 @@ class SingleNode:
 
     def alter_topic_config(self, name: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         self.logs.alter_topic_config(name, dict(overrides))
+        return None
+
+    def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
+        return None  # one node: its ConfigStore is the only one
+
+    def watch_group_configs(self, store: ConfigStore) -> None:
         return None
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,

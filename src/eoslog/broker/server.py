@@ -43,7 +43,7 @@ from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.group.share_groups import ShareGroupSettings
 from eoslog.coordinator.share import ShareCoordinator
-from eoslog.coordinator.share.persister import LocalPersister
+from eoslog.coordinator.share.persister import LocalPersister, Persister
 from eoslog.coordinator.timers import AsyncioScheduler
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.features import SHARE_VERSION, Features
@@ -113,8 +113,12 @@ class Broker:
         # Share groups (KIP-932): the share coordinator of __share_group_state, and the leaders'
         # share-partitions, which reach it through the persister.
         self.shares = ShareCoordinator.for_broker(config, self.replicas, wall_clock_ms)
-        persister = LocalPersister(self.shares)
-        persister.create_topic = support.leads_every_local_log  # a cluster creates it in ZooKeeper
+        persister: Persister = LocalPersister(self.shares)
+        if support.marker_channel is not None:  # a cluster: the coordinator of a key may be another broker
+            from eoslog.broker.share_persister import ClusterPersister
+
+            persister = ClusterPersister(self.shares, support, support.marker_channel, config.node_id,
+                                         int(config["share.coordinator.write.timeout.ms"]))
         self.share_partitions = SharePartitionManager(
             self.replicas, persister, self._share_settings, self._topic_id, AsyncioScheduler(wall_clock_ms),
             int(config["group.share.max.share.sessions"]))
@@ -130,6 +134,7 @@ class Broker:
             advertised=self.advertised,
         )
         self.groups.share.topics = self.state.topic_ids
+        support.watch_group_configs(self.state.config_admin.store)
         # share.version downgraded to 0: the leaders drop their share sessions and partitions (Kafka's
         # SharePartitionManager.onShareVersionToggle).
         self.features.on_change(lambda finalized: None if finalized.level(SHARE_VERSION) >= 1

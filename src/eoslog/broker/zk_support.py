@@ -22,6 +22,7 @@ from eoslog.cluster.channel import BrokerChannel, inter_broker_client_id
 from eoslog.cluster.coordination import find_coordinator
 from eoslog.cluster.errors import TopicExists
 from eoslog.cluster.feature_store import ZkFeatureStore
+from eoslog.cluster.group_config_store import ZkGroupConfigs, write_group_config
 from eoslog.cluster.member import ClusterMember
 from eoslog.cluster.security_store import ZkSecurityStore
 from eoslog.cluster.topic_admin import delete_topic, grow_topic
@@ -43,6 +44,7 @@ from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
 from eoslog.storage import LogManager, TopicInfo
+from eoslog.storage.config_store import ConfigStore
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class ZkSupport:
         self._txns: TransactionCoordinator
         self._shares: ShareCoordinator
         self._background: set[asyncio.Task[None]] = set()
+        self._group_configs: ConfigStore | None = None
 
     def bind(self, replicas: ReplicaManager, groups: GroupCoordinator, txns: TransactionCoordinator,
              shares: ShareCoordinator) -> None:
@@ -89,6 +92,8 @@ class ZkSupport:
         await ZkSecurityStore(self.member.zk, security,
                               int(self.config["zookeeper.change.notification.expiration.ms"])).start()
         await self._zk_features.start()
+        if self._group_configs is not None:
+            await ZkGroupConfigs(self.member.zk, self._group_configs).start()
         return cluster_id
 
     def begin_loading(self) -> None:
@@ -189,6 +194,12 @@ class ZkSupport:
 
     def alter_topic_config(self, name: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         return self.member.alter_topic_config(name, overrides)
+
+    def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
+        return write_group_config(self.member.zk, group, overrides)
+
+    def watch_group_configs(self, store: ConfigStore) -> None:
+        self._group_configs = store
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,

@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_share_group_offsets.v0.request import (
         DeleteShareGroupOffsetsRequest as _DeleteShareGroupOffsetsRequestV0,
     )
+    from kio.schema.delete_share_group_state.v0.request import (
+        DeleteShareGroupStateRequest as _DeleteShareGroupStateRequestV0,
+    )
     from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
     from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
     from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
@@ -141,6 +144,9 @@ if TYPE_CHECKING:
     from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as _InitProducerIdRequestV4
     from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as _InitProducerIdRequestV5
     from kio.schema.init_producer_id.v6.request import InitProducerIdRequest as _InitProducerIdRequestV6
+    from kio.schema.initialize_share_group_state.v0.request import (
+        InitializeShareGroupStateRequest as _InitializeShareGroupStateRequestV0,
+    )
     from kio.schema.join_group.v0.request import JoinGroupRequest as _JoinGroupRequestV0
     from kio.schema.join_group.v1.request import JoinGroupRequest as _JoinGroupRequestV1
     from kio.schema.join_group.v2.request import JoinGroupRequest as _JoinGroupRequestV2
@@ -223,6 +229,13 @@ if TYPE_CHECKING:
     from kio.schema.produce.v10.request import ProduceRequest as _ProduceRequestV10
     from kio.schema.produce.v11.request import ProduceRequest as _ProduceRequestV11
     from kio.schema.produce.v12.request import ProduceRequest as _ProduceRequestV12
+    from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest as _ReadShareGroupStateRequestV0
+    from kio.schema.read_share_group_state_summary.v0.request import (
+        ReadShareGroupStateSummaryRequest as _ReadShareGroupStateSummaryRequestV0,
+    )
+    from kio.schema.read_share_group_state_summary.v1.request import (
+        ReadShareGroupStateSummaryRequest as _ReadShareGroupStateSummaryRequestV1,
+    )
     from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV0
     from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
@@ -248,6 +261,12 @@ if TYPE_CHECKING:
     from kio.schema.update_features.v0.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV0
     from kio.schema.update_features.v1.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV1
     from kio.schema.update_features.v2.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV2
+    from kio.schema.write_share_group_state.v0.request import (
+        WriteShareGroupStateRequest as _WriteShareGroupStateRequestV0,
+    )
+    from kio.schema.write_share_group_state.v1.request import (
+        WriteShareGroupStateRequest as _WriteShareGroupStateRequestV1,
+    )
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
     from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
@@ -367,6 +386,11 @@ if TYPE_CHECKING:
     DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
     ShareFetchRequest = _ShareFetchRequestV1 | _ShareFetchRequestV2
     ShareAcknowledgeRequest = _ShareAcknowledgeRequestV1 | _ShareAcknowledgeRequestV2
+    InitializeShareGroupStateRequest = _InitializeShareGroupStateRequestV0
+    ReadShareGroupStateRequest = _ReadShareGroupStateRequestV0
+    WriteShareGroupStateRequest = _WriteShareGroupStateRequestV0 | _WriteShareGroupStateRequestV1
+    DeleteShareGroupStateRequest = _DeleteShareGroupStateRequestV0
+    ReadShareGroupStateSummaryRequest = _ReadShareGroupStateSummaryRequestV0 | _ReadShareGroupStateSummaryRequestV1
     UpdateFeaturesRequest = _UpdateFeaturesRequestV0 | _UpdateFeaturesRequestV1 | _UpdateFeaturesRequestV2
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3

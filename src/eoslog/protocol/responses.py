@@ -64,6 +64,9 @@ if TYPE_CHECKING:
     from kio.schema.delete_share_group_offsets.v0.response import (
         DeleteShareGroupOffsetsResponse as _DeleteShareGroupOffsetsResponseV0,
     )
+    from kio.schema.delete_share_group_state.v0.response import (
+        DeleteShareGroupStateResponse as _DeleteShareGroupStateResponseV0,
+    )
     from kio.schema.delete_topics.v1.response import DeleteTopicsResponse as _DeleteTopicsResponseV1
     from kio.schema.delete_topics.v2.response import DeleteTopicsResponse as _DeleteTopicsResponseV2
     from kio.schema.delete_topics.v3.response import DeleteTopicsResponse as _DeleteTopicsResponseV3
@@ -137,6 +140,9 @@ if TYPE_CHECKING:
     from kio.schema.init_producer_id.v4.response import InitProducerIdResponse as _InitProducerIdResponseV4
     from kio.schema.init_producer_id.v5.response import InitProducerIdResponse as _InitProducerIdResponseV5
     from kio.schema.init_producer_id.v6.response import InitProducerIdResponse as _InitProducerIdResponseV6
+    from kio.schema.initialize_share_group_state.v0.response import (
+        InitializeShareGroupStateResponse as _InitializeShareGroupStateResponseV0,
+    )
     from kio.schema.join_group.v0.response import JoinGroupResponse as _JoinGroupResponseV0
     from kio.schema.join_group.v1.response import JoinGroupResponse as _JoinGroupResponseV1
     from kio.schema.join_group.v2.response import JoinGroupResponse as _JoinGroupResponseV2
@@ -219,6 +225,15 @@ if TYPE_CHECKING:
     from kio.schema.produce.v10.response import ProduceResponse as _ProduceResponseV10
     from kio.schema.produce.v11.response import ProduceResponse as _ProduceResponseV11
     from kio.schema.produce.v12.response import ProduceResponse as _ProduceResponseV12
+    from kio.schema.read_share_group_state.v0.response import (
+        ReadShareGroupStateResponse as _ReadShareGroupStateResponseV0,
+    )
+    from kio.schema.read_share_group_state_summary.v0.response import (
+        ReadShareGroupStateSummaryResponse as _ReadShareGroupStateSummaryResponseV0,
+    )
+    from kio.schema.read_share_group_state_summary.v1.response import (
+        ReadShareGroupStateSummaryResponse as _ReadShareGroupStateSummaryResponseV1,
+    )
     from kio.schema.sasl_authenticate.v0.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV0
     from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV1
     from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as _SaslAuthenticateResponseV2
@@ -246,6 +261,12 @@ if TYPE_CHECKING:
     from kio.schema.update_features.v0.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV0
     from kio.schema.update_features.v1.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV1
     from kio.schema.update_features.v2.response import UpdateFeaturesResponse as _UpdateFeaturesResponseV2
+    from kio.schema.write_share_group_state.v0.response import (
+        WriteShareGroupStateResponse as _WriteShareGroupStateResponseV0,
+    )
+    from kio.schema.write_share_group_state.v1.response import (
+        WriteShareGroupStateResponse as _WriteShareGroupStateResponseV1,
+    )
     from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse as _WriteTxnMarkersResponseV1
     from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse as _WriteTxnMarkersResponseV2
 
@@ -370,6 +391,11 @@ if TYPE_CHECKING:
     DeleteShareGroupOffsetsResponse = _DeleteShareGroupOffsetsResponseV0
     ShareFetchResponse = _ShareFetchResponseV1 | _ShareFetchResponseV2
     ShareAcknowledgeResponse = _ShareAcknowledgeResponseV1 | _ShareAcknowledgeResponseV2
+    InitializeShareGroupStateResponse = _InitializeShareGroupStateResponseV0
+    ReadShareGroupStateResponse = _ReadShareGroupStateResponseV0
+    WriteShareGroupStateResponse = _WriteShareGroupStateResponseV0 | _WriteShareGroupStateResponseV1
+    DeleteShareGroupStateResponse = _DeleteShareGroupStateResponseV0
+    ReadShareGroupStateSummaryResponse = _ReadShareGroupStateSummaryResponseV0 | _ReadShareGroupStateSummaryResponseV1
     UpdateFeaturesResponse = _UpdateFeaturesResponseV0 | _UpdateFeaturesResponseV1 | _UpdateFeaturesResponseV2
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3

@@ -40,7 +40,7 @@ async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
         elif refusal is None:
             try:
                 pending = admin.alter(resource_type, name, ops, incremental=incremental, validate_only=validate_only)
-                if pending is not None:  # a topic's change, written to ZooKeeper
+                if pending is not None:  # a topic's or a group's change, written to ZooKeeper
                     await pending
             except Refused as e:
                 refusal = e
