@@ -69,6 +69,17 @@ KNOWN: dict[str, list[Rule]] = {
              "level 2 adds share groups' dead letter queues (KIP-1191), which eoslog does not have: a new eoslog "
              "finalizes 1, Kafka 4.4 finalizes 2"),
     ],
+    "share/*": [
+        Rule("*.group_epoch", "Kafka's group coordinator bumps a share group's epoch again while its share "
+             "coordinator initializes the group's partitions (once they are initializing, once initialized); "
+             "eoslog initializes them within the joining heartbeat, so its epochs are lower by those steps"),
+        Rule("*.assignment_epoch", "the same: the assignment epoch follows the group epoch"),
+        Rule("*.member_epoch", "the same: a member's epoch is the assignment epoch it reconciled to"),
+        Rule("*.start_offset", "Kafka writes a share-partition's start offset as it was before the acknowledgements "
+             "it persists and moves it with its next write, so DescribeShareGroupOffsets lags one write behind; "
+             "eoslog writes the start offset those acknowledgements lead to (both are safe after a restart)",
+             lambda ours, theirs: isinstance(ours, int) and isinstance(theirs, int) and ours >= theirs),
+    ],
     "transactions/fencing": [
         Rule("second instance, first answer.*", "Kafka answers the fencing InitProducerId "
              "CONCURRENT_TRANSACTIONS while it aborts the open transaction, and the client retries; "

@@ -378,6 +378,8 @@ def test_a_malformed_acknowledgement_is_refused_whole(tmp_path: Path) -> None:
     h.fetch("m1")
     assert run(h.sp.acknowledge("m1", [AcknowledgementBatch(0, 2, (ACCEPT, ACCEPT))])) == Errors.INVALID_REQUEST
     assert run(h.sp.acknowledge("m1", [AcknowledgementBatch(0, 0, (9,))])) == Errors.INVALID_REQUEST
+    # an offset never handed out: INVALID_REQUEST, as Kafka's "batch record not found"
     assert run(h.sp.acknowledge("m1", [AcknowledgementBatch(0, 0, (ACCEPT,)),
-                                       AcknowledgementBatch(5, 5, (ACCEPT,))])) == Errors.INVALID_RECORD_STATE
+                                       AcknowledgementBatch(5, 5, (ACCEPT,))])) == Errors.INVALID_REQUEST
+    assert run(h.sp.acknowledge("m2", [AcknowledgementBatch(0, 0, (ACCEPT,))])) == Errors.INVALID_RECORD_STATE
     assert h.sp.records[0].state is RecordState.ACQUIRED  # nothing applied

@@ -143,10 +143,10 @@ class SharePartitionManager:
 
     def _session(self, params: ShareFetchParams) -> tuple[Errors, ShareSession | None]:
         if params.session_epoch == INITIAL_EPOCH:
-            if any(p.acknowledgements for p in params.partitions):
-                return Errors.INVALID_REQUEST, None  # nothing can be acquired before a session
             if not params.fetching:
                 return Errors.INVALID_SHARE_SESSION_EPOCH, None  # ShareAcknowledge cannot open one
+            if any(p.acknowledgements for p in params.partitions):
+                return Errors.INVALID_REQUEST, None  # nothing can be acquired before a session
             return self.sessions.open(params.group_id, params.member_id, params.connection)
         if params.session_epoch == FINAL_EPOCH and params.fetching and params.partitions and any(
                 not p.acknowledgements for p in params.partitions):

@@ -343,8 +343,8 @@ class SharePartition:
                 if offset < self.start_offset:
                     continue  # already done with
                 entry = self.records.get(offset)
-                if entry is None:
-                    return Errors.INVALID_RECORD_STATE, {}, []
+                if entry is None:  # never handed out (Kafka: "batch record not found")
+                    return Errors.INVALID_REQUEST, {}, []
                 if kind == AcknowledgeType.GAP and entry.state is RecordState.ARCHIVED and entry.pending is None:
                     continue  # nothing was there to deliver
                 if (entry.state is not RecordState.ACQUIRED or entry.member_id != member_id

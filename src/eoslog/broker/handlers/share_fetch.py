@@ -108,8 +108,11 @@ def _responses(ctx: RequestContext, module: Any, result: ShareFetchResult | None
         for topic_id, parts in _by_topic(tx, result.partitions).items():
             partitions = []
             for index, r in parts:
-                leader_id, leader_epoch = _leader(ctx, r.tp) if r.tp.topic else (-1, -1)
-                if Errors.NOT_LEADER_OR_FOLLOWER in (r.error, r.acknowledge_error) and leader_id >= 0:
+                # The current leader only where the answer says to look for it, as Kafka fills it
+                # (untouched otherwise: 0, 0).
+                moved = Errors.NOT_LEADER_OR_FOLLOWER in (r.error, r.acknowledge_error) and bool(r.tp.topic)
+                leader_id, leader_epoch = _leader(ctx, r.tp) if moved else (0, 0)
+                if moved and leader_id >= 0:
                     leaders.append(leader_id)
                 current = build(module.LeaderIdAndEpoch, leader_id=leader_id, leader_epoch=leader_epoch)
                 partitions.append(partition(index, r, current))

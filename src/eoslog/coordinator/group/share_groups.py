@@ -45,7 +45,6 @@ from eoslog.coordinator.group.share_records import (
     encode,
 )
 from eoslog.coordinator.internal_topic import CoordinatorAppendError, InternalTopic
-from eoslog.coordinator.share.coordinator import NO_LEADER_EPOCH
 from eoslog.coordinator.share.persister import Persister
 from eoslog.coordinator.share.state import NO_OFFSET, ShareGroupOffset, SharePartitionKey
 from eoslog.coordinator.timers import Scheduler
@@ -99,7 +98,7 @@ class ShareOffsetSummary:
     partition: int
     error: Errors
     start_offset: int = NO_OFFSET
-    leader_epoch: int = NO_LEADER_EPOCH
+    leader_epoch: int = 0  # Kafka's answer for a share-partition without a state
     delivery_complete_count: int = -1
 
 
@@ -185,6 +184,8 @@ class ShareGroupCoordinator:
         group = self.groups.get(req.group_id)
         member = group.members.get(req.member_id) if group is not None else None
         if member is None:
+            if req.member_epoch != 0 and group is None:
+                return ShareHeartbeatResult(Errors.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
             if req.member_epoch != 0:
                 return ShareHeartbeatResult(Errors.UNKNOWN_MEMBER_ID,
                                             f"Member {req.member_id} is not a member of group {req.group_id}.")

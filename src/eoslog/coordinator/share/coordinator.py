@@ -261,8 +261,8 @@ class ShareCoordinator:
             return Errors.FENCED_STATE_EPOCH
         now = self.clock_ms()
         snapshot_epoch = 0 if held is None else held.state.snapshot_epoch + 1
-        return self._snapshot(key, ShareGroupOffset(snapshot_epoch, state_epoch, NO_LEADER_EPOCH, start_offset, 0,
-                                                    now, now, ()))
+        # Leader epoch 0, as Kafka's initialized state has it (a leader of any epoch may read it).
+        return self._snapshot(key, ShareGroupOffset(snapshot_epoch, state_epoch, 0, start_offset, 0, now, now, ()))
 
     def read_state(self, key: SharePartitionKey, leader_epoch: int) -> tuple[Errors, ShareGroupOffset | None]:
         """ReadShareGroupState: the state as a leader resumes from it (None: never initialized).
