@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoslog.client.errors import KafkaTimeoutError, ProducerClosedError, ProducerFencedError
 from eoslog.client.producer import AIOProducer, Producer, RecordMetadata
 from support.faults import ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FaultPolicy, FaultRig
+from support.features import finalize
 from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 60.0
@@ -384,18 +385,24 @@ def test_threads_share_one_producer(shared_broker: BrokerProcess) -> None:
 
 
 @pytest.mark.slow
-def test_transactions_through_faults(rig: FaultRig) -> None:
-    """Responses to AddPartitionsToTxn and EndTxn (commit and abort) dropped after the
-    coordinator applied them, and to Produce at random, plus cut requests: every committed
-    transaction is read exactly once, in order, and no aborted record shows."""
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_transactions_through_faults(rig: FaultRig, transaction_version: int) -> None:
+    """Responses to AddPartitionsToTxn (version 1) and EndTxn (commit and abort) dropped
+    after the coordinator applied them, and to Produce at random, plus cut requests: every
+    committed transaction is read exactly once, in order, and no aborted record shows. Under
+    version 2 a dropped EndTxn answer hides the epoch bump the coordinator made: the retry
+    must still be taken as the same EndTxn (KIP-890's retry rule), not fence the producer."""
     topic = "txn-faults"
     ensure_topic(rig.broker.bootstrap, topic, PARTITIONS)
+    finalize(rig.broker.bootstrap, transaction_version)
     p = txn_producer(rig.proxy.address, "faulty-1", **{"batch.size": 4096, "request.timeout.ms": 10000,
                                                         "delivery.timeout.ms": 300000})
-    # One AddPartitionsToTxn and one EndTxn per transaction (plus retries): the 2nd and 7th
-    # AddPartitionsToTxn responses and the 1st, 3rd and 8th EndTxn responses are dropped
-    # (transactions 0, 2 and 7 end by commit, abort and commit).
-    scripted = {ADD_PARTITIONS_TO_TXN: frozenset({2, 7}), END_TXN: frozenset({1, 3, 8})}
+    # One AddPartitionsToTxn (version 1 only) and one EndTxn per transaction (plus retries):
+    # the 2nd and 7th AddPartitionsToTxn responses and the 1st, 3rd and 8th EndTxn responses
+    # are dropped (transactions 0, 2 and 7 end by commit, abort and commit).
+    scripted = {END_TXN: frozenset({1, 3, 8})}
+    if transaction_version == 1:
+        scripted[ADD_PARTITIONS_TO_TXN] = frozenset({2, 7})
     rig.proxy.set_policy(FaultPolicy(api_keys=frozenset({PRODUCE, ADD_PARTITIONS_TO_TXN, END_TXN}),
                                      drop_probability=0.05, close_mid_request_probability=0.01,
                                      drop_responses=scripted, seed=3))
@@ -412,6 +419,8 @@ def test_transactions_through_faults(rig: FaultRig) -> None:
             p.commit_transaction()
             expected += values
     p.close()
+    # Version 2: the partitions' leader added them (Produce v12); the client sent no AddPartitionsToTxn.
+    assert (rig.proxy.responses[ADD_PARTITIONS_TO_TXN] == 0) is (transaction_version == 2)
     rig.proxy.heal()
     print(f"faults injected: {dict(rig.proxy.injected)}; dropped per api key: {dict(rig.proxy.dropped)}")
     for api_key, ordinals in scripted.items():

@@ -30,7 +30,7 @@ from clients import RawConnection, ensure_topic, read_values, request_module
 from test_transactions import WAIT_S, describe_transaction, partition_offsets
 
 from eoslog.client import PreparedTxnState
-from eoslog.client.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
+from eoslog.client.errors import InvalidTxnStateError, ProducerFencedError, TransactionalIdAuthorizationFailedError
 from eoslog.client.producer import Producer
 from eoslog.protocol.errors import ErrorCode
 from eoslog.records import build_batch
@@ -126,8 +126,12 @@ def time_out_a_plain_transaction(bootstrap: str, txn_id: str, topic: str) -> Non
         p.send(topic, b"left open", partition=0).result(WAIT_S)
         wait_until(lambda: describe_transaction(bootstrap, txn_id).transaction_state == "CompleteAbort",
               f"the coordinator to abort {txn_id} on its timeout")
-        with pytest.raises(ProducerFencedError):
+        # Transaction version 2 (the broker's level): the abort bumped the epoch, so the
+        # coordinator takes this EndTxn for a retry of the abort and refuses to commit it —
+        # INVALID_TXN_STATE, fatal, as Kafka 4.4 answers (version 1 answered PRODUCER_FENCED).
+        with pytest.raises(InvalidTxnStateError) as refused:
             p.commit_transaction(WAIT_S)
+        assert refused.value.fatal
 
 
 def assert_still_prepared(bootstrap: str, txn_id: str, topic: str, state: PreparedTxnState) -> None:

@@ -44,6 +44,7 @@ S = State
 LEGAL = {
     (S.READY, S.UNINITIALIZED), (S.ABORTABLE_ERROR, S.UNINITIALIZED),
     (S.UNINITIALIZED, S.INITIALIZING), (S.ABORTING_TRANSACTION, S.INITIALIZING),
+    (S.COMMITTING_TRANSACTION, S.INITIALIZING),
     (S.INITIALIZING, S.READY), (S.COMMITTING_TRANSACTION, S.READY), (S.ABORTING_TRANSACTION, S.READY),
     (S.READY, S.IN_TRANSACTION),
     (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION),
@@ -528,3 +529,137 @@ def test_prepared_txn_state_strings() -> None:
     for bad in ("123", "1:2:3", "a:b", "-5:1", "1:40000"):
         with pytest.raises(ValueError):
             PreparedTxnState.from_string(bad)
+
+
+# -- transaction version 2 (KIP-890 part 2) ------------------------------------------------------
+
+class Features:
+    """What the brokers last said in ApiVersions: (epoch, finalized levels)."""
+
+    def __init__(self, level: int) -> None:
+        self.epoch, self.level = 1, level
+
+    def set(self, level: int) -> None:
+        self.epoch, self.level = self.epoch + 1, level
+
+    def __call__(self) -> tuple[int, dict[str, int]]:
+        return self.epoch, {"transaction.version": self.level}
+
+
+def tm_initialized(features: Features) -> TransactionManager:
+    tm = TransactionManager(transactional_id="txn", finalized_features=features)
+    tm.initialize_transactions()
+    init = tm.next_request_handler(False)
+    assert init is not None
+    init.handle_response(init_response(1000, 3))
+    assert tm.state is S.READY
+    return tm
+
+
+def end_txn_v5_response(pid: int, epoch: int) -> Any:
+    return build(response_types(26, 5).EndTxnResponse, throttle_time=0, error_code=ErrorCode.none,
+                 producer_id=pid, producer_epoch=epoch)
+
+
+def test_v2_partitions_and_offsets_need_no_add_request() -> None:
+    tm = tm_initialized(Features(2))
+    assert tm.transaction_v2
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    assert tm.is_send_to_partition_allowed(("t", 0)) and tm.transaction_started  # Produce v12 adds it
+    result = tm.send_offsets_to_transaction({("in", 2): OffsetAndMetadata(42)}, ConsumerGroupMetadata("g"))
+    commit = tm.next_request_handler(False)
+    assert isinstance(commit, TxnOffsetCommitHandler) and commit.transaction_v2  # no AddOffsetsToTxn
+    assert version_of(commit.build(versions({28: (0, 5)}))) == 5
+    assert not result.done
+    assert tm.next_request_handler(False) is None
+
+
+def versions(ranges: dict[int, tuple[int, int]]) -> Any:
+    from eoslog.client.versions import ApiVersionTable
+    return ApiVersionTable(ranges)
+
+
+def version_of(request: object) -> int:
+    return int(type(request).__module__.split(".")[-2].removeprefix("v"))
+
+
+def test_v2_end_txn_takes_the_new_epoch_and_restarts_sequences() -> None:
+    tm = tm_initialized(Features(2))
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    b = batch(tm, 3)
+    tm.handle_completed_batch(b, 10)
+    assert tm.partitions[("t", 0)].next_sequence == 3
+    result = tm.begin_commit()
+    end = tm.next_request_handler(False)
+    assert isinstance(end, EndTxnHandler) and version_of(end.build(versions({26: (0, 5)}))) == 5
+    assert end.handle_response(end_txn_v5_response(1000, 4)) is Outcome.DONE
+    assert result.done and result.error is None and tm.state is S.READY
+    assert tm.producer == ProducerIdAndEpoch(1000, 4)
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    assert batch(tm, 1).base_sequence == 0  # sequence 0 under the new epoch
+
+
+def test_v2_epoch_exhausted_end_txn_gives_a_new_producer_id() -> None:
+    tm = tm_initialized(Features(2))
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    tm.begin_abort()
+    end = tm.next_request_handler(False)
+    assert end is not None and end.handle_response(end_txn_v5_response(2000, 0)) is Outcome.DONE
+    assert tm.producer == ProducerIdAndEpoch(2000, 0) and tm.state is S.READY
+
+
+def test_v2_abortable_batch_failure_needs_no_client_side_bump() -> None:
+    tm = tm_initialized(Features(2))
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    tm.handle_failed_batch(batch(tm, 2), KafkaTimeoutError("late"), adjust_sequences=True)
+    assert tm.state is S.ABORTABLE_ERROR and not tm.epoch_bump_required  # the abort's EndTxn bumps
+    result = tm.begin_abort()
+    end = tm.next_request_handler(False)
+    assert end is not None and end.handle_response(end_txn_v5_response(1000, 4)) is Outcome.DONE
+    assert tm.state is S.READY and result.done and not tm.partitions
+
+
+def test_v1_producer_sees_the_cluster_move_to_v2_and_bumps_once() -> None:
+    features = Features(1)
+    tm = tm_initialized(features)
+    assert not tm.transaction_v2
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    add = tm.next_request_handler(True)
+    assert isinstance(add, AddPartitionsToTxnHandler)  # version 1: the client adds
+    add.handle_response(add_partitions_response({("t", 0): 0}))
+    features.set(2)  # kafka-features.sh upgrade --feature transaction.version=2
+    result = tm.begin_commit()
+    end = tm.next_request_handler(False)
+    assert isinstance(end, EndTxnHandler) and not end.transaction_v2  # this transaction began under 1
+    assert version_of(end.build(versions({26: (0, 5)}))) == 4
+    end.handle_response(end_txn_response(ErrorCode.none))
+    assert tm.state is S.INITIALIZING and not result.done
+    init = tm.next_request_handler(False)
+    assert isinstance(init, InitProducerIdHandler) and init.epoch_bump
+    init.handle_response(init_response(1000, 4))
+    assert result.done and tm.state is S.READY and tm.transaction_v2 and tm.producer.epoch == 4
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 1))
+    assert tm.is_send_to_partition_allowed(("t", 1))
+
+
+def test_a_v2_producer_on_a_downgraded_cluster_goes_back_to_v1_without_a_bump() -> None:
+    features = Features(2)
+    tm = tm_initialized(features)
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    features.set(1)
+    tm.begin_commit()
+    end = tm.next_request_handler(False)
+    assert isinstance(end, EndTxnHandler) and end.transaction_v2
+    end.handle_response(end_txn_v5_response(1000, 4))
+    assert tm.state is S.READY and not tm.transaction_v2
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    assert isinstance(tm.next_request_handler(True), AddPartitionsToTxnHandler)

@@ -71,6 +71,7 @@ class AioClient:
         self._metadata_wakeup: asyncio.Event | None = None
         self._metadata_waiters: list[asyncio.Future[None]] = []
         self.last_metadata_error: KafkaError | None = None
+        self._features: tuple[int, dict[str, int]] = (-1, {})
         self._closed = False
 
     @classmethod
@@ -107,6 +108,16 @@ class AioClient:
         for waiter in self._metadata_waiters:
             if not waiter.done():
                 waiter.cancel()
+
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """The finalized features (KIP-584) with the highest epoch any connection was told
+        (Java's ApiVersions.getFinalizedFeaturesInfo): (epoch, levels); (-1, {}) when none was."""
+        epoch, features = self._features
+        for conn in self._conns.values():
+            if conn.versions.finalized_features_epoch > epoch:
+                epoch, features = conn.versions.finalized_features_epoch, conn.versions.finalized_features
+        self._features = (epoch, features)
+        return epoch, dict(features)
 
     def add_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)

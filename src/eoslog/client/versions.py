@@ -50,11 +50,15 @@ def api_name(api_key: int) -> str:
 
 
 class ApiVersionTable:
-    """The version ranges one broker advertised in ApiVersions."""
+    """The version ranges one broker advertised in ApiVersions, and (v3+) the finalized
+    features (KIP-584) with their epoch (-1: none)."""
 
-    def __init__(self, ranges: dict[int, tuple[int, int]], where: str = "broker") -> None:
+    def __init__(self, ranges: dict[int, tuple[int, int]], where: str = "broker",
+                 finalized_features: dict[str, int] | None = None, finalized_features_epoch: int = -1) -> None:
         self.ranges = ranges
         self.where = where
+        self.finalized_features = dict(finalized_features or {})
+        self.finalized_features_epoch = finalized_features_epoch
         self._picked: dict[tuple[int, int, int], int] = {}
 
     def supports(self, api_key: int) -> bool:
@@ -111,6 +115,8 @@ def negotiation(where: str = "broker") -> Generator[Any, bytes | None, ApiVersio
         return ApiVersionTable(
             {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys},
             where,
+            {str(f.name): int(f.max_version_level) for f in getattr(response, "finalized_features", ())},
+            int(getattr(response, "finalized_features_epoch", -1)),
         )
     raise KafkaProtocolError(ErrorCode.unsupported_version, "no common ApiVersions version")
 

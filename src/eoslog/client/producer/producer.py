@@ -86,7 +86,8 @@ class AIOProducer:
         c = self.config
         self._tm = (
             TransactionManager(transactional_id=c.transactional_id, transaction_timeout_ms=c.transaction_timeout_ms,
-                               enable_2pc=c.transaction_two_phase_commit_enable)
+                               enable_2pc=c.transaction_two_phase_commit_enable,
+                               finalized_features=self._finalized_features)
             if c.enable_idempotence else None
         )
         self._accumulator = RecordAccumulator(
@@ -105,6 +106,10 @@ class AIOProducer:
         self._value_serializer = c.value_serializer
         self._max_plain_size = min(c.max_request_size, c.buffer_memory)
         self._plain = c.key_serializer is None and c.value_serializer is None
+
+    def _finalized_features(self) -> tuple[int, dict[str, int]]:
+        client = self._client
+        return client.finalized_features() if client is not None else (-1, {})
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -50,7 +50,13 @@ from eoslog.client.producer.config import ProducerConfig
 from eoslog.client.producer.metrics import ProducerMetrics
 from eoslog.client.producer.transaction_manager import State, TransactionManager
 from eoslog.client.producer.txn_requests import FindCoordinatorHandler, Outcome, TxnRequestHandler
-from eoslog.client.producer.wire import MAX_VERSION, MIN_VERSION, decode_produce_response, encode_produce
+from eoslog.client.producer.wire import (
+    MAX_TRANSACTION_V1_VERSION,
+    MAX_VERSION,
+    MIN_VERSION,
+    decode_produce_response,
+    encode_produce,
+)
 from eoslog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -248,7 +254,11 @@ class Sender:
     # -- Produce ---------------------------------------------------------------------------------
 
     def _produce_version(self, conn: AioConnection) -> int:
-        return conn.versions.pick(0, MAX_VERSION, MIN_VERSION)
+        # A transactional producer on version 1 stays below v12, which would have the
+        # leader add its partitions (Java's ProduceRequest.builder(useTransactionV1Version)).
+        tm = self.tm
+        v1 = tm is not None and tm.transactional and not tm.transaction_v2
+        return conn.versions.pick(0, MAX_TRANSACTION_V1_VERSION if v1 else MAX_VERSION, MIN_VERSION)
 
     def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> None:
         tm = self.tm

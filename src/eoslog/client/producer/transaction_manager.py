@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from eoslog.client.errors import (
     IllegalStateError,
@@ -48,6 +48,7 @@ from eoslog.client.producer.txn_requests import (
     EndTxnHandler,
     FindCoordinatorHandler,
     InitProducerIdHandler,
+    TxnOffsetCommitHandler,
     TxnRequestHandler,
 )
 from eoslog.client.producer.txn_state import (
@@ -61,9 +62,18 @@ from eoslog.client.producer.txn_state import (
     TxnResult,
 )
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
+from eoslog.features import TRANSACTION_VERSION, TRANSACTION_VERSION_2
 from eoslog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+# The finalized features the brokers last told the client (AioClient.finalized_features):
+# (epoch, {name: level}); (-1, {}) before any ApiVersions v3+ answer.
+FinalizedFeatures = Callable[[], tuple[int, dict[str, int]]]
+
+
+def _none_finalized() -> tuple[int, dict[str, int]]:
+    return -1, {}
 
 
 class TransactionManager:
@@ -73,6 +83,7 @@ class TransactionManager:
         transactional_id: str | None,
         transaction_timeout_ms: int = 60000,
         enable_2pc: bool = False,
+        finalized_features: FinalizedFeatures = _none_finalized,
     ) -> None:
         self.transactional_id = transactional_id
         self.transactional = transactional_id is not None
@@ -104,6 +115,12 @@ class TransactionManager:
         self._pending: list[tuple[int, int, TxnRequestHandler]] = []
         self._order = 0
         self._pending_transition: tuple[str, State, TxnResult] | None = None
+        # Transaction version 2 (KIP-890 part 2): on when the cluster finalized
+        # transaction.version >= 2 — no AddPartitionsToTxn / AddOffsetsToTxn (the brokers add
+        # partitions from Produce v12 and TxnOffsetCommit v5), and every EndTxn v5 bumps the epoch.
+        self.transaction_v2 = False
+        self._finalized_features = finalized_features
+        self._features_epoch = -1
 
     def __repr__(self) -> str:
         return f"TransactionManager({self.transactional_id!r}, {self.state.name}, {self.producer})"
@@ -244,9 +261,31 @@ class TransactionManager:
 
         operation = "commit_transaction" if commit else "abort_transaction"
         result = TxnResult(operation)
-        self.enqueue(EndTxnHandler(self, result, commit=commit))
+        # The EndTxn speaks the version this transaction began under; a cluster that moved to
+        # transaction version 2 since is taken up after it, with an epoch bump (Java's
+        # beginCompletingTransaction → maybeUpdateTransactionV2Enabled).
+        handler = EndTxnHandler(self, result, commit=commit, transaction_v2=self.transaction_v2)
+        self.update_transaction_version(on_initialization=False)
+        self.enqueue(handler)
         self._pending_transition = (operation, self.state, result)
         return result
+
+    def update_transaction_version(self, *, on_initialization: bool) -> None:
+        """Take up the finalized transaction.version if the brokers told a newer feature
+        epoch. Moving from version 1 to 2 after initialization needs one client-side epoch
+        bump (InitProducerId after the EndTxn): the coordinator then knows this producer runs
+        version 2 (Java's maybeUpdateTransactionV2Enabled)."""
+        epoch, features = self._finalized_features()
+        if epoch <= self._features_epoch:
+            return
+        self._features_epoch = epoch
+        was = self.transaction_v2
+        self.transaction_v2 = features.get(TRANSACTION_VERSION, 0) >= TRANSACTION_VERSION_2
+        if was != self.transaction_v2:
+            log.info("%s: transaction version %d (finalized features epoch %d)", self.transactional_id,
+                     2 if self.transaction_v2 else 1, epoch)
+        if not on_initialization and not was and self.transaction_v2:
+            self.epoch_bump_required = True
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata,
@@ -260,7 +299,12 @@ class TransactionManager:
                 f"Cannot send offsets if a transaction is not in progress (currentState= {self.state.name})"
             )
         result = TxnResult("send_offsets_to_transaction")
-        self.enqueue(AddOffsetsToTxnHandler(self, result, dict(offsets), group))
+        if self.transaction_v2:
+            # TxnOffsetCommit v5: the group coordinator adds __consumer_offsets itself.
+            self.transaction_started = True
+            self.enqueue(TxnOffsetCommitHandler(self, result, dict(offsets), group, transaction_v2=True))
+        else:
+            self.enqueue(AddOffsetsToTxnHandler(self, result, dict(offsets), group))
         return result
 
     # -- two-phase commit (KIP-939) ---------------------------------------------------------------
@@ -325,6 +369,7 @@ class TransactionManager:
     def on_initialized(self, producer: ProducerIdAndEpoch, ongoing: ProducerIdAndEpoch) -> None:
         """InitProducerId succeeded; ``ongoing`` is the kept open transaction, if any."""
         self.producer = producer
+        self.update_transaction_version(on_initialization=True)
         if self.keep_prepared_txn and ongoing.valid:
             self.prepared = ongoing
             self.transaction_started = True  # the coordinator has it open: EndTxn is needed
@@ -347,10 +392,15 @@ class TransactionManager:
                 raise IllegalStateError(f"Cannot call send in state {self.state.name}")
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
-        """First write to a partition in this transaction: AddPartitionsToTxn before Produce."""
+        """First write to a partition in this transaction: AddPartitionsToTxn before Produce
+        (version 1); under version 2 the partition's leader adds it, so it is in at once."""
         if tp in self.txn_partitions:
             return
         with self._lock:
+            if self.transaction_v2:
+                self.txn_partitions.add(tp)
+                self.transaction_started = True
+                return
             if tp not in self.txn_partitions and tp not in self.pending_partitions:
                 self.new_partitions.add(tp)
 
@@ -414,6 +464,13 @@ class TransactionManager:
     def set_producer_id(self, producer: ProducerIdAndEpoch) -> None:
         self.producer = producer
 
+    def on_end_txn_epoch(self, producer: ProducerIdAndEpoch) -> None:
+        """EndTxn v5 ended the transaction under a new epoch (or a new producer id when the
+        epoch ran out): the next transaction starts every partition at sequence 0 under it."""
+        self.producer = producer
+        self.partitions.clear()
+        self.unresolved.clear()
+
     def partitions_added(self, partitions: set[TopicPartition]) -> None:
         with self._lock:
             self.txn_partitions |= partitions
@@ -432,9 +489,10 @@ class TransactionManager:
             self.txn_partitions.clear()
         self.transaction_started = False
         self.prepared = None
-        if self.epoch_bump_required and self.state is State.ABORTING_TRANSACTION:
-            # Batches of the aborted transaction failed after getting sequences: start the
-            # next one under a new epoch, from sequence 0 (KIP-360).
+        if self.epoch_bump_required:
+            # Batches of the aborted transaction failed after getting sequences, or the cluster
+            # just moved to transaction version 2: the next transaction starts under a new
+            # epoch, from sequence 0 (KIP-360; Java's resetTransactionState).
             self.transition_to(State.INITIALIZING)
             self._enqueue_init(result, epoch_bump=True)
             return
@@ -549,8 +607,10 @@ class TransactionManager:
         if self.has_fatal_error or not batch.has_sequence or not adjust_sequences:
             return
         if self.transactional:
-            # Its sequences are lost to the partition: the next transaction starts afresh.
-            self.epoch_bump_required = True
+            # Its sequences are lost to the partition: the next transaction starts afresh
+            # under a new epoch — the abort's own under version 2 (EndTxn v5 bumps it).
+            if not self.transaction_v2:
+                self.epoch_bump_required = True
         else:
             self.request_epoch_bump((batch.topic, batch.partition))
 

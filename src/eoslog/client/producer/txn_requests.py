@@ -141,7 +141,7 @@ class TxnRequestHandler:
     def abortable(self, error: BaseException, *, bump: bool = False) -> Outcome:
         if isinstance(error, KafkaError):
             error.txn_requires_abort = True
-        if bump:
+        if bump and not self.tm.transaction_v2:  # under version 2 the abort's EndTxn bumps
             self.tm.epoch_bump_required = True
         self.tm.transition_to_abortable(error)
         self.result.fail(error)
@@ -347,7 +347,7 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
 
 class TxnOffsetCommitHandler(TxnRequestHandler):
     api_key = ApiKey.TXN_OFFSET_COMMIT
-    max_version = 4
+    max_version = 5  # v5: the group coordinator adds the partition itself (transaction version 2)
     priority = 2
     coordinator_type = CoordinatorType.GROUP
     ERRORS = {
@@ -370,13 +370,20 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
     }
 
     def __init__(self, tm: TransactionView, result: TxnResult,
-                 offsets: dict[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata) -> None:
+                 offsets: dict[TopicPartition, OffsetAndMetadata], group: ConsumerGroupMetadata,
+                 *, transaction_v2: bool = False) -> None:
         super().__init__(tm, result)
         self.pending = dict(offsets)
         self.group = group
+        self.transaction_v2 = transaction_v2
 
     def coordinator_key(self) -> str:
         return self.group.group_id
+
+    def build(self, versions: ApiVersionTable) -> object:
+        # v5 only under transaction version 2 (it would add the partition on a version 1 one).
+        version = versions.pick(self.api_key, self.max_version if self.transaction_v2 else 4)
+        return self.request(request_types(self.api_key, version), version)
 
     def request(self, m: ModuleType, version: int) -> TxnOffsetCommitRequest:
         by_topic: dict[str, list[object]] = {}
@@ -411,14 +418,19 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
 
 class EndTxnHandler(TxnRequestHandler):
     api_key = ApiKey.END_TXN
-    max_version = 4  # v5 is KIP-890 part 2
+    max_version = 5  # v5: transaction version 2, the coordinator bumps the epoch and says so
     priority = 3
     ERRORS = {**_COORDINATOR_ERRORS, E.invalid_txn_state: Action.FATAL,
               E.unknown_producer_id: Action.ABORTABLE_BUMP, E.invalid_producer_id_mapping: Action.ABORTABLE_BUMP}
 
-    def __init__(self, tm: TransactionView, result: TxnResult, *, commit: bool) -> None:
+    def __init__(self, tm: TransactionView, result: TxnResult, *, commit: bool, transaction_v2: bool = False) -> None:
         super().__init__(tm, result)
         self.commit = commit
+        self.transaction_v2 = transaction_v2
+
+    def build(self, versions: ApiVersionTable) -> object:
+        version = versions.pick(self.api_key, self.max_version if self.transaction_v2 else 4)
+        return self.request(request_types(self.api_key, version), version)
 
     def request(self, m: ModuleType, version: int) -> EndTxnRequest:
         return cast("EndTxnRequest", build(m.EndTxnRequest, committed=self.commit, **self.producer_fields()))
@@ -427,6 +439,10 @@ class EndTxnHandler(TxnRequestHandler):
         code = int(response.error_code)
         if code != 0:
             return self.on_error(code)
+        producer = ProducerIdAndEpoch(int(getattr(response, "producer_id", -1)),  # v5+
+                                      int(getattr(response, "producer_epoch", -1)))
+        if producer.valid:
+            self.tm.on_end_txn_epoch(producer)
         self.tm.complete_transaction(self.result)
         return Outcome.DONE
 

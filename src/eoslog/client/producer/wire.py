@@ -25,7 +25,8 @@ from eoslog.records.varint import decode_uvarint, encode_uvarint
 
 PRODUCE = ApiKey.PRODUCE
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 12  # v12: transaction version 2 (the leader adds the partition); same bytes as v11
+MAX_TRANSACTION_V1_VERSION = 11
 FLEXIBLE_VERSION = 9
 
 _I16 = struct.Struct(">h")
