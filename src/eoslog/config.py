@@ -328,6 +328,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.response.max.bytes", int, 10485760, "bytes a follower asks per fetch"),
     ConfigDef("replica.fetch.wait.max.ms", int, 500, "how long a follower's fetch may wait for data"),
     ConfigDef("replica.fetch.min.bytes", int, 1, "bytes a follower's fetch waits for"),
+    ConfigDef("replication.quota.window.num", int, 11, "windows the replication throttles measure over"),
+    ConfigDef("replication.quota.window.size.seconds", int, 1, "length of one replication throttle window"),
     ConfigDef("replica.fetch.backoff.ms", int, 1000, "pause after a failed follower fetch"),
     ConfigDef("replica.socket.timeout.ms", int, 30000, "timeout of a follower's requests"),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", int, 5000,
@@ -404,10 +406,22 @@ SYNONYM_CHAIN: dict[str, tuple[str, ...]] = {n: chain for chain in BROKER_SYNONY
 # the topic defaults and the log cleaner's settings. Kafka's dynamic listeners are not here:
 # eoslog cannot re-bind its listener at run time, so it reports them read-only.
 # The hour/minute aliases are not: Kafka 4.4 lists them read-only and refuses to change them.
+# Kafka's DynamicConfig.Broker: dynamic-only broker configs (no static default, not listed by
+# DescribeConfigs until set), bytes per second; unset means no throttle.
+REPLICATION_THROTTLE_CONFIGS = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
 DYNAMIC_BROKER_CONFIGS = frozenset(
     {d.broker_default for d in TOPIC_CONFIGS.values() if d.broker_default}
     | {"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"}
+    | REPLICATION_THROTTLE_CONFIGS
 )
+
+
+def throttle_rate(config: BrokerConfig, name: str) -> int:
+    """A replication throttle's bytes/s (Long.MAX_VALUE, no throttle, when unset)."""
+    return int(config.values.get(name, 2**63 - 1))
 
 
 def _coerce(defn: ConfigDef, raw: Any) -> Any:

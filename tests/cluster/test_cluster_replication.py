@@ -30,10 +30,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture(autouse=True)
 def _all_brokers_up(cluster: Cluster) -> Iterator[None]:
     yield
-    for b in cluster.brokers.values():
-        if b.proc is not None and b.alive():
-            os.kill(b.proc.pid, signal.SIGCONT)  # a test may have paused one
-    cluster.restart_dead()
+    cluster.heal()  # a test may have paused or killed one
 
 
 def _produce(cluster: Cluster, topic: str, values: list[bytes], history: History, acks: str = "all") -> None:

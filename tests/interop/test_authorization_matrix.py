@@ -368,6 +368,16 @@ ROWS: list[Row] = [
                       timeout=datetime.timedelta(seconds=10), topic_partitions=(
                           req("ElectLeaders", 2, "TopicPartitions", topic=TOPIC, partitions=(i32(0),)),)),
         ok=frozenset({0, ELECTION_NOT_NEEDED})),
+    Row("AlterPartitionReassignments", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_DENIED)],
+        lambda w: req("AlterPartitionReassignments", 0, "AlterPartitionReassignmentsRequest", topics=(
+            req("AlterPartitionReassignments", 0, "ReassignableTopic", name=TOPIC, partitions=(
+                req("AlterPartitionReassignments", 0, "ReassignablePartition", partition_index=i32(0),
+                    replicas=(i32(0),)),)),))),
+    Row("ListPartitionReassignments", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_DENIED)],
+        lambda w: req("ListPartitionReassignments", 0, "ListPartitionReassignmentsRequest", topics=None)),
+    Row("DescribeLogDirs", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_DENIED)],
+        lambda w: req("DescribeLogDirs", 4, "DescribeLogDirsRequest", topics=None),
+        leaked=lambda r: bool(r.results)),
     Row("UpdateFeatures", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_DENIED)],
         lambda w: req("UpdateFeatures", 2, "UpdateFeaturesRequest", timeout=datetime.timedelta(seconds=10),
                       validate_only=True, feature_updates=(

@@ -8,6 +8,8 @@ topics so that start-up stays cheap on a 2-core machine.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,21 +123,45 @@ class Cluster:
         else:
             connect = f"{self.zookeeper.connect_string}/{self.root.name}"
             _create_chroot(self.zookeeper.connect_string, self.root.name)
+        self.zookeeper_connect = connect
         # Every broker's first port before any per_broker call, which may pick more (free_ports(avoid=...)).
         self.ports = dict(zip(range(1, self.size + 1), free_ports(self.size), strict=True))
         for i in range(1, self.size + 1):
-            (self.root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
-            placement: dict[str, Any] = {}
-            if self.lab is not None:
-                host = self.hosts[i] = self.lab.add_host(f"b{i}")
-                placement = {"host": host.address, "prefix": host.command()}
-            port = self.ports[i]
-            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
-                **self.overrides, "broker.id": str(i), "zookeeper.connect": connect,
-                **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
+            self._make_broker(i)
         in_parallel([b.start for b in self.brokers.values()])
         self.wait_for_every_broker(lambda m: len(m.brokers) == self.size and m.controller > 0, "all brokers registered")
         return self
+
+    def _make_broker(self, i: int) -> BrokerProcess:
+        (self.root / f"broker-{i}").mkdir(parents=True, exist_ok=True)
+        placement: dict[str, Any] = {}
+        if self.lab is not None:
+            host = self.hosts[i] = self.lab.add_host(f"b{i}")
+            placement = {"host": host.address, "prefix": host.command()}
+        port = self.ports[i]
+        self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
+            **self.overrides, "broker.id": str(i), "zookeeper.connect": self.zookeeper_connect,
+            **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
+        return self.brokers[i]
+
+    def add_broker(self, broker_id: int | None = None) -> BrokerProcess:
+        """A new broker (the next id unless given) joins the running cluster; returns once
+        every running broker's Metadata lists it."""
+        i = broker_id if broker_id is not None else max(self.brokers, default=0) + 1
+        self.ports[i] = free_ports(1, avoid=set(self.ports.values()))[0]
+        broker = self._make_broker(i)
+        self.size += 1
+        broker.start()
+        self.wait_for_every_broker(lambda m: i in m.brokers, f"broker {i} registered")
+        return broker
+
+    def retire(self, broker_id: int) -> None:
+        """Stop a broker (a controlled shutdown) and leave it out of the cluster from now on."""
+        broker = self.brokers.pop(broker_id)
+        if broker.alive():
+            broker.stop()
+        self.size -= 1
+        self.wait_for_every_broker(lambda m: broker_id not in m.brokers, f"broker {broker_id} gone")
 
     @property
     def bootstrap(self) -> str:
@@ -191,6 +217,14 @@ class Cluster:
         """Start every broker that is not running, and wait until all are registered."""
         in_parallel([b.start for b in self.brokers.values() if not b.alive()])
         self.wait_for_every_broker(lambda m: len(m.brokers) == self.size, "all brokers registered again")
+
+    def heal(self) -> None:
+        """Resume every paused broker (SIGSTOP) and start every dead one: the next test starts
+        with the whole cluster."""
+        for b in self.brokers.values():
+            if b.proc is not None and b.alive():
+                os.kill(b.proc.pid, signal.SIGCONT)
+        self.restart_dead()
 
     def stop(self) -> None:
         in_parallel([b.stop for b in self.brokers.values() if b.alive()])

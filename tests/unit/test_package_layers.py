@@ -20,7 +20,7 @@ LAYERS = [
     {"cluster", "metrics", "share"},
     {"coordinator"},
     {"replica", "security", "spark", "tools"},
-    {"storage", "client"},
+    {"storage", "client", "quotas"},
     {"records", "protocol"},
     {"features"},
     {"errors", "types", "config", "stats", "faults", "javahash"},

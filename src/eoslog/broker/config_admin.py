@@ -31,6 +31,7 @@ from eoslog.config import (
     DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIGS,
     LIST_CONFIGS,
+    REPLICATION_THROTTLE_CONFIGS,
     SYNONYM_CHAIN,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -258,6 +259,12 @@ class ConfigAdmin:
             # Kafka answers INVALID_REQUEST for a broker config it cannot apply (KAFKA-13609).
             raise Refused(Errors.INVALID_REQUEST,
                           f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+        for key in sorted(REPLICATION_THROTTLE_CONFIGS & new.keys()):
+            if not new[key].strip().isdigit():  # DynamicConfig.Broker: a LONG, at least 0
+                raise Refused(Errors.INVALID_CONFIG,
+                              f"Invalid value {new[key]} for configuration {key}: Not a number of type LONG"
+                              if not new[key].strip().lstrip("-").isdigit()
+                              else f"Invalid value {new[key]} for configuration {key}: Value must be at least 0")
         default = new if not name else self.config.dynamic_default
         mine = new if name else self.config.dynamic_broker
         try:

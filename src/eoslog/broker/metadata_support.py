@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from eoslog.cluster.controller.assignment import check_partition_replicas
+from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment, check_target
 from eoslog.cluster.metadata import PartitionView
 from eoslog.config import BrokerConfig, TopicConfig, config_string
 from eoslog.coordinator.group import GroupCoordinator
@@ -181,6 +182,16 @@ class MetadataSupport(Protocol):
 
     async def elect_leaders(self, partitions: list[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, Errors]: ...
+
+    async def alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool) -> dict[TopicPartition, Refusal | None]:
+        """AlterPartitionReassignments (KIP-455): each partition's refusal, or None once its
+        reassignment has begun (a target None cancels); KafkaError(NOT_CONTROLLER) off the
+        controller."""
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The reassignments in progress (of ``partitions``, None: all)."""
 
     def find_coordinator(self, topic: InternalTopic, partition_for: Callable[[str, int], int], key: str,
                          listener: str | None) -> tuple[Errors, BrokerEndpoint | None]:
@@ -339,6 +350,25 @@ class SingleNode:
         # One node leads every partition it has.
         return {tp: Errors.ELECTION_NOT_NEEDED if self.logs.get_log(*tp) is not None
                 else Errors.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions or ()}
+
+    async def alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool) -> dict[TopicPartition, Refusal | None]:
+        # One node holds every replica: only "this node" is a target, and nothing ever moves.
+        here = ReplicaAssignment((self.node_id,))
+        out: dict[TopicPartition, Refusal | None] = {}
+        for tp, target in targets.items():
+            if self.logs.get_log(*tp) is None:
+                out[tp] = Refusal(Errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                out[tp] = Refusal(Errors.NO_REASSIGNMENT_IN_PROGRESS,
+                                  "No reassignment is in progress for this partition.")
+            else:
+                out[tp] = check_target(target, here, [self.node_id], allow_replication_factor_change)
+        return out
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        return {}
 
     def find_coordinator(self, topic: InternalTopic, partition_for: Callable[[str, int], int], key: str,
                          listener: str | None) -> tuple[Errors, BrokerEndpoint | None]:

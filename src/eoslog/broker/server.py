@@ -39,7 +39,7 @@ from eoslog.broker.malloc import keep_freed_memory
 from eoslog.broker.marker_sender import MarkerSender
 from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNode
 from eoslog.broker.txn_verifier import LocalTransactionVerifier
-from eoslog.config import BrokerConfig
+from eoslog.config import BrokerConfig, throttle_rate
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.group.share_groups import ShareGroupSettings
 from eoslog.coordinator.share import ShareCoordinator
@@ -103,7 +103,9 @@ class Broker:
         # then the state handlers share: nothing in it is ever missing.
         self.replicas = ReplicaManager(config.node_id, self.logs, wall_clock_ms,
                                        leads_every_local_log=support.leads_every_local_log,
-                                       group_commit=config.group_commit)
+                                       group_commit=config.group_commit,
+                                       quota_windows=(int(config["replication.quota.window.num"]),
+                                                      int(config["replication.quota.window.size.seconds"]) * 1000))
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, support.producer_ids.generate_producer_id,
@@ -142,6 +144,8 @@ class Broker:
         self.cleaner = LogCleaner(self.logs, wall_clock_ms, int(config["log.cleaner.dedupe.buffer.size"]))
         self.state.config_admin.on_broker_change.append(
             lambda: self.cleaner.set_dedupe_buffer(int(config["log.cleaner.dedupe.buffer.size"])))
+        self._apply_replication_throttles()
+        self.state.config_admin.on_broker_change.append(self._apply_replication_throttles)
         self.connections: set[KafkaProtocol] = set()
         # metrics.listener set: requests are observed and the registry is served at start-up.
         self.metrics_facts = BrokerFacts(self._connections_by_listener)
@@ -160,6 +164,10 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._signals = 0
+
+    def _apply_replication_throttles(self) -> None:
+        self.replicas.leader_quota.update_bound(throttle_rate(self.config, "leader.replication.throttled.rate"))
+        self.replicas.follower_quota.update_bound(throttle_rate(self.config, "follower.replication.throttled.rate"))
 
     def _share_settings(self, group_id: str) -> ShareSettings:
         """A share group's settings for its share-partitions: its group configs over the broker's."""

@@ -19,6 +19,7 @@ from eoslog.broker.context import wall_clock_ms
 from eoslog.broker.metadata_support import Advertised, BrokerEndpoint, TopicDescription
 from eoslog.broker.txn_verifier import ClusterTransactionVerifier, LocalTransactionVerifier
 from eoslog.cluster.channel import BrokerChannel, inter_broker_client_id
+from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment
 from eoslog.cluster.coordination import find_coordinator
 from eoslog.cluster.errors import TopicExists
 from eoslog.cluster.feature_store import ZkFeatureStore
@@ -230,6 +231,14 @@ class ZkSupport:
     async def elect_leaders(self, partitions: list[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, Errors]:
         return await self.member.elect_leaders(partitions, unclean)
+
+    async def alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool) -> dict[TopicPartition, Refusal | None]:
+        return await self.member.alter_reassignments(targets, allow_replication_factor_change)
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        return await self.member.list_reassignments(partitions)
 
     def find_coordinator(self, topic: InternalTopic, partition_for: Callable[[str, int], int], key: str,
                          listener: str | None) -> tuple[Errors, BrokerEndpoint | None]:

@@ -8,11 +8,14 @@ a deposed leader wrote and the new leader never had go. Then it fetches with its
 from its log end offset — which tells the leader how far it is — and appends what comes back
 as it is (``Partition.append_records_to_follower``: offsets kept, producer state, open
 transactions and the aborted-transaction index rebuilt from the batches), taking the leader's
-high watermark. With ``log.flush.policy=group-commit`` the appends of a fetch are fsynced
-(one group-commit round) before the next fetch reports them to the leader, so an acks=all
-write is acknowledged only once every ISR member that counts has it on disk (markers come the
-same way). Errors back off for ``replica.fetch.backoff.ms``; a leader change arrives through
-the metadata cache and moves the partition to another fetcher.
+high watermark. A partition whose follower throttle applies (``quotas.replication``: not in
+the ISR, named in ``follower.replication.throttled.replicas``) is left out of the fetch while
+``follower.replication.throttled.rate`` is exceeded. With ``log.flush.policy=group-commit``
+the appends of a fetch are fsynced (one group-commit round) before the next fetch reports
+them to the leader, so an acks=all write is acknowledged only once every ISR member that
+counts has it on disk (markers come the same way). Errors back off for
+``replica.fetch.backoff.ms``; a leader change arrives through the metadata cache and moves
+the partition to another fetcher.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from eoslog.errors import Errors, KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import from_code
 from eoslog.protocol.messages import build, request_types
+from eoslog.quotas.replication import FOLLOWER_REPLICAS
 from eoslog.replica import Partition, ReplicaManager
 from eoslog.storage.leader_epoch import follower_truncation
 from eoslog.types import TopicPartition
@@ -177,10 +181,19 @@ class ReplicaFetcher:
     async def _fetch(self, ready: dict[TopicPartition, _FetchState]) -> bool:
         """One Fetch for every ready partition; False when it should back off."""
         offsets: dict[TopicPartition, int] = {}
+        throttled: set[TopicPartition] = set()
+        quota = self.replicas.follower_quota
+        exceeded = quota.is_exceeded()
         for tp, st in ready.items():
             partition = self._partition(tp, st)
-            if partition is not None:
-                offsets[tp] = partition.log.log_end_offset
+            if partition is None:
+                continue
+            if (self.settings.broker_id not in partition.isr
+                    and quota.is_throttled(str(partition.log.config[FOLLOWER_REPLICAS]), tp.partition)):
+                if exceeded:
+                    continue  # Kafka's shouldFollowerThrottle: not fetched until the rate falls
+                throttled.add(tp)
+            offsets[tp] = partition.log.log_end_offset
         if not offsets:
             return False
         s = self.settings
@@ -215,6 +228,8 @@ class ReplicaFetcher:
                 healthy |= self._handle_partition(tp, state, partition, p, offsets[tp])
                 if partition.log.log_end_offset > offsets[tp]:
                     appended.append(partition)
+                if tp in throttled:
+                    quota.record(len(p.records or b""))
         group_commit = self.replicas.group_commit
         if appended and group_commit is not None:
             # log.flush.policy=group-commit: the next fetch offset moves the leader's high

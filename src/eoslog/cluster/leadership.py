@@ -49,7 +49,8 @@ class Leadership:
         self.clock_ms = clock_ms
         self.on_leader: list[RoleListener] = []
         self.on_follower: list[RoleListener] = []
-        self._applied: dict[TopicPartition, tuple[int, int]] = {}  # (leader epoch, znode version)
+        # (leader epoch, state znode version, replicas) last applied
+        self._applied: dict[TopicPartition, tuple[int, int, tuple[int, ...]]] = {}
         self._isr_changes: set[TopicPartition] = set()  # one ZooKeeper update in flight each
         self._tasks: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -124,14 +125,14 @@ class Leadership:
         if state is None or self.broker_id not in replicas:
             return
         applied = self._applied.get(tp)
-        if applied is not None and (state.leader_epoch, state.zk_version) <= applied:
+        if applied is not None and (state.leader_epoch, state.zk_version) <= applied[:2] and replicas == applied[2]:
             return
         assignment = self.metadata.topics[tp.topic]
         self.logs.ensure_replica(tp.topic, assignment.topic_id, len(assignment.partitions), tp.partition,
                                  dict(self.metadata.topic_configs.get(tp.topic, {})), tp.topic in INTERNAL_TOPICS)
         partition = self.replicas.get_partition(tp) or self.replicas.create_partition(tp)
         new_epoch = applied is None or state.leader_epoch != applied[0] or partition.leader_epoch != state.leader_epoch
-        self._applied[tp] = (state.leader_epoch, state.zk_version)
+        self._applied[tp] = (state.leader_epoch, state.zk_version, replicas)
         if state.leader == self.broker_id:
             if new_epoch or not partition.is_leader:
                 self.fetchers.stop(tp)
@@ -139,8 +140,11 @@ class Leadership:
                 log.info("%s: leader in epoch %d, isr %s", tp, state.leader_epoch, list(state.isr))
                 for listener in self.on_leader:
                     listener(tp, state.leader_epoch)
-            elif partition.update_isr(state.isr):
-                pass  # the high watermark moved: waiting produces and fetches look again
+            else:
+                # A reassignment adds or removes replicas in the same epoch (brokers watch the
+                # assignment: no new epoch needs to carry it, as Kafka's LeaderAndIsr did).
+                partition.update_replicas(replicas)
+                partition.update_isr(state.isr)  # the high watermark may move: waiters look again
             self.replicas.high_watermark_moved(tp)
             return
         was_leader = partition.is_leader
@@ -155,6 +159,8 @@ class Leadership:
             for listener in self.on_follower:
                 listener(tp, state.leader_epoch)
             self.replicas.high_watermark_moved(tp)  # clients parked here get NOT_LEADER_OR_FOLLOWER
+        else:
+            partition.replicas = replicas
 
     # -- the leader's ISR -------------------------------------------------------------------
 
@@ -171,7 +177,14 @@ class Leadership:
 
     def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
         """A follower fetched: the partition says whether it joins the ISR."""
-        isr = partition.maybe_expand_isr(replica_id, self.metadata.isr_eligible)
+        removing = self.metadata.removing(partition.tp)
+
+        def eligible(broker_id: int) -> bool:
+            # A replica a reassignment removes is never taken back into the ISR: the controller
+            # takes it out just before the assignment drops it.
+            return broker_id not in removing and self.metadata.isr_eligible(broker_id)
+
+        isr = partition.maybe_expand_isr(replica_id, eligible)
         if isr is not None:
             self._propose_isr(partition.tp, partition, isr)
 

@@ -28,6 +28,7 @@ from eoslog.cluster.controller.controller import (
     ControllerSettings,
     register_controller,
 )
+from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment
 from eoslog.cluster.errors import ClusterError, TopicExists
 from eoslog.cluster.fetcher import FetcherManager, FetcherSettings
 from eoslog.cluster.leadership import Leadership, RoleListener
@@ -187,6 +188,7 @@ class ClusterMember:
         await self.zk.watch_children(znodes.CONTROLLED_SHUTDOWN, lambda _path, _children: self._shutdowns.poke())
         await self.zk.watch_children(znodes.DELETE_TOPICS,
                                      lambda _path, topics: self.metadata.set_delete_requests(frozenset(topics)))
+        await self.zk.watch_data(znodes.REASSIGN_PARTITIONS, self._on_reassign_requests)
         await self.zk.watch_data(znodes.CONTROLLER, self._on_controller)
         await self.zk.watch_children(znodes.TOPICS, self._on_topics)
 
@@ -202,6 +204,14 @@ class ClusterMember:
         if controller != self.broker_id and self.controller.active:
             log.warning("/controller names broker %d; broker %d stops being controller", controller, self.broker_id)
             self._end_controllership()
+
+    def _on_reassign_requests(self, path: str, node: Znode | None) -> None:
+        try:
+            requests = znodes.decode_reassignments(node.data) if node is not None and node.data else {}
+        except znodes.ZnodeDataError as e:
+            log.warning("ignoring %s: %s", path, e)
+            requests = {}
+        self.metadata.set_reassign_requests(requests)
 
     def _on_topics(self, _path: str, topics: list[str]) -> None:
         for topic in topics:
@@ -224,7 +234,7 @@ class ClusterMember:
             if node is None:
                 self.metadata.set_topic(topic, None)
                 return
-            assignment = TopicAssignment.decode(topic, node.data)
+            assignment = TopicAssignment.decode(topic, node.data, node.version)
             self.metadata.set_topic(topic, assignment)
             for p in sorted(set(assignment.partitions) - watched):
                 watched.add(p)
@@ -387,10 +397,28 @@ class ClusterMember:
     async def elect_leaders(self, partitions: list[TopicPartition] | None,
                             unclean: bool) -> dict[TopicPartition, Errors]:
         """ElectLeaders on the controller; KafkaError(NOT_CONTROLLER) on any other broker."""
+        try:
+            return await self._controller().elect_leaders(partitions, unclean)
+        except ControllerMoved:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} stopped being controller") from None
+
+    def _controller(self) -> Controller:
         if not self.controller.active:
             raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        return self.controller
+
+    async def alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool) -> dict[TopicPartition, Refusal | None]:
+        """AlterPartitionReassignments on the controller; KafkaError(NOT_CONTROLLER) elsewhere."""
         try:
-            return await self.controller.elect_leaders(partitions, unclean)
+            return await self._controller().alter_reassignments(targets, allow_replication_factor_change)
+        except ControllerMoved:
+            raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} stopped being controller") from None
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        try:
+            return await self._controller().list_reassignments(partitions)
         except ControllerMoved:
             raise KafkaError(Errors.NOT_CONTROLLER, f"broker {self.broker_id} stopped being controller") from None
 

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from eoslog.cluster.controller.reassignment import ReplicaAssignment
 from eoslog.cluster.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.errors import Errors
 from eoslog.types import TopicPartition
@@ -33,7 +34,8 @@ class PartitionView:
 
 
 # A change, for listeners: ("brokers", None), ("topic", name), ("state", TopicPartition),
-# ("controller", None), ("config", name), ("shutdown", None), ("deletes", None).
+# ("controller", None), ("config", name), ("shutdown", None), ("deletes", None),
+# ("reassignments", None).
 Change = tuple[str, object]
 
 
@@ -49,6 +51,8 @@ class ClusterMetadata:
         self.shutdown_requests: dict[int, int] = {}
         # /admin/delete_topics: topics whose deletion was asked for.
         self.delete_requests: frozenset[str] = frozenset()
+        # /admin/reassign_partitions: (topic, partition) → target replicas asked for there.
+        self.reassign_requests: dict[tuple[str, int], tuple[int, ...]] = {}
         self._listeners: list[Callable[[Change], None]] = []
 
     def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
@@ -84,10 +88,14 @@ class ClusterMetadata:
             for tp in [tp for tp in self.states if tp.topic == topic]:
                 del self.states[tp]
             self.topic_configs.pop(topic, None)
-        elif self.topics.get(topic) == assignment:
-            return
         else:
+            current = self.topics.get(topic)
+            if (current is not None and current.topic_id == assignment.topic_id
+                    and 0 <= assignment.zk_version < current.zk_version):
+                return  # a read older than what the controller wrote and applied
             self.topics[topic] = assignment
+            if current == assignment:
+                return  # the same assignment (a newer version of it: kept for the check above)
         self._changed(("topic", topic))
 
     def set_state(self, tp: TopicPartition, state: LeaderAndIsr | None) -> bool:
@@ -116,6 +124,11 @@ class ClusterMetadata:
         if topics != self.delete_requests:
             self.delete_requests = topics
             self._changed(("deletes", None))
+
+    def set_reassign_requests(self, requests: dict[tuple[str, int], tuple[int, ...]]) -> None:
+        if requests != self.reassign_requests:
+            self.reassign_requests = dict(requests)
+            self._changed(("reassignments", None))
 
     def set_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         if self.topic_configs.get(topic, {}) != overrides:
@@ -156,6 +169,19 @@ class ClusterMetadata:
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         assignment = self.topics.get(tp.topic)
         return () if assignment is None else tuple(assignment.partitions.get(tp.partition, ()))
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """The partition's replicas with the ones being added and removed (KIP-455)."""
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return ReplicaAssignment(())
+        p = tp.partition
+        return ReplicaAssignment(tuple(topic.partitions.get(p, ())), tuple(topic.adding.get(p, ())),
+                                 tuple(topic.removing.get(p, ())))
+
+    def removing(self, tp: TopicPartition) -> tuple[int, ...]:
+        topic = self.topics.get(tp.topic)
+        return () if topic is None else tuple(topic.removing.get(tp.partition, ()))
 
     def partitions_of(self, topic: str) -> Iterator[TopicPartition]:
         assignment = self.topics.get(topic)

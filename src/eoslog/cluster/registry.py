@@ -34,7 +34,7 @@ async def read_brokers(zk: ZkSession, ids: list[str] | None = None) -> dict[int,
 
 async def read_assignment(zk: ZkSession, topic: str) -> TopicAssignment | None:
     node = await zk.get(znodes.topic_path(topic))
-    return None if node is None else TopicAssignment.decode(topic, node.data)
+    return None if node is None else TopicAssignment.decode(topic, node.data, node.version)
 
 
 async def read_state(zk: ZkSession, tp: TopicPartition) -> LeaderAndIsr | None:
@@ -125,6 +125,9 @@ async def add_partitions(zk: ZkSession, topic: str, added: Mapping[int, tuple[in
         if len(current.partitions) != expected:
             raise KafkaError(Errors.INVALID_PARTITIONS,
                              f"Topic {topic} now has {len(current.partitions)} partition(s), not {expected}.")
+        if current.reassigning:
+            raise KafkaError(Errors.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic {topic}.")
         updated = TopicAssignment(topic, current.topic_id, {**current.partitions, **added})
         try:
             await zk.set(path, updated.encode(), node.version)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CLUSTER_ID = "/cluster/id"
@@ -26,6 +26,9 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 TOPIC_CONFIGS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+# Reassignments asked for through ZooKeeper (Kafka ≤ 3.x's ReassignPartitionsZNode); the
+# controller takes each partition out once its reassignment is done and deletes it when empty.
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 # eoslog's own: replaces Kafka's ControlledShutdown request (docs/cluster.md).
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 # The finalized features (KIP-584), FeatureZNode's JSON: eoslog.features encodes it.
@@ -187,33 +190,88 @@ def decode_controller_epoch(data: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """A topic's replica assignment: partition → replicas, the first one preferred leader."""
+    """A topic's replica assignment: partition → replicas, the first one preferred leader.
+    While a partition is reassigned (KIP-455) its replicas are the target's followed by the
+    original ones not in the target, and ``adding`` / ``removing`` name the difference."""
 
     topic: str
     topic_id: uuid.UUID
     partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    # The znode's version this was read (or written) at; -1 when not known.
+    zk_version: int = field(default=-1, compare=False)
 
     def encode(self) -> bytes:
         return _dumps({
             "version": 3, "topic_id": encode_topic_id(self.topic_id),
             "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
-            "adding_replicas": {}, "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(self.adding.items()) if r},
+            "removing_replicas": {str(p): list(r) for p, r in sorted(self.removing.items()) if r},
         })
 
     @classmethod
-    def decode(cls, topic: str, data: bytes) -> TopicAssignment:
+    def decode(cls, topic: str, data: bytes, zk_version: int = -1) -> TopicAssignment:
         path = topic_path(topic)
         doc = _loads(path, data)
         raw_id = doc.get("topic_id")
+
+        def replica_map(key: str, required: bool) -> dict[int, tuple[int, ...]]:
+            raw = _field(path, doc, key) if required else doc.get(key) or {}
+            return {int(p): tuple(int(r) for r in replicas) for p, replicas in dict(raw).items()}
+
         try:
             # Version 1/2 assignments (written before topic ids) get an id from the name:
             # stable across brokers, which is all a reader needs.
             topic_id = decode_topic_id(str(raw_id)) if raw_id else uuid.uuid5(uuid.NAMESPACE_OID, topic)
-            partitions = {int(p): tuple(int(r) for r in replicas)
-                          for p, replicas in dict(_field(path, doc, "partitions")).items()}
+            partitions = replica_map("partitions", True)
+            adding = {p: r for p, r in replica_map("adding_replicas", False).items() if r}
+            removing = {p: r for p, r in replica_map("removing_replicas", False).items() if r}
         except (ValueError, TypeError) as e:
             raise ZnodeDataError(f"{path}: malformed assignment ({e})") from None
-        return cls(topic, topic_id, partitions)
+        return cls(topic, topic_id, partitions, adding, removing, zk_version)
+
+    def at_version(self, zk_version: int) -> TopicAssignment:
+        return replace(self, zk_version=zk_version)
+
+    def with_partition(self, partition: int, replicas: tuple[int, ...], adding: tuple[int, ...] = (),
+                       removing: tuple[int, ...] = ()) -> TopicAssignment:
+        """This assignment with one partition's replicas (and reassignment) replaced."""
+        def put(m: Mapping[int, tuple[int, ...]], value: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+            out = {p: r for p, r in m.items() if p != partition}
+            if value:
+                out[partition] = value
+            return out
+
+        return TopicAssignment(self.topic, self.topic_id, put(self.partitions, replicas),
+                               put(self.adding, adding), put(self.removing, removing))
+
+    @property
+    def reassigning(self) -> frozenset[int]:
+        """The partitions being reassigned."""
+        return frozenset(self.adding) | frozenset(self.removing)
+
+
+# -- /admin/reassign_partitions ---------------------------------------------------------------
+
+
+def encode_reassignments(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """ReassignPartitionsZNode's JSON: the target replicas of each partition."""
+    return _dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassignments(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """(topic, partition) → target replicas. A ``log_dirs`` field is read past (eoslog moves
+    replicas between a broker's directories with AlterReplicaLogDirs)."""
+    doc = _loads(REASSIGN_PARTITIONS, data)
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    try:
+        for entry in list(_field(REASSIGN_PARTITIONS, doc, "partitions")):
+            out[(str(entry["topic"]), int(entry["partition"]))] = tuple(int(r) for r in entry["replicas"])
+    except (KeyError, ValueError, TypeError) as e:
+        raise ZnodeDataError(f"{REASSIGN_PARTITIONS}: malformed entry ({e!r})") from None
+    return out
 
 
 # -- /brokers/topics/T/partitions/P/state -----------------------------------------------------

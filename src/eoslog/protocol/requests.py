@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
     from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
     from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV0,
+    )
+    from kio.schema.alter_partition_reassignments.v1.request import (
+        AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
+    )
     from kio.schema.alter_share_group_offsets.v0.request import (
         AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0,
     )
@@ -90,6 +96,11 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _DescribeGroupsRequestV3
     from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
     from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
+    from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV1
+    from kio.schema.describe_log_dirs.v2.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV2
+    from kio.schema.describe_log_dirs.v3.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV3
+    from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV4
+    from kio.schema.describe_log_dirs.v5.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV5
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
     from kio.schema.describe_share_group_offsets.v0.request import (
         DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
@@ -176,6 +187,9 @@ if TYPE_CHECKING:
     from kio.schema.list_offsets.v5.request import ListOffsetsRequest as _ListOffsetsRequestV5
     from kio.schema.list_offsets.v6.request import ListOffsetsRequest as _ListOffsetsRequestV6
     from kio.schema.list_offsets.v7.request import ListOffsetsRequest as _ListOffsetsRequestV7
+    from kio.schema.list_partition_reassignments.v0.request import (
+        ListPartitionReassignmentsRequest as _ListPartitionReassignmentsRequestV0,
+    )
     from kio.schema.list_transactions.v0.request import ListTransactionsRequest as _ListTransactionsRequestV0
     from kio.schema.list_transactions.v1.request import ListTransactionsRequest as _ListTransactionsRequestV1
     from kio.schema.list_transactions.v2.request import ListTransactionsRequest as _ListTransactionsRequestV2
@@ -392,6 +406,12 @@ if TYPE_CHECKING:
     DeleteShareGroupStateRequest = _DeleteShareGroupStateRequestV0
     ReadShareGroupStateSummaryRequest = _ReadShareGroupStateSummaryRequestV0 | _ReadShareGroupStateSummaryRequestV1
     UpdateFeaturesRequest = _UpdateFeaturesRequestV0 | _UpdateFeaturesRequestV1 | _UpdateFeaturesRequestV2
+    AlterPartitionReassignmentsRequest = _AlterPartitionReassignmentsRequestV0 | _AlterPartitionReassignmentsRequestV1
+    ListPartitionReassignmentsRequest = _ListPartitionReassignmentsRequestV0
+    DescribeLogDirsRequest = (
+        _DescribeLogDirsRequestV1 | _DescribeLogDirsRequestV2 | _DescribeLogDirsRequestV3 | _DescribeLogDirsRequestV4
+        | _DescribeLogDirsRequestV5
+    )
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as _AlterConfigsResponseV0
     from kio.schema.alter_configs.v1.response import AlterConfigsResponse as _AlterConfigsResponseV1
     from kio.schema.alter_configs.v2.response import AlterConfigsResponse as _AlterConfigsResponseV2
+    from kio.schema.alter_partition_reassignments.v0.response import (
+        AlterPartitionReassignmentsResponse as _AlterPartitionReassignmentsResponseV0,
+    )
+    from kio.schema.alter_partition_reassignments.v1.response import (
+        AlterPartitionReassignmentsResponse as _AlterPartitionReassignmentsResponseV1,
+    )
     from kio.schema.alter_share_group_offsets.v0.response import (
         AlterShareGroupOffsetsResponse as _AlterShareGroupOffsetsResponseV0,
     )
@@ -89,6 +95,11 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v3.response import DescribeGroupsResponse as _DescribeGroupsResponseV3
     from kio.schema.describe_groups.v4.response import DescribeGroupsResponse as _DescribeGroupsResponseV4
     from kio.schema.describe_groups.v5.response import DescribeGroupsResponse as _DescribeGroupsResponseV5
+    from kio.schema.describe_log_dirs.v1.response import DescribeLogDirsResponse as _DescribeLogDirsResponseV1
+    from kio.schema.describe_log_dirs.v2.response import DescribeLogDirsResponse as _DescribeLogDirsResponseV2
+    from kio.schema.describe_log_dirs.v3.response import DescribeLogDirsResponse as _DescribeLogDirsResponseV3
+    from kio.schema.describe_log_dirs.v4.response import DescribeLogDirsResponse as _DescribeLogDirsResponseV4
+    from kio.schema.describe_log_dirs.v5.response import DescribeLogDirsResponse as _DescribeLogDirsResponseV5
     from kio.schema.describe_producers.v0.response import DescribeProducersResponse as _DescribeProducersResponseV0
     from kio.schema.describe_share_group_offsets.v0.response import (
         DescribeShareGroupOffsetsResponse as _DescribeShareGroupOffsetsResponseV0,
@@ -172,6 +183,9 @@ if TYPE_CHECKING:
     from kio.schema.list_offsets.v5.response import ListOffsetsResponse as _ListOffsetsResponseV5
     from kio.schema.list_offsets.v6.response import ListOffsetsResponse as _ListOffsetsResponseV6
     from kio.schema.list_offsets.v7.response import ListOffsetsResponse as _ListOffsetsResponseV7
+    from kio.schema.list_partition_reassignments.v0.response import (
+        ListPartitionReassignmentsResponse as _ListPartitionReassignmentsResponseV0,
+    )
     from kio.schema.list_transactions.v0.response import ListTransactionsResponse as _ListTransactionsResponseV0
     from kio.schema.list_transactions.v1.response import ListTransactionsResponse as _ListTransactionsResponseV1
     from kio.schema.list_transactions.v2.response import ListTransactionsResponse as _ListTransactionsResponseV2
@@ -397,6 +411,14 @@ if TYPE_CHECKING:
     DeleteShareGroupStateResponse = _DeleteShareGroupStateResponseV0
     ReadShareGroupStateSummaryResponse = _ReadShareGroupStateSummaryResponseV0 | _ReadShareGroupStateSummaryResponseV1
     UpdateFeaturesResponse = _UpdateFeaturesResponseV0 | _UpdateFeaturesResponseV1 | _UpdateFeaturesResponseV2
+    AlterPartitionReassignmentsResponse = (
+        _AlterPartitionReassignmentsResponseV0 | _AlterPartitionReassignmentsResponseV1
+    )
+    ListPartitionReassignmentsResponse = _ListPartitionReassignmentsResponseV0
+    DescribeLogDirsResponse = (
+        _DescribeLogDirsResponseV1 | _DescribeLogDirsResponseV2 | _DescribeLogDirsResponseV3
+        | _DescribeLogDirsResponseV4 | _DescribeLogDirsResponseV5
+    )
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3
         | _ApiVersionsResponseV4

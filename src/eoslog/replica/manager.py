@@ -30,14 +30,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from eoslog.errors import Errors, KafkaError
 from eoslog.features import TRANSACTION_VERSION_2
+from eoslog.quotas.replication import LEADER_REPLICAS, UNLIMITED, ReplicationQuota
 from eoslog.records import ControlRecordType, RecordValidationError, build_control_batch
 from eoslog.replica.group_commit import GroupCommit
+from eoslog.replica.log_dirs import LogDirDescription, describe_log_dir
 from eoslog.replica.partition import (
     ACKS_ALL,
     FetchedRecords,
@@ -107,9 +109,11 @@ class FetchPartition(NamedTuple):
 
 class ReplicaManager:
     def __init__(self, node_id: int, logs: LogManager, clock_ms: Callable[[], int], *,
-                 leads_every_local_log: bool = True, group_commit: bool = False) -> None:
+                 leads_every_local_log: bool = True, group_commit: bool = False,
+                 quota_windows: tuple[int, int] = (11, 1000)) -> None:
         """``group_commit`` (log.flush.policy=group-commit): writes are acknowledged and shown
-        once fsynced (``replica.group_commit``)."""
+        once fsynced (``replica.group_commit``). ``quota_windows``: the replication throttles'
+        (replication.quota.window.num, its size in ms)."""
         self.node_id = node_id
         self.logs = logs
         self.clock_ms = clock_ms
@@ -129,6 +133,10 @@ class ReplicaManager:
         self.fetch_waits = FetchWaitStats()
         self.group_commit = GroupCommit(self._synced) if group_commit else None
         logs.log_dir_failure_listeners.append(self.handle_log_dir_failure)
+        # Replication throttles (KIP-73): what this broker sends as leader to followers not in
+        # the ISR, and what its fetchers take as follower (``cluster.fetcher``).
+        self.leader_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
+        self.follower_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -426,6 +434,15 @@ class ReplicaManager:
             elif params.replica_id >= 0 and (refused := self._follower_fetched(partition, params.replica_id,
                                                                                p.fetch_offset)) is not None:
                 result = FetchedRecords(refused)
+            elif params.replica_id >= 0 and self._leader_throttled(partition, params.replica_id):
+                if self.leader_quota.is_exceeded():  # held back: positions only, no records
+                    plog = partition.log
+                    result = FetchedRecords(Errors.NONE, plog.high_watermark, plog.last_stable_offset,
+                                            plog.log_start_offset)
+                else:
+                    result = partition.read_records(p.fetch_offset, min(p.max_bytes, remaining),
+                                                    replica_id=params.replica_id, min_one=total == 0)
+                    self.leader_quota.record(len(result.records))
             else:
                 result = partition.read_records(
                     p.fetch_offset, min(p.max_bytes, remaining), replica_id=params.replica_id,
@@ -438,6 +455,12 @@ class ReplicaManager:
             remaining = max(0, remaining - size)
             results.append(result)
         return results, total, errors
+
+    def _leader_throttled(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle without the rate: a follower outside the ISR of a
+        partition whose leader.replication.throttled.replicas names this broker."""
+        return (replica_id not in partition.isr
+                and self.leader_quota.is_throttled(str(partition.log.config[LEADER_REPLICAS]), partition.tp.partition))
 
     def _follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> Errors | None:
         """A follower's fetch offset is its log end offset: the leader learns it, which may
@@ -472,6 +495,11 @@ class ReplicaManager:
         low_watermark = self.logs.delete_records(tp.topic, tp.partition, offset, allow_internal=allow_internal)
         self._appended(tp)  # fetches below the new log start offset answer OFFSET_OUT_OF_RANGE now
         return low_watermark
+
+    def describe_log_dirs(self, wanted: Collection[TopicPartition] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: this broker's log directories and the replicas in each (of
+        ``wanted``; None: all)."""
+        return [describe_log_dir(self.logs.log_dir, self.logs.logs, wanted)]
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers the partition's leader keeps state for."""

@@ -130,6 +130,18 @@ class Partition:
         self.isr = frozenset(isr)
         self.remote_replicas = {}
 
+    def update_replicas(self, replicas: Iterable[int]) -> None:
+        """A reassignment changed the replicas while this broker leads: an added one is tracked
+        from its first fetch; a removed one is forgotten once it is out of the ISR (its log end
+        offset still counts for the high watermark while it is in)."""
+        self.replicas = tuple(replicas)
+        now = self.clock_ms()
+        for r in self.replicas:
+            if r != self.local_broker_id and r not in self.remote_replicas:
+                self.remote_replicas[r] = ReplicaState(r, last_caught_up_ms=now)
+        for r in [r for r in self.remote_replicas if r not in self.replicas and r not in self.isr]:
+            del self.remote_replicas[r]
+
     def update_isr(self, isr: Iterable[int]) -> bool:
         """Apply an ISR the cluster accepted; True if the high watermark moved."""
         self.isr = frozenset(isr)

@@ -40,6 +40,7 @@ from eoslog.config import (
     DYNAMIC_BROKER_CONFIGS,
     GROUP_CONFIGS,
     LIST_CONFIGS,
+    REPLICATION_THROTTLE_CONFIGS,
     SYNONYM_CHAIN,
     TOPIC_CONFIGS,
     TOPIC_INT_CONFIGS,
@@ -199,7 +200,8 @@ def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     for name in sorted(names):
         defn = BROKER_CONFIGS.get(name)
         kafka = KAFKA_BROKER.get(name)
-        known = defn is not None or name in _UNIT_ALIASES or kafka is not None
+        throttle = name in REPLICATION_THROTTLE_CONFIGS  # dynamic-only: listed once set
+        known = defn is not None or name in _UNIT_ALIASES or kafka is not None or throttle
         secret = is_secret(name)  # Kafka's PASSWORD type: reported sensitive, never its value
         synonyms = _broker_synonyms(broker, name)
         if not known or secret:
@@ -216,8 +218,8 @@ def broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
         doc = _UNIT_ALIASES.get(name) or (_NOT_USED if defn is None and kafka is not None else None)
         entry = _entry(name, value, synonyms, defn, read_only=name not in DYNAMIC_BROKER_CONFIGS,
                        sensitive=not known or secret, doc=doc)
-        if kafka is not None:
-            entry = dataclasses.replace(entry, config_type=ConfigType[kafka[0]])
+        if kafka is not None or throttle:
+            entry = dataclasses.replace(entry, config_type=ConfigType[kafka[0] if kafka else "LONG"])
         entries.append(entry)
     return entries
 
@@ -227,7 +229,7 @@ def default_broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     entries = []
     for name in sorted(broker.dynamic_default):
         defn = BROKER_CONFIGS.get(name)
-        known = defn is not None or name in _UNIT_ALIASES
+        known = defn is not None or name in _UNIT_ALIASES or name in REPLICATION_THROTTLE_CONFIGS
         entries.append(_entry(name, broker.dynamic_default[name] if known else None,
                               _broker_synonyms(broker, name, per_broker=False), defn,
                               read_only=name not in DYNAMIC_BROKER_CONFIGS, sensitive=not known,

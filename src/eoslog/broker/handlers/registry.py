@@ -16,9 +16,11 @@ from eoslog.broker.handlers import (
     groups,
     leader_epoch,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     produce,
+    reassignments,
     sasl,
     scram_credentials,
     share_fetch,
@@ -32,7 +34,7 @@ from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
              offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials,
-             share_groups, share_fetch, share_state, features)
+             share_groups, share_fetch, share_state, features, reassignments, log_dirs)
 
 # Every API a handler is written for (scripts/typegen.py types them all, served or not).
 HANDLED: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}

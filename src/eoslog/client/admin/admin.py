@@ -2,7 +2,8 @@
 
 ``AIOAdmin`` puts together the API families — topics, cluster and offsets (``topics``),
 configs (``configs``), consumer groups (``groups``), share groups (``share_groups``),
-transactions (``transactions``), features (``features``) — over the routing and retries of
+transactions (``transactions``), features (``features``), partition reassignments
+(``reassignments``) — over the routing and retries of
 ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
 of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
 each method hops onto that loop and waits, with the same arguments and results.
@@ -24,6 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from eoslog.client.admin.configs import ConfigAdmin
 from eoslog.client.admin.features import FeatureAdmin
 from eoslog.client.admin.groups import GroupAdmin
+from eoslog.client.admin.reassignments import ReassignmentAdmin
 from eoslog.client.admin.security import SecurityAdmin
 from eoslog.client.admin.share_groups import ShareGroupAdmin
 from eoslog.client.admin.topics import TopicAdmin
@@ -34,7 +36,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, ShareGroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin):
+class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, ShareGroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin,
+               ReassignmentAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -77,6 +80,8 @@ class Admin(BlockingFacade):
     incremental_alter_configs = _blocking(AIOAdmin.incremental_alter_configs)
     describe_cluster = _blocking(AIOAdmin.describe_cluster)
     elect_leaders = _blocking(AIOAdmin.elect_leaders)
+    alter_partition_reassignments = _blocking(AIOAdmin.alter_partition_reassignments)
+    list_partition_reassignments = _blocking(AIOAdmin.list_partition_reassignments)
     list_offsets = _blocking(AIOAdmin.list_offsets)
     delete_records = _blocking(AIOAdmin.delete_records)
     list_groups = _blocking(AIOAdmin.list_groups)

@@ -40,6 +40,16 @@ class ElectionType(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (Java's PartitionReassignment): every replica the partition
+    has while it moves, and those being added and removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NewPartitions:
     """The partition count a topic should grow to, optionally with the new partitions'
     replicas (one broker-id list per new partition)."""

@@ -27,15 +27,22 @@ from eoslog.cluster.controller.election import (
     preferred_election,
 )
 from eoslog.cluster.controller.events import (
+    AlterReassignments,
+    AnsweredEvent,
     AutoPreferredElection,
     BrokerChange,
     ControlledShutdownChange,
     ControllerEvent,
     ElectLeaders,
+    ListReassignments,
+    ReassignmentIsrChange,
     Startup,
     TopicChange,
     TopicDeletion,
+    ZkReassignment,
 )
+from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment
+from eoslog.cluster.controller.reassignments import Reassignments
 from eoslog.cluster.controller.states import PartitionState, check_transition
 from eoslog.cluster.metadata import Change, ClusterMetadata
 from eoslog.cluster.registry import load_metadata, read_state
@@ -80,6 +87,7 @@ class Controller:
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self._live: dict[int, int] = {}  # broker id → broker epoch, as last handled
         self.shutting_down: set[int] = set()
+        self.reassignments = Reassignments(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -111,11 +119,12 @@ class Controller:
             self._unsubscribe = None
         while not self._queue.empty():
             event = self._queue.get_nowait()
-            if isinstance(event, ElectLeaders) and not event.result.done():
+            if isinstance(event, AnsweredEvent) and not event.result.done():
                 event.result.set_exception(ControllerMoved())
         self.partition_states.clear()
         self._live.clear()
         self.shutting_down.clear()
+        self.reassignments.clear()
 
     def enqueue(self, event: ControllerEvent) -> None:
         self._queue.put_nowait(event)
@@ -125,6 +134,20 @@ class Controller:
         """ElectLeaders, answered once the controller task has handled it (ControllerMoved
         if this broker stops being controller first)."""
         event = ElectLeaders(None if partitions is None else tuple(partitions), unclean)
+        self.enqueue(event)
+        return await event.result
+
+    async def alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool) -> dict[TopicPartition, Refusal | None]:
+        """AlterPartitionReassignments, answered once each reassignment has begun (or was
+        refused); ControllerMoved if this broker stops being controller first."""
+        event = AlterReassignments(dict(targets), allow_replication_factor_change)
+        self.enqueue(event)
+        return await event.result
+
+    async def list_reassignments(self, partitions: Iterable[TopicPartition] | None
+                                 ) -> dict[TopicPartition, ReplicaAssignment]:
+        event = ListReassignments(None if partitions is None else tuple(partitions))
         self.enqueue(event)
         return await event.result
 
@@ -139,7 +162,14 @@ class Controller:
             self.enqueue(ControlledShutdownChange())
         elif kind == "deletes":
             self.enqueue(TopicDeletion())
-        # Partition states are not events: the controller reads them when it decides.
+        elif kind == "reassignments":
+            self.enqueue(ZkReassignment())
+        elif kind == "state":
+            # Partition states are not events (the controller reads them when it decides),
+            # except for a partition being reassigned, which completes on an ISR change.
+            assert isinstance(subject, TopicPartition)
+            if subject in self.reassignments.in_progress:
+                self.enqueue(ReassignmentIsrChange(subject))
 
     async def _run(self) -> None:
         while True:
@@ -148,14 +178,14 @@ class Controller:
                 await self._process(event)
             except ControllerMoved:
                 log.warning("controller epoch %d was superseded; stepping down", self.epoch)
-                if isinstance(event, ElectLeaders) and not event.result.done():
+                if isinstance(event, AnsweredEvent) and not event.result.done():
                     event.result.set_exception(ControllerMoved())
                 self.deactivate()
                 self._on_deposed()
                 return
             except Exception as e:
                 log.exception("controller event %s failed", type(event).__name__)
-                if isinstance(event, ElectLeaders) and not event.result.done():
+                if isinstance(event, AnsweredEvent) and not event.result.done():
                     event.result.set_exception(e)
 
     async def _process(self, event: ControllerEvent) -> None:
@@ -171,8 +201,16 @@ class Controller:
             await self._delete_topics()
         elif isinstance(event, AutoPreferredElection):
             await self._rebalance_leaders()
+        elif isinstance(event, ZkReassignment):
+            await self.reassignments.zk_requests_changed()
+        elif isinstance(event, ReassignmentIsrChange):
+            await self.reassignments.isr_changed(event.tp)
+        elif isinstance(event, AlterReassignments):
+            event.result.set_result(await self.reassignments.alter(event))
+        elif isinstance(event, ListReassignments):
+            event.result.set_result(self.reassignments.listed(event))
         else:
-            tps = tuple(self._all_partitions()) if event.partitions is None else event.partitions
+            tps = tuple(self.all_partitions()) if event.partitions is None else event.partitions
             elect = self._unclean if event.unclean else self._preferred
             event.result.set_result(await elect(tps))
 
@@ -187,11 +225,11 @@ class Controller:
         check_transition(tp, self.partition_states.get(tp, PartitionState.NON_EXISTENT), target)
         self.partition_states[tp] = target
 
-    def _candidates(self) -> set[int]:
+    def candidates(self) -> set[int]:
         """Brokers that may lead: registered and not shutting down."""
         return set(self.metadata.brokers) - self.shutting_down
 
-    def _all_partitions(self) -> list[TopicPartition]:
+    def all_partitions(self) -> list[TopicPartition]:
         return [tp for topic in sorted(self.metadata.topics) for tp in self.metadata.partitions_of(topic)]
 
     # -- events ---------------------------------------------------------------------------
@@ -199,7 +237,7 @@ class Controller:
     async def _startup(self) -> None:
         await load_metadata(self.zk, self.metadata)
         self._live = {b: reg.epoch for b, reg in self.metadata.brokers.items()}
-        for tp in self._all_partitions():
+        for tp in self.all_partitions():
             state = self.metadata.states.get(tp)
             if state is None:
                 self._move(tp, PartitionState.NEW)
@@ -207,8 +245,9 @@ class Controller:
                 self._move(tp, PartitionState.NEW)  # known to exist: enters through NEW
                 online = state.leader in self.metadata.brokers
                 self._move(tp, PartitionState.ONLINE if online else PartitionState.OFFLINE)
-        await self._settle(self._all_partitions())
+        await self._settle(self.all_partitions())
         await self._controlled_shutdowns()
+        await self.reassignments.resume()
         await self._delete_topics()
 
     async def _broker_change(self) -> None:
@@ -225,7 +264,8 @@ class Controller:
         if started:
             log.info("brokers started: %s", sorted(started))
         if gone or started:
-            await self._settle(self._all_partitions())
+            await self._settle(self.all_partitions())
+            await self.reassignments.brokers_changed()
 
     async def _topic_change(self, topic: str) -> None:
         tps = list(self.metadata.partitions_of(topic))
@@ -252,7 +292,7 @@ class Controller:
             if current.leader in live and current.leader not in self.shutting_down:
                 isr, _ = isr_without(current.isr, current.leader, set(current.isr) - live)
                 return None if isr == current.isr else self._with_isr(current, isr)
-            elected = offline_election(self.metadata.replicas(tp), current.isr, self._candidates(),
+            elected = offline_election(self.metadata.replicas(tp), current.isr, self.candidates(),
                                        self._unclean_enabled(tp.topic))
             if elected is None:
                 if current.leader == NO_LEADER:
@@ -264,7 +304,7 @@ class Controller:
                             tp, elected.leader, list(current.isr))
             return current.new_leader(elected.leader, elected.isr, self.epoch)
 
-        state = await self._update(tp, decide)
+        state = await self.update_state(tp, decide)
         if state is not None and tp in self.partition_states:
             online = state.leader != NO_LEADER
             self._move(tp, PartitionState.ONLINE if online else PartitionState.OFFLINE)
@@ -278,14 +318,14 @@ class Controller:
 
     async def _initialize(self, tp: TopicPartition) -> None:
         """NewPartition → OnlinePartition: the live replicas are the ISR, the first one leads."""
-        live = [r for r in self.metadata.replicas(tp) if r in self._candidates()]
+        live = [r for r in self.metadata.replicas(tp) if r in self.candidates()]
         if not live:
             log.warning("%s: no replica of %s is alive; it stays new", tp, list(self.metadata.replicas(tp)))
             return
         state = LeaderAndIsr(live[0], znodes.INITIAL_LEADER_EPOCH, tuple(live), self.epoch)
         await self.zk.ensure_path(znodes.partition_path(*tp))
         try:
-            await self._commit([Op("create", znodes.partition_state_path(*tp), state.encode())])
+            await self.commit([Op("create", znodes.partition_state_path(*tp), state.encode())])
         except NodeExistsError:
             await self._reread(tp)
             await self._settle_one(tp)  # created by an earlier controller: settle what is there
@@ -298,6 +338,9 @@ class Controller:
         (assignment, partition states, config, the request); each broker deletes its replicas
         when it sees the topic gone."""
         for topic in sorted(self.metadata.delete_requests):
+            if self.reassignments.topic_busy(topic):
+                log.info("topic %s is deleted once its partitions' reassignments end", topic)
+                continue
             ops: list[Op] = []
             for name in await self.zk.children(znodes.partitions_path(topic)):
                 partition = int(name)
@@ -312,13 +355,17 @@ class Controller:
                 ops.append(Op("delete", znodes.topic_config_path(topic)))
             ops.append(Op("delete", f"{znodes.DELETE_TOPICS}/{topic}"))
             try:
-                await self._commit(ops)
+                await self.commit(ops)
             except (NoNodeError, NotEmptyError) as e:  # changed meanwhile: the next event retries
                 log.warning("deleting topic %s: %s; will retry", topic, type(e).__name__)
                 continue
             self._forget(topic)
             self.metadata.set_topic(topic, None)
             log.info("deleted topic %s", topic)
+
+    def deletion_ready(self) -> None:
+        """A reassignment that held up a topic's deletion ended."""
+        self.enqueue(TopicDeletion())
 
     def _forget(self, topic: str) -> None:
         """A deleted topic's partitions leave the state machine."""
@@ -336,7 +383,7 @@ class Controller:
             self.shutting_down.add(broker)
         if not self.shutting_down:
             return
-        led_or_followed = [tp for tp in self._all_partitions()
+        led_or_followed = [tp for tp in self.all_partitions()
                            if (s := self.metadata.states.get(tp)) is not None
                            and self.shutting_down & (set(s.isr) | {s.leader})]
         log.info("controlled shutdown of %s: moving %d partitions", sorted(self.shutting_down), len(led_or_followed))
@@ -346,12 +393,12 @@ class Controller:
         def decide(current: LeaderAndIsr) -> LeaderAndIsr | None:
             if current.leader in self.shutting_down:
                 elected = controlled_shutdown_election(self.metadata.replicas(tp), current.isr,
-                                                       self._candidates(), self.shutting_down)
+                                                       self.candidates(), self.shutting_down)
                 return None if elected is None else current.new_leader(elected.leader, elected.isr, self.epoch)
             isr = tuple(r for r in current.isr if r not in self.shutting_down) or current.isr
             return None if isr == current.isr else self._with_isr(current, isr)
 
-        await self._update(tp, decide)
+        await self.update_state(tp, decide)
 
     async def _preferred(self, tps: tuple[TopicPartition, ...]) -> dict[TopicPartition, Errors]:
         results: dict[TopicPartition, Errors] = {}
@@ -367,12 +414,12 @@ class Controller:
                 return
 
             def decide(state: LeaderAndIsr) -> LeaderAndIsr | None:
-                elected = preferred_election(replicas, state.isr, self._candidates())
+                elected = preferred_election(replicas, state.isr, self.candidates())
                 if elected is None or state.leader == elected.leader:
                     return None
                 return state.new_leader(elected.leader, elected.isr, self.epoch)
 
-            written = await self._update(tp, decide)
+            written = await self.update_state(tp, decide)
             ok = written is not None and written.leader == replicas[0]
             results[tp] = Errors.NONE if ok else Errors.PREFERRED_LEADER_NOT_AVAILABLE
 
@@ -393,9 +440,9 @@ class Controller:
                 return
 
             def decide(state: LeaderAndIsr) -> LeaderAndIsr | None:
-                if state.leader in self._candidates():
+                if state.leader in self.candidates():
                     return None
-                elected = offline_election(replicas, state.isr, self._candidates(), unclean_enabled=True)
+                elected = offline_election(replicas, state.isr, self.candidates(), unclean_enabled=True)
                 if elected is None:
                     return None
                 if elected.unclean:
@@ -403,8 +450,8 @@ class Controller:
                                 list(state.isr))
                 return state.new_leader(elected.leader, elected.isr, self.epoch)
 
-            written = await self._update(tp, decide)
-            ok = written is not None and written.leader in self._candidates()
+            written = await self.update_state(tp, decide)
+            ok = written is not None and written.leader in self.candidates()
             results[tp] = Errors.NONE if ok else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
         await asyncio.gather(*(elect(tp) for tp in tps))
@@ -414,13 +461,13 @@ class Controller:
         """Kafka's checkAndTriggerAutoLeaderRebalance: a broker leading too few of the
         partitions it is preferred for gets them back."""
         by_preferred: dict[int, list[TopicPartition]] = {}
-        for tp in self._all_partitions():
+        for tp in self.all_partitions():
             replicas = self.metadata.replicas(tp)
             if replicas:
                 by_preferred.setdefault(replicas[0], []).append(tp)
         todo: list[TopicPartition] = []
         for broker, tps in by_preferred.items():
-            if broker not in self._candidates():
+            if broker not in self.candidates():
                 continue
             lost = [tp for tp in tps if (s := self.metadata.states.get(tp)) is not None
                     and s.leader != broker and broker in s.isr]
@@ -435,7 +482,7 @@ class Controller:
     def _with_isr(self, current: LeaderAndIsr, isr: tuple[int, ...]) -> LeaderAndIsr:
         return LeaderAndIsr(current.leader, current.leader_epoch, isr, self.epoch, current.zk_version)
 
-    async def _commit(self, ops: list[Op]) -> list[Any]:
+    async def commit(self, ops: list[Op]) -> list[Any]:
         """``ops`` after the controller-epoch check; ControllerMoved when the check fails,
         the failing operation's own error otherwise."""
         try:
@@ -450,7 +497,7 @@ class Controller:
         if state is not None:
             self.metadata.set_state(tp, state)
 
-    async def _update(self, tp: TopicPartition, decide: Decide) -> LeaderAndIsr | None:
+    async def update_state(self, tp: TopicPartition, decide: Decide) -> LeaderAndIsr | None:
         """Apply ``decide`` to the partition's state and write the result conditionally on the
         state znode's version, deciding again after a lost race. The state in force after it
         (None if there is none)."""
@@ -463,7 +510,7 @@ class Controller:
                 return current
             path = znodes.partition_state_path(*tp)
             try:
-                results = await self._commit([Op("set", path, new.encode(), version=current.zk_version)])
+                results = await self.commit([Op("set", path, new.encode(), version=current.zk_version)])
             except BadVersionError:
                 await self._reread(tp)
                 continue

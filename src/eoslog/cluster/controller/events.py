@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
+from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment
 from eoslog.errors import Errors
 from eoslog.types import TopicPartition
+
+
+def _future() -> asyncio.Future[Any]:
+    return asyncio.get_running_loop().create_future()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +55,41 @@ class ElectLeaders:
 
     partitions: tuple[TopicPartition, ...] | None
     unclean: bool
-    result: asyncio.Future[dict[TopicPartition, Errors]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
+    result: asyncio.Future[dict[TopicPartition, Errors]] = field(default_factory=_future)
 
+
+@dataclass(slots=True)
+class AlterReassignments:
+    """AlterPartitionReassignments (KIP-455): each partition's target replicas, None to cancel.
+    ``result`` gets partition → the refusal, or None once the reassignment has begun."""
+
+    targets: dict[TopicPartition, tuple[int, ...] | None]
+    allow_replication_factor_change: bool = True
+    result: asyncio.Future[dict[TopicPartition, Refusal | None]] = field(default_factory=_future)
+
+
+@dataclass(slots=True)
+class ListReassignments:
+    """ListPartitionReassignments: ``partitions`` None means every partition being reassigned."""
+
+    partitions: tuple[TopicPartition, ...] | None
+    result: asyncio.Future[dict[TopicPartition, ReplicaAssignment]] = field(default_factory=_future)
+
+
+@dataclass(frozen=True, slots=True)
+class ZkReassignment:
+    """``/admin/reassign_partitions`` changed (Kafka ≤ 3.x's way of asking)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentIsrChange:
+    """The state of a partition being reassigned changed: it may be complete."""
+
+    tp: TopicPartition
+
+
+# Events a caller awaits: the controller sets their ``result`` (or its exception).
+AnsweredEvent = ElectLeaders | AlterReassignments | ListReassignments
 
 ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange | TopicDeletion
-                   | AutoPreferredElection | ElectLeaders)
+                   | AutoPreferredElection | ZkReassignment | ReassignmentIsrChange | AnsweredEvent)

@@ -1,0 +1,346 @@
+"""Partition reassignment (KIP-455) on a real cluster (ZooKeeper + 3 brokers, a fourth added):
+AlterPartitionReassignments and ListPartitionReassignments through eoslog's admin client and
+raw requests, ``/admin/reassign_partitions`` as Kafka ≤ 3.x wrote it, cancellation, the
+controller's refusals, and what the brokers do — the added replicas catch up and join the ISR,
+leadership moves into the target when it must, the removed replicas leave the ISR and their
+logs are deleted — while an idempotent acks=all producer writes, every record checked by the
+history checker and the replicas compared byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eoslog.client import Producer
+from eoslog.client.admin import Admin, ConfigResource, ConfigResourceType
+from eoslog.client.errors import (
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    NoReassignmentInProgressError,
+    UnknownTopicOrPartitionError,
+)
+from eoslog.client.types import TopicPartition
+from eoslog.cluster import znodes
+from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.messages import build
+from support.cluster_harness import Cluster, ClusterMeta, create_topic, read_all, segment_bytes
+from support.harness import BrokerProcess, wait_until
+from support.history import OK, History, check
+from support.kafka_harness import run_tool
+from support.rawkafka import RawClient, request_module
+from support.zk_harness import zookeeper_client
+
+ALTER_REASSIGNMENTS = 45
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+# Two throttle windows of a second: a throttle lets through about one second's worth at first
+# (Kafka's 11 windows would let ten through, and a test would need ten times the data).
+OVERRIDES = {"replica.lag.time.max.ms": "3000", "replication.quota.window.num": "2"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("reassign"), overrides=OVERRIDES).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _all_brokers_up(cluster: Cluster) -> Iterator[None]:
+    yield
+    cluster.heal()  # a test may have paused or killed one
+
+
+@pytest.fixture
+def admin(cluster: Cluster) -> Iterator[Admin]:
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as a:
+        yield a
+
+
+class Writer:
+    """An idempotent acks=all producer writing numbered records to one partition until stopped;
+    every acknowledged record goes into the history."""
+
+    def __init__(self, cluster: Cluster, topic: str, history: History) -> None:
+        self.cluster, self.topic, self.history = cluster, topic, history
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def _run(self) -> None:
+        with Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                       "linger.ms": 5, "delivery.timeout.ms": 120000}) as producer:
+            while not self._stop.is_set():
+                batch = [b"%s-%d" % (self.topic.encode(), self.sent + i) for i in range(50)]
+                futures = [(v, producer.send(self.topic, v, partition=0)) for v in batch]
+                producer.flush(120)
+                for value, future in futures:
+                    future.result(0)  # acks=all, idempotent: every one must be acknowledged
+                    self.history.send(value, OK)
+                self.sent += len(batch)
+
+
+def _replica_dirs(cluster: Cluster, topic: str) -> set[int]:
+    return {i for i, b in cluster.brokers.items() if (b.data_dir / f"{topic}-0").is_dir()}
+
+
+def _settled(cluster: Cluster, topic: str, replicas: tuple[int, ...]) -> ClusterMeta:
+    return cluster.wait_for(lambda m: m.topics[topic][0].replicas == replicas
+                            and sorted(m.topics[topic][0].isr) == sorted(replicas), f"{topic}-0 on {replicas}")
+
+
+def _checked(cluster: Cluster, topic: str, history: History, replicas: tuple[int, ...]) -> None:
+    wait_until(lambda: len({segment_bytes(cluster.brokers[i], topic) for i in replicas}) == 1,
+               f"the replicas of {topic}-0 byte-identical", 60)
+    history.final_read(0, read_all(cluster.bootstrap, topic))
+    report = check(history)
+    print(report.summary())
+    assert report.ok, report.summary()
+
+
+def test_added_replicas_catch_up_and_removed_ones_are_deleted_while_a_producer_writes(
+        cluster: Cluster, admin: Admin) -> None:
+    topic = "moving"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [1, 2]}, configs={"min.insync.replicas": "2"})
+    history = History()
+    with Writer(cluster, topic, history) as writer:
+        wait_until(lambda: writer.sent >= 500, "500 records acknowledged", 60)
+        result = admin.alter_partition_reassignments({TopicPartition(topic, 0): [3, 2]})
+        assert result == {TopicPartition(topic, 0): None}
+        listed = admin.list_partition_reassignments()
+        if listed:  # it may already be complete
+            moving = listed[TopicPartition(topic, 0)]
+            assert (moving.replicas, moving.adding_replicas, moving.removing_replicas) == ((3, 2, 1), (3,), (1,))
+        meta = _settled(cluster, topic, (3, 2))
+        done_at = writer.sent
+        wait_until(lambda: writer.sent >= done_at + 300, "records written after the move", 60)
+    after = meta.topics[topic][0]
+    assert after.leader == 3, "the leader was removed: the target's first in-sync replica leads"
+    assert admin.list_partition_reassignments() == {}
+    wait_until(lambda: _replica_dirs(cluster, topic) == {2, 3}, "broker 1's replica deleted", 60)
+    _checked(cluster, topic, history, (2, 3))
+
+
+def test_a_leader_in_the_target_keeps_leading(cluster: Cluster, admin: Admin) -> None:
+    topic = "widening"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [2]})
+    history = History()
+    with Writer(cluster, topic, history) as writer:
+        wait_until(lambda: writer.sent >= 300, "records", 60)
+        epoch = cluster.metadata([topic]).topics[topic][0].leader_epoch
+        assert admin.alter_partition_reassignments({TopicPartition(topic, 0): [2, 1, 3]}) == {
+            TopicPartition(topic, 0): None}
+        meta = _settled(cluster, topic, (2, 1, 3)).topics[topic][0]
+    assert (meta.leader, meta.leader_epoch) == (2, epoch), "nothing moved the leader"
+    _checked(cluster, topic, history, (1, 2, 3))
+
+
+def test_refusals(cluster: Cluster, admin: Admin) -> None:
+    topic = "refused"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [1, 2]})
+    tp = TopicPartition(topic, 0)
+    results = admin.alter_partition_reassignments({
+        tp: [1, 1], TopicPartition(topic, 7): [1, 2], TopicPartition("no-such-topic", 0): [1]})
+    assert isinstance(results[tp], InvalidReplicaAssignmentError)
+    assert isinstance(results[TopicPartition(topic, 7)], UnknownTopicOrPartitionError)
+    assert isinstance(results[TopicPartition("no-such-topic", 0)], UnknownTopicOrPartitionError)
+    assert isinstance(admin.alter_partition_reassignments({tp: [1, 9]})[tp], InvalidReplicaAssignmentError)
+    assert isinstance(admin.alter_partition_reassignments({tp: []})[tp], InvalidReplicaAssignmentError)
+    assert isinstance(admin.alter_partition_reassignments({tp: None})[tp], NoReassignmentInProgressError)
+    fixed = admin.alter_partition_reassignments({tp: [1, 2, 3]}, allow_replication_factor_change=False)
+    assert isinstance(fixed[tp], InvalidReplicationFactorError)
+    assert cluster.metadata([topic]).topics[topic][0].replicas == (1, 2)
+    # Only the controller answers; another broker says NOT_CONTROLLER (the admin client then
+    # asks the controller Metadata names).
+    controller = cluster.controller()
+    other = next(b for i, b in cluster.brokers.items() if i != controller)
+    m = request_module(ALTER_REASSIGNMENTS, 0)
+    with RawClient(other.bootstrap) as client:
+        response = client.call(build(m.AlterPartitionReassignmentsRequest, topics=(build(
+            m.ReassignableTopic, name=topic, partitions=(build(m.ReassignablePartition, partition_index=0,
+                                                                 replicas=(2, 3)),)),)))
+    assert (response.error_code, response.responses) == (ErrorCode.not_controller, ())
+
+
+def test_cancelled_while_an_added_replica_is_down(cluster: Cluster, admin: Admin) -> None:
+    """A reassignment whose new replica stops cannot complete; cancelling it puts the original
+    replicas back and the returning broker deletes the replica it had begun."""
+    topic = "cancelled"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [1, 2]})
+    tp = TopicPartition(topic, 0)
+    history = History()
+    with Writer(cluster, topic, history) as writer:
+        wait_until(lambda: writer.sent >= 300, "records", 60)
+        # Stopped, broker 3 stays registered until its session expires: long enough to be
+        # accepted as a target, and it never catches up.
+        _pause(cluster.brokers[3])
+        assert admin.alter_partition_reassignments({tp: [1, 3]}) == {tp: None}
+        moving = admin.list_partition_reassignments([tp])[tp]
+        assert (moving.replicas, moving.adding_replicas, moving.removing_replicas) == ((1, 3, 2), (3,), (2,))
+        assert cluster.metadata([topic]).topics[topic][0].replicas == (1, 3, 2)
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        _settled(cluster, topic, (1, 2))
+        assert admin.list_partition_reassignments([tp]) == {}
+        _resume(cluster.brokers[3])
+        wait_until(lambda: _replica_dirs(cluster, topic) == {1, 2}, "broker 3's replica deleted", 60)
+    _checked(cluster, topic, history, (1, 2))
+
+
+def test_a_reassignment_written_to_zookeeper_as_kafka_3_did(cluster: Cluster, admin: Admin) -> None:
+    topic = "zk-asked"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [1, 2], 1: [2, 3]})
+    assert cluster.zookeeper is not None
+    with zookeeper_client(cluster.zookeeper.connect_string) as zk:
+        zk.create(znodes.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [2, 3]},
+            {"topic": topic, "partition": 1, "replicas": [9]}]}).encode(), makepath=True)
+        meta = cluster.wait_for(lambda m: m.topics[topic][0].replicas == (2, 3)
+                                and sorted(m.topics[topic][0].isr) == [2, 3], "zk-asked-0 on 2, 3")
+        assert meta.topics[topic][1].replicas == (2, 3), "a refused entry changes nothing"
+        # Done and refused entries leave the znode; it goes once empty.
+        wait_until(lambda: zk.exists(znodes.REASSIGN_PARTITIONS) is None, "the znode deleted", 60)
+
+
+def _pause(broker: BrokerProcess) -> None:
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGSTOP)
+
+
+def _resume(broker: BrokerProcess) -> None:
+    assert broker.proc is not None
+    os.kill(broker.proc.pid, signal.SIGCONT)
+
+
+def _fill(cluster: Cluster, topic: str, partitions: int, records: int, size: int = 1000) -> None:
+    with Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20}) as producer:
+        for i in range(records * partitions):
+            producer.send(topic, b"%08d" % i + b"x" * (size - 8), partition=i % partitions)
+        producer.flush(120)
+
+
+def _tool(tmp: Path, *args: str, check: bool = True) -> str:
+    out = run_tool(REASSIGN, list(args), tmp, check=check)
+    return out.stdout
+
+
+def _json_after(text: str, heading: str) -> dict[str, Any]:
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if heading in line)
+    return dict(json.loads(next(line for line in lines[at + 1:] if line.startswith("{"))))
+
+
+def _broker_configs(admin: Admin, broker: int) -> dict[str, str | None]:
+    resource = ConfigResource(ConfigResourceType.BROKER, str(broker))
+    entries = admin.describe_configs([resource])[resource]
+    return {name: entries[name].value if name in entries else None
+            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")}
+
+
+def _topic_config(admin: Admin, topic: str, name: str) -> str | None:
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+    return admin.describe_configs([resource])[resource][name].value
+
+
+def test_kafka_reassign_partitions_tool_generates_executes_throttled_and_verifies(
+        cluster: Cluster, admin: Admin, tmp_path: Path) -> None:
+    """kafka-reassign-partitions.sh of Kafka 4.4: --generate proposes from the topics and
+    brokers, --execute --throttle starts the moves with Kafka's throttle configs on the brokers
+    and the topic, the new replicas copy no faster than the throttle allows (measured on their
+    disks), --verify reports them complete and removes the throttles."""
+    topic, rate = "tooled", 200_000
+    bootstrap = cluster.any_alive().bootstrap
+    create_topic(bootstrap, topic, assignment={0: [1, 2], 1: [2, 3]})
+    _fill(cluster, topic, 2, 2000)
+    (tmp_path / "topics.json").write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    generated = _tool(tmp_path, "--bootstrap-server", bootstrap, "--topics-to-move-json-file",
+                      str(tmp_path / "topics.json"), "--broker-list", "1,2,3", "--generate")
+    current = _json_after(generated, "Current partition replica assignment")
+    assert {(p["partition"], tuple(p["replicas"])) for p in current["partitions"]} == {(0, (1, 2)), (1, (2, 3))}
+    dirs = {b: str(cluster.brokers[b].data_dir.resolve()) for b in (1, 2, 3)}
+    assert {tuple(p["log_dirs"]) for p in current["partitions"]} == {(dirs[1], dirs[2]), (dirs[2], dirs[3])}
+    proposed = _json_after(generated, "Proposed partition reassignment configuration")
+    assert all(len(p["replicas"]) == 2 and set(p["replicas"]) <= {1, 2, 3} for p in proposed["partitions"])
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [3, 2]}, {"topic": topic, "partition": 1, "replicas": [1, 2]}]}))
+    started = time.monotonic()
+    executed = _tool(tmp_path, "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), "--execute",
+                     "--throttle", str(rate))
+    assert f"The inter-broker throttle limit was set to {rate} B/s" in executed, executed
+    assert "Successfully started partition reassignments for tooled-0,tooled-1" in executed, executed
+    for broker in (1, 2, 3):
+        assert _broker_configs(admin, broker) == {"leader.replication.throttled.rate": str(rate),
+                                                  "follower.replication.throttled.rate": str(rate)}
+    leader_side = set(str(_topic_config(admin, topic, "leader.replication.throttled.replicas")).split(","))
+    follower_side = set(str(_topic_config(admin, topic, "follower.replication.throttled.replicas")).split(","))
+    assert (leader_side, follower_side) == ({"0:1", "0:2", "1:2", "1:3"}, {"0:3", "1:1"})
+
+    # Throttled: the new replicas grow no faster than the rate (and its first window's worth),
+    # however slowly this machine runs them; that bound cannot be met by an unthrottled copy.
+    new = {3: cluster.brokers[3].data_dir / f"{topic}-0", 1: cluster.brokers[1].data_dir / f"{topic}-1"}
+    total = len(segment_bytes(cluster.brokers[1], topic, 0))
+    samples: list[tuple[float, int]] = []
+
+    def copied() -> bool:
+        elapsed = time.monotonic() - started
+        sizes = [sum(f.stat().st_size for f in d.glob("*.log")) if d.is_dir() else 0 for d in new.values()]
+        samples.append((elapsed, max(sizes)))
+        assert max(sizes) <= rate * (elapsed + 2) + 1_100_000, f"copied faster than {rate} B/s: {samples[-5:]}"
+        return min(sizes) >= total
+
+    wait_until(copied, "the new replicas copied", 120, describe=lambda: samples[-3:])
+    assert samples[-1][0] >= (total - 1_100_000) / rate * 0.9, f"done too soon for the throttle: {samples[-3:]}"
+
+    def verified() -> bool:
+        out = _tool(tmp_path, "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), "--verify")
+        return "Reassignment of partition tooled-0 is completed." in out and \
+            "Reassignment of partition tooled-1 is completed." in out and "Clearing broker-level throttles" in out
+
+    wait_until(verified, "--verify reporting both reassignments complete", 120)
+    for broker in (1, 2, 3):
+        assert _broker_configs(admin, broker) == {"leader.replication.throttled.rate": None,
+                                                  "follower.replication.throttled.rate": None}
+    assert _topic_config(admin, topic, "leader.replication.throttled.replicas") == ""
+    meta = cluster.metadata([topic]).topics[topic]
+    assert (meta[0].replicas, meta[1].replicas) == ((3, 2), (1, 2))
+    for p, replicas in ((0, (2, 3)), (1, (1, 2))):
+        assert len({segment_bytes(cluster.brokers[b], topic, p) for b in replicas}) == 1
+    assert "No partition reassignments found." in _tool(tmp_path, "--bootstrap-server", bootstrap, "--list")
+
+
+def test_kafka_reassign_partitions_tool_cancels(cluster: Cluster, admin: Admin, tmp_path: Path) -> None:
+    topic = "tool-cancelled"
+    bootstrap = cluster.any_alive().bootstrap
+    create_topic(bootstrap, topic, assignment={0: [1, 2]})
+    _fill(cluster, topic, 1, 3000)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}))
+    _tool(tmp_path, "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), "--execute",
+          "--throttle", "10000")  # about a second's worth, then 10 kB/s: it stays in progress
+    listed = _tool(tmp_path, "--bootstrap-server", bootstrap, "--list")
+    assert "Current partition reassignments:" in listed and f"{topic}-0: replicas: 3,2,1. adding: 3. removing: 1." \
+        in listed, listed
+    cancelled = _tool(tmp_path, "--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan), "--cancel")
+    assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancelled, cancelled
+    # Back on the original replicas, not in their original order (Kafka cannot promise it:
+    # while moving they were stored as 3, 2, 1).
+    _settled(cluster, topic, (2, 1))
+    wait_until(lambda: _replica_dirs(cluster, topic) == {1, 2}, "broker 3's begun replica deleted", 60)
+    assert _broker_configs(admin, 3)["follower.replication.throttled.rate"] is None
+    assert _topic_config(admin, topic, "follower.replication.throttled.replicas") == ""
