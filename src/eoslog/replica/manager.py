@@ -499,7 +499,9 @@ class ReplicaManager:
     def describe_log_dirs(self, wanted: Collection[TopicPartition] | None) -> list[LogDirDescription]:
         """DescribeLogDirs: this broker's log directories and the replicas in each (of
         ``wanted``; None: all)."""
-        return [describe_log_dir(self.logs.log_dir, self.logs.logs, wanted)]
+        offline = self.logs.log_dir_state.offline is not None
+        return [describe_log_dir(self.logs.log_dir, self.logs.logs, wanted,
+                                 Errors.KAFKA_STORAGE_ERROR if offline else Errors.NONE)]
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers the partition's leader keeps state for."""
