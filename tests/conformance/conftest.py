@@ -74,7 +74,8 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, 
             kafka.wait_ready(time.monotonic() + READY_TIMEOUT_S)
             versions = common_versions([eoslog.bootstrap, kafka.bootstrap])
             in_parallel([partial(warm_up, b.bootstrap, versions[FIND_COORDINATOR]) for b in (eoslog, kafka)])
-            yield (Broker("eoslog", eoslog.bootstrap, versions), Broker("kafka", kafka.bootstrap, versions))
+            yield (Broker("eoslog", eoslog.bootstrap, versions, eoslog.data_dir),
+                   Broker("kafka", kafka.bootstrap, versions, kafka.data_dir))
         finally:
             eoslog.stop()
     finally:

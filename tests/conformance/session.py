@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kio.static.primitive import i8, i16, i32, i64
@@ -46,10 +47,12 @@ def common_versions(bootstraps: list[str]) -> dict[int, int]:
 
 @dataclass
 class Broker:
-    """One side of the comparison: a name, a bootstrap address, the versions to speak."""
+    """One side of the comparison: a name, a bootstrap address, the versions to speak, and its
+    log directory (for sessions that read what the broker wrote with Kafka's tools)."""
     name: str
     bootstrap: str
     versions: dict[int, int]
+    data_dir: Path | None = None
 
 
 @dataclass

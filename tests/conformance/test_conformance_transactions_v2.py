@@ -3,11 +3,15 @@ finalized: the requests of a v2 client — no AddPartitionsToTxn or AddOffsetsTo
 TxnOffsetCommit v5 add their partition implicitly, EndTxn v5 bumps the epoch and answers the new one,
 which the client then uses. The late Produce of a transaction that has ended (the hanging
 transaction v2 prevents), retries told apart by their epoch, an abort of nothing, fencing and
-timeouts, and a v1 producer beside a v2 one on one partition.
+timeouts, a v1 producer beside a v2 one on one partition, and the `__transaction_state` records a v2
+transactional id leaves, read with Kafka's DumpLogSegments from each broker's files (mutant, not committed:
+the coordinator leaving out ClientTransactionVersion when it is 2 — 14 differences in transaction-log).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from conformance.session import Broker, Catalogue, Target
@@ -34,6 +38,10 @@ from conformance.steps import (
     txn_state,
 )
 from conformance.test_conformance_transactions import both_isolations, txn_batch
+from eoslog.coordinator.partitioning import coordinator_partition_for
+from support.kafka_harness import run_tool
+
+TRANSACTION_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions, both brokers' default
 
 CATALOGUE = Catalogue("transactions-v2")
 session = CATALOGUE.session
@@ -191,3 +199,56 @@ def _mixed(t: Target) -> None:
     both_isolations(t, "v2-mixed")
     describe_producers(t, "v2-mixed", [0])
     produce(t, "v2-mixed", 0, batch([b"plain"]), label="a plain batch after them")
+
+
+def transaction_log(t: Target, txn_id: str) -> list[dict[str, object]]:
+    """The ``__transaction_state`` records of ``txn_id`` as Kafka 4.4's DumpLogSegments
+    ``--transaction-log-decoder`` reads them from the broker's own segment files, in log order:
+    producer ids as the session's symbols, timestamps as set or not (each broker's clock)."""
+    assert t.broker.data_dir is not None
+    partition = coordinator_partition_for(txn_id, TRANSACTION_STATE_PARTITIONS)
+    segments = sorted((t.broker.data_dir / f"__transaction_state-{partition}").glob("*.log"))
+    dumped = run_tool("org.apache.kafka.tools.DumpLogSegments",
+                      ["--files", ",".join(map(str, segments)), "--transaction-log-decoder", "--print-data-log"],
+                      t.broker.data_dir.parent).stdout
+    records: list[dict[str, object]] = []
+    for key, payload in re.findall(r"key: (\{.*?\}) payload: (\{.*\})$", dumped, re.MULTILINE):
+        if json.loads(key)["data"]["transactionalId"] != txn_id:
+            continue
+        value = json.loads(payload)
+        fields: dict[str, object] = {"version": value["version"]}
+        for name, v in value["data"].items():
+            if name.lower().endswith("producerid"):
+                fields[name] = t.aliases.symbol("pid", int(v))
+            elif name.endswith("TimestampMs"):
+                fields[name] = "set" if int(v) >= 0 else int(v)
+            elif name == "transactionPartitions":
+                fields[name] = sorted((p["topic"], sorted(p["partitionIds"])) for p in v or ())
+            else:
+                fields[name] = v
+        records.append(fields)
+    return records
+
+
+@session("transaction-log", "the __transaction_state records a v2 transactional id leaves (implicit adds, "
+         "TxnOffsetCommit v5, commit, abort, an abort of nothing, fencing), read by Kafka's DumpLogSegments "
+         "--transaction-log-decoder from each broker's own files")
+def _transaction_log(t: Target) -> None:
+    txn_id = "v2-log"
+    pid, epoch = start(t, txn_id, txn_id, 2)
+    find_coordinator(t, "v2-log-group", key_type=0)
+    for p in (0, 1):
+        produce(t, txn_id, p, txn_batch([b"c"], pid, epoch, 0), txn_id=txn_id, label=f"implicit add {p}")
+    txn_offset_commit(t, txn_id, "v2-log-group", pid, epoch, txn_id, 0, 1, version=t.v(TXN_OFFSET_COMMIT))
+    pid, epoch = end_v2(t, txn_id, pid, epoch, True, label="commit")
+    settle(t, txn_id)
+    produce(t, txn_id, 0, txn_batch([b"a"], pid, epoch, 0), txn_id=txn_id, label="next")
+    pid, epoch = end_v2(t, txn_id, pid, epoch, False, label="abort")
+    settle(t, txn_id)
+    pid, epoch = end_v2(t, txn_id, pid, epoch, False, label="abort of nothing")
+    settle(t, txn_id)
+    produce(t, txn_id, 1, txn_batch([b"f"], pid, epoch, 0), txn_id=txn_id, label="open, then fenced")
+    t.until("the fencing InitProducerId", lambda: init_txn(t, txn_id, record=False)[2],
+            lambda r: int(r.error_code) == 0)
+    settle(t, txn_id)
+    t.record("transaction log", transaction_log(t, txn_id))
