@@ -4,9 +4,10 @@ failed write-back leaves the pages clean, so the next fsync succeeds without wri
 the disk keeps a hole where they were (PostgreSQL's "fsyncgate"). A power cut follows.
 
 - acks=all idempotent producers of librdkafka and eoslog.client: the broker takes its log
-  directory offline at the failed fsync of a partition's segment — its only one, so it halts,
-  as Kafka does when every log directory has failed — and says so in its log; restarted after
-  the cut, every acknowledged record is at the offset its acknowledgement named;
+  directory offline at the failed fsync of a partition's segment, or of the recovery-point
+  checkpoint (a metadata file written with write-temp/fsync/rename) — its only one, so it
+  halts, as Kafka does when every log directory has failed — and says so in its log; restarted
+  after the cut, every acknowledged record is at the offset its acknowledgement named;
 - the transactional copy (test_copy.py) with an EIO on an output partition's segment, on
   ``__transaction_state`` and on ``__consumer_offsets``, each followed by a cut: no committed
   transaction lost, no duplicate, no aborted read.
@@ -21,6 +22,7 @@ One cutfs mount per module (tests/conftest.py); each test has its own data direc
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -68,16 +70,26 @@ def test_cutfs_fails_an_fsync_as_linux_does(cutfs: CutFs) -> None:
     assert (root / "segment").read_bytes() == b"synced." + bytes(len(b"lost.")) + b"later."
 
 
-def test_a_failed_fsync_is_never_acknowledged(cutfs: CutFs, tmp_path: Path) -> None:
-    name = "eio-acks"
+# What fails: a partition's segment (the next group-commit round), or the recovery-point
+# checkpoint's write-temp/fsync/rename (a topic created meanwhile writes it).
+TARGETS = {"segment": "acked-0/*.log", "checkpoint": "recovery-point-offset-checkpoint.tmp"}
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_a_failed_fsync_is_never_acknowledged(cutfs: CutFs, tmp_path: Path, target: str) -> None:
+    name = f"eio-acks-{target}"
     node = PowerCutBroker(cutfs, name, tmp_path, {}).start()  # one node: log.flush.policy=group-commit
     exit_code: int | None = None
     try:
         create_topic(node.bootstrap, "acked", 2)
         writers = [AckedWriter(client, node.bootstrap, "acked").start() for client in (CONFLUENT, EOSLOG)]
         wait_until(lambda: all(len(w.acked) > 300 for w in writers), "acknowledged writes before the failure", 120)
-        cutfs.fail_fsync(f"/{name}/acked-0/*.log")
-        wait_until(lambda: cutfs.stats()["failed_fsyncs"], "the armed fsync to fail", 60)
+        failed_before = len(cutfs.stats()["failed_fsyncs"])
+        cutfs.fail_fsync(f"/{name}/{TARGETS[target]}")
+        if target == "checkpoint":
+            with contextlib.suppress(Exception):  # its answer, if any, does not matter
+                create_topic(node.bootstrap, "another", 1)
+        wait_until(lambda: len(cutfs.stats()["failed_fsyncs"]) > failed_before, "the armed fsync to fail", 60)
         at_failure = [len(w.acked) for w in writers]
         # The broker halts. Code that retries the fsync goes on acknowledging instead, and what it
         # acknowledges from now on is what the cut takes away: wait for whichever comes first.
@@ -97,8 +109,8 @@ def test_a_failed_fsync_is_never_acknowledged(cutfs: CutFs, tmp_path: Path) -> N
         acked, log, problems = stop_and_check(writers, node.bootstrap)
     finally:
         node.stop()
-    report = (f"{len(acked)} acknowledged ({at_failure} when the fsync failed), {len(log)} stored, broker exit "
-              f"code {exit_code}, cuts dropped {node.dropped}, writer errors "
+    report = (f"{target}: {len(acked)} acknowledged ({at_failure} when the fsync failed), {len(log)} stored, "
+              f"broker exit code {exit_code}, cuts dropped {node.dropped}, writer errors "
               f"{({w.client: dict(w.errors) for w in writers})}, writers failed "
               f"{[w.fatal for w in writers if w.fatal]}")
     print(report)
