@@ -78,3 +78,19 @@ def _validate_only(t: Target) -> None:
         update(t, v, f"v{v} unsafe downgrade", (TRANSACTION_VERSION, 0, UNSAFE))
         update(t, v, f"v{v} streams.version stays 0", ("streams.version", 0, SAFE))
     features(t, 4)  # nothing changed
+
+
+DESCRIBE_CLUSTER = 60
+
+
+@session("describe-cluster", "DescribeCluster at every version both brokers speak, with and without the cluster's "
+         "authorized operations, and asking a broker for the controllers' endpoints (v1+)")
+def _describe_cluster(t: Target) -> None:
+    for v in range(t.v(DESCRIBE_CLUSTER) + 1):
+        for authorized in (False, True):
+            call(t, DESCRIBE_CLUSTER, "DescribeClusterRequest", version=v, label=f"v{v} authorized={authorized}",
+                 include_cluster_authorized_operations=authorized, endpoint_type=i8(1),
+                 include_fenced_brokers=False)
+        if v >= 1:
+            call(t, DESCRIBE_CLUSTER, "DescribeClusterRequest", version=v, label=f"v{v} controllers",
+                 include_cluster_authorized_operations=False, endpoint_type=i8(2), include_fenced_brokers=False)
