@@ -120,6 +120,25 @@ def _late(t: Target) -> None:
     describe_producers(t, "v2-late", [0])
 
 
+@session("late-produce-first", "the same late Produce arriving before the next transaction wrote anything: the "
+         "coordinator refuses the implicit add under the old epoch; the partition stays free of any transaction")
+def _late_first(t: Target) -> None:
+    pid, old = start(t, "v2-late-first", "v2-late-first")
+    produce(t, "v2-late-first", 0, txn_batch([b"first"], pid, old, 0), txn_id="v2-late-first",
+            label="first transaction")
+    pid, new = end_v2(t, "v2-late-first", pid, old, False, label="abort")
+    settle(t, "v2-late-first")
+    produce(t, "v2-late-first", 0, txn_batch([b"late"], pid, old, 1), txn_id="v2-late-first", label="the late Produce")
+    describe_txn(t, "v2-late-first", label="after the late Produce")
+    both_isolations(t, "v2-late-first")
+    produce(t, "v2-late-first", 0, txn_batch([b"second"], pid, new, 0), txn_id="v2-late-first",
+            label="next transaction")
+    end_v2(t, "v2-late-first", pid, new, True, label="commit")
+    settle(t, "v2-late-first")
+    both_isolations(t, "v2-late-first")
+    describe_producers(t, "v2-late-first", [0])
+
+
 @session("produce-v12-refusals", "Produce v12 the coordinator cannot add for: an unknown transactional id, a "
          "producer id it does not know, a sequence that does not start at 0")
 def _refusals(t: Target) -> None:

@@ -9,7 +9,10 @@ API each correlation id belongs to, and can, per response, at random or by scrip
   (``drop_responses``, deterministic, so a test can assert each kind was dropped);
 - ``close_mid_request``: forward half of a request frame, then cut both sides;
 - ``delay``: hold a response for some seconds before forwarding it (the connection's later
-  responses wait behind it; long enough, it is a client-side timeout).
+  responses wait behind it; long enough, it is a client-side timeout);
+- ``hold``: keep every request of the given API keys (and what follows on its connection)
+  from the broker until ``release()``: a request that arrives late, after whatever the test
+  did meanwhile on other connections (the hanging transaction, KIP-890).
 
 Point clients at the proxy and start the broker with
 ``advertised.listeners=PLAINTEXT://127.0.0.1:<proxy port>`` so that every connection a
@@ -64,6 +67,8 @@ class FaultProxy:
         self.injected: Counter[str] = Counter()
         self.responses: Counter[int] = Counter()  # per api key, since the policy was set
         self.dropped: Counter[int] = Counter()  # per api key
+        self.held: Counter[int] = Counter()  # requests held back, per api key
+        self._hold: tuple[frozenset[int], asyncio.Event] | None = None
         self._rng = random.Random(self.policy.seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -100,6 +105,16 @@ class FaultProxy:
             self.policy = policy
             self._rng = random.Random(policy.seed)
             self.responses.clear()
+
+    def hold(self, *api_keys: int) -> None:
+        """Hold requests of ``api_keys`` from now until ``release()`` (``held`` counts them)."""
+        self._hold = (frozenset(api_keys), asyncio.Event())
+
+    def release(self) -> None:
+        """Forward the held requests, and hold no more."""
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            self._call(hold[1].set)
 
     def heal(self) -> None:
         """Stop injecting faults (connections stay up)."""
@@ -168,6 +183,10 @@ class FaultProxy:
                 if size >= 8:
                     api_key, _, corr = struct.unpack_from(">hhi", payload)
                     conn.inflight[corr] = api_key
+                    hold = self._hold
+                    if hold is not None and api_key in hold[0]:
+                        self.held[api_key] += 1
+                        await hold[1].wait()
                     if api_key in self.policy.api_keys and self._decide_mid_request(api_key):
                         broker_w.write(size_b + payload[: size // 2])
                         await broker_w.drain()
