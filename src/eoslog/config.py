@@ -199,6 +199,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "the heartbeat interval given to the members of a consumer group"),
     ConfigDef("group.consumer.min.heartbeat.interval.ms", int, 5000, "smallest consumer.heartbeat.interval.ms"),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", int, 15000, "largest consumer.heartbeat.interval.ms"),
+    ConfigDef("group.consumer.max.size", int, 2147483647, "most members a consumer group (KIP-848) may have"),
+    ConfigDef("group.consumer.assignors", str, "uniform,range",
+              "the server-side assignors of consumer groups (names or Kafka's class names), the first the default"),
+    ConfigDef("group.consumer.migration.policy", str, "bidirectional",
+              "online conversions between classic and consumer groups: disabled, upgrade, downgrade, bidirectional",
+              None, ("disabled", "upgrade", "downgrade", "bidirectional")),
+    ConfigDef("group.consumer.assignment.interval.ms", int, 1000,
+              "the least time between two target assignments of a consumer group (KIP-1263)"),
+    ConfigDef("group.consumer.min.assignment.interval.ms", int, 0, "smallest consumer.assignment.interval.ms"),
+    ConfigDef("group.consumer.max.assignment.interval.ms", int, 15000, "largest consumer.assignment.interval.ms"),
+    ConfigDef("group.consumer.assignor.offload.enable", bool, True,
+              "Kafka runs assignors on a background thread; eoslog runs them on its loop (accepted, no effect)"),
+    ConfigDef("group.coordinator.rebalance.protocols", str, "classic,consumer,streams",
+              "the group protocols served: consumer serves KIP-848 consumer groups (with group.version >= 1)"),
     ConfigDef("group.share.session.timeout.ms", int, 45000,
               "the timeout to detect client failures when using the share group protocol"),
     ConfigDef("group.share.min.session.timeout.ms", int, 45000, "smallest share.session.timeout.ms"),
@@ -347,9 +361,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
 )
 
 
-# Kafka 4.0's group configs (GroupConfig), settable per group with IncrementalAlterConfigs;
-# each defaults to the broker config it names. They steer KIP-848 consumer groups and share
-# groups; classic groups (the only ones eoslog serves) read none of them, as in Kafka.
+# Kafka 4.4's group configs (GroupConfig) of the group kinds eoslog serves, settable per group with
+# IncrementalAlterConfigs; each defaults to the broker config it names. They steer KIP-848 consumer
+# groups and share groups; classic groups read none of them, as in Kafka.
 GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("consumer.session.timeout.ms", int, 45000,
               "the timeout to detect client failures when using the consumer group protocol",
@@ -357,6 +371,12 @@ GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("consumer.heartbeat.interval.ms", int, 5000,
               "the heartbeat interval given to the members of a consumer group",
               "group.consumer.heartbeat.interval.ms"),
+    ConfigDef("consumer.assignment.interval.ms", int, 1000,
+              "the least time between two target assignments of the consumer group",
+              "group.consumer.assignment.interval.ms"),
+    ConfigDef("consumer.assignor.offload.enable", bool, True,
+              "whether Kafka runs the group's assignor on a background thread (eoslog: no effect)",
+              "group.consumer.assignor.offload.enable"),
     ConfigDef("share.session.timeout.ms", int, 45000,
               "the timeout to detect client failures when using the share group protocol",
               "group.share.session.timeout.ms"),

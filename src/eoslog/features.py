@@ -82,7 +82,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (  # in Kafka's enum order
     Feature(TRANSACTION_VERSION, 2, "1: flexible __transaction_state records (previous/next producer id, "
             "the client's transaction version); 2: KIP-890 part 2 — the epoch bumped by every EndTxn, "
             "partitions and offsets added implicitly by Produce v12+ and TxnOffsetCommit v5"),
-    Feature(GROUP_VERSION, 0, "1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat)"),
+    Feature(GROUP_VERSION, 1, "1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat, "
+            "ConsumerGroupDescribe, member epochs on offset commits)"),
     Feature(ELIGIBLE_LEADER_REPLICAS_VERSION, 0, "eligible leader replicas (KIP-966)"),
     Feature(SHARE_VERSION, 1, "1: share groups (KIP-932); Kafka 4.4's 2, share groups' dead letter queues "
             "(KIP-1191), is not implemented"),

@@ -193,6 +193,15 @@ def sync_request(group: str, member: tuple[int, str], leader: bool = False) -> A
 
 
 SHARE_GROUP, SHARE_MEMBER = "mx-share", "mx-share-member"
+CONSUMER_GROUP, CONSUMER_MEMBER = "mx-consumer", "mx-consumer-member"
+
+
+def consumer_heartbeat_request(epoch: int, topics: tuple[str, ...] | None) -> Any:
+    """A ConsumerGroupHeartbeat (KIP-848): a join (epoch 0) subscribing to ``topics``, or a leave (-1)."""
+    return req("ConsumerGroupHeartbeat", 1, "ConsumerGroupHeartbeatRequest", group_id=CONSUMER_GROUP,
+               member_id=CONSUMER_MEMBER, member_epoch=i32(epoch), instance_id=None, rack_id=None,
+               rebalance_timeout=datetime.timedelta(milliseconds=30000 if epoch == 0 else -1), subscribed_topic_names=topics,
+               subscribed_topic_regex=None, server_assignor=None, topic_partitions=() if epoch == 0 else None)
 
 
 def share_heartbeat_request(epoch: int, topics: tuple[str, ...] | None) -> Any:
@@ -521,6 +530,16 @@ ROWS: list[Row] = [
     # Share groups (KIP-932). The member joins, then leaves in the next row (its session would
     # otherwise expire and write during a later row); nothing is acquired (share.auto.offset.reset
     # is latest and TOPIC's records came before), so no lock runs out later either.
+    Row("ConsumerGroupHeartbeat", [Need(Res.GROUP, CONSUMER_GROUP, Op.READ, GROUP_DENIED),
+                                   Need(Res.TOPIC, TOPIC, Op.DESCRIBE, TOPIC_DENIED)],
+        lambda w: consumer_heartbeat_request(0, (TOPIC,)), setup=lambda w: w.coordinator(CONSUMER_GROUP, 0),
+        leaked=lambda r: r.assignment is not None or int(r.member_epoch) != 0, label="ConsumerGroupHeartbeat(join)"),
+    Row("ConsumerGroupHeartbeat", [Need(Res.GROUP, CONSUMER_GROUP, Op.READ, GROUP_DENIED)],
+        lambda w: consumer_heartbeat_request(-1, None), label="ConsumerGroupHeartbeat(leave)"),
+    Row("ConsumerGroupDescribe", [Need(Res.GROUP, CONSUMER_GROUP, Op.DESCRIBE, GROUP_DENIED)],
+        lambda w: req("ConsumerGroupDescribe", 1, "ConsumerGroupDescribeRequest", group_ids=(CONSUMER_GROUP,),
+                      include_authorized_operations=False),
+        leaked=lambda r: any(g.members or g.group_epoch for g in r.groups)),
     Row("ShareGroupHeartbeat", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
                                 Need(Res.TOPIC, TOPIC, Op.DESCRIBE, TOPIC_DENIED)],
         lambda w: share_heartbeat_request(0, (TOPIC,)), setup=lambda w: w.coordinator(SHARE_GROUP, 0),

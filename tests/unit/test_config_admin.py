@@ -206,7 +206,9 @@ def test_group_configs_with_kafkas_bounds_and_sources(node: Node) -> None:
     assert untouched["share.auto.offset.reset"] == ("latest", ConfigSource.DEFAULT_CONFIG)
     assert untouched["share.delivery.count.limit"] == ("5", ConfigSource.DEFAULT_CONFIG)
     assert untouched["share.isolation.level"] == ("read_uncommitted", ConfigSource.DEFAULT_CONFIG)
-    assert len(untouched) == 9
+    assert untouched["consumer.assignment.interval.ms"] == ("1000", ConfigSource.DEFAULT_CONFIG)
+    assert untouched["consumer.assignor.offload.enable"] == ("true", ConfigSource.DEFAULT_CONFIG)
+    assert len(untouched) == 11
 
     node.alter(GROUP, "g", ("consumer.session.timeout.ms", SET, "50000"), ("share.auto.offset.reset", SET, "earliest"))
     assert entries("g")["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG)

@@ -81,10 +81,11 @@ class Refused(KafkaError):
 
 
 # GroupConfig's lower bounds (ConfigDef.Range.atLeast) and the broker configs bounding each.
-_GROUP_AT_LEAST = {"share.record.lock.duration.ms": 1000}
+_GROUP_AT_LEAST = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0}
 _GROUP_BOUNDS = {
     "consumer.session.timeout.ms": "group.consumer.{}.session.timeout.ms",
     "consumer.heartbeat.interval.ms": "group.consumer.{}.heartbeat.interval.ms",
+    "consumer.assignment.interval.ms": "group.consumer.{}.assignment.interval.ms",
     "share.session.timeout.ms": "group.share.{}.session.timeout.ms",
     "share.heartbeat.interval.ms": "group.share.{}.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.{}.record.lock.duration.ms",

@@ -41,6 +41,7 @@ from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNo
 from eoslog.broker.txn_verifier import LocalTransactionVerifier
 from eoslog.config import BrokerConfig, throttle_rate
 from eoslog.coordinator.group import GroupCoordinator
+from eoslog.coordinator.group.coordinator import consumer_settings
 from eoslog.coordinator.group.share_groups import ShareGroupSettings
 from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.share.persister import LocalPersister, Persister
@@ -137,6 +138,9 @@ class Broker:
         )
         self.groups.share.topics = self.state.topic_ids
         support.watch_group_configs(self.state.config_admin.store)
+        self.groups.consumer.topics = self.state.topic_ids
+        self.groups.consumer.settings = lambda group_id: consumer_settings(
+            config, lambda key: self.state.config_admin.group_value(group_id, key))
         # share.version downgraded to 0: the leaders drop their share sessions and partitions (Kafka's
         # SharePartitionManager.onShareVersionToggle).
         self.features.on_change(lambda finalized: None if finalized.level(SHARE_VERSION) >= 1

@@ -37,6 +37,14 @@ def prefix_of(data: bytes) -> int:
     return int(_I16.unpack_from(data)[0])
 
 
+def has_type(key: bytes, types: frozenset[int]) -> bool:
+    """The key is one of a record family's (its record type among ``types``)."""
+    try:
+        return prefix_of(key) in types
+    except CoordinatorRecordError:
+        return False
+
+
 def decode(cls: type[E], data: bytes) -> E:
     """The message after the int16 prefix, as ``cls``."""
     reader: Any = entity_reader(cls)
@@ -46,3 +54,56 @@ def decode(cls: type[E], data: bytes) -> E:
         raise CoordinatorRecordError(f"undecodable {cls.__name__}: {e}") from e
     result: E = entity
     return result
+
+
+class FlexibleReader:
+    """A cursor over a flexible message's fields, for the few records whose tagged fields kio's
+    reader does not take (a tagged nullable struct). Raises CoordinatorRecordError when short."""
+
+    def __init__(self, data: bytes, offset: int = _I16.size) -> None:
+        self._data = memoryview(data)
+        self.pos = offset
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self._data):
+            raise CoordinatorRecordError(f"record ends at byte {len(self._data)}, {n} more wanted at {self.pos}")
+        out = bytes(self._data[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            byte = self._take(1)[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise CoordinatorRecordError("unsigned varint too long")
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self._take(4))[0])
+
+    def string(self) -> str | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self._take(n).decode()
+
+    def compact_bytes(self) -> bytes:
+        return self._take(max(self.uvarint() - 1, 0))
+
+    def array(self, item: Any) -> list[Any]:
+        n = self.uvarint() - 1
+        return [item() for _ in range(max(n, 0))]
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        return {self.uvarint(): self._take(self.uvarint()) for _ in range(self.uvarint())}
+
+
+def uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
     from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
     from kio.schema.api_versions.v3.request import ApiVersionsRequest as _ApiVersionsRequestV3
     from kio.schema.api_versions.v4.request import ApiVersionsRequest as _ApiVersionsRequestV4
+    from kio.schema.consumer_group_describe.v0.request import (
+        ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV0,
+    )
+    from kio.schema.consumer_group_describe.v1.request import (
+        ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV1,
+    )
     from kio.schema.consumer_group_heartbeat.v0.request import (
         ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV0,
     )
@@ -386,6 +392,7 @@ if TYPE_CHECKING:
         _OffsetForLeaderEpochRequestV2 | _OffsetForLeaderEpochRequestV3 | _OffsetForLeaderEpochRequestV4
     )
     ConsumerGroupHeartbeatRequest = _ConsumerGroupHeartbeatRequestV0 | _ConsumerGroupHeartbeatRequestV1
+    ConsumerGroupDescribeRequest = _ConsumerGroupDescribeRequestV0 | _ConsumerGroupDescribeRequestV1
     SaslHandshakeRequest = _SaslHandshakeRequestV1
     SaslAuthenticateRequest = _SaslAuthenticateRequestV0 | _SaslAuthenticateRequestV1 | _SaslAuthenticateRequestV2
     DescribeAclsRequest = _DescribeAclsRequestV1 | _DescribeAclsRequestV2 | _DescribeAclsRequestV3

@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     from kio.schema.api_versions.v2.response import ApiVersionsResponse as _ApiVersionsResponseV2
     from kio.schema.api_versions.v3.response import ApiVersionsResponse as _ApiVersionsResponseV3
     from kio.schema.api_versions.v4.response import ApiVersionsResponse as _ApiVersionsResponseV4
+    from kio.schema.consumer_group_describe.v0.response import (
+        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV0,
+    )
+    from kio.schema.consumer_group_describe.v1.response import (
+        ConsumerGroupDescribeResponse as _ConsumerGroupDescribeResponseV1,
+    )
     from kio.schema.consumer_group_heartbeat.v0.response import (
         ConsumerGroupHeartbeatResponse as _ConsumerGroupHeartbeatResponseV0,
     )
@@ -391,6 +397,7 @@ if TYPE_CHECKING:
         _OffsetForLeaderEpochResponseV2 | _OffsetForLeaderEpochResponseV3 | _OffsetForLeaderEpochResponseV4
     )
     ConsumerGroupHeartbeatResponse = _ConsumerGroupHeartbeatResponseV0 | _ConsumerGroupHeartbeatResponseV1
+    ConsumerGroupDescribeResponse = _ConsumerGroupDescribeResponseV0 | _ConsumerGroupDescribeResponseV1
     SaslHandshakeResponse = _SaslHandshakeResponseV1
     SaslAuthenticateResponse = _SaslAuthenticateResponseV0 | _SaslAuthenticateResponseV1 | _SaslAuthenticateResponseV2
     DescribeAclsResponse = _DescribeAclsResponseV1 | _DescribeAclsResponseV2 | _DescribeAclsResponseV3

@@ -71,6 +71,7 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_AUTHORIZED_OPERATIONS = AUTHORIZED_OPERATIONS_OMITTED
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"  # KIP-848's; its protocol type is "consumer" too
 SHARE_GROUP_TYPE = "share"
 
 def client_host(ctx: RequestContext) -> str:
@@ -308,6 +309,9 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
     if unknown_state_only or (wanted_types and CLASSIC_GROUP_TYPE not in wanted_types):
         classic = []
     listed = [(g.group_id, g.protocol_type, g.state.value, CLASSIC_GROUP_TYPE) for g in classic]
+    if not wanted_types or CONSUMER_GROUP_TYPE in wanted_types:
+        listed += [(g.group_id, CONSUMER_GROUP_TYPE, g.state.value, CONSUMER_GROUP_TYPE)
+                   for g in coordinator.list_consumer_groups(state_names or None)]
     if not wanted_types or SHARE_GROUP_TYPE in wanted_types:
         listed += [(g.group_id, SHARE_GROUP_TYPE, g.state.value, SHARE_GROUP_TYPE)
                    for g in coordinator.share.owned(coordinator.owns_partition)

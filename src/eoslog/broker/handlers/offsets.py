@@ -81,7 +81,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
         groups = ctx.state.group_coordinator
         committed = groups.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-            int(request.generation_id_or_member_epoch), offsets,
+            int(request.generation_id_or_member_epoch), offsets, ctx.api_version,
         )
         if any(e is Errors.NONE for e in committed.values()):
             outcome = await replicated(ctx, groups.topic, groups.partition_for(request.group_id), Errors.NONE)
@@ -104,7 +104,8 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
 
 
 def _fetch_group(
-    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
+    member_id: str | None = None, member_epoch: int = -1,
 ) -> tuple[Errors, list[FetchedOffset]]:
     tps = None if topics is None else [
         TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes
@@ -116,7 +117,8 @@ def _fetch_group(
     visible = {name for name in ({tp.topic for tp in tps} if tps is not None else set())
                if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
     error, fetched = ctx.state.group_coordinator.fetch_offsets(
-        group_id, None if tps is None else [tp for tp in tps if tp.topic in visible], require_stable)
+        group_id, None if tps is None else [tp for tp in tps if tp.topic in visible], require_stable,
+        member_id, member_epoch)
     if tps is None:
         fetched = [f for f in fetched if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, f.tp.topic)]
     if error != Errors.NONE and tps is not None:
@@ -166,7 +168,9 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
         ))
     groups = []
     for g in versioned(request).groups:  # v8+: several groups
-        error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+        # v9+: a consumer group's member says who it is (KIP-848: its epoch must be current).
+        error, fetched = _fetch_group(ctx, g.group_id, g.topics, require_stable, getattr(g, "member_id", None),
+                                      int(getattr(g, "member_epoch", -1)))
         groups.append(build(
             module.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(error),
             topics=() if error != Errors.NONE else _response_topics(module, fetched, batched=True),

@@ -9,7 +9,7 @@ from eoslog.broker.handlers import (
     alter_configs,
     cluster,
     configs,
-    consumer_group_heartbeat,
+    consumer_groups,
     delete_records,
     features,
     fetch,
@@ -33,7 +33,7 @@ from eoslog.broker.handlers.api_versions import api_versions_spec
 from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
-             offsets, delete_records, leader_epoch, consumer_group_heartbeat, sasl, acls, scram_credentials,
+             offsets, delete_records, leader_epoch, consumer_groups, sasl, acls, scram_credentials,
              share_groups, share_fetch, share_state, features, reassignments, log_dirs)
 
 # Every API a handler is written for (scripts/typegen.py types them all, served or not).

@@ -24,10 +24,15 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eoslog.config import BrokerConfig
+from eoslog.coordinator.group.assignors import parse_assignors
+from eoslog.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupState
+from eoslog.coordinator.group.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupSettings
+from eoslog.coordinator.group.consumer_records import decode as decode_consumer_record
+from eoslog.coordinator.group.consumer_records import is_consumer_key
 from eoslog.coordinator.group.group import GroupMetadata, GroupSummary
 from eoslog.coordinator.group.loader import load_partition
 from eoslog.coordinator.group.member import JoinCallback, JoinResult, SyncCallback, SyncResult
-from eoslog.coordinator.group.offsets import CommitRecord, OffsetAndMetadata
+from eoslog.coordinator.group.offsets import CommitRecord, GroupOffsets, OffsetAndMetadata
 from eoslog.coordinator.group.offsets_topic import (
     OFFSETS_TOPIC,
     CoordinatorAppendError,
@@ -88,6 +93,7 @@ def _constant(timestamp: int) -> Callable[[OffsetAndMetadata], int]:
 
 
 _SHARE_DEFAULTS = ShareGroupSettings(45_000, 5_000, 200)
+_CONSUMER_DEFAULTS = ConsumerGroupSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int
     load_buffer_bytes: int
     share: ShareGroupSettings = _SHARE_DEFAULTS  # the broker's; groups may override
+    consumer: ConsumerGroupSettings = _CONSUMER_DEFAULTS  # the broker's; groups may override
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -113,7 +120,22 @@ class GroupConfig:
             share=ShareGroupSettings(int(config["group.share.session.timeout.ms"]),
                                      int(config["group.share.heartbeat.interval.ms"]),
                                      int(config["group.share.max.size"])),
+            consumer=consumer_settings(config, lambda key: config[f"group.{key}"]),
         )
+
+
+def consumer_settings(config: BrokerConfig, value: Callable[[str], object]) -> ConsumerGroupSettings:
+    """A consumer group's settings: ``value(key)`` gives a group config (``consumer.*``) — the
+    group's own or the broker's ``group.consumer.*``; the rest are the broker's."""
+    return ConsumerGroupSettings(
+        session_timeout_ms=int(str(value("consumer.session.timeout.ms"))),
+        heartbeat_interval_ms=int(str(value("consumer.heartbeat.interval.ms"))),
+        max_size=int(config["group.consumer.max.size"]),
+        assignors=tuple(parse_assignors(str(config["group.consumer.assignors"]))),
+        assignment_interval_ms=int(str(value("consumer.assignment.interval.ms"))),
+        migration_policy=str(config["group.consumer.migration.policy"]).lower(),
+        classic_max_size=int(config["group.max.size"]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +167,11 @@ class GroupCoordinator:
         # The broker sets their settings (group configs), topic metadata and share state persister.
         self.share = ShareGroupCoordinator(topic, scheduler, self.partition_for, self._status,
                                            lambda _group_id: config.share, dict)
-        self.share.is_classic_group = self.groups.__contains__
+        # Consumer groups (KIP-848): the same shape, beside the classic groups.
+        self.consumer = ConsumerGroupCoordinator(topic, scheduler, self.partition_for, self._status,
+                                                 lambda _group_id: config.consumer, dict)
+        self.consumer.other_group_type = self.other_group_type
+        self.share.is_classic_group = lambda gid: gid in self.groups or gid in self.consumer.groups
 
     @classmethod
     def for_broker(
@@ -165,6 +191,22 @@ class GroupCoordinator:
         coordinator = cls(GroupConfig.from_broker_config(config), topic, AsyncioScheduler(clock_ms))
         replicas.on_txn_marker(OFFSETS_TOPIC, coordinator.complete_transaction)
         return coordinator
+
+    def other_group_type(self, group_id: str) -> str | None:
+        """Which kind of group other than a consumer one holds ``group_id`` ("classic", "share")."""
+        if group_id in self.groups:
+            return "classic"
+        if group_id in self.share.groups:
+            return "share"
+        return None
+
+    def offsets_of(self, group_id: str) -> GroupOffsets | None:
+        """The committed offsets of whichever group holds ``group_id``."""
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return consumer.offsets
+        classic = self.groups.get(group_id)
+        return classic.offsets if classic is not None else None
 
     # -- partitions and loading ---------------------------------------------------------
 
@@ -224,18 +266,25 @@ class GroupCoordinator:
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self.rebalancer.unload(self.groups.pop(group_id), Errors.NOT_COORDINATOR)
         self.share.unload(partition)
+        self.consumer.unload(partition)
 
     def _on_partition_loaded(self, partition: int, groups: dict[str, GroupMetadata],
                              others: Sequence[tuple[bytes, bytes | None]] = ()) -> None:
         if not self._active:
             return
         for key, value in others:
-            if is_share_key(key):
-                try:
+            try:
+                if is_share_key(key):
                     self.share.replay(decode_share_record(key, value))
-                except CoordinatorRecordError as e:
-                    log.error("%s-%d: skipping an undecodable share group record: %s", OFFSETS_TOPIC, partition, e)
+                elif is_consumer_key(key):
+                    self.consumer.replay(decode_consumer_record(key, value))
+            except CoordinatorRecordError as e:
+                log.error("%s-%d: skipping an undecodable group record: %s", OFFSETS_TOPIC, partition, e)
         self.share.loaded(partition)
+        for group_id in [g for g in groups if g in self.consumer.groups]:
+            # A consumer group's offsets were replayed into a classic group without metadata.
+            self.consumer.groups[group_id].offsets = groups.pop(group_id).offsets
+        self.consumer.loaded(partition)
         for group_id, group in groups.items():
             self.groups[group_id] = group
             # Members stored as Stable must heartbeat within their session or go.
@@ -275,6 +324,8 @@ class GroupCoordinator:
         error = self._status(req.group_id)
         if error == Errors.NONE and req.group_id in self.share.groups:
             error = Errors.INCONSISTENT_GROUP_PROTOCOL  # a share group's id, as Kafka answers
+        if error == Errors.NONE and req.group_id in self.consumer.groups:
+            error = Errors.INCONSISTENT_GROUP_PROTOCOL
         if error == Errors.NONE:
             error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
         if error != Errors.NONE:
@@ -414,12 +465,17 @@ class GroupCoordinator:
 
     def commit_offsets(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata], api_version: int = 9,
     ) -> dict[TopicPartition, Errors]:
         """OffsetCommit → an error per partition."""
         error = self._status(group_id, allow_empty_id=True)
         if error == Errors.NONE and group_id in self.share.groups:
             error = Errors.GROUP_ID_NOT_FOUND  # share groups have no committed offsets
+        consumer = self.consumer.groups.get(group_id)
+        if error == Errors.NONE and consumer is not None:
+            errors = self._check_consumer_commit(consumer, member_id, group_instance_id, generation_id, offsets,
+                                                 False, api_version)
+            return self._store_offsets(group_id, consumer.offsets, offsets, errors)
         group = self.groups.get(group_id)
         if error == Errors.NONE and group is None:
             if generation_id < 0:
@@ -434,14 +490,48 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, error)
         if member_id in group.members:
             self.rebalancer.schedule_heartbeat(group, group.get(member_id))
+        return self._store_offsets(group_id, group.offsets, offsets, {})
+
+    def _check_consumer_commit(self, group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int,
+                               offsets: Mapping[TopicPartition, OffsetAndMetadata], transactional: bool,
+                               api_version: int) -> dict[TopicPartition, Errors]:
+        """KIP-848: a commit carries the member's epoch; a stale one is refused per partition
+        (STALE_MEMBER_EPOCH), so a zombie that lost its partitions cannot commit."""
+        error, _, check = group.validate_offset_commit(member_id, instance_id, epoch, transactional, api_version)
+        if error != Errors.NONE:
+            return dict.fromkeys(offsets, error)
+        topics = self.consumer.topics()
         errors: dict[TopicPartition, Errors] = {}
-        records, valid = self._offset_records(group_id, offsets, errors)
+        for tp in offsets:
+            meta = topics.get(tp.topic)
+            if meta is None:
+                continue  # an unknown topic: the handler has answered it
+            partition_error, _ = check(meta[0], tp.partition, tp.topic)
+            if partition_error != Errors.NONE:
+                errors[tp] = partition_error
+        return errors
+
+    def _store_offsets(self, group_id: str, holder: GroupOffsets, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       errors: dict[TopicPartition, Errors], producer_id: int | None = None,
+                       producer_epoch: int = -1) -> dict[TopicPartition, Errors]:
+        """Append the offsets not refused in ``errors``; on success they are committed (or pending
+        in the producer's transaction)."""
+        wanted = {tp: v for tp, v in offsets.items() if tp not in errors}
+        records, valid = self._offset_records(group_id, wanted, errors)
         if records:
-            error, base = self._append(group_id, records)
+            if producer_id is None:
+                error, base = self._append(group_id, records)
+            else:
+                error, base = self._append(group_id, records, producer_id=producer_id,
+                                           producer_epoch=producer_epoch, transactional=True)
             for tp, value in valid.items():
                 errors[tp] = error
-                if error == Errors.NONE:
-                    group.offsets.commit(tp, CommitRecord(base, value))
+                if error != Errors.NONE:
+                    continue
+                if producer_id is None:
+                    holder.commit(tp, CommitRecord(base, value))
+                else:
+                    holder.prepare_txn(producer_id, tp, CommitRecord(base, value))
         return errors
 
     def commit_transactional_offsets(
@@ -454,6 +544,11 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=True)
         if error == Errors.NONE and group_id in self.share.groups:
             error = Errors.GROUP_ID_NOT_FOUND
+        consumer = self.consumer.groups.get(group_id)
+        if error == Errors.NONE and consumer is not None:
+            errors = self._check_consumer_commit(consumer, member_id, group_instance_id, generation_id, offsets,
+                                                 True, 5)
+            return self._store_offsets(group_id, consumer.offsets, offsets, errors, producer_id, producer_epoch)
         group = self.groups.get(group_id)
         if error == Errors.NONE and group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms())
@@ -471,42 +566,43 @@ class GroupCoordinator:
                 error = Errors.ILLEGAL_GENERATION
         if error != Errors.NONE or group is None:
             return dict.fromkeys(offsets, error)
-        errors: dict[TopicPartition, Errors] = {}
-        records, valid = self._offset_records(group_id, offsets, errors)
-        if records:
-            error, base = self._append(group_id, records, producer_id=producer_id,
-                                       producer_epoch=producer_epoch, transactional=True)
-            for tp, value in valid.items():
-                errors[tp] = error
-                if error == Errors.NONE:
-                    group.offsets.prepare_txn(producer_id, tp, CommitRecord(base, value))
-        return errors
+        return self._store_offsets(group_id, group.offsets, offsets, {}, producer_id, producer_epoch)
 
     def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` is now in ``__consumer_offsets-N``."""
-        for group in self.groups.values():
-            if self.partition_for(group.group_id) == offsets_partition and (
-                group.offsets.has_pending_from(producer_id)
-            ):
-                group.offsets.complete_txn(producer_id, committed)
+        holders = [(g.group_id, g.offsets) for g in self.groups.values()]
+        holders += [(g.group_id, g.offsets) for g in self.consumer.groups.values()]
+        for group_id, offsets in holders:
+            if self.partition_for(group_id) == offsets_partition and offsets.has_pending_from(producer_id):
+                offsets.complete_txn(producer_id, committed)
 
     def fetch_offsets(
-        self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool
+        self, group_id: str, tps: list[TopicPartition] | None, require_stable: bool,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[Errors, list[FetchedOffset]]:
-        """OffsetFetch → (group error, offsets); ``tps`` None means every committed offset."""
+        """OffsetFetch → (group error, offsets); ``tps`` None means every committed offset. A
+        member of a consumer group (OffsetFetch v9+) must give its current epoch."""
         error = self._status(group_id, allow_empty_id=True)
         if error != Errors.NONE:
             return error, []
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            return Errors.NONE, [FetchedOffset(tp, None) for tp in tps or []]
-        wanted = tps if tps is not None else sorted(group.offsets.committed)
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            error = consumer.validate_offset_fetch(member_id, member_epoch)
+            if error != Errors.NONE:
+                return error, []
+            offsets = consumer.offsets
+        else:
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                return Errors.NONE, [FetchedOffset(tp, None) for tp in tps or []]
+            offsets = group.offsets
+        wanted = tps if tps is not None else sorted(offsets.committed)
         out = []
         for tp in wanted:
-            if require_stable and group.offsets.has_pending(tp):
+            if require_stable and offsets.has_pending(tp):
                 out.append(FetchedOffset(tp, None, Errors.UNSTABLE_OFFSET_COMMIT))
             else:
-                out.append(FetchedOffset(tp, group.offsets.get(tp)))
+                out.append(FetchedOffset(tp, offsets.get(tp)))
         return Errors.NONE, out
 
     def delete_offsets(
@@ -517,6 +613,9 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=True)
         if error != Errors.NONE:
             return error, {}
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return Errors.NONE, self._delete_consumer_offsets(consumer, tps)
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return Errors.GROUP_ID_NOT_FOUND, {}
@@ -536,6 +635,22 @@ class GroupCoordinator:
             self._remove_offsets(group, eligible)
             errors.update(dict.fromkeys(eligible, Errors.NONE))
         return Errors.NONE, errors
+
+    def _delete_consumer_offsets(self, group: ConsumerGroup, tps: list[TopicPartition]) -> dict[TopicPartition, Errors]:
+        """A consumer group's offsets of topics none of its members subscribes to (any, if empty)."""
+        subscribed = group.subscribed_topic_names()
+        errors = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps if subscribed[tp.topic] > 0}
+        eligible = [tp for tp in tps if tp not in errors]
+        removed = group.offsets.remove(eligible)
+        if removed:
+            error, _ = self._append(group.group_id, self._offset_tombstones(group.group_id, removed))
+            if error != Errors.NONE:
+                log.warning("tombstones for group %s not written: %s", group.group_id, error)
+        errors.update(dict.fromkeys(eligible, Errors.NONE))
+        return errors
+
+    def _offset_tombstones(self, group_id: str, tps: Iterable[TopicPartition]) -> list[KeyValue]:
+        return [(encode_offset_commit_key(OffsetCommitKey(group_id, tp.topic, tp.partition)), None) for tp in tps]
 
     def _remove_offsets(self, group: GroupMetadata, tps: Iterable[TopicPartition]) -> int:
         """Drop offsets (writing tombstones); an empty group left without offsets dies."""
@@ -575,6 +690,20 @@ class GroupCoordinator:
             if expired or (group.is_(GroupState.EMPTY) and not offsets.has_offsets
                            and not group.pending_members):
                 removed += self._remove_offsets(group, expired)
+        for consumer in list(self.consumer.groups.values()):
+            if self.partition_for(consumer.group_id) not in self._owned:
+                continue
+            if consumer.state is ConsumerGroupState.EMPTY:
+                expired = consumer.offsets.expired(now, retention, _constant(consumer.state_timestamp))
+            else:
+                expired = consumer.offsets.expired(now, retention, lambda v: v.commit_timestamp,
+                                                   frozenset(consumer.subscribed_topic_names()))
+            gone = consumer.offsets.remove(expired)
+            if gone:
+                removed += len(gone)
+                self._append(consumer.group_id, self._offset_tombstones(consumer.group_id, gone))
+            if consumer.state is ConsumerGroupState.EMPTY and not consumer.offsets.has_offsets:
+                self.consumer.remove(consumer)  # Kafka deletes an empty consumer group without offsets
         if removed:
             log.info("removed %d expired offsets", removed)
         return removed
@@ -603,8 +732,11 @@ class GroupCoordinator:
         for group_id in group_ids:
             error = self._status(group_id, allow_empty_id=True)
             group = self.groups.get(group_id)
+            consumer = self.consumer.groups.get(group_id)
             if error != Errors.NONE:
                 results[group_id] = error
+            elif consumer is not None:
+                results[group_id] = self._delete_consumer_group(consumer)
             elif group is None or group.is_(GroupState.DEAD):
                 results[group_id] = Errors.GROUP_ID_NOT_FOUND
             elif not group.is_(GroupState.EMPTY):
@@ -621,6 +753,20 @@ class GroupCoordinator:
                 results[group_id] = Errors.NONE
         return results
 
+    def _delete_consumer_group(self, group: ConsumerGroup) -> Errors:
+        if group.members:
+            return Errors.NON_EMPTY_GROUP
+        tps = group.offsets.remove_all()
+        if tps:
+            self._append(group.group_id, self._offset_tombstones(group.group_id, tps))
+        log.info("deleted consumer group %s (%d offsets)", group.group_id, len(tps))
+        return self.consumer.delete(group.group_id)
+
+    def list_consumer_groups(self, states: set[str] | None = None) -> list[ConsumerGroup]:
+        """The consumer groups this coordinator serves, in ``states`` (lower-case names) if given."""
+        return [g for g in self.consumer.owned(self.owns_partition)
+                if not states or g.state.value.lower() in states]
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
@@ -630,6 +776,7 @@ class GroupCoordinator:
         for group in self.groups.values():
             self.rebalancer.unload(group, Errors.NOT_COORDINATOR)
         self.share.shutdown()
+        self.consumer.shutdown()
         self.scheduler.cancel_all()
         self.groups.clear()
         self._owned.clear()

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from eoslog.coordinator.group.modern import ModernGroups
 from eoslog.coordinator.group.share_group import (
     Assignment,
     ShareGroup,
@@ -102,17 +103,11 @@ class ShareOffsetSummary:
     delivery_complete_count: int = -1
 
 
-class ShareGroupCoordinator:
+class ShareGroupCoordinator(ModernGroups[ShareGroup, ShareGroupSettings, TopicMetadata]):
     def __init__(self, topic: InternalTopic, scheduler: Scheduler, partition_for: Callable[[str], int],
                  status: Callable[[str], Errors], settings: Callable[[str], ShareGroupSettings],
                  topics: Callable[[], TopicMetadata]) -> None:
-        self.topic = topic
-        self.scheduler = scheduler
-        self.partition_for = partition_for
-        self.status = status  # the group coordinator's: does it serve this group id now?
-        self.settings = settings
-        self.topics = topics
-        self.groups: dict[str, ShareGroup] = {}
+        super().__init__(topic, scheduler, partition_for, status, settings, topics)
         self.persister: Persister | None = None  # set by the broker: the share coordinators' door
         self.on_member_removed: list[Callable[[str, str], object]] = []
         self.is_classic_group: Callable[[str], bool] = lambda _group_id: False
@@ -136,12 +131,6 @@ class ShareGroupCoordinator:
             return Errors.COORDINATOR_NOT_AVAILABLE if e.error != Errors.NOT_LEADER_OR_FOLLOWER \
                 else Errors.NOT_COORDINATOR
         return Errors.NONE
-
-    async def _replicated(self, group_id: str, error: Errors) -> Errors:
-        if error != Errors.NONE:
-            return error
-        error = await self.topic.wait_replicated(self.partition_for(group_id), 5000)
-        return Errors.NONE if error == Errors.NONE else Errors.COORDINATOR_NOT_AVAILABLE
 
     @staticmethod
     def _member_records(group: ShareGroup, member: ShareMember) -> list[ShareRecord]:

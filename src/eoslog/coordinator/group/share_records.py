@@ -30,6 +30,8 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
 from eoslog.coordinator import record_codec
+from eoslog.coordinator.group.modern_records import GroupKey, MemberKey, TargetAssignmentMember, TopicPartitions
+from eoslog.coordinator.group.modern_records import TargetAssignmentMetadata as _TargetAssignmentMetadata
 from eoslog.coordinator.record_codec import CoordinatorRecordError
 
 __all__ = ["CoordinatorRecordError", "ShareRecord", "ShareRecordKind", "decode", "encode", "topic_partitions"]
@@ -49,23 +51,6 @@ class ShareRecordKind(IntEnum):
 
 _WITH_MEMBER = frozenset({ShareRecordKind.MEMBER_METADATA, ShareRecordKind.TARGET_ASSIGNMENT_MEMBER,
                           ShareRecordKind.CURRENT_MEMBER_ASSIGNMENT})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GroupKey:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = field(metadata={"kafka_type": "string"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _MemberKey:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = field(metadata={"kafka_type": "string"})
-    member_id: str = field(metadata={"kafka_type": "string"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,32 +74,6 @@ class _Metadata:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _TargetAssignmentMetadata:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    assignment_epoch: i32 = field(metadata={"kafka_type": "int32"})
-    assignment_timestamp: i64 = field(metadata={"kafka_type": "int64", "tag": 0}, default=i64(0))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _TopicPartitions:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    topic_id: uuid.UUID = field(metadata={"kafka_type": "uuid"})
-    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _TargetAssignmentMember:
-    __type__: ClassVar = EntityType.data
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    topic_partitions: tuple[_TopicPartitions, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _CurrentMemberAssignment:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[i16] = i16(0)
@@ -122,11 +81,11 @@ class _CurrentMemberAssignment:
     member_epoch: i32 = field(metadata={"kafka_type": "int32"})
     previous_member_epoch: i32 = field(metadata={"kafka_type": "int32"})
     state: i8 = field(metadata={"kafka_type": "int8"})
-    assigned_partitions: tuple[_TopicPartitions, ...]
+    assigned_partitions: tuple[TopicPartitions, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _TopicPartitionsInfo:
+class TopicPartitionsInfo:
     __type__: ClassVar = EntityType.nested
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
@@ -149,8 +108,8 @@ class _StatePartitionMetadata:
     __type__: ClassVar = EntityType.data
     __version__: ClassVar[i16] = i16(0)
     __flexible__: ClassVar[bool] = True
-    initializing_topics: tuple[_TopicPartitionsInfo, ...]
-    initialized_topics: tuple[_TopicPartitionsInfo, ...]
+    initializing_topics: tuple[TopicPartitionsInfo, ...]
+    initialized_topics: tuple[TopicPartitionsInfo, ...]
     deleting_topics: tuple[_TopicInfo, ...]
 
 
@@ -200,17 +159,17 @@ class ShareRecord:
     value: ShareValue | None
 
 
-def topic_partitions(assignment: Assignment) -> tuple[_TopicPartitions, ...]:
-    return tuple(_TopicPartitions(topic_id=t, partitions=tuple(i32(p) for p in sorted(ps)))
+def topic_partitions(assignment: Assignment) -> tuple[TopicPartitions, ...]:
+    return tuple(TopicPartitions(topic_id=t, partitions=tuple(i32(p) for p in sorted(ps)))
                  for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if ps)
 
 
-def _assignment(tps: tuple[_TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:
+def _assignment(tps: tuple[TopicPartitions, ...]) -> dict[uuid.UUID, frozenset[int]]:
     return {t.topic_id: frozenset(int(p) for p in t.partitions) for t in tps}
 
 
-def _infos(topics: tuple[InitializedTopic, ...]) -> tuple[_TopicPartitionsInfo, ...]:
-    return tuple(_TopicPartitionsInfo(topic_id=t.topic_id, topic_name=t.topic_name,
+def _infos(topics: tuple[InitializedTopic, ...]) -> tuple[TopicPartitionsInfo, ...]:
+    return tuple(TopicPartitionsInfo(topic_id=t.topic_id, topic_name=t.topic_name,
                                       partitions=tuple(i32(p) for p in sorted(t.partitions))) for t in topics)
 
 
@@ -218,9 +177,9 @@ def encode(record: ShareRecord, now_ms: int = 0) -> tuple[bytes, bytes | None]:
     kind, value = record.kind, record.value
     if kind in _WITH_MEMBER:
         assert record.member_id is not None
-        key = record_codec.encode(kind, _MemberKey(group_id=record.group_id, member_id=record.member_id))
+        key = record_codec.encode(kind, MemberKey(group_id=record.group_id, member_id=record.member_id))
     else:
-        key = record_codec.encode(kind, _GroupKey(group_id=record.group_id))
+        key = record_codec.encode(kind, GroupKey(group_id=record.group_id))
     if value is None:
         return key, None
     entity: Any
@@ -236,7 +195,7 @@ def encode(record: ShareRecord, now_ms: int = 0) -> tuple[bytes, bytes | None]:
         entity = _TargetAssignmentMetadata(assignment_epoch=i32(value), assignment_timestamp=i64(now_ms))
     elif kind is ShareRecordKind.TARGET_ASSIGNMENT_MEMBER:
         assert isinstance(value, Mapping)
-        entity = _TargetAssignmentMember(topic_partitions=topic_partitions(value))
+        entity = TargetAssignmentMember(topic_partitions=topic_partitions(value))
     elif kind is ShareRecordKind.CURRENT_MEMBER_ASSIGNMENT:
         assert isinstance(value, CurrentAssignment)
         entity = _CurrentMemberAssignment(member_epoch=i32(value.member_epoch),
@@ -255,20 +214,17 @@ _KINDS = frozenset(int(k) for k in ShareRecordKind)
 
 def is_share_key(key: bytes) -> bool:
     """A key of a share group's record (types 10 to 15)."""
-    try:
-        return record_codec.prefix_of(key) in _KINDS
-    except CoordinatorRecordError:
-        return False
+    return record_codec.has_type(key, _KINDS)
 
 
 def decode(key: bytes, value: bytes | None) -> ShareRecord:
     kind = ShareRecordKind(record_codec.prefix_of(key))
     member_id: str | None = None
     if kind in _WITH_MEMBER:
-        mk = record_codec.decode(_MemberKey, key)
+        mk = record_codec.decode(MemberKey, key)
         group_id, member_id = mk.group_id, mk.member_id
     else:
-        group_id = record_codec.decode(_GroupKey, key).group_id
+        group_id = record_codec.decode(GroupKey, key).group_id
     if value is None:
         return ShareRecord(kind, group_id, member_id, None)
     if record_codec.prefix_of(value) != VALUE_VERSION:
@@ -282,7 +238,7 @@ def decode(key: bytes, value: bytes | None) -> ShareRecord:
     elif kind is ShareRecordKind.TARGET_ASSIGNMENT_METADATA:
         decoded = int(record_codec.decode(_TargetAssignmentMetadata, value).assignment_epoch)
     elif kind is ShareRecordKind.TARGET_ASSIGNMENT_MEMBER:
-        decoded = _assignment(record_codec.decode(_TargetAssignmentMember, value).topic_partitions)
+        decoded = _assignment(record_codec.decode(TargetAssignmentMember, value).topic_partitions)
     elif kind is ShareRecordKind.CURRENT_MEMBER_ASSIGNMENT:
         c = record_codec.decode(_CurrentMemberAssignment, value)
         decoded = CurrentAssignment(int(c.member_epoch), int(c.previous_member_epoch),
@@ -290,7 +246,7 @@ def decode(key: bytes, value: bytes | None) -> ShareRecord:
     else:
         s = record_codec.decode(_StatePartitionMetadata, value)
 
-        def topics(infos: tuple[_TopicPartitionsInfo, ...]) -> tuple[InitializedTopic, ...]:
+        def topics(infos: tuple[TopicPartitionsInfo, ...]) -> tuple[InitializedTopic, ...]:
             return tuple(InitializedTopic(t.topic_id, t.topic_name, frozenset(int(p) for p in t.partitions))
                          for t in infos)
         decoded = StatePartitions(topics(s.initializing_topics), topics(s.initialized_topics),
