@@ -200,7 +200,8 @@ def consumer_heartbeat_request(epoch: int, topics: tuple[str, ...] | None) -> An
     """A ConsumerGroupHeartbeat (KIP-848): a join (epoch 0) subscribing to ``topics``, or a leave (-1)."""
     return req("ConsumerGroupHeartbeat", 1, "ConsumerGroupHeartbeatRequest", group_id=CONSUMER_GROUP,
                member_id=CONSUMER_MEMBER, member_epoch=i32(epoch), instance_id=None, rack_id=None,
-               rebalance_timeout=datetime.timedelta(milliseconds=30000 if epoch == 0 else -1), subscribed_topic_names=topics,
+               rebalance_timeout=datetime.timedelta(milliseconds=30000 if epoch == 0 else -1),
+               subscribed_topic_names=topics,
                subscribed_topic_regex=None, server_assignor=None, topic_partitions=() if epoch == 0 else None)
 
 

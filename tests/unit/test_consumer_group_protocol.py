@@ -164,12 +164,13 @@ def test_invalid_requests_with_kafkas_messages(h: Harness) -> None:
                                                 "RebalanceTimeoutMs must be provided in first request.")
     assert message(owned=None) == (Errors.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
     assert message(subscribed_topic_names=None) == (
-        Errors.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        Errors.INVALID_REQUEST,
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
     assert message(member_epoch=-2) == (Errors.INVALID_REQUEST, "InstanceId can't be null.")
     assert message(member_epoch=-3) == (Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
     assert message(server_assignor="sticky") == (
         Errors.UNSUPPORTED_ASSIGNOR, "ServerAssignor sticky is not supported. Supported assignors: uniform, range.")
-    assert message(subscribed_topic_names=None, subscribed_topic_regex="(") [0] == Errors.INVALID_REGULAR_EXPRESSION
+    assert message(subscribed_topic_names=None, subscribed_topic_regex="(")[0] == Errors.INVALID_REGULAR_EXPRESSION
 
 
 def test_a_member_that_leaves_or_goes_silent_gives_its_partitions_back(h: Harness) -> None:
