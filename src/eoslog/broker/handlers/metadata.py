@@ -72,8 +72,11 @@ async def _topics(ctx: RequestContext, request: Any, module: ModuleType, topic_o
     out: list[Any] = []
     for wanted in request.topics:
         name = wanted.name
+        topic_id = getattr(wanted, "topic_id", None)
+        if not name and topic_id is not None and topic_id.int != 0:
+            name = None  # asked by id (Kafka's Java consumer sends the name as "", not null)
         topic = support.describe_topic(name) if name is not None else None
-        if name is None and getattr(wanted, "topic_id", None) is not None:
+        if name is None and topic_id is not None:
             named = support.topic_named(wanted.topic_id)
             topic = None if named is None else support.describe_topic(named)
             if topic is None:

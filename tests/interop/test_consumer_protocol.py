@@ -1,0 +1,218 @@
+"""KIP-848 consumer groups with librdkafka (confluent-kafka, ``group.protocol=consumer``): members
+join and leave while records flow, partitions move without a stop-the-world rebalance, every record
+is consumed exactly once across the group's life, static members come back to their partitions, and
+a regular expression subscription picks up a topic created later.
+
+One broker for the module, with short consumer-group heartbeats and sessions (the broker's bounds
+lowered so), so that membership changes take seconds. Waiting loops are hang guards; the assertions
+are about what each member got and when, relative to the others' events, never about durations.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.harness import BrokerProcess, wait_until
+
+WAIT_S = 120.0
+BROKER_OVERRIDES = {
+    "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+    # A joining member's target is computed in its own heartbeat (not by the interval's timer): the
+    # partitions it is to get are still fetched by their owner then, the moment a broker that handed
+    # them out before their release would show as a record consumed twice.
+    "group.consumer.assignment.interval.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("kip848") / "data", overrides=BROKER_OVERRIDES).start()
+    yield b
+    b.stop()
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+
+
+@dataclass
+class Event:
+    at: float
+    what: str  # "assigned" | "revoked" | "record"
+    partitions: tuple[int, ...] = ()
+    value: str = ""
+    topic: str = ""
+
+
+@dataclass
+class Member:
+    """A consumer of the consumer protocol on a thread of its own: it records what it is given and
+    takes away, and every record it consumes, each committed (synchronously) before the next poll."""
+
+    bootstrap: str
+    group: str
+    topics: list[str]
+    name: str
+    instance: str | None = None
+    events: list[Event] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    errors: list[str] = field(default_factory=list)
+    thread: threading.Thread | None = None
+    owned: set[tuple[str, int]] = field(default_factory=set)
+
+    def start(self) -> Member:
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
+                                "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False}
+        if self.instance is not None:
+            conf["group.instance.id"] = self.instance
+        c = Consumer(conf)
+
+        def assigned(_: Any, ps: list[TopicPartition]) -> None:
+            self.owned |= {(p.topic, p.partition) for p in ps}
+            self.events.append(Event(time.monotonic(), "assigned", tuple(sorted(p.partition for p in ps))))
+
+        def revoked(_: Any, ps: list[TopicPartition]) -> None:
+            self.owned -= {(p.topic, p.partition) for p in ps}
+            self.events.append(Event(time.monotonic(), "revoked", tuple(sorted(p.partition for p in ps))))
+
+        c.subscribe(self.topics, on_assign=assigned, on_revoke=revoked)
+        try:
+            while not self.stop.is_set():
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        self.errors.append(str(m.error()))
+                    continue
+                self.events.append(Event(time.monotonic(), "record", (m.partition(),), m.value().decode(),
+                                         m.topic()))
+                c.commit(message=m, asynchronous=False)
+        except Exception as e:  # a failed commit would let the next owner read the record again
+            self.errors.append(repr(e))
+        finally:
+            c.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(60)
+
+    def records(self) -> list[Event]:
+        return [e for e in self.events if e.what == "record"]
+
+    def first_assigned_at(self) -> float | None:
+        return next((e.at for e in self.events if e.what == "assigned" and e.partitions), None)
+
+
+class Feed:
+    """Numbered records to a topic, keyed over its partitions, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        self.topic = topic
+        self.sent = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, str(self.sent).encode(), key=str(self.sent).encode())
+            self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.004)
+        self.producer.flush(30)
+
+    def start(self) -> Feed:
+        self.thread.start()
+        return self
+
+    def close(self) -> int:
+        self.stop.set()
+        self.thread.join(60)
+        return self.sent
+
+
+def test_members_join_and_leave_while_consuming_and_every_record_is_consumed_once(broker: BrokerProcess) -> None:
+    bootstrap, topic, group = broker.bootstrap, "cp-flow", "cp-flow-group"
+    create(bootstrap, topic, 6)
+    feed = Feed(bootstrap, topic).start()
+    m1 = Member(bootstrap, group, [topic], "m1").start()
+    wait_until(lambda: len(m1.records()) > 50, "m1 consuming", WAIT_S)
+    joined2 = time.monotonic()
+    m2 = Member(bootstrap, group, [topic], "m2").start()
+    wait_until(lambda: len(m2.records()) > 20, "m2 consuming", WAIT_S)
+    m3 = Member(bootstrap, group, [topic], "m3").start()
+    wait_until(lambda: len(m3.records()) > 20, "m3 consuming", WAIT_S)
+    m1.close()
+    wait_until(lambda: len(m2.owned) + len(m3.owned) == 6, "m1's partitions taken over", WAIT_S)
+    m2.close()
+    wait_until(lambda: len(m3.owned) == 6, "m3 holding every partition", WAIT_S)
+    sent = feed.close()
+    wait_until(lambda: len({e.value for m in (m1, m2, m3) for e in m.records()}) >= sent,
+               f"all {sent} records consumed", WAIT_S)
+    m3.close()
+    assert m1.errors == m2.errors == m3.errors == []
+    values = [e.value for m in (m1, m2, m3) for e in m.records()]
+    assert sorted(values, key=int) == [str(i) for i in range(sent)], "a record lost or consumed twice"
+
+    # No stop-the-world: m1 never gave up everything while staying in the group, and while m2 was
+    # joining — from its start to its first partitions — m1 went on consuming what it kept.
+    m1_revokes = [e for e in m1.events if e.what == "revoked"]
+    assert m1_revokes and all(len(e.partitions) < 6 for e in m1_revokes[:-1])
+    got2 = m2.first_assigned_at()
+    assert got2 is not None
+    kept = {p for e in m1.events if e.what == "assigned" for p in e.partitions} - {
+        p for e in m1_revokes[:1] for p in e.partitions}
+    during = [e for e in m1.records() if joined2 <= e.at <= got2 and e.partitions[0] in kept]
+    assert during, "m1 stopped fetching its kept partitions while m2 joined"
+
+
+def test_a_static_member_comes_back_to_its_partitions(broker: BrokerProcess) -> None:
+    bootstrap, topic, group = broker.bootstrap, "cp-static", "cp-static-group"
+    create(bootstrap, topic, 4)
+    a = Member(bootstrap, group, [topic], "a", instance="inst-a").start()
+    b = Member(bootstrap, group, [topic], "b", instance="inst-b").start()
+    wait_until(lambda: len(a.owned) == 2 and len(b.owned) == 2, "both static members holding two", WAIT_S)
+    before = set(b.owned)
+    a_events = len(a.events)
+    b.close()  # a static member leaves with epoch -2: its partitions wait for it
+    b2 = Member(bootstrap, group, [topic], "b2", instance="inst-b").start()
+    wait_until(lambda: b2.owned == before, "the same instance back with its partitions", WAIT_S)
+    assert [e for e in a.events[a_events:] if e.what in ("assigned", "revoked")] == []  # a was not moved
+    a.close()
+    b2.close()
+
+
+def test_a_regex_subscription_picks_up_a_new_matching_topic(broker: BrokerProcess) -> None:
+    bootstrap, group = broker.bootstrap, "cp-regex-group"
+    create(bootstrap, "rx-first", 2)
+    m = Member(bootstrap, group, ["^rx-.*"], "rx").start()
+    wait_until(lambda: {t for t, _ in m.owned} == {"rx-first"}, "the first matching topic assigned", WAIT_S)
+    create(bootstrap, "rx-second", 2)
+    create(bootstrap, "other-topic", 1)
+    wait_until(lambda: {t for t, _ in m.owned} == {"rx-first", "rx-second"}, "the new topic assigned", WAIT_S)
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce("rx-second", b"late")
+    p.flush(30)
+    wait_until(lambda: any(e.topic == "rx-second" and e.value == "late" for e in m.records()),
+               "the new topic's record consumed", WAIT_S)
+    m.close()
+    assert m.errors == []
+
