@@ -9,8 +9,11 @@ history checker and the replicas compared byte for byte."""
 from __future__ import annotations
 
 import json
-import threading
+import shutil
+import subprocess
+import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +32,11 @@ from eoslog.client.types import TopicPartition
 from eoslog.cluster import znodes
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build
+from eoslog.tools import reassign
+from support.acked_writer import Writer
 from support.cluster_harness import Cluster, ClusterMeta, create_topic, read_all, segment_bytes
 from support.harness import wait_until
-from support.history import OK, History, check
+from support.history import History, check
 from support.kafka_harness import run_tool
 from support.rawkafka import RawClient, request_module
 from support.zk_harness import zookeeper_client
@@ -64,37 +69,6 @@ def _all_brokers_up(cluster: Cluster) -> Iterator[None]:
 def admin(cluster: Cluster) -> Iterator[Admin]:
     with Admin({"bootstrap.servers": cluster.bootstrap}) as a:
         yield a
-
-
-class Writer:
-    """An idempotent acks=all producer writing numbered records to one partition until stopped;
-    every acknowledged record goes into the history."""
-
-    def __init__(self, cluster: Cluster, topic: str, history: History) -> None:
-        self.cluster, self.topic, self.history = cluster, topic, history
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(120)
-
-    def _run(self) -> None:
-        with Producer({"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                       "linger.ms": 5, "delivery.timeout.ms": 120000}) as producer:
-            while not self._stop.is_set():
-                batch = [b"%s-%d" % (self.topic.encode(), self.sent + i) for i in range(50)]
-                futures = [(v, producer.send(self.topic, v, partition=0)) for v in batch]
-                producer.flush(120)
-                for value, future in futures:
-                    future.result(0)  # acks=all, idempotent: every one must be acknowledged
-                    self.history.send(value, OK)
-                self.sent += len(batch)
 
 
 def _replica_dirs(cluster: Cluster, topic: str) -> set[int]:
@@ -350,3 +324,135 @@ def test_kafka_reassign_partitions_tool_cancels(cluster: Cluster, admin: Admin, 
     wait_until(lambda: _replica_dirs(cluster, topic) == {1, 2}, "broker 3's begun replica deleted", 60)
     assert _broker_configs(admin, 3)["follower.replication.throttled.rate"] is None
     assert _topic_config(admin, topic, "follower.replication.throttled.replicas") == ""
+
+
+def _eoslog(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"eoslog {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def test_eoslog_partitions_reassign_fills_a_new_broker_and_empties_it_again(
+        cluster: Cluster, admin: Admin, tmp_path: Path) -> None:
+    """A fourth broker joins; ``eoslog partitions reassign --generate`` proposes its share
+    (and moves nothing else), ``--execute`` moves it there under a throttle, following each
+    moving replica to the end, while an acks=all producer writes; ``--remove-broker 4`` then
+    empties it again and it is retired."""
+    topic = "spread"
+    bootstrap = cluster.any_alive().bootstrap
+    create_topic(bootstrap, topic, partitions=6, replication_factor=2, configs={"min.insync.replicas": "2"})
+    _fill(cluster, topic, 6, 300)
+    before = {p: m.replicas for p, m in cluster.metadata([topic]).topics[topic].items()}
+    history = History()
+    cluster.add_broker(4)
+    try:
+        with Writer(cluster, topic, history) as writer:
+            wait_until(lambda: writer.sent >= 200, "records", 60)
+            plan = tmp_path / "grow.json"
+            generated = _eoslog("partitions", "reassign", "--generate", "--topics", topic, "--output", str(plan),
+                                "--bootstrap-server", cluster.bootstrap)
+            assert "Proposed partition reassignment configuration" in generated, generated
+            proposed = reassign.parse_json(plan.read_text())
+            counts = Counter(b for tp, r in _merged(before, proposed).items() for b in r)
+            assert counts == {1: 3, 2: 3, 3: 3, 4: 3}, counts
+            executed = _eoslog("partitions", "reassign", "--execute", "--reassignment-json-file", str(plan),
+                               "--throttle", "5000000", "--bootstrap-server", cluster.bootstrap)
+            assert "Successfully started partition reassignments" in executed, executed
+            for tp in proposed:
+                assert f"Reassignment of partition {tp.topic}-{tp.partition} is completed." in executed, executed
+                assert f"{tp.topic}-{tp.partition} → broker 4" in executed, executed  # its progress bar
+            meta = cluster.metadata([topic]).topics[topic]
+            assert {tp.partition: meta[tp.partition].replicas for tp in proposed} == \
+                {tp.partition: r for tp, r in proposed.items()}
+            back = tmp_path / "empty.json"
+            _eoslog("partitions", "reassign", "--generate", "--topics", topic, "--remove-broker", "4",
+                    "--output", str(back), "--bootstrap-server", cluster.bootstrap)
+            _eoslog("partitions", "reassign", "--execute", "--reassignment-json-file", str(back),
+                    "--bootstrap-server", cluster.bootstrap)
+            assert all(4 not in m.replicas for m in cluster.metadata([topic]).topics[topic].values())
+            wait_until(lambda: not list(cluster.brokers[4].data_dir.glob(f"{topic}-*")), "broker 4 emptied", 60)
+            wait_until(lambda: writer.sent >= 1000, "more records", 60)
+    finally:
+        cluster.retire(4)
+    assert _broker_configs(admin, 1) == {"leader.replication.throttled.rate": None,
+                                         "follower.replication.throttled.rate": None}
+    _checked(cluster, topic, history, cluster.metadata([topic]).topics[topic][0].replicas)
+
+
+def _merged(now: dict[int, tuple[int, ...]], changed: dict[TopicPartition, tuple[int, ...]]
+            ) -> dict[int, tuple[int, ...]]:
+    out = dict(now)
+    out.update({tp.partition: r for tp, r in changed.items()})
+    return out
+
+
+@pytest.mark.parametrize("ending", ["completes", "cancelled"])
+def test_a_reassignment_interrupted_by_kill_9_of_the_controller_and_a_receiving_broker(
+        cluster: Cluster, admin: Admin, ending: str) -> None:
+    """Issue 27, acceptance test 2: the new replica is throttled to a crawl so the reassignment
+    is still running when the controller is killed with SIGKILL (a new one resumes it from the
+    assignment in ZooKeeper) and then the receiving broker is (it comes back with half a replica
+    and carries on). Then it completes — the throttle lifted — or is cancelled; either way the
+    writer's acknowledged records are all there once, the replicas end byte-identical, and no
+    replica is left where the partition does not live."""
+    topic = f"interrupted-{ending}"
+    controller = cluster.controller()
+    source, receiver = [b for b in (1, 2, 3) if b != controller][:2]
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [source, controller]},
+                 configs={"min.insync.replicas": "2"})
+    _fill(cluster, topic, 1, 2000)
+    tp = TopicPartition(topic, 0)
+    _throttle_follower(admin, receiver, topic, f"0:{receiver}", rate="20000")
+    history = History()
+    with Writer(cluster, topic, history) as writer:
+        assert admin.alter_partition_reassignments({tp: [receiver, source]}) == {tp: None}
+        wait_until(lambda: receiver in _replica_dirs(cluster, topic), "the receiver beginning its replica", 60)
+        cluster.brokers[controller].kill()
+        new = cluster.wait_for(lambda m: m.controller not in (-1, controller), "a new controller").controller
+        with Admin({"bootstrap.servers": cluster.bootstrap}) as a:  # the old admin's connections died
+            assert a.list_partition_reassignments([tp])[tp].adding_replicas == (receiver,)
+        cluster.brokers[receiver].kill()
+        cluster.brokers[controller].start()  # back, as a broker being removed from the partition
+        cluster.brokers[receiver].start()
+        cluster.wait_for(lambda m: len(m.brokers) == 3, "every broker back")
+        wait_until(lambda: writer.sent >= 500, "records written through the kills", 120)
+        with Admin({"bootstrap.servers": cluster.bootstrap}) as a:
+            assert tp in a.list_partition_reassignments([tp]), f"controller {new} forgot the reassignment"
+            if ending == "completes":
+                _throttle_follower(a, receiver, topic, None)
+                final: tuple[int, ...] = (receiver, source)
+            else:
+                assert a.alter_partition_reassignments({tp: None}) == {tp: None}
+                final = (source, controller)
+            _settled(cluster, topic, final)
+            wait_until(lambda: not a.list_partition_reassignments([tp]), "no reassignment in progress", 60)
+            if ending == "cancelled":
+                _throttle_follower(a, receiver, topic, None)
+        wait_until(lambda: _replica_dirs(cluster, topic) == set(final), f"replicas only on {final}", 60)
+    _checked(cluster, topic, history, final)
+
+
+def test_a_dead_broker_replaced_with_an_empty_disk_rebuilds_its_replicas(cluster: Cluster) -> None:
+    """A machine lost with its disk: a new broker with the dead one's id and an empty log
+    directory registers, creates its replicas empty, copies them from the leaders (from offset
+    0: its epoch cache is empty, so it truncates nothing) and rejoins every ISR."""
+    topic = "rebuilt"
+    create_topic(cluster.any_alive().bootstrap, topic, partitions=3, replication_factor=3,
+                 configs={"min.insync.replicas": "2"})
+    _fill(cluster, topic, 3, 500)
+    history = History()
+    with Writer(cluster, topic, history) as writer:
+        wait_until(lambda: writer.sent >= 300, "records", 60)
+        lost = cluster.brokers[2]
+        lost.kill()
+        cluster.wait_for(lambda m: all(2 not in p.isr for p in m.topics[topic].values()), "broker 2 out of the ISRs")
+        shutil.rmtree(lost.data_dir)  # the disk is gone with the machine
+        lost.start()
+        cluster.wait_for(lambda m: all(sorted(p.isr) == [1, 2, 3] for p in m.topics[topic].values()),
+                         "the new broker 2 in every ISR again", 120)
+        done_at = writer.sent
+        wait_until(lambda: writer.sent >= done_at + 200, "records written after the rebuild", 60)
+    for p in range(3):
+        wait_until(lambda p=p: len({segment_bytes(b, topic, p) for b in cluster.brokers.values()}) == 1,
+                   f"{topic}-{p} byte-identical on the three brokers", 60)
+    _checked(cluster, topic, history, (1, 2, 3))

@@ -1,17 +1,20 @@
 """``eoslog cluster up``: a local development cluster — ZooKeeper and N brokers — in one command;
-``eoslog leader-election``: ElectLeaders, like kafka-leader-election.sh.
+``eoslog cluster add-broker``: one more broker joining it; ``eoslog leader-election``:
+ElectLeaders, like kafka-leader-election.sh.
 
 ZooKeeper is Debian's (``eoslog.cluster.zookeeper_server``); each broker is an ``eoslog
 broker`` process with ``broker.id`` 1..N on consecutive ports, its log in the cluster's data
 directory. A ready line is printed per node as it comes up. Ctrl-C (or SIGTERM) stops the
 brokers cleanly — each with a controlled shutdown — then ZooKeeper. The brokers run in
 sessions of their own, so that the terminal's Ctrl-C reaches only this command, which then
-signals each broker once.
+signals each broker once. ``up`` writes where the cluster is (``cluster.json`` in its data
+directory: ZooKeeper's address, the first broker's port) for ``add-broker`` to read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -34,6 +37,7 @@ app.add_typer(cluster_app, name="cluster")
 
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
+CLUSTER_FILE = "cluster.json"
 
 
 class _Broker:
@@ -69,6 +73,15 @@ class _Broker:
             if self.proc is None or self.proc.poll() is not None or time.monotonic() > deadline:
                 return False
         return True
+
+    def ready_or_exit(self, console: Console) -> None:
+        """Print its ready line, or its log's tail and exit 1 when it did not start."""
+        if not self.wait_ready(READY_TIMEOUT_S):
+            console.print(f"[red]broker {self.broker_id} did not start; its log {self.log_path}:[/red]")
+            with contextlib.suppress(OSError):
+                console.print(self.log_path.read_text()[-2000:], markup=False)
+            raise typer.Exit(1)
+        console.print(self.ready_line, markup=False)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -120,6 +133,8 @@ def up(
         typer.echo(f"eoslog cluster up: {e}", err=True)
         raise typer.Exit(2) from None
     console.print(f"zookeeper ready on {zookeeper.connect_string} (data: {zookeeper.data_dir})")
+    (data_dir / CLUSTER_FILE).write_text(json.dumps({"zookeeper.connect": zookeeper.connect_string,
+                                                     "base_port": base_port}) + "\n")
     nodes = [_Broker(i, base_port + i - 1, data_dir, zookeeper.connect_string) for i in range(1, brokers + 1)]
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -128,12 +143,7 @@ def up(
         for node in nodes:
             node.start()
         for node in nodes:
-            if not node.wait_ready(READY_TIMEOUT_S):
-                console.print(f"[red]broker {node.broker_id} did not start; its log {node.log_path}:[/red]")
-                with contextlib.suppress(OSError):
-                    console.print(node.log_path.read_text()[-2000:], markup=False)
-                raise typer.Exit(1)
-            console.print(node.ready_line, markup=False)
+            node.ready_or_exit(console)
         table = Table(box=box.SIMPLE_HEAVY, title="eoslog cluster")
         for column in ("broker", "address", "data", "log"):
             table.add_column(column)
@@ -149,6 +159,47 @@ def up(
                     node.ready_line = None
     finally:
         _stop_all(console, nodes, zookeeper)
+
+
+@cluster_app.command("add-broker")
+def add_broker(
+    broker_id: Annotated[int | None, typer.Option("--id", min=1, help="The new broker's id (default: one "
+                                                  "more than the highest id in the data directory)")] = None,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="The data directory of the running "
+                                           "`eoslog cluster up`")] = Path("./eoslog-cluster"),
+) -> None:
+    """Start one more broker in the development cluster of DATA_DIR, until Ctrl-C (then it stops
+    with a controlled shutdown). It holds no partition until a reassignment moves some there
+    (``eoslog partitions reassign --generate`` proposes its share)."""
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        found = json.loads((data_dir / CLUSTER_FILE).read_text())
+        connect, base_port = str(found["zookeeper.connect"]), int(found["base_port"])
+    except (OSError, ValueError, KeyError) as e:
+        typer.echo(f"eoslog cluster add-broker: no development cluster in {data_dir} ({e}); start one with "
+                   "`eoslog cluster up --data-dir DIR`", err=True)
+        raise typer.Exit(2) from None
+    known = [int(d.name.removeprefix("broker-")) for d in data_dir.glob("broker-*")
+             if d.is_dir() and d.name.removeprefix("broker-").isdigit()]
+    new_id = broker_id if broker_id is not None else max(known, default=0) + 1
+    node = _Broker(new_id, base_port + new_id - 1, data_dir, connect)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    node.start()
+    try:
+        node.ready_or_exit(console)
+        console.print(f"broker {new_id} joined the cluster of {connect}; give it partitions with `eoslog partitions "
+                      "reassign --generate --output plan.json` and `--execute`   (Ctrl-C stops it)")
+        while not stop.wait(0.5):
+            if not node.alive():
+                console.print(f"[red]broker {new_id} exited; see {node.log_path}[/red]")
+                raise typer.Exit(1)
+    finally:
+        node.terminate()
+        code = node.wait_stopped(STOP_TIMEOUT_S)
+        console.print(f"broker {new_id} " + ("stopped" if code == 0 else "killed after a timeout" if code is None
+                                             else f"exited with {code}"))
 
 
 @app.command("leader-election")

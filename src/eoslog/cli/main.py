@@ -15,6 +15,7 @@ from eoslog.cli import transactions  # noqa: F401
 from eoslog.cli import configs  # noqa: F401
 from eoslog.cli import features  # noqa: F401
 from eoslog.cli import cluster  # noqa: F401
+from eoslog.cli import partitions  # noqa: F401
 from eoslog.cli import console  # noqa: F401
 from eoslog.cli import certs  # noqa: F401
 from eoslog.cli import acls  # noqa: F401

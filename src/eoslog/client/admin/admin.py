@@ -3,7 +3,7 @@
 ``AIOAdmin`` puts together the API families — topics, cluster and offsets (``topics``),
 configs (``configs``), consumer groups (``groups``), share groups (``share_groups``),
 transactions (``transactions``), features (``features``), partition reassignments
-(``reassignments``) — over the routing and retries of
+(``reassignments``), log directories (``log_dirs``) — over the routing and retries of
 ``core``. ``Admin`` runs an AIOAdmin on an event loop in a thread
 of its own (``eoslog.client.sync.LoopThread``, Java's ``kafka-admin-client-thread``):
 each method hops onto that loop and waits, with the same arguments and results.
@@ -25,6 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from eoslog.client.admin.configs import ConfigAdmin
 from eoslog.client.admin.features import FeatureAdmin
 from eoslog.client.admin.groups import GroupAdmin
+from eoslog.client.admin.log_dirs import LogDirAdmin
 from eoslog.client.admin.reassignments import ReassignmentAdmin
 from eoslog.client.admin.security import SecurityAdmin
 from eoslog.client.admin.share_groups import ShareGroupAdmin
@@ -37,7 +38,7 @@ T = TypeVar("T")
 
 
 class AIOAdmin(TopicAdmin, ConfigAdmin, GroupAdmin, ShareGroupAdmin, TransactionAdmin, SecurityAdmin, FeatureAdmin,
-               ReassignmentAdmin):
+               ReassignmentAdmin, LogDirAdmin):
     """An asyncio admin client. ``settings`` take Kafka's AdminClientConfig names
     (``{"bootstrap.servers": ...}``), keyword arguments the same with underscores.
 
@@ -82,6 +83,7 @@ class Admin(BlockingFacade):
     elect_leaders = _blocking(AIOAdmin.elect_leaders)
     alter_partition_reassignments = _blocking(AIOAdmin.alter_partition_reassignments)
     list_partition_reassignments = _blocking(AIOAdmin.list_partition_reassignments)
+    describe_log_dirs = _blocking(AIOAdmin.describe_log_dirs)
     list_offsets = _blocking(AIOAdmin.list_offsets)
     delete_records = _blocking(AIOAdmin.delete_records)
     list_groups = _blocking(AIOAdmin.list_groups)

@@ -40,6 +40,25 @@ class ElectionType(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One replica in a log directory (Java's ReplicaInfo)."""
+
+    size: int
+    offset_lag: int  # behind its high watermark (or, a future replica, behind the current one)
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker (Java's LogDirDescription): ``error`` None when usable."""
+
+    error: Exception | None
+    replica_infos: Mapping[TopicPartition, ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionReassignment:
     """A reassignment in progress (Java's PartitionReassignment): every replica the partition
     has while it moves, and those being added and removed."""

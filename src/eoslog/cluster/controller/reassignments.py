@@ -71,6 +71,9 @@ class Reassignments:
         for tp in self.controller.all_partitions():
             if self.metadata.assignment(tp).being_reassigned:
                 self.in_progress.add(tp)
+        if self.in_progress:
+            log.info("resuming the reassignments of %s",
+                     sorted(f"{tp.topic}-{tp.partition}" for tp in self.in_progress))
         from_zk = await self.zk_requests_changed()
         for tp in sorted(self.in_progress - from_zk):
             await self.maybe_complete(tp)
@@ -147,7 +150,7 @@ class Reassignments:
         if current != assignment:
             if not await self._write_assignment(tp, assignment):
                 return NOT_FOUND
-            log.info("%s: reassigning from %s to %s (adding %s, removing %s)", tp, list(assignment.origin),
+            log.info("%s: reassigning from %s to %s (adding %s, removing %s)", tp, list(current.target),
                      list(assignment.target), list(assignment.adding), list(assignment.removing))
             # Replicas an earlier target added that this one does not keep (a cancellation's).
             unneeded = set(current.replicas) - set(assignment.replicas)

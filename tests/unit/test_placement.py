@@ -1,0 +1,59 @@
+"""Proposals of ``tools/placement.py``: a fourth broker gets its share with the fewest copies,
+a removed broker is emptied, racks are spread, leaders evened by reordering only."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from eoslog.client.types import TopicPartition
+from eoslog.tools.placement import copies, moves, propose
+
+
+def _three_broker_topic(partitions: int = 12) -> dict[TopicPartition, tuple[int, ...]]:
+    return {TopicPartition("t", p): tuple((p + i) % 3 + 1 for i in range(3)) for p in range(partitions)}
+
+
+def _replicas_per_broker(a: dict[TopicPartition, tuple[int, ...]]) -> Counter[int]:
+    return Counter(b for r in a.values() for b in r)
+
+
+def test_a_new_broker_gets_its_share_and_nothing_else_moves() -> None:
+    now = _three_broker_topic()
+    after = propose(now, [1, 2, 3, 4])
+    assert _replicas_per_broker(after) == {1: 9, 2: 9, 3: 9, 4: 9}
+    assert copies(now, after) == 9  # 36 replicas over 4 brokers: exactly broker 4's 9 are copied
+    assert all(len(set(r)) == 3 for r in after.values())
+    leaders = Counter(r[0] for r in after.values())
+    assert max(leaders.values()) - min(leaders.values()) <= 1 and set(leaders) == {1, 2, 3, 4}
+
+
+def test_an_even_cluster_is_left_alone() -> None:
+    now = _three_broker_topic()
+    assert moves(now, propose(now, [1, 2, 3])) == {}
+
+
+def test_a_removed_broker_is_emptied() -> None:
+    now = propose(_three_broker_topic(), [1, 2, 3, 4])
+    after = propose(now, [2, 3, 4])
+    assert 1 not in _replicas_per_broker(after)
+    assert copies(now, after) == _replicas_per_broker(now)[1]
+    with pytest.raises(ValueError, match="replication factor 3 is larger than the 2 brokers"):
+        propose(now, [2, 3])
+
+
+def test_replicas_spread_over_racks() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    now = {TopicPartition("t", p): (1, 2, 3) for p in range(6)}  # two replicas in rack a each
+    after = propose(now, racks.keys(), racks)
+    for replicas in after.values():
+        assert len({racks[b] for b in replicas}) == 3, after
+    assert max(_replicas_per_broker(after).values()) - min(_replicas_per_broker(after).values()) <= 1
+
+
+def test_leaders_are_evened_by_reordering_without_copies() -> None:
+    now = {TopicPartition("t", p): (1, 2, 3) for p in range(6)}
+    after = propose(now, [1, 2, 3])
+    assert copies(now, after) == 0
+    assert Counter(r[0] for r in after.values()) == {1: 2, 2: 2, 3: 2}
