@@ -3,6 +3,13 @@ per-account balances from a payments topic, kept in a state store with a changel
 every payment. The application is killed -9 and so is the broker while it runs; afterwards a
 read_committed reader of the balances topic must see, for every account, exactly the running sums
 of its payments in order: a payment applied twice, lost, or an aborted write read, breaks a sum.
+
+Transaction versions (KIP-890 part 2): the application starts on version 2 (a new log directory's
+level); halfway it is stopped, Kafka's ``kafka-features.sh`` downgrades transaction.version to 1 and
+it is started again. The markers of the balances topic show both: before the downgrade each producer's
+transactions end under strictly increasing epochs (every EndTxn v5 bumps it), after it consecutive
+ones share an epoch; Kafka's ``kafka-transactions.sh describe-producers`` shows each producer at its
+last marker's epoch.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from eoslog.client import Consumer, Producer
 from eoslog.client.types import TopicPartition
 from support import rawkafka as raw
 from support.deps import require
+from support.features import kafka_describe_producers, kafka_features_tool
 from support.harness import BrokerProcess, wait_until
 from support.kafka_harness import JVM_FLAGS, kafka_classpath, write_log_config
+from support.markers import Marker, epoch_reused, epochs_not_advancing, transaction_markers
 
 SOURCE = Path(__file__).parent / "java" / "PaymentsBalances.java"
 ACCOUNTS, PARTITIONS, PAYMENTS = 12, 2, 6000
@@ -180,6 +189,13 @@ def test_streams_exactly_once_v2_through_kill_9_of_app_and_broker(eoslog: Broker
         feeding.join()
         pay(eoslog.bootstrap, PAYMENTS // 2)
         wait_until(lambda: copied() >= PAYMENTS // 2 - 300, "the first half nearly done", 180)
+        # Version 2 so far; the application goes on at version 1.
+        app.kill()
+        with raw.RawClient(eoslog.bootstrap) as c:
+            downgraded_at = [raw.list_offset(c, "balances", p, raw.LATEST)[1] for p in range(PARTITIONS)]
+        out = kafka_features_tool(eoslog.bootstrap, tmp_path, "downgrade", "--feature", "transaction.version=1")
+        assert out.strip() == "transaction.version was downgraded to 1.", out
+        app.start()
         feeding = in_background(PAYMENTS * 5 // 8)
         until_open_transaction(PAYMENTS * 3 // 4)
         eoslog.kill()  # kill -9 of the broker in the middle of a transaction
@@ -195,3 +211,11 @@ def test_streams_exactly_once_v2_through_kill_9_of_app_and_broker(eoslog: Broker
     assert sum(len(v) for v in got.values()) == PAYMENTS
     # The kills left aborted writes behind, which read_committed must have skipped.
     assert total(eoslog.bootstrap, "read_uncommitted") > PAYMENTS
+    for p in range(PARTITIONS):
+        markers = transaction_markers(eoslog.bootstrap, "balances", p)
+        v2: list[Marker] = [m for m in markers if m.offset < downgraded_at[p]]
+        v1: list[Marker] = [m for m in markers if m.offset >= downgraded_at[p]]
+        assert not epochs_not_advancing(v2) and len(v2) >= 2, v2
+        assert epoch_reused(v1), v1
+        assert kafka_describe_producers(eoslog.bootstrap, tmp_path, "balances", p) == {
+            m.producer_id: m.producer_epoch for m in markers}
