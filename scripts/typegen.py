@@ -79,8 +79,10 @@ def render(kind: str, specs: Mapping[int, VersionRange]) -> str:
         name = ""
         for version in range(spec.min_version, spec.max_version + 1):
             cls = schema(api_key, version)
-            name, alias = cls.__name__, f"_{cls.__name__}V{version}"
-            imports[alias] = _import_line(cls.__module__, name, alias)
+            # Named as kio names it: eoslog's extended classes (share_transactions) have names of their own.
+            name = next((c.__name__ for c in cls.__mro__ if c.__module__.startswith("kio.")), cls.__name__)
+            alias = f"_{name}V{version}"
+            imports[alias] = _import_line(cls.__module__, cls.__name__, alias)
             aliases.append(alias)
         unions.append(_union(name, aliases))
     ordered = sorted(imports.values(), key=lambda line: _natural(line.split(" import ")[0]))

@@ -11,12 +11,20 @@ go there, and
 
 Then the partition's leader is killed -9 too: its follower takes over, reads the state from the
 share coordinator, and the same holds.
+
+Acceptance test 6 on the cluster: exactly-once queue workers (``tests/share/share_worker.py``,
+eoslog's extension) killed at every point of their transactions while the share coordinator
+and then the transaction coordinator of a worker are killed -9: the output holds every input
+record exactly once. The share-partition's leader reaches the share coordinator over the wire
+(WriteShareGroupState with eoslog's transaction) and learns the outcomes by reading its state.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +49,7 @@ from share_support import (
     until,
 )
 from test_share_durability import confirmed, confirmed_then_redelivered
+from test_share_exactly_once import Workers, read_committed, run_until_done
 
 STATE_PARTITIONS = 3
 
@@ -99,3 +108,53 @@ def test_share_state_moves_with_the_share_coordinator_and_the_leader(cluster: Cl
     deliveries = [r["offset"] for m in members for r in m.got()]
     print(f"{len(deliveries) - len(set(deliveries))} deliveries again after the kills; share coordinator "
           f"{coordinator}, leader {leader}")
+
+
+def transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
+    from eoslog.coordinator.transaction.log import transaction_partition_for
+
+    state = cluster.wait_for(lambda m: "__transaction_state" in m.topics, "__transaction_state")
+    partition = transaction_partition_for(transactional_id, len(state.topics["__transaction_state"]))
+    return int(state.topics["__transaction_state"][partition].leader)
+
+
+def test_exactly_once_queue_through_coordinator_kills(cluster: Cluster, tmp_path: Path) -> None:
+    seed = random.randrange(1 << 30)
+    print("seed", seed)
+    tag = uuid.uuid4().hex[:8]
+    source, sink, group, total = f"eq-{tag}", f"eo-{tag}", f"g-{tag}", 300
+    for topic in (source, sink):
+        assert create_topic(cluster.any_alive().bootstrap, topic, partitions=1, replication_factor=3,
+                            configs={"min.insync.replicas": "2"}).error_code == ErrorCode.none
+    group_configs(cluster.any_alive().bootstrap, group, share_auto_offset_reset="earliest",
+                  share_record_lock_duration_ms=15000)
+    produce(cluster.bootstrap, source, (f"r{i}" for i in range(total)))
+    workers = Workers(cluster.bootstrap, group, source, sink, "transactional", tmp_path, random.Random(seed),
+                      slots=3, crashes=4)
+    killed: list[tuple[str, int]] = []
+
+    def kill_coordinators(start: int) -> None:
+        if not killed and start >= total // 4:
+            killed.append(("share coordinator", share_coordinator(cluster, group, source)))
+            cluster.brokers[killed[-1][1]].kill()
+        elif len(killed) == 1 and start >= total // 2:
+            cluster.restart_dead()
+            killed.append(("transaction coordinator",
+                           transaction_coordinator(cluster, workers.workers[0].transactional_id)))
+            cluster.brokers[killed[-1][1]].kill()
+        elif len(killed) == 2 and start >= 3 * total // 4:
+            cluster.restart_dead()
+            killed.append(("", -1))
+
+    workers.start()
+    try:
+        run_until_done(workers, cluster.bootstrap, group, source, total, timeout=420, on_progress=kill_coordinators)
+    finally:
+        workers.stop()
+        cluster.restart_dead()
+    counts = Counter(read_committed(cluster.bootstrap, sink))
+    assert sorted(v for v, n in counts.items() if n > 1) == []
+    assert set(counts) == {f"r{i}" for i in range(total)}
+    leader = cluster.metadata([source]).topics[source][0].leader
+    print(f"{workers.kills()} workers killed; killed {killed[:2]}; input leader now {leader}")
+    assert workers.kills() >= 3 and len(killed) >= 2

@@ -383,3 +383,147 @@ def test_a_malformed_acknowledgement_is_refused_whole(tmp_path: Path) -> None:
                                        AcknowledgementBatch(5, 5, (ACCEPT,))])) == Errors.INVALID_REQUEST
     assert run(h.sp.acknowledge("m2", [AcknowledgementBatch(0, 0, (ACCEPT,))])) == Errors.INVALID_RECORD_STATE
     assert h.sp.records[0].state is RecordState.ACQUIRED  # nothing applied
+
+
+# -- acknowledgements inside a producer's transaction (eoslog's extension) ---------------------
+
+STATE_TP = TopicPartition("__share_group_state", 0)
+
+
+class Verifier:
+    """The transaction coordinator's side of the share coordinator's add: answers ``answer``
+    and remembers what was added."""
+
+    def __init__(self) -> None:
+        self.answer = Errors.NONE
+        self.added: list[tuple[str, int, int, TopicPartition]] = []
+
+    async def add_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            tp: TopicPartition) -> Errors:
+        if self.answer == Errors.NONE:
+            self.added.append((transactional_id, producer_id, producer_epoch, tp))
+        return self.answer
+
+
+def txn_harness(tmp_path: Path, told: bool = True, **kwargs: Any) -> tuple[Harness, Verifier]:
+    """A harness whose share coordinator adds to transactions through a Verifier; ``told``: the
+    coordinator tells the share-partition the outcomes (else it learns them by reading)."""
+    h = Harness(tmp_path, **kwargs)
+    verifier = Verifier()
+    h.replicas.verifier = verifier  # type: ignore[assignment]
+    if told:
+        h.coord.outcome_listeners.append(lambda key, pid, committed, offsets: h.sp.transaction_decided(
+            pid, committed, offsets))
+    return h, verifier
+
+
+def txn_ack(h: Harness, member: str, first: int, last: int, producer_id: int = 7, epoch: int = 0) -> Errors:
+    from eoslog.coordinator.share.coordinator import TransactionalWrite
+
+    return run(h.sp.acknowledge(member, [AcknowledgementBatch(first, last, (ACCEPT,))],
+                                TransactionalWrite("t", producer_id, epoch)))
+
+
+def end_txn(h: Harness, producer_id: int, commit: bool, epoch: int = 0) -> None:
+    """The transaction coordinator's marker in the key's ``__share_group_state`` partition."""
+    tp = TopicPartition("__share_group_state", h.coord.partition_for(KEY))
+    assert in_loop(lambda: h.replicas.write_txn_marker(tp, producer_id, epoch, 0, commit)) == Errors.NONE
+    h.settle()
+
+
+def test_records_accepted_in_a_transaction_are_held_until_it_commits(tmp_path: Path) -> None:
+    h, verifier = txn_harness(tmp_path)
+    h.produce(4)
+    assert h.init() == Errors.NONE
+    assert offsets(h.fetch("m1")) == [0, 1, 2, 3]
+    assert txn_ack(h, "m1", 0, 1) == Errors.NONE
+    assert [a[3].topic for a in verifier.added] == ["__share_group_state"]  # the partition joined the transaction
+    assert h.sp.records[0].state is RecordState.HELD_BY_TRANSACTION
+    # Held: no lock runs out on them, a member leaving does not release them.
+    in_loop(lambda: h.sp.release_member("m1"))
+    h.advance(LOCK_MS * 2)
+    h.settle()
+    assert offsets(h.fetch("m2")) == [2, 3]
+    assert h.sp.start_offset == 0
+    end_txn(h, 7, commit=True)
+    assert h.sp.start_offset == 2 and 1 not in h.sp.records  # acknowledged, and done with
+    assert h.ack("m2", 2, 3, ACCEPT) == Errors.NONE
+    sp = h.reload()
+    assert sp.start_offset == 4 and h.fetch("m3") == []
+
+
+def test_an_aborted_transaction_releases_its_records_with_their_delivery_counts(tmp_path: Path) -> None:
+    h, _ = txn_harness(tmp_path, limit=2)
+    h.produce(2)
+    assert h.init() == Errors.NONE
+    h.fetch("m1")
+    assert txn_ack(h, "m1", 0, 1) == Errors.NONE
+    end_txn(h, 7, commit=False)
+    got = h.fetch("m2")
+    assert offsets(got) == [0, 1] and got[0].delivery_count == 2
+    assert txn_ack(h, "m2", 0, 0, producer_id=8) == Errors.NONE
+    end_txn(h, 8, commit=False)  # offset 0 at the limit: archived
+    assert h.ack("m2", 1, 1, RELEASE) == Errors.NONE
+    h.settle()
+    sp = h.reload()
+    assert h.fetch("m3") == [] and sp.start_offset == 2  # both archived, durably
+
+
+def test_a_transaction_open_across_a_restart_keeps_its_records_held(tmp_path: Path) -> None:
+    h, _ = txn_harness(tmp_path)
+    h.produce(3)
+    assert h.init() == Errors.NONE
+    h.fetch("m1")
+    assert txn_ack(h, "m1", 0, 1) == Errors.NONE
+    h.reload()
+    h.coord.outcome_listeners.append(lambda key, pid, committed, offsets: h.sp.transaction_decided(
+        pid, committed, offsets))
+    assert h.sp.records[0].state is RecordState.HELD_BY_TRANSACTION
+    assert offsets(h.fetch("m2")) == [2]  # the held records are not handed out again
+    end_txn(h, 7, commit=True)
+    assert h.sp.start_offset == 2
+    h.reload()
+    assert h.sp.start_offset == 2
+
+
+def test_a_leader_not_told_learns_the_outcome_by_reading_the_state(tmp_path: Path) -> None:
+    h, _ = txn_harness(tmp_path, told=False)
+    h.produce(4)
+    assert h.init() == Errors.NONE
+    h.fetch("m1")
+    assert txn_ack(h, "m1", 0, 1) == Errors.NONE
+    assert txn_ack(h, "m1", 2, 3, producer_id=8) == Errors.NONE
+    before = h.sp.held()
+    error, stored = run(h.sp.persister.read_state(KEY, 0))
+    assert error == Errors.NONE and stored is not None
+    assert h.sp.reconcile_held(stored, before) == 0  # both still open
+    end_txn(h, 7, commit=True)
+    end_txn(h, 8, commit=False)
+    error, stored = run(h.sp.persister.read_state(KEY, 0))
+    assert stored is not None and in_loop(lambda: h.sp.reconcile_held(stored, before)) == 4
+    h.settle()
+    assert h.sp.start_offset == 2 and offsets(h.fetch("m2")) == [2, 3]
+    # A hold newer than the read is left alone: the read cannot know its transaction.
+    assert txn_ack(h, "m2", 2, 3, producer_id=9) == Errors.NONE
+    assert h.sp.reconcile_held(stored, before) == 0 and h.sp.records[2].state is RecordState.HELD_BY_TRANSACTION
+
+
+def test_a_transactional_acknowledgement_needs_every_record_acquired_by_the_member(tmp_path: Path) -> None:
+    h, verifier = txn_harness(tmp_path)
+    h.produce(3)
+    assert h.init() == Errors.NONE
+    h.fetch("m1", max_records=1)
+    h.fetch("m2")
+    assert txn_ack(h, "m1", 0, 1) == Errors.INVALID_RECORD_STATE  # 1 is m2's
+    assert h.ack("m1", 0, 0, ACCEPT) == Errors.NONE
+    # Done with (below the start offset): fine outside a transaction, refused inside one.
+    assert h.ack("m1", 0, 0, ACCEPT) == Errors.NONE
+    assert txn_ack(h, "m1", 0, 0) == Errors.INVALID_RECORD_STATE
+    from eoslog.coordinator.share.coordinator import TransactionalWrite
+
+    assert run(h.sp.acknowledge("m2", [AcknowledgementBatch(1, 1, (RELEASE,))],
+                                TransactionalWrite("t", 7, 0))) == Errors.INVALID_REQUEST
+    verifier.answer = Errors.PRODUCER_FENCED  # the transaction coordinator refuses: nothing held
+    assert txn_ack(h, "m2", 1, 2) == Errors.PRODUCER_FENCED
+    assert h.sp.records[1].state is RecordState.ACQUIRED and h.sp.records[1].pending is None
+    assert not verifier.added

@@ -52,7 +52,7 @@ from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
 from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context, unprotected_settings
-from eoslog.share.manager import SharePartitionManager
+from eoslog.share.manager import HELD_CHECK_INTERVAL_S, SharePartitionManager
 from eoslog.share.partition import ShareSettings
 from eoslog.storage import LogManager
 from eoslog.storage.cleaner import LogCleaner
@@ -128,6 +128,7 @@ class Broker:
         self.groups.share.persister = persister
         self.groups.share.settings = self._share_group_settings
         self.groups.share.on_member_removed.append(self.share_partitions.release_member)
+        self.shares.outcome_listeners.append(self.share_partitions.transaction_decided)
         support.bind(self.replicas, self.groups, self.txns, self.shares)
         self.replicas.verifier = support.transaction_verifier(LocalTransactionVerifier(self.txns))
         self.state = BrokerState(
@@ -226,6 +227,7 @@ class Broker:
                                          self.groups.expire_offsets)),
             loop.create_task(self._every(int(self.config["share.coordinator.state.topic.prune.interval.ms"]) / 1000,
                                          self.shares.prune)),
+            loop.create_task(self._every(HELD_CHECK_INTERVAL_S, self.share_partitions.check_held)),
         ]
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):

@@ -18,6 +18,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kio.schema.types import ProducerId, TransactionalId
+from kio.static.primitive import i16
+
 from eoslog.broker.metadata_support import MetadataSupport
 from eoslog.cluster.channel import BrokerChannel
 from eoslog.coordinator.partitioning import coordinator_partition_for
@@ -29,6 +32,7 @@ from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import from_code
 from eoslog.protocol.messages import build, request_types
+from eoslog.protocol.share_transactions import ShareTransaction
 
 log = logging.getLogger(__name__)
 
@@ -104,31 +108,26 @@ class ClusterPersister:
 
     async def write_state(self, key: SharePartitionKey, write: StateWrite,
                           txn: TransactionalWrite | None = None) -> Errors:
-        if txn is not None:
-            return await self.write_transactional(key, write, txn)
+        def request(m: Any) -> Any:
+            r = build(m.WriteShareGroupStateRequest, group_id=key.group_id, eoslog_transaction=_transaction(txn),
+                      topics=(build(m.WriteStateData, topic_id=key.topic_id, partitions=(build(
+                          m.PartitionData, partition=key.partition, state_epoch=write.state_epoch,
+                          leader_epoch=write.leader_epoch, start_offset=write.start_offset,
+                          delivery_complete_count=-1, state_batches=tuple(
+                              build(m.StateBatch, first_offset=b.first_offset, last_offset=b.last_offset,
+                                    delivery_state=int(b.delivery_state), delivery_count=b.delivery_count)
+                              for b in write.state_batches)),)),))
+            if txn is not None and getattr(r, "eoslog_transaction", ShareTransaction()).transactional_id is None:
+                # Never written outside the transaction: only v1 carries eoslog's tagged field.
+                raise ValueError("the share coordinator's broker does not take WriteShareGroupState v1")
+            return r
 
         async def remote(node: int) -> Errors:
-            r = await self._send(node, ApiKey.WRITE_SHARE_GROUP_STATE, 1, lambda m: build(
-                m.WriteShareGroupStateRequest, group_id=key.group_id, topics=(build(
-                    m.WriteStateData, topic_id=key.topic_id, partitions=(build(
-                        m.PartitionData, partition=key.partition, state_epoch=write.state_epoch,
-                        leader_epoch=write.leader_epoch, start_offset=write.start_offset, delivery_complete_count=-1,
-                        state_batches=tuple(build(m.StateBatch, first_offset=b.first_offset, last_offset=b.last_offset,
-                                                  delivery_state=int(b.delivery_state),
-                                                  delivery_count=b.delivery_count)
-                                            for b in write.state_batches)),)),)))
+            r = await self._send(node, ApiKey.WRITE_SHARE_GROUP_STATE, 1, request)
             return from_code(int(r.results[0].partitions[0].error_code))
 
-        return await self._call(key, "WriteShareGroupState", lambda: self.local.write_state(key, write), remote,
-                                lambda e: e, Errors.NONE)
-
-    async def write_transactional(self, key: SharePartitionKey, write: StateWrite, txn: TransactionalWrite) -> Errors:
-        """eoslog's extension: only this broker's share coordinator writes transactionally (the
-        leader and the coordinator of the key must be one broker; docs/consumer.md)."""
-        error, node = self._leader(key)
-        if error != Errors.NONE or node != self.broker_id:
-            return Errors.NOT_COORDINATOR if error == Errors.NONE else error
-        return await self.local.write_state(key, write, txn)
+        return await self._call(key, "WriteShareGroupState", lambda: self.local.write_state(key, write, txn),
+                                remote, lambda e: e, Errors.NONE)
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> Errors:
         async def remote(node: int) -> Errors:
@@ -176,3 +175,10 @@ def _with_error(refused: T, error: Errors, error_of: Callable[[T], Errors]) -> T
     if isinstance(refused, tuple):
         return (error, *refused[1:])  # type: ignore[return-value]
     return error  # type: ignore[return-value]
+
+
+def _transaction(txn: TransactionalWrite | None) -> ShareTransaction:
+    if txn is None:
+        return ShareTransaction()
+    return ShareTransaction(transactional_id=TransactionalId(txn.transactional_id),
+                            producer_id=ProducerId(txn.producer_id), producer_epoch=i16(txn.producer_epoch))

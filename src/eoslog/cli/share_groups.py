@@ -132,7 +132,7 @@ def reset_offsets_command(
     command_config: CommandConfig = None,
 ) -> None:
     """Set where a share group's share-partitions start (AlterShareGroupOffsets): records from
-    there on are delivered again, those below are done with. Kept within [log start, end]."""
+    there on are delivered again, those below are done with. Kept between the log start and end offsets."""
     with user_errors("share-groups reset-offsets"), open_admin(bootstrap_server,
                                                                 command_config=command_config) as admin:
         if sum([to_earliest, to_latest, to_offset is not None]) != 1:

@@ -59,6 +59,15 @@ class ConsumerRecord(NamedTuple):
     leader_epoch: int | None
 
 
+class TransactionIdentity(NamedTuple):
+    """A transactional producer's open transaction, as eoslog's share acknowledgements inside
+    it name it (``Producer.send_acknowledgements_to_transaction``; docs/consumer.md)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
 class PreparedTxnState(NamedTuple):
     """A prepared two-phase-commit transaction (KIP-939): the producer id and epoch it was
     prepared under. Store ``to_string()`` with the external decision; after a crash, a new

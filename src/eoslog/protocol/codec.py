@@ -24,7 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.messages import response_types
+from eoslog.protocol.messages import request_types, response_types
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,9 @@ def read_prefix(frame: Frame) -> RequestPrefix:
 
 @cache
 def request_schema(api_key: int, version: int) -> type[Any]:
-    return load_request_schema(api_key, version)
+    # By name from the module ``messages`` serves, which may extend kio's (eoslog's tagged fields).
+    cls: type[Any] = getattr(request_types(api_key, version), load_request_schema(api_key, version).__name__)
+    return cls
 
 
 @cache

@@ -4,7 +4,8 @@ kio generates one set of dataclasses per API *version*, and newer versions add f
 Code that serves or sends a range of versions builds messages through ``build`` with
 every field it knows of; ``build`` keeps those the chosen version defines. A few versions'
 classes are eoslog's own copies of kio's where kio reads stricter than Kafka writes
-(``_REPLACED``; each module says why); everything here and in ``codec`` serves those.
+(``_REPLACED``; each module says why), and a few requests carry tagged fields of eoslog's own
+extension (``share_transactions``); everything here and in ``codec`` serves those.
 """
 
 from __future__ import annotations
@@ -41,9 +42,25 @@ def _module(api_key: int, version: int, kind: PayloadKind) -> ModuleType:
     module = _modules.get(key)
     if module is None:
         replaced = _REPLACED.get(key)
-        module = _modules[key] = (
-            importlib.import_module(replaced) if replaced else load_payload_module(api_key, version, kind))
+        module = importlib.import_module(replaced) if replaced else load_payload_module(api_key, version, kind)
+        if kind == EntityType.request:
+            module = _extended(module, api_key, version)
+        _modules[key] = module
     return module
+
+
+def _extended(module: ModuleType, api_key: int, version: int) -> ModuleType:
+    """kio's request module with eoslog's extended classes in place of some of its classes
+    (``share_transactions``: tagged fields of eoslog's own)."""
+    from eoslog.protocol.share_transactions import REQUESTS
+
+    classes = REQUESTS.get((api_key, version))
+    if not classes:
+        return module
+    extended = ModuleType(module.__name__, module.__doc__)
+    extended.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+    extended.__dict__.update(classes)
+    return extended
 
 
 def request_types(api_key: int, version: int) -> ModuleType:

@@ -260,8 +260,6 @@ if TYPE_CHECKING:
     from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
-    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest as _ShareAcknowledgeRequestV1
-    from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest as _ShareAcknowledgeRequestV2
     from kio.schema.share_fetch.v1.request import ShareFetchRequest as _ShareFetchRequestV1
     from kio.schema.share_fetch.v2.request import ShareFetchRequest as _ShareFetchRequestV2
     from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1
@@ -284,11 +282,12 @@ if TYPE_CHECKING:
     from kio.schema.write_share_group_state.v0.request import (
         WriteShareGroupStateRequest as _WriteShareGroupStateRequestV0,
     )
-    from kio.schema.write_share_group_state.v1.request import (
-        WriteShareGroupStateRequest as _WriteShareGroupStateRequestV1,
-    )
     from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
     from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
+
+    from eoslog.protocol.share_transactions import ShareAcknowledgeRequestV1 as _ShareAcknowledgeRequestV1
+    from eoslog.protocol.share_transactions import ShareAcknowledgeRequestV2 as _ShareAcknowledgeRequestV2
+    from eoslog.protocol.share_transactions import WriteShareGroupStateRequestV1 as _WriteShareGroupStateRequestV1
 
     MetadataRequest = (
         _MetadataRequestV0 | _MetadataRequestV1 | _MetadataRequestV2 | _MetadataRequestV3 | _MetadataRequestV4

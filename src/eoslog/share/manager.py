@@ -49,6 +49,10 @@ from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+# How often leaders ask the share coordinators about records held by transactions (a safety net
+# on one node, where the coordinator tells them at once; the way in a cluster).
+HELD_CHECK_INTERVAL_S = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionRequest:
@@ -98,6 +102,7 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(max_sessions)
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self._rotation = 0
+        self._checking: asyncio.Task[None] | None = None
 
     # -- share-partitions -----------------------------------------------------------------------
 
@@ -270,6 +275,37 @@ class SharePartitionManager:
             if key[0] == group_id and not sp.held_by_transactions and not sp.busy:
                 sp.close()
                 del self.partitions[key]
+
+    # -- transactions (eoslog's extension) ------------------------------------------------------
+
+    def transaction_decided(self, key: SharePartitionKey, producer_id: int, committed: bool,
+                            offsets: list[int]) -> None:
+        """This broker's share coordinator applied a COMMIT or ABORT marker to ``key``'s state:
+        the records the transaction held (``offsets``) move on its leader, if it is here."""
+        for sp in self.partitions.values():
+            if sp.key == key and sp.state is PartitionState.ACTIVE:
+                sp.transaction_decided(producer_id, committed, offsets)
+
+    def check_held(self) -> None:
+        """Ask the share coordinators again about records held by transactions (a periodic job,
+        ``HELD_CHECK_INTERVAL_S``): outcomes decided by another broker's share coordinator, or
+        while this leader was loading, are learnt from the state."""
+        if self._checking is not None and not self._checking.done():
+            return
+        self._checking = asyncio.get_running_loop().create_task(self._check_held())
+
+    async def _check_held(self) -> None:
+        for sp in list(self.partitions.values()):
+            if sp.state is not PartitionState.ACTIVE:
+                continue
+            before = sp.held()
+            if not before:
+                continue
+            error, stored = await self.persister.read_state(sp.key, sp.leader_epoch)
+            if error == Errors.NONE and stored is not None and sp.state is PartitionState.ACTIVE:
+                sp.reconcile_held(stored, before)
+            elif error in (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH):
+                sp.state = PartitionState.FENCED  # read again on next use
 
     def group_partitions(self, group_id: str) -> list[SharePartition]:
         return [sp for (g, _), sp in self.partitions.items() if g == group_id]

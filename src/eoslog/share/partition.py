@@ -38,7 +38,7 @@ from enum import Enum, IntEnum
 
 from eoslog.coordinator.share.coordinator import StateWrite, TransactionalWrite
 from eoslog.coordinator.share.persister import Persister
-from eoslog.coordinator.share.state import NO_OFFSET, ShareGroupOffset, SharePartitionKey, StateBatch
+from eoslog.coordinator.share.state import NO_OFFSET, DeliveryState, ShareGroupOffset, SharePartitionKey, StateBatch
 from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
 from eoslog.records.aborted import AbortedTransactions
@@ -109,7 +109,7 @@ class LogBounds:
 
 
 class InFlight:
-    __slots__ = ("acquisition", "delivery_count", "member_id", "pending", "producer_id", "state")
+    __slots__ = ("acquisition", "delivery_count", "hold", "member_id", "pending", "producer_id", "state")
 
     def __init__(self, state: RecordState, delivery_count: int) -> None:
         self.state = state
@@ -117,7 +117,8 @@ class InFlight:
         self.member_id: str | None = None
         self.acquisition = 0
         self.pending: RecordState | None = None  # the state a write under way moves it to
-        self.producer_id = -1  # HELD_BY_TRANSACTION: whose transaction
+        self.producer_id = -1  # HELD_BY_TRANSACTION: whose transaction (-1: loaded, not known)
+        self.hold = 0  # HELD_BY_TRANSACTION: which hold (a new one each time it is held)
 
 
 @dataclass
@@ -220,6 +221,7 @@ class SharePartition:
                 self.next_offset = offset + 1
         for offset, entry in self.records.items():
             if entry.state is RecordState.HELD_BY_TRANSACTION:
+                entry.hold = next(self._ids)
                 self._held_by.setdefault(-1, set()).add(offset)  # whose is learnt from the outcome
         self._advance_start()
         log.info("share-partition %s of group %s loaded: start %d, %d in flight, state epoch %d", self.tp,
@@ -338,20 +340,19 @@ class SharePartition:
                 return Errors.INVALID_REQUEST, {}, []
             for i, offset in enumerate(range(b.first_offset, b.last_offset + 1)):
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
-                if kind not in _ACK_TYPES:
+                if kind not in _ACK_TYPES or (txn and kind != AcknowledgeType.ACCEPT):
                     return Errors.INVALID_REQUEST, {}, []
-                if offset < self.start_offset:
-                    continue  # already done with
+                if offset < self.start_offset and not txn:
+                    continue  # already done with (inside a transaction: not by this member, refused below)
                 entry = self.records.get(offset)
-                if entry is None:  # never handed out (Kafka: "batch record not found")
-                    return Errors.INVALID_REQUEST, {}, []
+                if entry is None:  # never handed out (Kafka: "batch record not found"), or done with
+                    return (Errors.INVALID_RECORD_STATE if offset < self.start_offset else Errors.INVALID_REQUEST,
+                            {}, [])
                 if kind == AcknowledgeType.GAP and entry.state is RecordState.ARCHIVED and entry.pending is None:
                     continue  # nothing was there to deliver
                 if (entry.state is not RecordState.ACQUIRED or entry.member_id != member_id
                         or entry.pending is not None or offset in targets):
                     return Errors.INVALID_RECORD_STATE, {}, []
-                if txn and kind != AcknowledgeType.ACCEPT:
-                    return Errors.INVALID_REQUEST, {}, []
                 if kind == AcknowledgeType.RENEW:
                     renew.append(offset)
                 elif kind == AcknowledgeType.ACCEPT:
@@ -455,12 +456,44 @@ class SharePartition:
     def transaction_decided(self, producer_id: int, committed: bool, offsets: Iterable[int] | None = None) -> int:
         """The transaction that accepted records of this share-partition committed (they are
         acknowledged) or aborted (they are available again, delivery counts kept; archived at
-        the limit). ``offsets``: the records it held, when known from the share coordinator's
-        state rather than from this leader's memory. Returns how many records moved."""
-        held = set(offsets) if offsets is not None else self._held_by.pop(producer_id, set())
+        the limit). ``offsets``: the records it held, as the share coordinator's state names
+        them (a leader that loaded them does not know whose they are). Returns how many moved."""
+        held = set(offsets) if offsets is not None else set()
+        held |= self._held_by.pop(producer_id, set())
+        return self._decide({o: committed for o in held})
+
+    def held(self) -> dict[int, int]:
+        """The records held by transactions now: offset → the hold (``reconcile_held``)."""
+        return {o: e.hold for o, e in self.records.items() if e.state is RecordState.HELD_BY_TRANSACTION}
+
+    def reconcile_held(self, stored: ShareGroupOffset, before: dict[int, int]) -> int:
+        """The share coordinator's state, read after ``held()`` returned ``before``: records held
+        then (and still, by the same hold) whose transaction it has decided (it no longer reports
+        them held) move as it decided — ACKNOWLEDGED committed, anything else aborted. How a
+        leader learns outcomes its share coordinator could not tell it (another broker's, one
+        that moved). Returns how many moved."""
+        held = {o for o, hold in before.items()
+                if (e := self.records.get(o)) is not None and e.state is RecordState.HELD_BY_TRANSACTION
+                and e.hold == hold}
+        decided: dict[int, bool] = {}
+        for b in stored.state_batches:
+            for offset in range(max(b.first_offset, stored.start_offset), b.last_offset + 1):
+                if offset in held and b.delivery_state is not DeliveryState.ACQUIRED:
+                    decided[offset] = b.delivery_state is DeliveryState.ACKNOWLEDGED
+        covered = {o for b in stored.state_batches for o in range(b.first_offset, b.last_offset + 1)}
+        for offset in held:
+            if offset < stored.start_offset:
+                decided[offset] = True  # done with: only a commit moves the start past a held record
+            elif offset not in covered:
+                decided[offset] = False  # the state never had it held: its transaction aborted
+        return self._decide(decided)
+
+    def _decide(self, decided: dict[int, bool]) -> int:
+        start = self.start_offset
         limit = self._settings().delivery_count_limit
+        released: dict[int, RecordState] = {}
         moved = 0
-        for offset in sorted(held):
+        for offset, committed in sorted(decided.items()):
             entry = self.records.get(offset)
             if entry is None or entry.state is not RecordState.HELD_BY_TRANSACTION:
                 continue
@@ -468,14 +501,22 @@ class SharePartition:
                 target = RecordState.ACKNOWLEDGED
             else:
                 target = RecordState.ARCHIVED if entry.delivery_count >= limit else RecordState.AVAILABLE
+                released[offset] = target
             entry.state = transition(offset, entry.state, target)
             entry.producer_id = -1
             moved += 1
         for offsets_of in self._held_by.values():
-            offsets_of.difference_update(held)
+            offsets_of.difference_update(decided)
         self._advance_start()
-        if moved and not committed:
+        if released or self.start_offset != start:
+            # An abort dropped the transaction's update: the delivery counts are written now; a
+            # commit moved the start offset (its update could not: it knew only its records).
+            self._queue_write(_Change(released, None))
+        if released:
             self._on_available()
+        if moved:
+            log.info("share-partition %s of group %s: %d records held by transactions decided (%d released)",
+                     self.tp, self.key.group_id, moved, len(released))
         return moved
 
     @property
@@ -514,7 +555,9 @@ class SharePartition:
         for c in changes:
             targets.update(c.targets)
         start = self.start_offset if txn is not None else self._start_after(targets)
-        batches = tuple(_state_batches((o, t, self.records[o].delivery_count) for o, t in sorted(targets.items())
+        # A transactional update holds what its commit makes of the records (its abort drops it).
+        batches = tuple(_state_batches((o, RecordState.ACKNOWLEDGED if txn is not None else t,
+                                        self.records[o].delivery_count) for o, t in sorted(targets.items())
                                        if o in self.records))
         write = StateWrite(self.state_epoch, self.leader_epoch, start, batches)
         try:
@@ -565,6 +608,7 @@ class SharePartition:
             entry.acquisition = 0
             if target is RecordState.HELD_BY_TRANSACTION and txn is not None:
                 entry.producer_id = txn.producer_id
+                entry.hold = next(self._ids)
                 self._held_by.setdefault(txn.producer_id, set()).add(offset)
         if error == Errors.NONE:
             self._advance_start()

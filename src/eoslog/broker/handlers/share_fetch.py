@@ -6,6 +6,9 @@ UNKNOWN_TOPIC_ID for its partitions. Authorization as Kafka's KafkaApis: READ on
 (else GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic (else
 TOPIC_AUTHORIZATION_FAILED for its partitions). A partition answered NOT_LEADER_OR_FOLLOWER
 carries its current leader, and the response that leader's endpoint.
+
+eoslog's extension (``protocol/share_transactions``, docs/consumer.md): a ShareAcknowledge
+carrying a transaction accepts its records inside it (WRITE on the transactional id needed).
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ from typing import TYPE_CHECKING, Any, cast
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_types
 from eoslog.broker.handlers.share_groups import share_groups_enabled
+from eoslog.coordinator.share.coordinator import TransactionalWrite
 from eoslog.errors import Errors
 from eoslog.features import SHARE_VERSION
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.share_transactions import TRANSACTIONAL_ACCEPT
 from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.share.manager import PartitionRequest, PartitionResult, ShareFetchParams, ShareFetchResult
-from eoslog.share.partition import AcknowledgementBatch
+from eoslog.share.partition import AcknowledgementBatch, AcknowledgeType
 from eoslog.types import TopicPartition
+
+_REFUSED_TYPE = -1  # not an acknowledge type: INVALID_REQUEST
 
 if TYPE_CHECKING:
     from eoslog.protocol.requests import ShareAcknowledgeRequest, ShareFetchRequest
@@ -33,9 +40,12 @@ if TYPE_CHECKING:
 
 
 class _Translated:
-    """A request's partitions by name, and those answered before the manager sees them."""
+    """A request's partitions by name, and those answered before the manager sees them.
+    ``transactional``: eoslog's acknowledgements inside a transaction, where every type must be
+    TRANSACTIONAL_ACCEPT (an ACCEPT for the manager); anything else is made a type the manager
+    refuses (INVALID_REQUEST)."""
 
-    def __init__(self, ctx: RequestContext, topics: Iterable[Any]) -> None:
+    def __init__(self, ctx: RequestContext, topics: Iterable[Any], transactional: bool = False) -> None:
         self.names = ctx.state.topic_names()
         self.ids = {name: topic_id for topic_id, name in self.names.items()}
         self.partitions: list[PartitionRequest] = []
@@ -54,13 +64,32 @@ class _Translated:
                     self.refused[(t.topic_id, index)] = Errors.TOPIC_AUTHORIZATION_FAILED
                     continue
                 acks = tuple(AcknowledgementBatch(int(b.first_offset), int(b.last_offset),
-                                                  tuple(int(k) for k in b.acknowledge_types))
+                                                  tuple(_type(int(k), transactional) for k in b.acknowledge_types))
                              for b in p.acknowledgement_batches)
                 self.partitions.append(PartitionRequest(TopicPartition(name, index), acks))
 
     def forgotten(self, topics: Iterable[Any]) -> tuple[TopicPartition, ...]:
         return tuple(TopicPartition(self.names[t.topic_id], int(p)) for t in topics if t.topic_id in self.names
                      for p in t.partitions)
+
+
+def _type(kind: int, transactional: bool) -> int:
+    if not transactional:
+        return kind  # TRANSACTIONAL_ACCEPT without the transaction: refused as any unknown type
+    return int(AcknowledgeType.ACCEPT) if kind == TRANSACTIONAL_ACCEPT else _REFUSED_TYPE
+
+
+def _transaction(ctx: RequestContext, request: Any) -> tuple[TransactionalWrite | None, ErrorCode | None]:
+    """The transaction of eoslog's tagged field, if any, and the request's refusal: WRITE on the
+    transactional id is needed, as for the producer's TxnOffsetCommit."""
+    t = getattr(request, "eoslog_transaction", None)
+    if t is None or t.transactional_id is None:
+        return None, None
+    if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, t.transactional_id):
+        return None, ErrorCode.transactional_id_authorization_failed
+    if int(t.producer_id) < 0 or int(t.producer_epoch) < 0:
+        return None, ErrorCode.invalid_request
+    return TransactionalWrite(t.transactional_id, int(t.producer_id), int(t.producer_epoch)), None
 
 
 def _leader(ctx: RequestContext, tp: TopicPartition) -> tuple[int, int]:
@@ -175,13 +204,14 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
             node_endpoints=endpoints))
 
     refusal = _group_refusal(ctx, request.group_id, request.member_id)
-    if refusal is not None:
-        return answer(refusal)
+    txn, txn_refusal = _transaction(ctx, request)
+    if refusal is not None or txn_refusal is not None:
+        return answer(refusal if refusal is not None else cast(ErrorCode, txn_refusal))
     assert request.group_id is not None and request.member_id is not None
-    tx = _Translated(ctx, request.topics)
+    tx = _Translated(ctx, request.topics, transactional=txn is not None)
     result = await ctx.state.share_partitions.fetch(ShareFetchParams(
         request.group_id, request.member_id, int(request.share_session_epoch), ctx.session,
-        tuple(tx.partitions), fetching=False))
+        tuple(tx.partitions), fetching=False), txn)
     if result.error != Errors.NONE:
         return answer(error_code(result.error))
     return answer(ErrorCode.none, result, tx)

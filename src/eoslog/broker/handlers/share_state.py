@@ -6,7 +6,8 @@ on another broker sends to the share coordinator of a key (``broker/share_persis
 Each partition becomes a ``coordinator.share.ShareCoordinator`` call, answered once what it
 appended is replicated. CLUSTER_ACTION on the cluster is required (brokers only), as Kafka's.
 A share-partition never initialized reads as state epoch 0 and start offset -1: share.auto.offset.reset
-decides.
+decides. WriteShareGroupState v1 may carry eoslog's transaction (``protocol/share_transactions``):
+the write is then made inside it (docs/consumer.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 from eoslog.broker.context import RequestContext
 from eoslog.broker.handlers.base import ApiSpec, build, response_types
 from eoslog.coordinator.share import DeliveryState, SharePartitionKey, StateBatch, StateWrite
+from eoslog.coordinator.share.coordinator import TransactionalWrite
+from eoslog.coordinator.share.persister import write_state
 from eoslog.coordinator.share.state import NO_OFFSET
 from eoslog.errors import Errors
 from eoslog.features import SHARE_VERSION
@@ -100,13 +103,17 @@ async def handle_read(ctx: RequestContext, request: ReadShareGroupStateRequest) 
 
 
 async def handle_write(ctx: RequestContext, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-    coordinator, durable = ctx.state.share_coordinator, _durable(ctx)
+    coordinator = ctx.state.share_coordinator
+    # eoslog's extension (protocol/share_transactions.py): a write inside a producer's transaction.
+    t = getattr(request, "eoslog_transaction", None)
+    txn = (TransactionalWrite(t.transactional_id, int(t.producer_id), int(t.producer_epoch))
+           if t is not None and t.transactional_id is not None else None)
 
     async def call(key: SharePartitionKey, p: Any) -> tuple[Errors, dict[str, Any]]:
         batches = tuple(StateBatch(int(b.first_offset), int(b.last_offset), DeliveryState(int(b.delivery_state)),
                                    int(b.delivery_count)) for b in p.state_batches)
         write = StateWrite(int(p.state_epoch), int(p.leader_epoch), int(p.start_offset), batches)
-        return await durable(key, coordinator.write_state(key, write)), {}
+        return await write_state(coordinator, key, write, txn), {}
 
     results = await _each(ctx, request, "WriteStateResult", {}, call)
     return cast("WriteShareGroupStateResponse",

@@ -35,6 +35,7 @@ from eoslog.client.errors import (
     BrokerNotAvailableError,
     CoordinatorNotAvailableError,
     IllegalStateError,
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
@@ -150,8 +151,8 @@ class AdminCore:
                     raise
                 last = e
                 log.debug("%s: %s (retrying)", what, e)
-                if isinstance(e, (NotCoordinatorError, CoordinatorNotAvailableError)):
-                    self._coordinators.clear()
+                if isinstance(e, (NotCoordinatorError, CoordinatorNotAvailableError, KafkaConnectionError)):
+                    self._coordinators.clear()  # a coordinator that is gone is looked up again, as Java's
                 if (isinstance(e, NotControllerError) or e.invalid_metadata) and self._client is not None:
                     self._client.cluster.request_update()
             except TimeoutError:
@@ -301,7 +302,8 @@ class AdminCore:
 
     async def _coordinator(self, key_type: int, key: str) -> int:
         """The node coordinating a group (key type 0) or a transactional id (1), cached
-        until a request to it fails with NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE."""
+        until a request to it fails with NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, or its
+        connection fails."""
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return cached

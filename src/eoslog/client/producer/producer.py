@@ -31,7 +31,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from eoslog.client.aio_client import AioClient
 from eoslog.client.errors import (
@@ -51,6 +51,9 @@ from eoslog.client.producer.sender import Sender
 from eoslog.client.producer.transaction_manager import TransactionManager, TxnResult
 from eoslog.client.sync import BlockingFacade
 from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
+
+if TYPE_CHECKING:
+    from eoslog.client.share import AIOShareConsumer, ShareConsumer
 
 T = TypeVar("T")
 Header = tuple[str, bytes | None]
@@ -356,6 +359,21 @@ class AIOProducer:
         }
         await self._await(self._txn().send_offsets_to_transaction(normalized, group), timeout)
 
+    async def send_acknowledgements_to_transaction(self, consumer: AIOShareConsumer,
+                                                   timeout: float | None = None) -> None:
+        """eoslog's extension (docs/consumer.md): ACCEPT the share consumer's records (its
+        ``share.acknowledgement.mode`` is ``transactional``) inside this transaction — the commit
+        makes the records acknowledged as it makes the output visible, an abort hands them out
+        again. A failure leaves the transaction to abort."""
+        tm = self._txn()
+        transaction = tm.share_transaction()
+        try:
+            await consumer.acknowledge_in_transaction(transaction, timeout)
+        except KafkaError as e:
+            tm.share_acknowledged(e)
+            raise
+        tm.share_acknowledged(None)
+
     async def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush the transaction's records, then commit it (EndTxn)."""
         await self._await(self._txn().begin_commit(), timeout)
@@ -458,6 +476,18 @@ class Producer(BlockingFacade):
         group_metadata: ConsumerGroupMetadata | str, timeout: float | None = None,
     ) -> None:
         self._call(self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def send_acknowledgements_to_transaction(self, consumer: ShareConsumer, timeout: float | None = None) -> None:
+        """As ``AIOProducer.send_acknowledgements_to_transaction``, with the blocking share consumer."""
+        tm = self._aio._txn()
+        transaction = self._run(tm.share_transaction)
+        try:
+            consumer.acknowledge_in_transaction(transaction, timeout)
+        except KafkaError as e:
+            error = e
+            self._run(lambda: tm.share_acknowledged(error))
+            raise
+        self._run(lambda: tm.share_acknowledged(None))
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         self._call(self._aio.commit_transaction(timeout))

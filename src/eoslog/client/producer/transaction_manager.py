@@ -37,6 +37,7 @@ from eoslog.client.errors import (
     InvalidTxnStateError,
     KafkaError,
     OutOfOrderSequenceNumberError,
+    ProducerFencedError,
     UnknownProducerIdError,
     UnresolvedSequenceError,
 )
@@ -61,7 +62,7 @@ from eoslog.client.producer.txn_state import (
     TopicPartition,
     TxnResult,
 )
-from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState
+from eoslog.client.types import ConsumerGroupMetadata, OffsetAndMetadata, PreparedTxnState, TransactionIdentity
 from eoslog.features import TRANSACTION_VERSION, TRANSACTION_VERSION_2
 from eoslog.protocol.errors import ErrorCode
 
@@ -306,6 +307,33 @@ class TransactionManager:
         else:
             self.enqueue(AddOffsetsToTxnHandler(self, result, dict(offsets), group))
         return result
+
+    # -- eoslog's extension: share acknowledgements inside the transaction -------------------------
+
+    def share_transaction(self) -> TransactionIdentity:
+        """The open transaction a share consumer's acknowledgements are to join (docs/consumer.md)."""
+        self._ensure_transactional()
+        self._fail_if_error("send_acknowledgements_to_transaction")
+        self._fail_if_prepared("send_acknowledgements_to_transaction")
+        if self.state is not State.IN_TRANSACTION:
+            raise IllegalStateError("Cannot send acknowledgements if a transaction is not in progress "
+                                    f"(currentState= {self.state.name})")
+        assert self.transactional_id is not None
+        return TransactionIdentity(self.transactional_id, self.producer.producer_id, self.producer.epoch)
+
+    def share_acknowledged(self, error: BaseException | None) -> None:
+        """The acknowledgements' outcome. Held: the share coordinator added its partition to the
+        transaction, so EndTxn is needed. Refused or unknown (a timeout): the transaction must
+        abort, and the next one runs under a bumped epoch (KIP-360) — which aborts the
+        transaction at the coordinator if the partition was added after all, and fences a
+        request of this one still on its way."""
+        if error is None:
+            self.transaction_started = True
+        elif isinstance(error, ProducerFencedError):
+            self.transition_to_fatal(error)
+        else:
+            self.epoch_bump_required = True
+            self.transition_to_abortable(error)
 
     # -- two-phase commit (KIP-939) ---------------------------------------------------------------
 

@@ -4,8 +4,9 @@ librdkafka's share consumer), validated when the consumer is built.
 ``group.id`` is required (a share consumer is always a member of a share group);
 ``share.acknowledgement.mode`` is ``implicit`` (default: the records of a poll are accepted by the
 next poll or commit) or ``explicit`` (each record is acknowledged by the application, with
-ACCEPT, RELEASE or REJECT, before the next poll). Unknown names are refused, as the other
-clients' configurations do.
+ACCEPT, RELEASE or REJECT, before the next poll) or, eoslog's extension, ``transactional``
+(records are ACCEPTed only inside a producer's transaction; docs/consumer.md). Unknown names are
+refused, as the other clients' configurations do.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from eoslog.client.settings import collect, invalid, kafka_name, parse_bool, par
 
 _client_ids = itertools.count(1)
 Deserializer = Callable[[bytes | None], Any]
-IMPLICIT, EXPLICIT = "implicit", "explicit"
+IMPLICIT, EXPLICIT, TRANSACTIONAL = "implicit", "explicit", "transactional"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,12 @@ class ShareConsumerConfig:
 
     @property
     def explicit(self) -> bool:
-        return self.share_acknowledgement_mode == EXPLICIT
+        """The application acknowledges each record (explicit, and eoslog's transactional)."""
+        return self.share_acknowledgement_mode in (EXPLICIT, TRANSACTIONAL)
+
+    @property
+    def transactional(self) -> bool:
+        return self.share_acknowledgement_mode == TRANSACTIONAL
 
 
 _FIELDS = {f.name: f for f in fields(ShareConsumerConfig) if f.name != "security"}
@@ -69,8 +75,8 @@ def share_consumer_config(settings: Mapping[str, Any] | None = None, **kwargs: A
     for key, value in raw.items():
         if key == "share_acknowledgement_mode":
             text = str(value).strip().lower()
-            if text not in (IMPLICIT, EXPLICIT):
-                raise invalid(key, value, "String must be one of: implicit, explicit")
+            if text not in (IMPLICIT, EXPLICIT, TRANSACTIONAL):
+                raise invalid(key, value, "String must be one of: implicit, explicit, transactional (eoslog's)")
             values[key] = text
         elif key in _BOOL_NAMES:
             values[key] = parse_bool(key, value)

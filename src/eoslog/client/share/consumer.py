@@ -9,7 +9,12 @@ commit callback, ``close`` — and the acknowledgement modes:
   are ACCEPTed by the next poll, commit or close;
 - explicit: the application acknowledges every record a poll returned before it polls again
   (else IllegalStateError, as Java's and librdkafka's consumers refuse); what it acknowledged is
-  sent with the next fetch, or at once by ``commit_sync``/``commit_async``.
+  sent with the next fetch, or at once by ``commit_sync``/``commit_async``;
+- transactional (eoslog's extension, docs/consumer.md): as explicit, but records are ACCEPTed
+  only inside a producer's transaction — ``Producer.send_acknowledgements_to_transaction(consumer)``
+  accepts the poll's records (all, or those acknowledged ACCEPT) in it, and the transaction's
+  commit makes its output visible and the records acknowledged at once; RELEASE and REJECT go
+  as in explicit mode.
 
 A record's acquisition lock runs on the broker (``share.record.lock.duration.ms``, 30 s by
 default): a record not acknowledged by then goes to another member. What it must never do: I/O of
@@ -44,7 +49,7 @@ from eoslog.client.share.config import ShareConsumerConfig, share_consumer_confi
 from eoslog.client.share.fetcher import ShareFetcher, ShareRecord
 from eoslog.client.share.membership import ShareMembership
 from eoslog.client.sync import BlockingFacade
-from eoslog.client.types import TopicPartition
+from eoslog.client.types import TopicPartition, TransactionIdentity
 
 CommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaError | None], object]
 
@@ -68,6 +73,7 @@ class AIOShareConsumer:
         self._fetcher: ShareFetcher | None = None
         self._wakeup: asyncio.Event | None = None
         self._delivered: dict[tuple[TopicPartition, int], ShareRecord] = {}  # the last poll's, unacknowledged
+        self._txn_accepts: dict[TopicPartition, set[int]] = {}  # transactional mode: ACCEPTs for the transaction
         self._callback: CommitCallback | None = None
         self._results: dict[TopicPartition, KafkaError | None] = {}
         self._closed = False
@@ -126,7 +132,11 @@ class AIOShareConsumer:
         membership, fetcher = self._parts()
         if not membership.topics:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
-        if self._delivered:
+        if self._delivered or self._txn_accepts:
+            if self.config.transactional:
+                raise IllegalStateError("records from the previous poll have not been acknowledged: accept them "
+                                        "in a transaction (Producer.send_acknowledgements_to_transaction), or "
+                                        "RELEASE or REJECT them")
             if self.config.explicit:
                 raise IllegalStateError(f"{len(self._delivered)} records from the previous poll have not been "
                                         "acknowledged")
@@ -181,7 +191,41 @@ class AIOShareConsumer:
         if self._delivered.pop((tp, offset), None) is None:
             raise IllegalStateError(f"{topic}-{partition} offset {offset} is not a record the last poll returned "
                                     "that is still waiting for its acknowledgement")
-        self._queue(tp, offset, kind)
+        if self.config.transactional and int(kind) == AcknowledgeType.ACCEPT:
+            self._txn_accepts.setdefault(tp, set()).add(offset)  # sent only inside a transaction
+        else:
+            self._queue(tp, offset, kind)
+
+    # -- eoslog's extension: acknowledging inside a producer's transaction ------------------------
+
+    async def acknowledge_in_transaction(self, transaction: TransactionIdentity, timeout: float | None = None) -> None:
+        """Transactional mode: ACCEPT, inside ``transaction``, the records acknowledged ACCEPT since
+        the last call and every record of the last poll not acknowledged otherwise; the
+        transaction's commit makes them acknowledged, its abort hands them out again. Called by
+        ``Producer.send_acknowledgements_to_transaction``; raises the first partition's error
+        (the records of a refused partition are released)."""
+        _, fetcher = self._parts()
+        if not self.config.transactional:
+            raise IllegalStateError("acknowledging in a transaction needs share.acknowledgement.mode=transactional")
+        accepts, self._txn_accepts = self._txn_accepts, {}
+        for (tp, offset) in self._delivered:
+            accepts.setdefault(tp, set()).add(offset)
+        self._delivered.clear()
+        if not accepts:
+            return
+        timeout_s = timeout if timeout is not None else self.config.default_api_timeout_ms / 1000
+        try:
+            errors = await asyncio.wait_for(fetcher.acknowledge_in_transaction(accepts, transaction), timeout_s)
+        except TimeoutError:
+            errors = dict.fromkeys(accepts, KafkaTimeoutError("the acknowledgements in the transaction were not "
+                                                              f"answered within {timeout_s} s"))
+        failed = {tp: e for tp, e in errors.items() if e is not None}
+        for tp in failed:
+            for offset in accepts[tp]:
+                self._queue(tp, offset, AcknowledgeType.RELEASE)  # not held by the transaction: hand them out again
+        if failed:
+            tp, error = next(iter(sorted(failed.items())))
+            raise error
 
     # -- commits ----------------------------------------------------------------------------------
 
@@ -282,6 +326,9 @@ class ShareConsumer(BlockingFacade):
 
     def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
         return self._call(self._aio.commit_sync(timeout))
+
+    def acknowledge_in_transaction(self, transaction: TransactionIdentity, timeout: float | None = None) -> None:
+        self._call(self._aio.acknowledge_in_transaction(transaction, timeout))
 
     def commit_async(self) -> None:
         self._call(self._aio.commit_async())

@@ -22,15 +22,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kio.schema.types import ProducerId, TransactionalId
+from kio.static.primitive import i16
+
 from eoslog.client.aio_client import AioClient
 from eoslog.client.consumer.completed_fetch import CompletedFetch
 from eoslog.client.errors import KafkaConnectionError, KafkaError, error_for
 from eoslog.client.share.config import ShareConsumerConfig
-from eoslog.client.types import TopicPartition
+from eoslog.client.types import TopicPartition, TransactionIdentity
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode as E
 from eoslog.protocol.messages import build, request_types
+from eoslog.protocol.share_transactions import TRANSACTIONAL_ACCEPT, ShareTransaction
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +93,6 @@ class ShareFetcher:
         self._in_flight: set[int] = set()
         self._wake = wake
         self._tasks: set[asyncio.Task[None]] = set()
-        self.transactional: tuple[str, int, int] | None = None  # eoslog's extension (set by the producer side)
 
     def _session(self, node: int) -> _Session:
         return self._sessions.setdefault(node, _Session())
@@ -265,16 +268,59 @@ class ShareFetcher:
             if final:
                 self._sessions.pop(node, None)
 
-    def _share_acknowledge(self, versions: ApiVersionTable, epoch: int,
-                           acks: dict[TopicPartition, dict[int, int]]) -> Any:
+    async def acknowledge_in_transaction(self, accepts: dict[TopicPartition, set[int]],
+                                         transaction: TransactionIdentity) -> dict[TopicPartition, KafkaError | None]:
+        """eoslog's extension: ACCEPT ``accepts`` inside ``transaction`` (a ShareAcknowledge to each
+        leader, its types TRANSACTIONAL_ACCEPT and the transaction in eoslog's tagged field:
+        ``protocol/share_transactions``); each partition's outcome (None: held by the transaction).
+        A broker that is not eoslog refuses the type: nothing is accepted outside the transaction."""
+        outcome: dict[TopicPartition, KafkaError | None] = {}
+
+        def record(offsets: dict[TopicPartition, set[int]], error: KafkaError | None) -> None:
+            for tp in offsets:
+                if tp in accepts:
+                    outcome[tp] = error
+
+        nodes: dict[int, set[TopicPartition]] = {}
+        for tp in accepts:
+            nodes.setdefault(self.client.cluster.leader(tp), set()).add(tp)
+        self.on_acknowledged.insert(0, record)
+        try:
+            await asyncio.gather(*(self._acknowledge_in_transaction(node, {tp: accepts[tp] for tp in tps}, transaction)
+                                   for node, tps in nodes.items()))
+        finally:
+            self.on_acknowledged.remove(record)
+        return {tp: outcome.get(tp, error_for(E.unknown_server_error)) for tp in accepts}
+
+    async def _acknowledge_in_transaction(self, node: int, accepts: dict[TopicPartition, set[int]],
+                                          transaction: TransactionIdentity) -> None:
+        acks = {tp: dict.fromkeys(offsets, TRANSACTIONAL_ACCEPT) for tp, offsets in accepts.items()}
+        session = self._sessions.get(node)
+        if session is None:  # the records came through a session this broker has ended: released
+            self._lost(node, acks, error_for(E.share_session_not_found))
+            return
+        async with session.lock:
+            try:
+                response = await self.client.send(
+                    lambda v: self._share_acknowledge(v, session.epoch, acks, transaction), node)
+            except (KafkaError, TimeoutError, OSError) as e:
+                self._lost(node, acks, e if isinstance(e, KafkaError) else KafkaConnectionError(str(e)))
+                return
+            self._answered(node, session, response, acks)
+
+    def _share_acknowledge(self, versions: ApiVersionTable, epoch: int, acks: dict[TopicPartition, dict[int, int]],
+                           transaction: TransactionIdentity | None = None) -> Any:
         version = versions.pick(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
         m = request_types(ApiKey.SHARE_ACKNOWLEDGE, version)
         ids = {t.name: t.topic_id for t in self.client.cluster.topics.values()}
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in sorted(acks):
             by_topic.setdefault(tp.topic, []).append(tp)
+        txn = ShareTransaction() if transaction is None else ShareTransaction(
+            transactional_id=TransactionalId(transaction.transactional_id),
+            producer_id=ProducerId(transaction.producer_id), producer_epoch=i16(transaction.producer_epoch))
         return build(m.ShareAcknowledgeRequest, group_id=self.group_id, member_id=self.member_id,
-                     share_session_epoch=epoch, topics=tuple(
+                     share_session_epoch=epoch, eoslog_transaction=txn, topics=tuple(
                          build(m.AcknowledgeTopic, topic_id=ids.get(name), partitions=tuple(
                              build(m.AcknowledgePartition, partition_index=tp.partition,
                                    acknowledgement_batches=self._ack_batches(m, acks[tp])) for tp in tps))

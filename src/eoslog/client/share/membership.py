@@ -144,7 +144,7 @@ class ShareMembership:
                 await self._sleep(self._retry_s)
                 continue
             except KafkaError as e:
-                if int(getattr(e, "errno", -1)) in _FIND_AGAIN:
+                if e.retriable or int(getattr(e, "error_code", -1)) in _FIND_AGAIN:
                     self._forget_coordinator()
                     await self._sleep(self._retry_s)
                     continue

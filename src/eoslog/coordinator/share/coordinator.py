@@ -78,8 +78,9 @@ log = logging.getLogger(__name__)
 
 NO_LEADER_EPOCH = -1
 
-# (key, committed) for each share-partition whose transactional update a marker decided.
-OutcomeListener = Callable[[SharePartitionKey, int, bool], None]
+# (key, producer id, committed, offsets held) for each share-partition whose transactional
+# update a marker decided.
+OutcomeListener = Callable[[SharePartitionKey, int, bool, list[int]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +345,25 @@ class ShareCoordinator:
             apply_update(held, update, self.clock_ms())
         return error
 
+    async def add_to_transaction(self, key: SharePartitionKey, txn: TransactionalWrite) -> Errors:
+        """Before a transactional write: the key's ``__share_group_state`` partition joins the
+        producer's transaction at its transaction coordinator (this broker's or another's, as a
+        partition leader adds itself for a transactions v2 producer), durably, so that the
+        transaction's marker comes here. Refused as the coordinator refuses (a fenced or
+        unknown producer, a transaction ending)."""
+        error = self.status(key)
+        if error != Errors.NONE:
+            return error
+        verifier = self.topic.replicas.verifier
+        if verifier is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        tp = TopicPartition(self.topic.name, self.partition_for(key))
+        error = await verifier.add_partition(txn.transactional_id, txn.producer_id, txn.producer_epoch, tp)
+        if error != Errors.NONE:
+            log.info("share state %s: producer %d epoch %d (%s) not added to its transaction: %s",
+                     key.coordinator_key, txn.producer_id, txn.producer_epoch, txn.transactional_id, error.name)
+        return error
+
     def _write_transactional(self, key: SharePartitionKey, held: HeldState, write: StateWrite,
                              txn: TransactionalWrite) -> Errors:
         update = ShareUpdate(held.state.snapshot_epoch, max(held.state.leader_epoch, write.leader_epoch),
@@ -380,10 +400,12 @@ class ShareCoordinator:
         else:
             del self.pending[producer_id]
         for key in {u.key for u in mine}:
-            log.info("share state %s: transaction of producer %d %s", key.coordinator_key, producer_id,
-                     "committed" if committed else "aborted")
+            offsets = sorted({o for u in mine if u.key == key for b in u.update.state_batches
+                              for o in range(b.first_offset, b.last_offset + 1)})
+            log.info("share state %s: transaction of producer %d %s (%d records)", key.coordinator_key, producer_id,
+                     "committed" if committed else "aborted", len(offsets))
             for listener in self.outcome_listeners:
-                listener(key, producer_id, committed)
+                listener(key, producer_id, committed, offsets)
 
     def pending_producers(self, key: SharePartitionKey) -> set[int]:
         """Producers whose open transaction holds records of the share-partition."""

@@ -57,7 +57,7 @@ class LocalPersister:
     async def write_state(self, key: SharePartitionKey, write: StateWrite,
                           txn: TransactionalWrite | None = None) -> Errors:
         self._ensure()
-        return await self._durable(key, self.coordinator.write_state(key, write, txn))
+        return await write_state(self.coordinator, key, write, txn)
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> Errors:
         self._ensure()
@@ -68,3 +68,16 @@ class LocalPersister:
 
     async def delete_state(self, key: SharePartitionKey) -> Errors:
         return await self._durable(key, self.coordinator.delete_state(key))
+
+
+async def write_state(coordinator: ShareCoordinator, key: SharePartitionKey, write: StateWrite,
+                      txn: TransactionalWrite | None) -> Errors:
+    """A write at this broker's share coordinator, answered once durable; inside ``txn`` once
+    its partition is in the transaction too (a leader's call, or another broker's
+    WriteShareGroupState)."""
+    if txn is not None:
+        error = await coordinator.add_to_transaction(key, txn)
+        if error != Errors.NONE:
+            return error
+    error = coordinator.write_state(key, write, txn)
+    return await coordinator.replicated(key) if error == Errors.NONE else error
