@@ -130,8 +130,8 @@ def test_a_truncation_voids_a_round_that_began_before_it(tmp_path: Path) -> None
     assert plan is not None and plan.target == 2
     log.truncate_to(1)
     log.append_as_leader(batch(b"c"))  # offset 1 again, other (unsynced) data
-    for fd, _ in plan.files:
-        os.close(fd)
+    for f in plan.files:
+        os.close(f.fd)
     log.end_sync(plan)
     assert log.recovery_point < 2, "a round begun before a truncation marked the new data durable"
 

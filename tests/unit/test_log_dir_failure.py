@@ -224,6 +224,7 @@ def test_the_metrics_and_readiness_show_an_offline_log_directory(broker: Broker,
             sync = FailingSync(monkeypatch, lambda path: "/t-1/" in path)
             sync.armed = True
             assert await broker.produce(b"x") is Errors.NONE  # partition 0: fine
+            broker.logs.logs[("t", 1)].append_as_leader(batch(b"y"))  # (an empty log has nothing to fsync)
             with pytest.raises(KafkaStorageError):
                 broker.logs.logs[("t", 1)].flush()
             status, body = await asyncio.to_thread(get, READY_PATH)

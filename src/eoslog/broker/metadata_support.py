@@ -325,8 +325,8 @@ class SingleNode:
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,
                            timeout_s: float) -> TopicInfo:
         try:
-            return self.logs.create_topic(name, num_partitions, overrides, internal=name in INTERNAL_TOPICS,
-                                          validate_only=validate_only)
+            return await self.logs.create_topic_async(name, num_partitions, overrides, internal=name in INTERNAL_TOPICS,
+                                                      validate_only=validate_only)
         except OSError as e:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"cannot create topic {name}: {e}") from None
 

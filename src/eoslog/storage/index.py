@@ -32,36 +32,47 @@ class CorruptIndexError(Exception):
 
 
 class _IndexFile:
+    """The file behind an in-memory index: appended entries wait in ``_pending`` and are
+    written by ``flush``, which opens the file only for that (no descriptor is held between
+    flushes: a partition costs one descriptor, its log's, and only while it is used)."""
+
     entry: struct.Struct
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, exists: bool = True) -> None:
+        """``exists``: False for a new segment's index, created by its first flush."""
         self.path = path
-        self._fh = open(path, "ab")  # noqa: SIM115 - lives as long as the segment
         self._pending = bytearray()
+        self._exists = exists
+        self._unsynced = False  # written since its last fsync
 
     def _write(self, data: bytes) -> None:
         self._pending += data
 
     def flush(self, fsync: bool = False) -> None:
-        if self._pending:
-            self._fh.write(self._pending)
-            self._pending.clear()
-        self._fh.flush()
-        if fsync:
-            fsync_file(self._fh.fileno(), self.path)
+        """Write the pending entries (creating the file); with ``fsync`` make the file durable."""
+        if not (self._pending or not self._exists or (fsync and self._unsynced)):
+            return
+        with open(self.path, "ab") as fh:
+            if self._pending:
+                fh.write(self._pending)
+                self._pending.clear()
+            fh.flush()
+            if fsync:
+                fsync_file(fh.fileno(), self.path)
+        self._exists = True
+        self._unsynced = not fsync
 
     def close(self) -> None:
-        self.flush()
-        self._fh.close()
+        if self._pending:
+            self.flush()
 
     def rewrite(self, data: bytes) -> None:
         """Replace the file's contents (after truncation or a rebuild)."""
         self._pending.clear()
-        self._fh.close()
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, self.path)
-        self._fh = open(self.path, "ab")  # noqa: SIM115
+        self._exists = self._unsynced = True
 
     def read_entries(self) -> bytes:
         self.flush()
@@ -74,8 +85,8 @@ class _IndexFile:
 class OffsetIndex(_IndexFile):
     entry = _OFFSET_ENTRY
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, base_offset: int, exists: bool = True) -> None:
+        super().__init__(path, exists)
         self.base_offset = base_offset
         self.relative_offsets = array("q")
         self.positions = array("q")
@@ -121,8 +132,8 @@ class OffsetIndex(_IndexFile):
 class TimeIndex(_IndexFile):
     entry = _TIME_ENTRY
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, base_offset: int, exists: bool = True) -> None:
+        super().__init__(path, exists)
         self.base_offset = base_offset
         self.timestamps = array("q")
         self.relative_offsets = array("q")

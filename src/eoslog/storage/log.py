@@ -34,7 +34,7 @@ from eoslog.records.batch import (
     validate_produce_batches,
     validate_records,
 )
-from eoslog.storage.fileio import fsync_dir
+from eoslog.storage.fileio import SyncFile, fsync_dir, open_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.log_dir_failure import KafkaStorageError, LogDirState
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
@@ -81,14 +81,17 @@ class OffsetOutOfRange(Exception):
 
 @dataclass(frozen=True, slots=True)
 class SyncPlan:
-    """One log's part of a group-commit round: descriptors to fdatasync off the event loop
-    (duplicated, closed by the sync) with their files' paths, and the log end offset they make
+    """One log's part of a group-commit round: descriptors to sync off the event loop
+    (duplicated or opened for it, closed by the sync) with their files' paths — segment files,
+    and the directories whose new entries must be durable too — and the log end offset they make
     durable."""
 
     log: PartitionLog
     target: int
     truncations: int
-    files: list[tuple[int, Path]]
+    files: list[SyncFile]
+    created: tuple[LogSegment, ...] = ()  # segments whose directory entries the round makes durable
+    parent: bool = False  # and the partition directory's own entry in the log directory
 
 
 # The leader epoch a single eoslog node stamps on the batches it appends (Kafka's leader
@@ -140,9 +143,14 @@ class PartitionLog:
         producer_id_expiration_ms: int = 86_400_000,
         high_watermark: int | None = None,
         log_dir: LogDirState | None = None,
+        new: bool = False,
+        first_epoch: int | None = None,
     ) -> None:
         """``log_dir``: the state of the log directory holding ``directory``, shared by its logs
-        (the log manager's; a log opened on its own has one of its own)."""
+        (the log manager's; a log opened on its own has one of its own). ``new``: a log just
+        created (``LogManager.create_topic``): its directory exists and is empty, nothing is
+        read; ``first_epoch``: the leader epoch its creator wrote to its new leader-epoch
+        checkpoint (``write_first_checkpoint``; a single node's 0), which it starts in."""
         parsed = parse_partition_dir(directory.name)
         if parsed is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
@@ -151,9 +159,14 @@ class PartitionLog:
         self.log_dir = log_dir or LogDirState(directory.parent)
         self.config = config
         self._clock_ms = clock_ms
-        if not self.dir.exists():
+        # False while the partition directory's own name may not be durable (created here and not
+        # fsynced since): the next flush or round fsyncs the log directory before a record of
+        # this log counts as durable. Created lazily so that creating many partitions costs no
+        # directory fsync each.
+        self._entry_durable = not new
+        if not new and not self.dir.exists():
             self.dir.mkdir(parents=True)
-            fsync_dir(self.dir.parent)  # the partition's name survives a power cut
+            self._entry_durable = False
         self._truncations = 0  # a group-commit round started before a truncation is void
         self.segments: list[LogSegment] = []
         # Segments retention or compaction dropped, awaiting file.delete.delay.ms: (due, files).
@@ -161,7 +174,10 @@ class PartitionLog:
         self.recovery_results: list[tuple[Path, RecoveryResult]] = []
         self.recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
-        self._load(clean_shutdown)
+        if new:
+            self.segments.append(self._new_segment(0))
+        else:
+            self._load(clean_shutdown, log_start_offset)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         # The checkpointed high watermark (replication-offset-checkpoint) when there is one:
         # a replica must not expose what its ISR may not have. A leader moves it on at once
@@ -171,9 +187,15 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(
             directory, f"{self.topic}-{self.partition}", producer_id_expiration_ms
         )
-        self._load_producer_state()
-        self.epochs = LeaderEpochCache(directory)
-        self._load_epochs()
+        if not new:
+            self._load_producer_state()
+            self.epochs = LeaderEpochCache(directory)
+            self._load_epochs()
+        elif first_epoch is None:
+            self.epochs = LeaderEpochCache(directory, read=False)
+        else:
+            self.leader_epoch = first_epoch
+            self.epochs = LeaderEpochCache.first(directory, first_epoch, 0)
 
     def _load_epochs(self) -> None:
         """The leader-epoch cache agrees with the log: entries past a recovered log's end or
@@ -243,12 +265,15 @@ class PartitionLog:
 
     # -- loading -------------------------------------------------------------
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, new: bool = True) -> LogSegment:
+        """A segment starting at ``base_offset``: ``new`` (its files created by its first write),
+        or one on disk."""
         config = self.config
         jitter = config.segment_jitter_ms
         return LogSegment(self.dir, base_offset, config.index_interval_bytes, self._clock_ms(),
                           preallocate=config.segment_bytes if config.preallocate else 0,
-                          roll_jitter_ms=random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0)
+                          roll_jitter_ms=random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0,
+                          new=new)
 
     def retire_segment(self, seg: LogSegment) -> None:
         """Delete a segment retention or compaction dropped: at once, or with file.delete.delay.ms
@@ -270,7 +295,7 @@ class PartitionLog:
                 p.unlink(missing_ok=True)
         return len(due)
 
-    def _load(self, clean_shutdown: bool) -> None:
+    def _load(self, clean_shutdown: bool, log_start_offset: int) -> None:
         for leftover in [*self.dir.glob("*.tmp"), *self.dir.glob(f"*{DELETED_SUFFIX}")]:
             leftover.unlink()
         complete_interrupted_swaps(self.dir)  # a compaction cut short by a crash
@@ -283,7 +308,7 @@ class PartitionLog:
                 p.unlink()
         truncated = False
         for base in bases:
-            seg = self._new_segment(base)
+            seg = self._new_segment(base, new=False)
             if truncated:
                 # Everything after a truncated segment is unreachable: Kafka deletes it.
                 log.warning("deleting %s: it follows a truncated segment", seg.log_path)
@@ -294,13 +319,19 @@ class PartitionLog:
             verify = not clean_shutdown and base >= self._recovery_floor(bases)
             if verify:
                 seg.read_from_disk()
+                # Written after the last flush: its name (and its directory's) may not be
+                # durable yet, nor its transaction index.
+                seg.entry_durable = self._entry_durable = False
+            if not clean_shutdown:
+                seg.txn_index.mark_unsynced()
             result = seg.load(verify=verify)
             if result.reason is not None:
                 self.recovery_results.append((seg.log_path, result))
                 truncated = True
             self.segments.append(seg)
         if not self.segments:
-            self.segments.append(self._new_segment(0))
+            # As Kafka's LogLoader: an empty log starts at its log start offset.
+            self.segments.append(self._new_segment(max(log_start_offset, 0)))
         # As Kafka's LogLoader: a clean shutdown flushed everything; after a crash the
         # recovered data is not yet fsynced, so the recovery point only moves back.
         if clean_shutdown and not self.recovery_results:
@@ -570,11 +601,28 @@ class PartitionLog:
         return new
 
     def _flush_segments(self) -> None:
-        """fsync every segment that may hold data past the recovery point (after an
-        unclean start-up that can be more than the active segment)."""
+        """fsync every segment that may hold data past the recovery point (after an unclean
+        start-up that can be more than the active segment) and the active one's indexes, then
+        the directory entries created since the last sync."""
+        created = []
         for seg in self.segments:
-            if seg.next_offset > self.recovery_point or seg is self.active_segment:
-                seg.flush(fsync=True)
+            unsynced = seg.next_offset > self.recovery_point
+            if unsynced or seg is self.active_segment:
+                seg.flush(fsync=True, data=unsynced)
+            if not seg.entry_durable:
+                created.append(seg)
+        if created:
+            fsync_dir(self.dir)
+            for seg in created:
+                seg.entry_durable = True
+        if not self._entry_durable and self.size_bytes:
+            fsync_dir(self.dir.parent)
+            self._entry_durable = True
+
+    def parent_entry_synced(self) -> None:
+        """The log directory was fsynced after this log's directory was made (the log manager
+        does it once for all of its logs)."""
+        self._entry_durable = True
 
     @_storage_io("flushing")
     def flush(self) -> None:
@@ -585,20 +633,35 @@ class PartitionLog:
     @_storage_io("syncing")
     def begin_sync(self) -> SyncPlan | None:
         """What an fsync round must sync so that everything appended so far survives a power
-        cut (None: it already does). The caller syncs ``fds`` and then calls ``end_sync``."""
+        cut (None: it already does): the segments past the recovery point, and the directories
+        holding names created since the last sync. The caller syncs ``files`` and then calls
+        ``end_sync``."""
         target = self.log_end_offset
         if target <= self.recovery_point:
             return None
-        files = [(seg.dup_fd(), seg.log_path) for seg in self.segments
-                 if seg.next_offset > self.recovery_point or seg is self.active_segment]
-        return SyncPlan(self, target, self._truncations, files)
+        last = self.topic.startswith("__")  # internal topics: synced after the rest of a round
+        files = [SyncFile(seg.dup_fd(), seg.log_path, last=last) for seg in self.segments
+                 if seg.exists and (seg.next_offset > self.recovery_point or seg is self.active_segment)]
+        created = tuple(seg for seg in self.segments if not seg.entry_durable)
+        if created:
+            files.append(SyncFile(open_dir(self.dir), self.dir, directory=True, last=last))
+        parent = not self._entry_durable
+        if parent:
+            files.append(SyncFile(open_dir(self.dir.parent), self.dir.parent, directory=True, last=last))
+        return SyncPlan(self, target, self._truncations, files, created, parent)
 
     def end_sync(self, plan: SyncPlan) -> None:
         """The round of ``plan`` is on disk: the recovery point moves to its target, unless the
         log was truncated meanwhile (offsets below the target may now be other, unsynced data), or
         its directory went offline (a failed fsync: the round's data may be lost, and only a start
         that recovers from what is on disk can tell)."""
-        if plan.truncations == self._truncations and self.log_dir.offline is None:
+        if self.log_dir.offline is not None:
+            return
+        for seg in plan.created:
+            seg.entry_durable = True
+        if plan.parent:
+            self._entry_durable = True
+        if plan.truncations == self._truncations:
             self.recovery_point = max(self.recovery_point, min(plan.target, self.log_end_offset))
 
     def maybe_flush_on_time(self, now: int) -> bool:
@@ -807,9 +870,15 @@ class PartitionLog:
 
     @_storage_io("snapshotting the producer state of")
     def snapshot_producer_state(self) -> None:
-        """At clean shutdown: a snapshot at the log end, so start-up replays nothing."""
-        self.producer_state.take_snapshot()
-        self.producer_state.delete_snapshots_except_latest(keep=3)
+        """At clean shutdown: a snapshot at the log end, so start-up replays nothing. None when the
+        newest one is there already, or the log is empty (Kafka's takeSnapshot: only for a new
+        offset), so that an idle partition costs no write at each shutdown."""
+        state = self.producer_state
+        newest = state.latest_snapshot if state.latest_snapshot is not None else self.log_start_offset
+        if state.map_end_offset <= newest:
+            return
+        state.take_snapshot()
+        state.delete_snapshots_except_latest(keep=3)
 
     def close(self) -> None:
         for seg in self.segments:

@@ -23,13 +23,15 @@ does). One directory today (``log.dirs``' first); the state is per directory, so
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
 import os
 import re
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,14 @@ from eoslog.config import ConfigError, TopicConfig
 from eoslog.errors import Errors, KafkaError
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.fileio import atomic_write, fsync_dir
-from eoslog.storage.log import OffsetOutOfRange, PartitionLog, parse_partition_dir, partition_dir_name
+from eoslog.storage.leader_epoch import write_first_checkpoint
+from eoslog.storage.log import (
+    SINGLE_NODE_LEADER_EPOCH,
+    OffsetOutOfRange,
+    PartitionLog,
+    parse_partition_dir,
+    partition_dir_name,
+)
 from eoslog.storage.log_dir_failure import LOG_DIR_FAILURES, LogDirState
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,10 @@ META_FILE = "meta.properties"
 
 # DeleteRecords' offset meaning "up to the high watermark" (DeleteRecordsRequest.HIGH_WATERMARK).
 HIGH_WATERMARK = -1
+
+# Logs made between two turns of the event loop when a topic is created (create_topic_async):
+# about 10 ms of work, so other clients' requests wait no longer than that.
+_CREATE_SLICE = 64
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -123,6 +136,9 @@ class LogManager:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.had_clean_shutdown = False
         self._lock_fd: int | None = None
+        self._creating: set[str] = set()  # topics whose logs are being made (create_topic_async)
+        self._topics_lock = threading.Lock()
+        self._topics_version = self._topics_written = 0
 
     # -- start-up and shut-down ---------------------------------------------------
 
@@ -214,6 +230,11 @@ class LogManager:
         return TopicConfig(self.topic_defaults, kept)
 
     def _save_topics(self) -> None:
+        self._write_topics(*self._topics_document())
+
+    def _topics_document(self) -> tuple[bytes, int]:
+        """``topics.json``'s contents as the topics are now, and their version (later calls, later
+        versions)."""
         self.log_dir_state.check_online(f"writing {TOPICS_FILE}")
         doc = {
             "version": 1,
@@ -224,7 +245,18 @@ class LogManager:
                 for t in self.topics.values()
             ],
         }
-        atomic_write(self.log_dir / TOPICS_FILE, json.dumps(doc, indent=1).encode())
+        self._topics_version += 1
+        return json.dumps(doc, indent=1).encode(), self._topics_version
+
+    def _write_topics(self, data: bytes, version: int) -> None:
+        """Replace ``topics.json`` (from the event loop or a worker thread): a version older than
+        the one written is dropped, since a later document holds every change an earlier one held,
+        so the file never goes back."""
+        with self._topics_lock:
+            if version <= self._topics_written:
+                return
+            atomic_write(self.log_dir / TOPICS_FILE, data)
+            self._topics_written = version
 
     def _remove_stray_dirs(self) -> None:
         """Partition directories of deleted topics (a delete cut short by a crash)."""
@@ -286,6 +318,7 @@ class LogManager:
                 lg.close()
             self.release_log_dir_lock()
             return
+        self._sync_partition_dir_entries()
         for lg in self.logs.values():
             lg.flush()
             lg.snapshot_producer_state()
@@ -319,8 +352,49 @@ class LogManager:
         self, name: str, num_partitions: int, overrides: dict[str, Any] | None = None,
         *, internal: bool = False, validate_only: bool = False,
     ) -> TopicInfo:
+        """Create a topic and its logs, on the caller's thread (``create_topic_async`` does the
+        same without holding the event loop). TopicError: Kafka's refusals."""
+        info = self._plan_topic(name, num_partitions, overrides, internal)
+        if validate_only:
+            return info
+        partitions = range(num_partitions)
+        self._make_partition_dirs(name, partitions, self._first_epoch)
+        self._add_topic(info, {p: self._new_log(info, p) for p in partitions})
+        self._save_topics()
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    async def create_topic_async(
+        self, name: str, num_partitions: int, overrides: dict[str, Any] | None = None,
+        *, internal: bool = False, validate_only: bool = False,
+    ) -> TopicInfo:
+        """``create_topic`` without stalling the event loop's other work while thousands of
+        partitions are made: the directories are made in a worker thread, the logs in slices
+        between which the loop serves other requests, and ``topics.json`` is written in a worker
+        thread. The topic exists for requests (Metadata, Produce) once all of its logs do."""
+        info = self._plan_topic(name, num_partitions, overrides, internal)
+        if validate_only:
+            return info
+        self._creating.add(name)
+        try:
+            partitions = range(num_partitions)
+            await asyncio.to_thread(self._make_partition_dirs, name, partitions, self._first_epoch)
+            logs: dict[int, PartitionLog] = {}
+            for p in partitions:
+                logs[p] = self._new_log(info, p)
+                if p % _CREATE_SLICE == _CREATE_SLICE - 1:
+                    await asyncio.sleep(0)
+            self._add_topic(info, logs)
+        finally:
+            self._creating.discard(name)
+        await asyncio.to_thread(self._write_topics, *self._topics_document())
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    def _plan_topic(self, name: str, num_partitions: int, overrides: dict[str, Any] | None,
+                    internal: bool) -> TopicInfo:
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self._creating:
             raise TopicError(Errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if num_partitions < 1:
             raise TopicError(Errors.INVALID_PARTITIONS, f"number of partitions must be >= 1, got {num_partitions}")
@@ -328,24 +402,44 @@ class LogManager:
             config = TopicConfig(self.topic_defaults, overrides or {})
         except ValueError as e:
             raise TopicError(Errors.INVALID_CONFIG, str(e)) from None
-        info = TopicInfo(name, uuid.uuid4(), num_partitions, config, internal)
-        if validate_only:
-            return info
-        self.topics[name] = info
-        for p in range(num_partitions):
-            self._open_log(info, p)
-        self._save_topics()
-        self.checkpoint()
-        log.info("created topic %s with %d partitions", name, num_partitions)
-        return info
+        self.log_dir_state.check_online(f"creating topic {name}")
+        return TopicInfo(name, uuid.uuid4(), num_partitions, config, internal)
 
-    def _open_log(self, info: TopicInfo, partition: int) -> None:
-        self.log_dir_state.check_online(f"creating a log of {info.name}")
-        tp = (info.name, partition)
-        self.logs[tp] = PartitionLog(
-            self.log_dir / partition_dir_name(*tp), info.config, self._clock_ms,
-            producer_id_expiration_ms=self.producer_id_expiration_ms, log_dir=self.log_dir_state,
+    @property
+    def _first_epoch(self) -> int | None:
+        """The leader epoch a new log starts in: a single node leads it in epoch 0 from the start
+        (as Kafka's makeLeader, it is recorded when the partition is made); in a cluster the
+        controller's epoch, recorded when the partition becomes leader or follower."""
+        return None if self.replicated else SINGLE_NODE_LEADER_EPOCH
+
+    def _make_partition_dirs(self, name: str, partitions: Iterable[int], first_epoch: int | None = None) -> None:
+        """The new partitions' directories, unsynced, with their first leader-epoch checkpoint
+        when ``first_epoch`` is known: a new log's directory entry is made durable by its first
+        flush or group-commit round, before any record in it counts (a crash before that loses
+        nothing: the topic's partitions start empty again). A leftover directory of the same name (a
+        creation that failed part way) is emptied."""
+        for p in partitions:
+            d = self.log_dir / partition_dir_name(name, p)
+            try:
+                d.mkdir()
+            except FileExistsError:
+                _rmtree(d)
+                d.mkdir()
+            if first_epoch is not None:
+                write_first_checkpoint(d, first_epoch, 0)
+
+    def _new_log(self, info: TopicInfo, partition: int) -> PartitionLog:
+        """A new, empty log in its directory just made by ``_make_partition_dirs``."""
+        return PartitionLog(
+            self.log_dir / partition_dir_name(info.name, partition), info.config, self._clock_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms, log_dir=self.log_dir_state, new=True,
+            first_epoch=self._first_epoch,
         )
+
+    def _add_topic(self, info: TopicInfo, logs: dict[int, PartitionLog]) -> None:
+        self.topics[info.name] = info
+        for p, lg in logs.items():
+            self.logs[(info.name, p)] = lg
 
     def delete_topic(self, name: str) -> None:
         info = self.topics.pop(name, None)
@@ -384,11 +478,11 @@ class LogManager:
         info.num_partitions = max(info.num_partitions, num_partitions)
         plog = self.logs.get((name, partition))
         if plog is None:
-            self._open_log(info, partition)
+            self.log_dir_state.check_online(f"creating a log of {name}")
+            self._make_partition_dirs(name, (partition,), self._first_epoch)
+            plog = self.logs[(name, partition)] = self._new_log(info, partition)
             info.held = tuple(sorted({*(info.held or ()), partition}))
             self._save_topics()
-            self.checkpoint()
-            plog = self.logs[(name, partition)]
         return plog
 
     def remove_replica(self, name: str, partition: int) -> None:
@@ -416,11 +510,12 @@ class LogManager:
             )
         if validate_only:
             return
-        for p in range(info.num_partitions, total):
-            self._open_log(info, p)
+        partitions = range(info.num_partitions, total)
+        self._make_partition_dirs(name, partitions, self._first_epoch)
+        for p in partitions:
+            self.logs[(name, p)] = self._new_log(info, p)
         info.num_partitions = total
         self._save_topics()
-        self.checkpoint()
 
     def alter_topic_config(self, name: str, overrides: dict[str, Any], *, stored: bool = False) -> None:
         """Replace a topic's config overrides; in effect at once (every partition log reads
@@ -521,8 +616,16 @@ class LogManager:
     def flush_all(self) -> None:
         """fsync every log (after an unclean start-up, before a durable broker shows what it
         recovered: a consumer must not read what a second power cut could take away)."""
+        self._sync_partition_dir_entries()
         for lg in self.all_logs():
             lg.flush()
+
+    def _sync_partition_dir_entries(self) -> None:
+        """One fsync of the log directory makes every partition directory's name durable (before
+        flushing them all: one fsync, not one per log)."""
+        fsync_dir(self.log_dir)
+        for lg in self.logs.values():
+            lg.parent_entry_synced()
 
     def run_time_flush(self) -> None:
         now = self._clock_ms()

@@ -276,6 +276,7 @@ class ProducerStateManager:
         # marker (Kafka's unreplicatedTxns): a marker not yet replicated (or, under group commit,
         # fsynced) can still be lost, so the LSO stays at the transaction's first offset.
         self.unreplicated: dict[int, int] = {}
+        self.latest_snapshot: int | None = None  # the offset of the newest snapshot on disk
 
     # -- the append path -------------------------------------------------------------
 
@@ -354,6 +355,8 @@ class ProducerStateManager:
         for offset, path in self._snapshots():
             if offset < log_start_offset:
                 path.unlink(missing_ok=True)
+                if offset == self.latest_snapshot:
+                    self.latest_snapshot = None
         return gone
 
     # -- snapshots -------------------------------------------------------------
@@ -379,6 +382,7 @@ class ProducerStateManager:
         data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc, len(self.producers)) + bytes(body)
         path = self.dir / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
         atomic_write(path, data)
+        self.latest_snapshot = self.map_end_offset
         return path
 
     @staticmethod
@@ -438,6 +442,7 @@ class ProducerStateManager:
             self.map_end_offset = offset
             break
         self._reset_ongoing()
+        self.latest_snapshot = max((offset for offset, _ in self._snapshots()), default=None)
         return self.map_end_offset
 
     def delete_snapshots_except_latest(self, keep: int = 2) -> None:

@@ -23,7 +23,8 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
-from eoslog.storage.fileio import fsync_dir, fsync_file, reserve, timed_fsync
+from eoslog.storage.fd_cache import SEGMENT_FILES, FdCache
+from eoslog.storage.fileio import fsync_file, reserve, timed_fsync
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from eoslog.storage.txn_index import TxnIndex
 
@@ -50,38 +51,41 @@ class RecoveryResult:
 class LogSegment:
     def __init__(
         self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int,
-        *, preallocate: int = 0, roll_jitter_ms: int = 0,
+        *, preallocate: int = 0, roll_jitter_ms: int = 0, new: bool = False, files: FdCache = SEGMENT_FILES,
     ) -> None:
+        """``new``: a segment that does not exist yet (a new log's, a roll's); its files are
+        created by its first write. Otherwise the segment's log file must exist."""
         self.base_offset = base_offset
         # segment.jitter.ms: a random part of the roll age drawn once per segment, as Kafka's
         # rollJitterMs, so that partitions created together do not all roll at once.
         self.roll_jitter_ms = roll_jitter_ms
         self.log_path = directory / segment_file_name(base_offset, ".log")
-        # Opening an index creates it; remember whether both were there (else rebuild).
-        self._indexes_existed = all(
-            (directory / segment_file_name(base_offset, s)).exists()
-            for s in (".index", ".timeindex")
-        )
-        self.index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset)
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, ".timeindex"), base_offset
-        )
+        index_path = directory / segment_file_name(base_offset, ".index")
+        time_index_path = directory / segment_file_name(base_offset, ".timeindex")
+        self._files = files
+        self._open_fd: int | None = None  # the descriptor while ``files`` holds it open
+        self._preallocate = preallocate
+        self._preallocated = False
+        if new:
+            self.exists = False
+            self._indexes_existed = True
+            self.size = 0
+            index_exists = time_index_exists = False
+        else:
+            self.exists = True
+            index_exists, time_index_exists = index_path.exists(), time_index_path.exists()
+            # Remember whether both indexes were there (else they are rebuilt).
+            self._indexes_existed = index_exists and time_index_exists
+            self.size = os.stat(self.log_path).st_size
+        # False once this object created its files: the directory is fsynced (by the log's next
+        # flush or group-commit round) before a record in them counts as durable, since an fsync
+        # of the file alone does not make its name durable.
+        self.entry_durable = True
+        self.index = OffsetIndex(index_path, base_offset, index_exists)
+        self.time_index = TimeIndex(time_index_path, base_offset, time_index_exists)
         # Loaded (or rebuilt) by the partition log, which owns transaction state.
         self.txn_index = TxnIndex(directory / segment_file_name(base_offset, ".txnindex"))
         self.index_interval_bytes = index_interval_bytes
-        created = not self.log_path.exists()
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        if self.size == 0 and not self.txn_index.path.exists():
-            # A new segment starts with an (empty) txn index, so that a missing one on a
-            # later start means damage, not "never had an abort".
-            self.txn_index.create_empty()
-        self._preallocated = created and preallocate > 0 and reserve(self._fd, preallocate)
-        if created:
-            # The new files' directory entries must survive a power cut before any
-            # acknowledged record in them counts as written (an fsync of the file alone
-            # does not make its name durable).
-            fsync_dir(directory)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -91,6 +95,31 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self.unflushed_messages = 0
+
+    @property
+    def _fd(self) -> int:
+        """The log file's descriptor, from the process's descriptor cache (``fd_cache``)."""
+        fd = self._open_fd
+        if fd is None:
+            return self._files.open(self, self._open)
+        self._files.touch(self)
+        return fd
+
+    def _open(self) -> int:
+        if self.exists:
+            return os.open(self.log_path, os.O_RDWR)
+        # The first write of a new segment creates its files: the log, and an empty txn index,
+        # so that a missing one on a later start means damage, not "never had an abort".
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self.txn_index.create_empty()
+        except OSError:
+            os.close(fd)
+            raise
+        self.exists = True
+        self.entry_durable = False
+        self._preallocated = self._preallocate > 0 and reserve(fd, self._preallocate)
+        return fd
 
     # -- writing -----------------------------------------------------------
 
@@ -133,12 +162,18 @@ class LogSegment:
         self._bytes_since_index += h.size
         self.next_offset = h.next_offset
 
-    def flush(self, fsync: bool = True) -> None:
+    def flush(self, fsync: bool = True, data: bool = True) -> None:
+        """Write the indexes' pending entries; with ``fsync`` make the files durable (the log
+        file's data only with ``data``: a group-commit round may have synced it already). A
+        segment never written has no files and nothing to flush."""
+        if not self.exists:
+            return
         self.index.flush(fsync)
         self.time_index.flush(fsync)
         if fsync:
             self.txn_index.flush()
-            timed_fsync(self._fd, self.log_path)
+            if data:
+                timed_fsync(self._fd, self.log_path)
         self.unflushed_messages = 0
 
     def dup_fd(self) -> int:
@@ -157,7 +192,7 @@ class LogSegment:
         self.trim()
         self.index.close()
         self.time_index.close()
-        os.close(self._fd)
+        self._files.close(self)
 
     def _paths(self) -> tuple[Path, ...]:
         return (self.log_path, self.index.path, self.time_index.path, self.txn_index.path)

@@ -39,6 +39,7 @@ class TxnIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
+        self._unsynced = False  # written since its last fsync
 
     def load(self) -> None:
         """Read the file; raises CorruptTxnIndexError when it cannot be trusted."""
@@ -62,6 +63,7 @@ class TxnIndex:
         self.entries.append(txn)
         with open(self.path, "ab") as fh:
             fh.write(_ENTRY.pack(VERSION, *txn))
+        self._unsynced = True
 
     def truncate_from(self, offset: int) -> None:
         """Drop the entries whose ABORT marker is at or after ``offset``."""
@@ -74,18 +76,34 @@ class TxnIndex:
         """Entries of transactions that may hold records in [start, end)."""
         return [e for e in self.entries if e.last_offset >= start and e.first_offset < end]
 
+    def mark_unsynced(self) -> None:
+        """Loaded after an unclean shutdown: its last writes may never have been fsynced."""
+        self._unsynced = True
+
     def flush(self) -> None:
-        if self.path.exists():
+        """fsync what was written since the last flush (nothing to do otherwise)."""
+        if not self._unsynced:
+            return
+        try:
             fd = os.open(self.path, os.O_RDONLY)
-            try:
-                fsync_file(fd, self.path)
-            finally:
-                os.close(fd)
+        except FileNotFoundError:
+            self._unsynced = False
+            return
+        try:
+            fsync_file(fd, self.path)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
 
     def _rewrite(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(b"".join(_ENTRY.pack(VERSION, *e) for e in self.entries))
-        os.replace(tmp, self.path)
+        if not self.entries:
+            # Empty: created in place (a new segment's, the common case), no temporary file.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        else:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_bytes(b"".join(_ENTRY.pack(VERSION, *e) for e in self.entries))
+            os.replace(tmp, self.path)
+        self._unsynced = True
