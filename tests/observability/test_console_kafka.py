@@ -17,6 +17,7 @@ from support.console_harness import (
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
+    check_share_group,
     console_stack,
 )
 from support.kafka_harness import KafkaBroker
@@ -39,6 +40,10 @@ def test_open_transaction_shows_its_owner_and_pins_the_lso_on_kafka(stack: Stack
 
 def test_group_lag_equals_the_admin_client_on_kafka(stack: Stack) -> None:
     check_group_lag(stack, "lagged", "console-billing")
+
+
+def test_share_group_shows_its_start_offset_and_members(stack: Stack) -> None:
+    check_share_group(stack, "queued", "console-workers", expect_start=None)
 
 
 def test_records_page_flags_aborted_records_and_hides_them_under_read_committed_on_kafka(stack: Stack) -> None:

@@ -257,7 +257,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         rows = views.groups(admin_of(session))
         for g in rows:
             session.lag.sample(g.group_id, g.lag, g.lag_stable)
-        return {"groups": rows, "charts": {g.group_id: session.lag.chart(g.group_id) for g in rows}}
+        return {"groups": rows, "charts": {g.group_id: session.lag.chart(g.group_id) for g in rows},
+                "share_groups": views.share_groups(admin_of(session))}
 
     async def guarded_form(request: Request) -> tuple[Session, dict[str, str]] | Response:
         """The session and form of a state-changing request, or the 403 it gets."""

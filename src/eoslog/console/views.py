@@ -148,6 +148,23 @@ class GroupRow:
 
 
 @dataclass(frozen=True, slots=True)
+class SharePartitionRow:
+    topic: str
+    partition: int
+    start_offset: int  # every record below is done with (acknowledged or archived)
+    high_watermark: int
+    lag: int | None  # records not done with, as the broker counts them (None: it does not say)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupRow:
+    group_id: str
+    state: str
+    members: tuple[tuple[str, str, tuple[TP, ...]], ...]  # (member id, client id, assignment)
+    partitions: tuple[SharePartitionRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerRow:
     topic: str
     partition: int
@@ -277,7 +294,7 @@ def _key(c: OpenTransaction) -> tuple[str, int, int]:
 
 def groups(cluster: Cluster) -> list[GroupRow]:
     admin = cluster.admin
-    listed = admin.list_groups()
+    listed = [g for g in admin.list_groups() if g.type != "share"]  # share groups: share_groups()
     if not listed:
         return []
     described = admin.describe_groups([g.group_id for g in listed])
@@ -295,6 +312,26 @@ def groups(cluster: Cluster) -> list[GroupRow]:
         members = tuple((m.member_id, m.client_id, tuple((tp.topic, tp.partition) for tp in m.assignment))
                         for m in d.members)
         rows.append(GroupRow(g.group_id, d.state, d.partition_assignor, members, parts))
+    return sorted(rows, key=lambda r: r.group_id)
+
+
+def share_groups(cluster: Cluster) -> list[ShareGroupRow]:
+    """Share groups (KIP-932): members and each share-partition's start offset and lag."""
+    admin = cluster.admin
+    listed = admin.list_share_groups()
+    if not listed:
+        return []
+    described = admin.describe_share_groups([g.group_id for g in listed])
+    starts = {g.group_id: admin.list_share_group_offsets(g.group_id) for g in listed}
+    offsets = offsets_of(cluster, sorted({tp for s in starts.values() for tp in s}))
+    rows = []
+    for g in listed:
+        d = described[g.group_id]
+        parts = tuple(SharePartitionRow(tp.topic, tp.partition, o.start_offset, offsets[(tp.topic, tp.partition)][2],
+                                        o.lag) for tp, o in sorted(starts[g.group_id].items()))
+        members = tuple((m.member_id, m.client_id, tuple((tp.topic, tp.partition) for tp in m.assignment))
+                        for m in d.members)
+        rows.append(ShareGroupRow(g.group_id, d.state, members, parts))
     return sorted(rows, key=lambda r: r.group_id)
 
 
