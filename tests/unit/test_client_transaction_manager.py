@@ -18,6 +18,7 @@ from eoslog.client.errors import (
     ProducerFencedError,
     TopicAuthorizationFailedError,
     UnresolvedSequenceError,
+    error_for,
 )
 from eoslog.client.producer.batch import ProducerBatch
 from eoslog.client.producer.transaction_manager import (
@@ -663,3 +664,25 @@ def test_a_v2_producer_on_a_downgraded_cluster_goes_back_to_v1_without_a_bump() 
     tm.begin_transaction()
     tm.maybe_add_partition(("t", 0))
     assert isinstance(tm.next_request_handler(True), AddPartitionsToTxnHandler)
+
+
+def test_v2_abort_after_the_transactional_id_expired_gets_a_new_producer_id() -> None:
+    """Version 2: the Produce v12 failed (the coordinator forgot the id, so nothing was written)
+    and the abort's EndTxn gets INVALID_PRODUCER_ID_MAPPING: the abort is done, and the next
+    transaction starts under a new producer id, as version 1's refused AddPartitionsToTxn leads to."""
+    tm = tm_initialized(Features(2))
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    tm.handle_failed_batch(batch(tm, 1), error_for(ErrorCode.invalid_producer_id_mapping), adjust_sequences=False)
+    assert tm.state is S.ABORTABLE_ERROR
+    result = tm.begin_abort()
+    end = tm.next_request_handler(False)
+    assert isinstance(end, EndTxnHandler)
+    refused = build(response_types(26, 5).EndTxnResponse, throttle_time=0,
+                    error_code=ErrorCode.invalid_producer_id_mapping, producer_id=-1, producer_epoch=-1)
+    assert end.handle_response(refused) is Outcome.DONE
+    init = tm.next_request_handler(False)
+    assert isinstance(init, InitProducerIdHandler) and init.epoch_bump and not result.done
+    init.handle_response(init_response(2000, 0))
+    assert result.done and result.error is None and tm.state is S.READY
+    assert tm.producer == ProducerIdAndEpoch(2000, 0)

@@ -437,6 +437,14 @@ class EndTxnHandler(TxnRequestHandler):
 
     def handle_response(self, response: EndTxnResponse) -> Outcome:
         code = int(response.error_code)
+        if code == E.invalid_producer_id_mapping and not self.commit and self.transaction_v2:
+            # The coordinator forgot the transactional id (it expires only with no transaction
+            # open), so nothing of this one was written: every Produce v12 needed the coordinator
+            # to add its partition. The abort is done; the next transaction starts under a new
+            # producer id (InitProducerId), as after version 1's refused AddPartitionsToTxn.
+            self.tm.epoch_bump_required = True
+            self.tm.complete_transaction(self.result)
+            return Outcome.DONE
         if code != 0:
             return self.on_error(code)
         producer = ProducerIdAndEpoch(int(getattr(response, "producer_id", -1)),  # v5+
