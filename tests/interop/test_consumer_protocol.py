@@ -10,6 +10,7 @@ are about what each member got and when, relative to the others' events, never a
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -69,6 +70,7 @@ class Member:
     errors: list[str] = field(default_factory=list)
     thread: threading.Thread | None = None
     owned: set[tuple[str, int]] = field(default_factory=set)
+    calls: queue.Queue[tuple[Any, queue.Queue[Any]]] = field(default_factory=queue.Queue)
 
     def start(self) -> Member:
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -94,6 +96,9 @@ class Member:
         c.subscribe(self.topics, on_assign=assigned, on_revoke=revoked)
         try:
             while not self.stop.is_set():
+                while not self.calls.empty():  # librdkafka's consumer: one thread at a time
+                    call, answer = self.calls.get()
+                    answer.put(call(c))
                 m = c.poll(0.2)
                 if m is None:
                     continue
@@ -113,6 +118,20 @@ class Member:
         self.stop.set()
         if self.thread is not None:
             self.thread.join(60)
+
+    def on_thread(self, call: Any) -> Any:
+        """``call(consumer)`` run by the member's own thread, between two polls."""
+        answer: queue.Queue[Any] = queue.Queue()
+        self.calls.put((call, answer))
+        return answer.get(timeout=60)
+
+    def group_metadata(self) -> Any:
+        """The consumer's group metadata as it is now (member id and epoch), for a transaction."""
+        return self.on_thread(lambda c: c.consumer_group_metadata())
+
+    def committed(self, partition: int) -> int:
+        topic = self.topics[0]
+        return int(self.on_thread(lambda c: c.committed([TopicPartition(topic, partition)], 30))[0].offset)
 
     def records(self) -> list[Event]:
         return [e for e in self.events if e.what == "record"]
@@ -216,3 +235,33 @@ def test_a_regex_subscription_picks_up_a_new_matching_topic(broker: BrokerProces
     m.close()
     assert m.errors == []
 
+
+
+def test_a_zombie_whose_txn_offset_commit_carries_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> None:
+    """KIP-447 under KIP-848: a member that lost a partition to a rebalance cannot commit its offset in a
+    transaction with the group metadata (member epoch) it had — TxnOffsetCommit answers
+    STALE_MEMBER_EPOCH for it, the transaction cannot commit, and the committed offset is the new
+    owner's business alone."""
+    from confluent_kafka import KafkaException
+
+    bootstrap, topic, group = broker.bootstrap, "cp-zombie", "cp-zombie-group"
+    create(bootstrap, topic, 2)
+    create(bootstrap, "cp-zombie-out", 1)
+    a = Member(bootstrap, group, [topic], "zombie").start()
+    wait_until(lambda: len(a.owned) == 2, "the first member holding both partitions", WAIT_S)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cp-zombie-txn"})
+    producer.init_transactions(30)
+    old_metadata = a.group_metadata()
+    b = Member(bootstrap, group, [topic], "new-owner").start()
+    wait_until(lambda: len(a.owned) == 1 and len(b.owned) == 1, "one partition moved to the new member", WAIT_S)
+    lost = next(p for (_, p) in b.owned)
+    producer.begin_transaction()
+    producer.produce("cp-zombie-out", b"zombie output")
+    with pytest.raises(KafkaException) as refused:
+        producer.send_offsets_to_transaction([TopicPartition(topic, lost, 1000)], old_metadata, 30)
+    assert refused.value.args[0].name() == "STALE_MEMBER_EPOCH"
+    producer.abort_transaction(30)
+    committed = b.committed(lost)
+    assert committed != 1000, "the zombie's offset was committed"
+    a.close()
+    b.close()
