@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.types import ProducerId
 from kio.static.primitive import i8, i16, i32, i64
 
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
+from eoslog.protocol.share_transactions import TRANSACTIONAL_ACCEPT, ShareTransaction
 from eoslog.records import build_batch
 from eoslog.security.acls import AclOperation as Op
 from eoslog.security.acls import ResourceType as Res
@@ -210,7 +212,8 @@ def share_heartbeat_request(epoch: int, topics: tuple[str, ...] | None) -> Any:
                member_epoch=i32(epoch), rack_id=None, subscribed_topic_names=topics)
 
 
-def share_fetch_request(w: World, epoch: int, acks: bool = False) -> Any:
+def share_fetch_request(w: World, epoch: int, acks: bool = False, group: str = SHARE_GROUP,
+                        member: str = SHARE_MEMBER) -> Any:
     """A ShareFetch (epoch 0: opening bob's share session) of TOPIC's partition 0, or with ``acks``
     a ShareAcknowledge (epoch 1) of its offset 0 in that session."""
     topic_id = next(t.topic_id for t in w.admin.call(metadata_request([TOPIC])).topics)
@@ -222,7 +225,7 @@ def share_fetch_request(w: World, epoch: int, acks: bool = False) -> Any:
                        "ShareAcknowledge", 1, "AcknowledgeTopic", topic_id=topic_id, partitions=(req(
                            "ShareAcknowledge", 1, "AcknowledgePartition", partition_index=i32(0),
                            acknowledgement_batches=(batch,)),)),))
-    return req("ShareFetch", 1, "ShareFetchRequest", group_id=SHARE_GROUP, member_id=SHARE_MEMBER,
+    return req("ShareFetch", 1, "ShareFetchRequest", group_id=group, member_id=member,
                share_session_epoch=i32(epoch), max_wait=datetime.timedelta(0), min_bytes=i32(1),
                max_bytes=i32(1 << 20), max_records=i32(10), batch_size=i32(10), forgotten_topics_data=(),
                topics=(req("ShareFetch", 1, "FetchTopic", topic_id=topic_id, partitions=(
@@ -234,6 +237,46 @@ def share_acknowledge_request(w: World) -> Any:
     refused for the group either way)."""
     w.bob.call(share_fetch_request(w, 0))
     return share_fetch_request(w, 1, acks=True)
+
+
+SHARE_TXN_GROUP, SHARE_TXN = "mx-share-txn-g", "mx-share-txn"
+
+
+def share_transaction_setup(w: World) -> None:
+    """The admin's transaction, and the group's share-partition initialized (at the log start) and
+    its records released again by an admin session, so that bob's fetches only acquire (nothing
+    stored changes while bob is refused)."""
+    w.coordinator(SHARE_TXN, 1, init=True)
+    w.coordinator(SHARE_TXN_GROUP, 0)
+    w.admin.call(req("IncrementalAlterConfigs", 1, "IncrementalAlterConfigsRequest", validate_only=False,
+                     resources=(req("IncrementalAlterConfigs", 1, "AlterConfigsResource", resource_type=i8(32),
+                                    resource_name=SHARE_TXN_GROUP, configs=(req(
+                                        "IncrementalAlterConfigs", 1, "AlterableConfig",
+                                        name="share.auto.offset.reset", config_operation=i8(0),
+                                        value="earliest"),)),)))
+    w.admin.call(share_fetch_request(w, 0, group=SHARE_TXN_GROUP, member="mx-share-txn-admin"))
+    w.admin.call(share_acknowledge_request_for(w, SHARE_TXN_GROUP, "mx-share-txn-admin", -1, ()))
+
+
+def share_acknowledge_request_for(w: World, group: str, member: str, epoch: int, batches: tuple[Any, ...],
+                                  transaction: Any = None) -> Any:
+    topic_id = next(t.topic_id for t in w.admin.call(metadata_request([TOPIC])).topics)
+    return req("ShareAcknowledge", 1, "ShareAcknowledgeRequest", group_id=group, member_id=member,
+               share_session_epoch=i32(epoch), eoslog_transaction=transaction or ShareTransaction(),
+               topics=(req("ShareAcknowledge", 1, "AcknowledgeTopic", topic_id=topic_id, partitions=(req(
+                   "ShareAcknowledge", 1, "AcknowledgePartition", partition_index=i32(0),
+                   acknowledgement_batches=batches),)),) if batches else ())
+
+
+def share_acknowledge_in_transaction_request(w: World) -> Any:
+    """eoslog's extension (protocol/share_transactions.py): bob's session opened, its offset 0
+    accepted inside the admin's transaction."""
+    w.bob.call(share_fetch_request(w, 0, group=SHARE_TXN_GROUP))
+    pid, epoch = w.txns[SHARE_TXN]
+    batch = req("ShareAcknowledge", 1, "AcknowledgementBatch", first_offset=i64(0), last_offset=i64(0),
+                acknowledge_types=(i8(TRANSACTIONAL_ACCEPT),))
+    return share_acknowledge_request_for(w, SHARE_TXN_GROUP, SHARE_MEMBER, 1, (batch,), ShareTransaction(
+        transactional_id=SHARE_TXN, producer_id=ProducerId(pid), producer_epoch=i16(epoch)))
 
 
 def share_state_request(w: World, api: str) -> Any:
@@ -558,6 +601,11 @@ ROWS: list[Row] = [
     Row("ShareAcknowledge", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
                              Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
         lambda w: share_acknowledge_request(w), codes=_refusals),
+    Row("ShareAcknowledge", [Need(Res.GROUP, SHARE_TXN_GROUP, Op.READ, GROUP_DENIED),
+                             Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED),
+                             Need(Res.TRANSACTIONAL_ID, SHARE_TXN, Op.WRITE, TXN_DENIED)],
+        share_acknowledge_in_transaction_request, setup=share_transaction_setup, codes=_refusals,
+        label="ShareAcknowledge(in a transaction)"),
     Row("DescribeShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.DESCRIBE, GROUP_DENIED)],
         lambda w: req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequest", groups=(
             req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequestGroup", group_id=SHARE_GROUP,

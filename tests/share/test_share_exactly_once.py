@@ -116,7 +116,17 @@ class Workers:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides={**BROKER_OVERRIDES, "transaction.max.timeout.ms": "60000"}).start()
+    """A broker of the test's own (it is killed)."""
+    b = BrokerProcess(tmp_path / "data", overrides=BROKER_OVERRIDES).start()
+    yield b
+    if b.alive():
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the tests that do not kill it."""
+    b = BrokerProcess(tmp_path_factory.mktemp("queue") / "data", overrides=BROKER_OVERRIDES).start()
     yield b
     if b.alive():
         b.stop()
@@ -195,9 +205,10 @@ def test_exactly_once_through_worker_and_broker_kills(broker: BrokerProcess, tmp
 
 
 @pytest.mark.parametrize("mode", ["at-least-once", "transactional"])
-def test_a_worker_killed_after_its_commit(broker: BrokerProcess, tmp_path: Path, mode: str) -> None:
+def test_a_worker_killed_after_its_commit(shared_broker: BrokerProcess, tmp_path: Path, mode: str) -> None:
     """Without the extension the records of the transaction killed after its commit come again
     and are copied twice; with it, never."""
+    broker = shared_broker
     total = 60
     source, sink, group = setup_queue(broker.bootstrap, total)
     workers = Workers(broker.bootstrap, group, source, sink, mode, tmp_path, random.Random(0), slots=1, crashes=2,
