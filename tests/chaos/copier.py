@@ -47,10 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run
 from support.kafka_python_drops import DropWatch, request_dropped
 
 CONFLUENT = "confluent"
+CONFLUENT_848 = "confluent-848"  # librdkafka's consumer in a KIP-848 consumer group (group.protocol=consumer)
 KAFKA_PYTHON = "kafka-python"
 AIOKAFKA = "aiokafka"
 EOSLOG = "eoslog"
-CLIENTS = (CONFLUENT, KAFKA_PYTHON, AIOKAFKA, EOSLOG)
+CLIENTS = (CONFLUENT, CONFLUENT_848, KAFKA_PYTHON, AIOKAFKA, EOSLOG)
 
 EXIT_DONE = 0
 EXIT_FATAL = 3
@@ -377,6 +378,115 @@ class ConfluentCopier(TimedTransactionCalls):
         self.producer.flush(CALL_TIMEOUT_S)
 
 
+class ConsumerProtocolCopier(ConfluentCopier):
+    """librdkafka's consumer as a member of a KIP-848 consumer group (group.protocol=consumer): the
+    copiers subscribe as static members (group.instance.id = their transactional id) with the
+    broker's range assignor, which orders static members by instance id, so copier-<p> is given
+    partition p once all have joined. A member given another's partition pauses it and never commits
+    it; a revocation breaks the transaction in progress. The transaction carries the member's group
+    metadata — its member epoch — so a copier that lost its partition cannot commit its offset
+    (STALE_MEMBER_EPOCH); a SIGKILLed one is replaced, after its session, by its restart."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.consumer.close()
+        self.args = args
+        self.consumer = self._consumer()
+        self.input_topic = args.input_topic
+        self.subscribed = False
+        self.owned = False
+        self.broken = False
+        self.buffer: list[InputRecord] = []
+
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        args = self.args
+        return Consumer({
+            "metadata.recovery.strategy": "none", **consumer_settings(args),
+            "group.protocol": "consumer", "group.remote.assignor": "range",
+            "group.instance.id": args.transactional_id, **({"debug": args.debug} if args.debug else {}),
+        })
+
+    def classify(self, exc: BaseException) -> str:
+        if isinstance(exc, PartitionRevoked):
+            return ABORTABLE
+        return super().classify(exc)
+
+    def _rejoin_after_unreleased(self) -> None:
+        """A restart of a SIGKILLed copier joins while its predecessor's session still runs: the
+        broker answers UNRELEASED_INSTANCE_ID, fatal to librdkafka's consumer. As an application
+        of static members must, it tries again with a new consumer (the old session ends)."""
+        self.consumer.close()
+        time.sleep(0.5)
+        self.consumer = self._consumer()
+        self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        mine = [p for p in partitions if p.partition == self.tp.partition]
+        others = [p for p in partitions if p.partition != self.tp.partition]
+        consumer.incremental_assign(partitions)
+        if others:
+            consumer.pause(others)
+        if mine:
+            self.owned = True
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        consumer.incremental_unassign(partitions)
+        if any(p.partition == self.tp.partition for p in partitions):
+            self.owned = False
+            self.broken = True
+            self.buffer.clear()
+
+    def init_transactions(self) -> None:
+        super().init_transactions()
+        if not self.subscribed:
+            self.consumer.subscribe([self.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                    on_lost=self._on_revoke)
+            self.subscribed = True
+
+    def seek(self, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        # Not yet assigned: the position comes from the committed offset at assignment, which is
+        # ``offset`` (the copy loop seeks only to the committed offset).
+        self.buffer.clear()
+        self.broken = False
+        if self.owned:
+            self.consumer.seek(TopicPartition(self.tp.topic, self.tp.partition, offset))
+
+    def poll(self, max_records: int) -> list[InputRecord]:
+        from confluent_kafka import KafkaException
+
+        if not self.buffer:
+            for m in self.consumer.consume(500, 0.5):  # also where the group's callbacks run
+                if m.error() is not None:
+                    if "instance ID is still used" in m.error().str() and not self.owned:
+                        self._rejoin_after_unreleased()
+                        return []
+                    raise KafkaException(m.error())
+                if m.partition() == self.tp.partition:
+                    self.buffer.append(InputRecord(int(m.offset() or 0), m.key(), m.value()))
+            self.producer.poll(0)
+        if self.broken:
+            raise PartitionRevoked(f"{self.tp.topic}-{self.tp.partition} was revoked during the transaction")
+        out, self.buffer = self.buffer[:max_records], self.buffer[max_records:]
+        return out
+
+    def send_offsets_to_transaction(self, position: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        if self.broken:
+            raise PartitionRevoked(f"{self.tp.topic}-{self.tp.partition} was revoked during the transaction")
+        consumed = self.buffer[0].offset if self.buffer else self.consumer.position(
+            [TopicPartition(self.tp.topic, self.tp.partition)])[0].offset
+        if consumed != position:  # the copy loop and the consumer must agree
+            raise RuntimeError(f"consumer position {consumed} != copied up to {position}")
+        self.producer.send_offsets_to_transaction([TopicPartition(self.tp.topic, self.tp.partition, position)],
+                                                  self.consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+
+
 # -- kafka-python ------------------------------------------------------------------------
 
 
@@ -699,7 +809,7 @@ class EoslogCopier(TimedTransactionCalls):
 
 
 ADAPTERS: dict[str, Callable[[argparse.Namespace], CopierClient]] = {
-    CONFLUENT: ConfluentCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier, EOSLOG: EoslogCopier,
+    CONFLUENT: ConfluentCopier, CONFLUENT_848: ConsumerProtocolCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier, EOSLOG: EoslogCopier,
 }
 
 

@@ -14,6 +14,9 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
 
 - ``confluent``: 50,000 records, 2 input -> 3 output partitions;
 - ``confluent-order``: 15,000 records, 1 -> 1 partition, total order checked;
+- ``confluent-848``: 30,000 records, 2 -> 3 partitions, the copiers' input consumers static members
+  of a KIP-848 consumer group (``copier.ConsumerProtocolCopier``), their transactions carrying the
+  member epoch;
 - ``kafka-python`` and ``aiokafka``: 10,000 records, 2 -> 3 partitions (slower clients).
 - ``eoslog`` and ``eoslog-order``: 100,000 records 2 -> 3 and 33,333 records 1 -> 1 with
   eoslog.client's copiers (members of one consumer group, see ``copier.EoslogCopier``)
@@ -53,7 +56,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from copier import AIOKAFKA, CONFLUENT, EOSLOG, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
+from copier import AIOKAFKA, CONFLUENT, CONFLUENT_848, EOSLOG, EXIT_DONE, EXIT_STUCK, KAFKA_PYTHON
 from eos_verify import CommittedReader, EoslogCommittedReader, OutputRecord, check_copy, end_offsets, explain
 from rdkafka_log import DEBUG as RDKAFKA_DEBUG
 from rdkafka_log import explain_wedge, instance_lines
@@ -88,6 +91,10 @@ BROKER_OVERRIDES = {
     "offsets.topic.num.partitions": "5",
     "transaction.state.log.num.partitions": "5",
     "group.initial.rebalance.delay.ms": "0",
+    # confluent-848's copiers (KIP-848 static members): a SIGKILLed one's session ends within
+    # seconds, and its restart, refused UNRELEASED_INSTANCE_ID until then, takes its partition back.
+    "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
 }
 
 
@@ -110,6 +117,8 @@ SCENARIOS = {
     "confluent": Scenario(CONFLUENT, 50_000, 2, 3),
     # Kafka's test checks order with a third of the records, one partition in and out.
     "confluent-order": Scenario(CONFLUENT, 50_000 // 3, 1, 1),
+    # Acceptance 2 of issue 26: the input consumer a member of a KIP-848 consumer group.
+    "confluent-848": Scenario(CONFLUENT_848, 30_000, 2, 3),
     "kafka-python": Scenario(KAFKA_PYTHON, 50_000, 2, 3),
     "aiokafka": Scenario(AIOKAFKA, 50_000, 2, 3),
     # eoslog's copiers copy 10-30k records/s once running: twice the records and kills after
@@ -146,7 +155,8 @@ class CopierProcess:
         self.scenario, self.bootstrap, self.partition = scenario, bootstrap, partition
         self.transactional_id = f"copier-{partition}"
         self.log_path = log_path
-        self.debug = os.environ.get("EOSLOG_COPY_DEBUG") or (RDKAFKA_DEBUG if scenario.client == CONFLUENT else "")
+        self.debug = os.environ.get("EOSLOG_COPY_DEBUG") or (
+            RDKAFKA_DEBUG if scenario.client in (CONFLUENT, CONFLUENT_848) else "")
         self.instances: list[Instance] = []
         self.position = 0  # committed input offset, as last reported
         self.end: int | None = None
