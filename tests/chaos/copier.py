@@ -809,7 +809,8 @@ class EoslogCopier(TimedTransactionCalls):
 
 
 ADAPTERS: dict[str, Callable[[argparse.Namespace], CopierClient]] = {
-    CONFLUENT: ConfluentCopier, CONFLUENT_848: ConsumerProtocolCopier, KAFKA_PYTHON: KafkaPythonCopier, AIOKAFKA: AioKafkaCopier, EOSLOG: EoslogCopier,
+    CONFLUENT: ConfluentCopier, CONFLUENT_848: ConsumerProtocolCopier, KAFKA_PYTHON: KafkaPythonCopier,
+    AIOKAFKA: AioKafkaCopier, EOSLOG: EoslogCopier,
 }
 
 
