@@ -6,9 +6,9 @@ broker process, each checked on the data a read_committed consumer gets:
   records never show; librdkafka's zombie (its member left the group) is fenced too;
 - producer-state expiry never removes a producer whose transaction is open: the LSO stays
   at its first offset and, once aborted, none of its records is read;
-- a partition whose marker cannot be written (a real EFBIG: the broker's file-size limit
-  lowered to its segment's size) holds back its own LSO only; the marker lands once the
-  fault is gone;
+- a marker that cannot be written (a real EFBIG: the broker's file-size limit lowered to its
+  segment's size) halts the broker (its only log directory goes offline); the restart rolls
+  the PrepareCommit forward and the transaction is read once;
 - an expired transactional id makes the old producer's next transaction fail with
   INVALID_PRODUCER_ID_MAPPING, abortable; after the abort it goes on under a new producer
   id, as Java's producer does (abortableErrorIfPossible, KIP-360).
@@ -200,60 +200,74 @@ def test_producer_expiry_keeps_a_producer_whose_transaction_is_open(expiring: Br
     assert read_committed(expiring, "expiry", 6) == [b"idempotent-0", b"idempotent-1"]
 
 
-# -- a marker that cannot be written holds back its own partition only ------------------------------
+# -- a marker that cannot be written halts the broker; the restart completes the transaction -------
+
+HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1) when every log directory has failed
 
 
 def segment_size(broker: BrokerProcess, topic: str) -> int:
     return max((p.stat().st_size, p.name) for p in (broker.data_dir / f"{topic}-0").glob("*.log"))[0]
 
 
-def test_a_partition_whose_marker_cannot_be_written_holds_back_only_its_own_lso(
-        shared_broker: BrokerProcess) -> None:
-    assert shared_broker.proc is not None
-    create(shared_broker, "a-held", "b-free")
-    with Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5}) as p:
+def test_a_marker_write_failure_halts_the_broker_and_the_restart_commits_the_transaction_once(
+        broker: BrokerProcess) -> None:
+    """A commit marker that cannot be written (a real EFBIG: the broker's file-size limit lowered
+    to a-held's segment size) is an I/O error of the partition's log: its log directory goes
+    offline and, being the only one, the broker halts with exit code 1 (issue 30, as Kafka's
+    LogManager.handleLogDirFailure). The PrepareCommit was durable before the commit was
+    answered, so the restart rolls it forward: both partitions get their marker, a
+    read_committed consumer reads the committed records once (no loss, no duplicate), never the
+    records of the transaction aborted before it, and every acknowledged record is there.
+
+    Before issue 30 this test showed that a partition whose marker cannot be written holds back
+    only its own LSO while the broker retries. Nothing covers that on a real broker today:
+    tests/cluster has no test of a marker to a partition without a leader; the nearest is
+    tests/unit/test_txn_coordinator.py::test_marker_delivery_retries_and_stops_as_kafka_does
+    (a marker answered NOT_LEADER_OR_FOLLOWER is retried), which checks no LSO.
+
+    Mutant (not committed): the coordinator's load not rolling prepared transactions forward
+    (coordinator.py, _on_partition_loaded): held-tx stays in PrepareCommit after the restart and
+    the test fails waiting for its CompleteCommit."""
+    assert broker.proc is not None
+    create(broker, "a-held", "b-free")
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
         # a-held's segment becomes the largest file the broker writes to from here on, so a
         # file-size limit at its size refuses its marker and nothing else.
-        for _ in range(300):
-            p.send("a-held", b"x" * 1000)
-    producer = txn_producer(shared_broker, "held-tx")
+        acked = [p.send("a-held", b"x" * 1000) for _ in range(300)]
+        p.flush()
+        assert [f.result(0).offset for f in acked] == list(range(300))
+    producer = txn_producer(broker, "held-tx")
+    producer.begin_transaction()  # an aborted transaction first: none of it may ever be read
+    for i in range(2):
+        producer.send("a-held", b"aborted-%d" % i)
+        producer.send("b-free", b"aborted-%d" % i)
+    producer.abort_transaction()
     producer.begin_transaction()
     for i in range(3):
         producer.send("a-held", b"held-%d" % i)
         producer.send("b-free", b"free-%d" % i)
     producer.flush()
-    held_first = 300
-    limit = segment_size(shared_broker, "a-held")
-    log_size = Path(shared_broker.log_path).stat().st_size
+    limit = segment_size(broker, "a-held")
+    log_size = Path(broker.log_path).stat().st_size
     assert log_size < limit // 2, "the broker's own log file would hit the limit too"
-    pid = shared_broker.proc.pid
-    soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    pid = broker.proc.pid
+    _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        producer.commit_transaction()  # PrepareCommit is durable; the markers follow
-        wait_until(lambda: offsets(shared_broker, "b-free")[0] == offsets(shared_broker, "b-free")[1],
-                   "b-free's marker")
-        assert read_committed(shared_broker, "b-free", 4) == [b"free-0", b"free-1", b"free-2"]
-        # Another transaction on b-free alone commits and shows while a-held waits.
-        other = txn_producer(shared_broker, "free-tx")
-        other.begin_transaction()
-        other.send("b-free", b"free-later")
-        other.commit_transaction()
-        other.close()
-        assert read_committed(shared_broker, "b-free", 6) == [b"free-0", b"free-1", b"free-2", b"free-later"]
-        assert offsets(shared_broker, "a-held") == (held_first, held_first + 3)
-        with admin_of(shared_broker) as a:
-            assert a.describe_transactions(["held-tx"])["held-tx"].state == "PrepareCommit"
-        wait_until(lambda: "will retry" in shared_broker.log_text(), "the broker retrying the marker")
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
-    wait_until(lambda: offsets(shared_broker, "a-held")[0] == held_first + 4, "a-held's marker once writable")
+    producer.commit_transaction()  # answered once PrepareCommit is durable; the markers follow
     producer.close()
-    held = read_committed(shared_broker, "a-held", held_first + 4)
-    assert held[held_first:] == [b"held-0", b"held-1", b"held-2"] and len(held) == held_first + 3
-    with admin_of(shared_broker) as a:  # written after the last marker
+    wait_until(lambda: not broker.alive(), "the broker to halt on the marker it cannot write")
+    assert broker.proc.returncode == HALT_EXIT_CODE, broker.log_text()[-3000:]
+    assert "appending to a-held-0" in broker.log_text() and "is offline" in broker.log_text()
+
+    broker.start()  # a new process: the file-size limit was the halted one's
+    with admin_of(broker) as a:
         wait_until(lambda: a.describe_transactions(["held-tx"])["held-tx"].state == "CompleteCommit",
-                   "held-tx's CompleteCommit")
+                   "held-tx's CompleteCommit after the restart")
+    for topic, committed in (("a-held", [b"x" * 1000] * 300 + [b"held-0", b"held-1", b"held-2"]),
+                             ("b-free", [b"free-0", b"free-1", b"free-2"])):
+        lso, hw = offsets(broker, topic)
+        assert lso == hw, f"{topic}: a transaction still open after the restart (LSO {lso}, HW {hw})"
+        assert read_committed(broker, topic, hw) == committed, topic
 
 
 # -- an expired transactional id ---------------------------------------------------------------------
