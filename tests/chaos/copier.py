@@ -298,11 +298,12 @@ class ConfluentCopier(TimedTransactionCalls):
         self.delivery_errors = 0
 
     def classify(self, exc: BaseException) -> str:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         if isinstance(exc, KafkaException) and exc.args:
             err = exc.args[0]
-            if err.fatal():
+            # produce() after a fatal error raises _FATAL without the fatal flag
+            if err.fatal() or err.code() == KafkaError._FATAL:
                 return FATAL
             if err.txn_requires_abort():
                 return ABORTABLE

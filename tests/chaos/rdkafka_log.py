@@ -12,6 +12,13 @@ coordinator cache. ``send_offsets_to_transaction``'s TxnOffsetCommit then waits 
 to come up, which it never does, and re-looks the coordinator up only when some other broker
 connection goes up or down (librdkafka issues #5511, and #5456: the call's timeout is not
 applied). ``tests/chaos/coordinator_decommission.py`` reproduces it on eoslog and on Kafka.
+
+``sequence_desync`` finds librdkafka's fatal "sequence desynchronization": its
+abort_transaction() skips the sequences of every purged message, also of a batch in flight when
+its leader died, so when that batch was in fact written the next transaction's first batch
+repeats its sequences in the same epoch. eoslog refuses it (OUT_OF_ORDER_SEQUENCE_NUMBER, where
+Kafka 4.4 answers it as a retry of the aborted batch and never writes it) and librdkafka fails
+the producer: the application must start a new one.
 """
 
 from __future__ import annotations
@@ -69,3 +76,8 @@ def _decommissioned_coordinator(producer: list[re.Match[str]]) -> str | None:
             f"TxnOffsetCommit then waits for group coordinator handle {broker}, decommissioned at "
             f"{decommissioned[-1]['t']} (a Metadata response left that broker out), which never comes up; "
             f"no TxnOffsetCommit was sent")
+
+
+def sequence_desync(lines: list[str]) -> str | None:
+    """librdkafka's fatal error for a Produce refused at the sequence it expected next, if any."""
+    return next((line[:400] for line in lines if "failed due to sequence desynchronization" in line), None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rdkafka_log import explain_wedge, instance_lines
+from rdkafka_log import explain_wedge, instance_lines, sequence_desync
 
 P = "%7|{t}|{tag}|rdkafka#producer-1| [thrd:{thread}]: {text}"
 WEDGE = [
@@ -49,3 +49,19 @@ def test_instance_lines_are_those_under_the_instance_marker(tmp_path: Path) -> N
     assert instance_lines(log, 1) == ["b", "c"]
     assert instance_lines(log, 2) == ["d"]
     assert instance_lines(log, 3) == []
+
+
+def test_a_sequence_desynchronization_is_found_and_other_fatal_errors_are_not() -> None:
+    """The line librdkafka's rd_kafka_set_fatal_error0 logs (its format string, filled in as for
+    the refusal of the batch that repeated an aborted batch's sequences)."""
+    desync = P.format(
+        t="1795922897.575", tag="FATAL", thread="127.0.0.1:51713/3",
+        text="Fatal error: Broker: Broker received an out of order sequence number: ProduceRequest for "
+             "copy-output [0] with 62 message(s) failed due to sequence desynchronization with broker 3 "
+             "(PID{Id:1001,Epoch:4}, base seq 968, idemp state change 6596ms ago, last partition error "
+             "_TRANSPORT (actions Refresh,MsgPossiblyPersisted, base seq 968..1029, base msgid 975, 4464ms ago)")
+    fenced = P.format(t="1795922897.575", tag="FATAL", thread="main",
+                      text="Fatal error: Broker: Producer attempted to produce with an old epoch: Producer fenced")
+    found = sequence_desync(["{\"ev\": \"started\"}", fenced, desync])
+    assert found is not None and desync.startswith(found) and "failed due to sequence desynchronization" in found
+    assert sequence_desync(["{\"ev\": \"started\"}", fenced]) is None

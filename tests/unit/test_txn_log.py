@@ -126,6 +126,45 @@ def test_coordinator_abort_with_bumped_epoch_fences_the_zombie(tmp_path: Path) -
     append(lg, data(P1, 0, epoch=1))  # the new instance starts at sequence 0
 
 
+def test_a_batch_repeating_an_ended_transactions_sequences_is_refused_not_taken_for_a_retry(tmp_path: Path) -> None:
+    """The loss in test_copy[cluster-confluent] (CI on ecb3437): a batch of copier-0's
+    transaction was written and replicated, but its leader was killed before answering;
+    librdkafka aborted the transaction and, the batch counted as never sent, gave the next
+    transaction's first batch the same epoch and sequence range (its abort_transaction()
+    advances the epoch's base msgid over every purged message). Taken for a retry of the
+    aborted batch, it was answered with that batch's offsets and never written, and its
+    transaction committed without it: 62 input records never reached the output. A retry
+    belongs to the producer's open transaction (a client ends a transaction only once its
+    batches are answered), so a cached batch of an ended one is no duplicate: the sequence
+    does not follow and the batch is refused (OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka
+    raises as a fatal error: the application starts a new producer, fencing the old one)."""
+    lg = open_log(tmp_path)
+    append(lg, data(P1, 0, 3, epoch=4))  # 0-2: the batch whose answer was lost
+    append_marker(lg, P1, 4, coordinator_epoch=0, commit=False)  # 3: its transaction aborted
+    following = build_batch([(None, f"new-{i}".encode(), ()) for i in range(3)], timestamp=1_700_000_000_000,
+                            producer_id=P1, producer_epoch=4, base_sequence=0, transactional=True)
+    with pytest.raises(ProducerStateError) as e:
+        append(lg, following)
+    assert e.value.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert lg.log_end_offset == 4
+    # Within the open transaction a retry is still answered with its first write's offsets.
+    assert append(lg, data(P1, 3, 2, epoch=4)).first_offset == 4  # 4-5
+    retried = append(lg, data(P1, 3, 2, epoch=4))
+    assert (retried.first_offset, retried.last_offset, retried.duplicate) == (4, 5, True)
+    assert lg.log_end_offset == 6
+    # So is the first batch of a transaction retried before anything else was written.
+    append_marker(lg, P1, 4, coordinator_epoch=0, commit=True)  # 6
+    assert append(lg, data(P1, 5, 1, epoch=4)).first_offset == 7
+    assert append(lg, data(P1, 5, 1, epoch=4)).duplicate
+    lg.close()
+    reopened = open_log(tmp_path, clean=False)  # the same after a restart (state replayed from the log)
+    assert append(reopened, data(P1, 5, 1, epoch=4)).duplicate
+    append_marker(reopened, P1, 4, coordinator_epoch=0, commit=True)  # 8
+    with pytest.raises(ProducerStateError) as e:
+        append(reopened, data(P1, 5, 1, epoch=4))
+    assert e.value.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 def test_transaction_spanning_segments(tmp_path: Path) -> None:
     lg = open_log(tmp_path, **{"segment.bytes": "300"})
     for seq in range(8):

@@ -15,6 +15,9 @@ Rules (KIP-98, Kafka's ProducerAppendInfo):
 - same epoch: a batch equal in sequence range to one of the 5 cached ones is a duplicate and
   is answered with the original offsets, appending nothing; otherwise its first sequence
   must follow the last one (Int.MaxValue wraps to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER.
+  A transactional batch is a duplicate only of a batch of the producer's open transaction
+  (eoslog's difference: Kafka 4.4 also matches batches of ended transactions, so a client
+  that reuses an aborted batch's sequences in the same epoch loses its new batch).
 
 Durability: a snapshot ``<offset:020d>.snapshot`` holds the state as of that offset (all 5
 batches per producer, unlike Kafka's last-batch-only snapshot, so duplicates stay detectable
@@ -102,6 +105,12 @@ class ProducerStateEntry:
         last_seq = h.last_sequence
         for b in self.batches:
             if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                if h.is_transactional and not (0 <= self.current_txn_first_offset <= b.first_offset):
+                    # A retry belongs to the open transaction: a client ends one only once its
+                    # batches are answered. This is a new batch reusing an ended transaction's
+                    # sequences (librdkafka after aborting with a batch in flight); taking it for
+                    # a retry would answer it unwritten, as Kafka 4.4 does.
+                    return None
                 return b
         return None
 
