@@ -62,7 +62,7 @@ KNOWN: dict[str, list[Rule]] = {
     ],
     "features/*": [
         Rule("*_features.*", "Kafka 4.4 also has KRaft's features (metadata.version, kraft.version, eligible leader "
-             "replicas) and the group and streams protocols' (KIP-848, KIP-1071), which eoslog "
+             "replicas) and the streams protocol's (KIP-1071), which eoslog "
              "does not implement: a feature eoslog does not support is neither listed nor finalized",
              _eoslog_lacks),
         Rule("*_features.share.version*", "eoslog supports share.version 0-1 (share groups, KIP-932); Kafka 4.4's "

@@ -29,12 +29,14 @@ SHARED_SETTINGS = {
     # Transactions past their timeout are aborted within about a second (default: 10 s):
     # transactions/timeout-abort waits for it.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    # KIP-848 groups: the target assignment computed in the heartbeat that asks for it (not batched
+    # by KIP-1263's interval, not on a background thread), so both answer a heartbeat alike.
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
 }
 # eoslog's node id matches the Kafka node's, so partition leaders and coordinators compare equal.
 EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}
-# Kafka settings with no eoslog name. eoslog serves classic groups only; it is compared with a
-# Kafka whose KIP-848 protocol is off.
-KAFKA_SETTINGS = {**SHARED_SETTINGS, "group.coordinator.rebalance.protocols": "classic"}
+KAFKA_SETTINGS = {**SHARED_SETTINGS}
 
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
 WARM_UP_KEY = "conformance-warm-up"

@@ -209,11 +209,26 @@ def describe_producers(t: Target, topic: str, partitions: list[int], *, label: s
                 topics=(build(m.TopicRequest, name=topic, partition_indexes=tuple(i32(p) for p in partitions)),))
 
 
+def offset_commit(t: Target, group: str, topic: str, partition: int, offset: int, *, generation: int = -1,
+                  member: str = "", metadata: str = "", version: int | None = None, label: str | None = None) -> Any:
+    """OffsetCommit of one partition; ``generation`` is a classic group's generation or (v9+) a consumer
+    group member's epoch."""
+    v = t.v(OFFSET_COMMIT) if version is None else version
+    m = t.types(OFFSET_COMMIT, v)
+    part = build(m.OffsetCommitRequestPartition, partition_index=i32(partition), committed_offset=i64(offset),
+                 committed_leader_epoch=i32(-1), committed_metadata=metadata, commit_timestamp=i64(-1))
+    return call(t, OFFSET_COMMIT, "OffsetCommitRequest", version=v, label=label, group_id=group,
+                generation_id_or_member_epoch=i32(generation), generation_id=i32(generation), member_id=member,
+                group_instance_id=None, retention_time=i64(-1),
+                topics=(build(m.OffsetCommitRequestTopic, name=topic, partitions=(part,)),))
+
+
 def offset_fetch(t: Target, group: str, topic: str, partitions: list[int], *, require_stable: bool,
+                 member: str | None = None, member_epoch: int = -1, version: int | None = None,
                  label: str | None = None) -> Any:
-    v = t.v(OFFSET_FETCH)
+    v = t.v(OFFSET_FETCH) if version is None else version
     m = t.types(OFFSET_FETCH, v)
     topics = (build(m.OffsetFetchRequestTopics, name=topic, partition_indexes=tuple(i32(p) for p in partitions)),)
     return call(t, OFFSET_FETCH, "OffsetFetchRequest", version=v, label=label, require_stable=require_stable,
-                groups=(build(m.OffsetFetchRequestGroup, group_id=group, member_id=None, member_epoch=i32(-1),
-                              topics=topics),))
+                groups=(build(m.OffsetFetchRequestGroup, group_id=group, member_id=member,
+                              member_epoch=i32(member_epoch), topics=topics),))

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.session import Broker, Catalogue, Target, i32, i64, ms
+from conformance.session import Broker, Catalogue, Target, i32, ms
 from conformance.steps import (
     DESCRIBE_GROUPS,
     HEARTBEAT,
     JOIN_GROUP,
     LEAVE_GROUP,
     LIST_GROUPS,
-    OFFSET_COMMIT,
     OFFSET_DELETE,
     SYNC_GROUP,
     call,
     create_topic,
     find_coordinator,
+    offset_commit,
     offset_fetch,
 )
 from eoslog.client.consumer.protocol import Assignment, Subscription, encode_assignment, encode_subscription
@@ -85,17 +85,6 @@ def leave(t: Target, group: str, member: str, *, instance: str | None = None, la
 def describe(t: Target, *groups: str, label: str | None = None) -> Any:
     return call(t, DESCRIBE_GROUPS, "DescribeGroupsRequest", label=label, groups=groups,
                 include_authorized_operations=False)
-
-
-def commit(t: Target, group: str, topic: str, partition: int, offset: int, *, generation: int = -1,
-           member: str = "", metadata: str = "", label: str | None = None) -> Any:
-    m = t.types(OFFSET_COMMIT, t.v(OFFSET_COMMIT))
-    part = build(m.OffsetCommitRequestPartition, partition_index=i32(partition), committed_offset=i64(offset),
-                 committed_leader_epoch=i32(-1), committed_metadata=metadata, commit_timestamp=i64(-1))
-    return call(t, OFFSET_COMMIT, "OffsetCommitRequest", label=label, group_id=group,
-                generation_id_or_member_epoch=i32(generation), generation_id=i32(generation), member_id=member,
-                group_instance_id=None, retention_time=i64(-1),
-                topics=(build(m.OffsetCommitRequestTopic, name=topic, partitions=(part,)),))
 
 
 def offset_delete(t: Target, group: str, topic: str, partitions: list[int], *, label: str | None = None) -> Any:
@@ -188,12 +177,12 @@ def _static(t: Target) -> None:
 def _offsets(t: Target) -> None:
     create_topic(t, "g-off", 2)
     find_coordinator(t, "g-off-simple", key_type=0)
-    commit(t, "g-off-simple", "g-off", 0, 5, metadata="m")
-    commit(t, "g-off-simple", "g-off", 1, 7)
+    offset_commit(t, "g-off-simple", "g-off", 0, 5, metadata="m")
+    offset_commit(t, "g-off-simple", "g-off", 1, 7)
     offset_fetch(t, "g-off-simple", "g-off", [0, 1], require_stable=True)
     offset_fetch(t, "g-off-never", "g-off", [0], require_stable=False, label="unknown group")
-    commit(t, "g-off-simple", "no-such-topic", 0, 1, label="unknown topic")
-    commit(t, "g-off-simple", "g-off", 0, 6, metadata="x" * 5000, label="metadata too large")
+    offset_commit(t, "g-off-simple", "no-such-topic", 0, 1, label="unknown topic")
+    offset_commit(t, "g-off-simple", "g-off", 0, 6, metadata="x" * 5000, label="metadata too large")
     offset_delete(t, "g-off-simple", "g-off", [1])
     offset_fetch(t, "g-off-simple", "g-off", [0, 1], require_stable=True, label="after delete")
     offset_delete(t, "g-off-never", "g-off", [0], label="delete unknown group")
@@ -201,9 +190,9 @@ def _offsets(t: Target) -> None:
     joined = join_new_member(t, "g-off-active")
     member, gen = str(joined.member_id), int(joined.generation_id)
     sync(t, "g-off-active", gen, member, {member: everything("g-off")})
-    commit(t, "g-off-active", "g-off", 0, 3, generation=gen, member=member, label="active group")
-    commit(t, "g-off-active", "g-off", 0, 4, generation=gen + 1, member=member, label="wrong generation")
-    commit(t, "g-off-active", "g-off", 0, 4, label="no generation in an active group")
+    offset_commit(t, "g-off-active", "g-off", 0, 3, generation=gen, member=member, label="active group")
+    offset_commit(t, "g-off-active", "g-off", 0, 4, generation=gen + 1, member=member, label="wrong generation")
+    offset_commit(t, "g-off-active", "g-off", 0, 4, label="no generation in an active group")
     offset_delete(t, "g-off-active", "g-off", [0], label="delete subscribed topic")
     offset_fetch(t, "g-off-active", "g-off", [0], require_stable=True, label="active group offsets")
 

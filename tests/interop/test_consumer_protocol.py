@@ -11,6 +11,9 @@ are about what each member got and when, relative to the others' events, never a
 from __future__ import annotations
 
 import queue
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -265,3 +268,46 @@ def test_a_zombie_whose_txn_offset_commit_carries_a_stale_member_epoch_is_refuse
     assert committed != 1000, "the zombie's offset was committed"
     a.close()
     b.close()
+
+
+def test_eoslog_groups_lists_and_describes_consumer_and_classic_groups(broker: BrokerProcess) -> None:
+    """``eoslog groups list/describe`` show a KIP-848 group (ConsumerGroupDescribe: its type, group and
+    member epochs, assignments) beside a classic group (DescribeGroups) on the same topic."""
+    bootstrap, topic, group, classic_group = broker.bootstrap, "cp-cli", "cp-cli-group", "cp-cli-classic"
+    create(bootstrap, topic, 2)
+    m = Member(bootstrap, group, [topic], "cli-member").start()
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": classic_group, "client.id": "cli-classic",
+                        "group.protocol": "classic", "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    try:
+        wait_until(lambda: len(m.owned) == 2, "the member holding both partitions", WAIT_S)
+        wait_until(lambda: classic.poll(0.2) is None and len(classic.assignment()) == 2,
+                   "the classic consumer holding both partitions", WAIT_S)
+
+        def eoslog(*args: str) -> str:
+            result = subprocess.run([sys.executable, "-m", "eoslog", *args, "--bootstrap-server", bootstrap],
+                                    capture_output=True, text=True, timeout=60, check=False)
+            assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+            return result.stdout
+
+        listed = [line.split() for line in eoslog("groups", "list").splitlines()]
+        assert [group, "consumer", "Stable", "consumer"] in listed
+        assert [classic_group, "classic", "Stable", "consumer"] in listed
+        described = eoslog("groups", "describe", group, "--members").splitlines()
+        header = re.split(r"\s{2,}", described[0].strip())  # tabs, expanded by rich
+        assert header[:3] == [f"Group: {group}", "Type: consumer", "State: Stable"], header
+        assert "Protocol: consumer/uniform" in header and "Members: 1" in header
+        epoch = int(next(h for h in header if h.startswith("Epoch: ")).removeprefix("Epoch: "))
+        row = next(line.split() for line in described[1:] if "cli-member" in line)
+        both = [f"{topic}-0,", f"{topic}-1"]
+        # member epoch, #partitions, assignment, target assignment: reconciled to the group's epoch.
+        assert row[-6:] == [str(epoch), "2", *both, *both], row
+        described = eoslog("groups", "describe", classic_group, "--members").splitlines()
+        header = re.split(r"\s{2,}", described[0].strip())  # tabs, expanded by rich
+        assert header[:3] == [f"Group: {classic_group}", "Type: classic", "State: Stable"], header
+        assert not any(h.startswith("Epoch: ") for h in header)
+        row = next(line.split() for line in described[1:] if "cli-classic" in line)
+        assert row[-5:] == ["-", "2", *both, "-"], row  # no member epoch, no target assignment
+    finally:
+        classic.close()
+        m.close()

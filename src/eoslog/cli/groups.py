@@ -70,10 +70,10 @@ def list_command(
     with user_errors("groups list"), open_admin(bootstrap_server, command_config=command_config) as admin:
         groups = admin.list_groups(state or None)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("GROUP", "STATE", "PROTOCOL-TYPE"):
+    for column in ("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"):
         table.add_column(column)
     for g in groups:
-        table.add_row(g.group_id, g.state or "-", g.protocol_type or "-")
+        table.add_row(g.group_id, g.type or "classic", g.state or "-", g.protocol_type or "-")
     table_console().print(table)
 
 
@@ -94,19 +94,23 @@ def describe_command(
         ends = end_offsets(admin, tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
         if info.state == "Dead" and not committed:
             raise CommandError(f"Consumer group '{group}' does not exist.")
+    epoch = f"\tEpoch: {info.group_epoch}" if info.group_epoch is not None else ""
     console.print(
-        f"Group: {group}\tState: {info.state}\tProtocol: {info.protocol_type or '-'}"
-        f"/{info.partition_assignor or '-'}\tMembers: {len(info.members)}",
+        f"Group: {group}\tType: {info.type}\tState: {info.state}\tProtocol: {info.protocol_type or '-'}"
+        f"/{info.partition_assignor or '-'}{epoch}\tMembers: {len(info.members)}",
         highlight=False, markup=False,
     )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     if members:
-        for column in ("CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"):
+        for column in ("CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "EPOCH", "#PARTITIONS",
+                       "ASSIGNMENT", "TARGET-ASSIGNMENT"):
             table.add_column(column)
         for m in info.members:
             table.add_row(
-                m.member_id, m.group_instance_id or "-", m.host, m.client_id, str(len(m.assignment)),
+                m.member_id, m.group_instance_id or "-", m.host, m.client_id,
+                "-" if m.member_epoch is None else str(m.member_epoch), str(len(m.assignment)),
                 ", ".join(f"{t}-{p}" for t, p in sorted(m.assignment)) or "-",
+                ", ".join(f"{t}-{p}" for t, p in sorted(m.target_assignment)) or "-",
             )
     else:
         for column in ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",

@@ -116,7 +116,8 @@ async def handle_consumer_group_describe(
         members = tuple(build(
             module.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=tuple(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+            subscribed_topic_names=tuple(m.subscribed_topic_names),
+            subscribed_topic_regex=m.subscribed_topic_regex or "",
             assignment=build(module.Assignment, topic_partitions=_topic_partitions(
                 module.TopicPartitions, m.assigned_partitions(), names)),
             target_assignment=build(module.Assignment, topic_partitions=_topic_partitions(

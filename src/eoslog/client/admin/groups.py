@@ -76,6 +76,8 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     return out
 
 
+_GROUP_ID_NOT_FOUND, _UNSUPPORTED_VERSION = 69, 35  # ConsumerGroupDescribe: not a consumer group, protocol off
+
 class GroupAdmin(AdminCore):
     async def _group_call(self, what: str, group_id: str, make: MakeRequest,
                           handle: Callable[[int | None, R], T], timeout_ms: int | None) -> T:
@@ -104,11 +106,47 @@ class GroupAdmin(AdminCore):
         listed = await self._on_every_broker("list_groups", make, handle, timeout_ms)
         return sorted(listed, key=lambda g: g.group_id)
 
+    async def _describe_consumer_group(self, group_id: str, timeout_ms: int | None) -> GroupDescription | None:
+        """A KIP-848 consumer group by ConsumerGroupDescribe; None when the group is of another kind (or
+        the broker has no such API), as Kafka's admin falls back to DescribeGroups then."""
+        def make(versions: ApiVersionTable) -> Any:
+            if not versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+                raise UnsupportedVersionError("no ConsumerGroupDescribe")
+            m = request_types(ApiKey.CONSUMER_GROUP_DESCRIBE, versions.pick(ApiKey.CONSUMER_GROUP_DESCRIBE, 1))
+            return build(m.ConsumerGroupDescribeRequest, group_ids=(group_id,), include_authorized_operations=False)
+
+        def parts(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(TopicPartition(str(t.topic_name), int(p)) for t in assignment.topic_partitions
+                         for p in t.partitions)
+
+        def handle(node_id: int | None, response: Any) -> GroupDescription | None:
+            g = response.groups[0]
+            if int(g.error_code) in (_GROUP_ID_NOT_FOUND, _UNSUPPORTED_VERSION):
+                return None
+            raise_for(g.error_code, g.error_message or f"group {group_id}")
+            members = tuple(MemberDescription(str(m.member_id), m.instance_id, str(m.client_id), str(m.client_host),
+                                              parts(m.assignment), int(m.member_epoch), parts(m.target_assignment))
+                            for m in g.members)
+            return GroupDescription(group_id, str(g.group_state), CONSUMER_PROTOCOL_TYPE, str(g.assignor_name),
+                                    members, self.node(node_id), "consumer", int(g.group_epoch))
+
+        try:
+            result: GroupDescription | None = await self._group_call(
+                "describe_consumer_group", group_id, make, handle, timeout_ms)
+        except UnsupportedVersionError:
+            return None
+        return result
+
     async def describe_groups(self, group_ids: Iterable[str], *,
                               timeout_ms: int | None = None) -> dict[str, GroupDescription]:
-        """State, protocol and members (with their assigned partitions) of each group."""
+        """State, protocol and members (with their assigned partitions) of each group: a KIP-848 consumer
+        group by ConsumerGroupDescribe, any other by DescribeGroups (Kafka's admin does the same)."""
 
         async def describe(group_id: str) -> GroupDescription:
+            consumer = await self._describe_consumer_group(group_id, timeout_ms)
+            if consumer is not None:
+                return consumer
+
             def make(versions: ApiVersionTable) -> DescribeGroupsRequest:
                 m = request_types(DESCRIBE_GROUPS, versions.pick(DESCRIBE_GROUPS, 5))
                 return cast("DescribeGroupsRequest", build(

@@ -220,6 +220,8 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]  # empty when the group is not a consumer group
+    member_epoch: int | None = None  # a KIP-848 consumer group's member
+    target_assignment: tuple[TopicPartition, ...] = ()  # a KIP-848 member's target
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +235,8 @@ class GroupDescription:
     partition_assignor: str  # the protocol the group chose, e.g. "range"
     members: tuple[MemberDescription, ...]
     coordinator: Node | None
+    type: str = "classic"  # "consumer": a KIP-848 consumer group (described by ConsumerGroupDescribe)
+    group_epoch: int | None = None  # a KIP-848 group's epoch
 
     @property
     def is_simple_consumer_group(self) -> bool:

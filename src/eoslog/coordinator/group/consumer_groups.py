@@ -26,6 +26,7 @@ beside this in the same shape (``share_groups``); classic groups are the ``Rebal
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -361,7 +362,7 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         new group epoch (with the subscribed topics' hash) if the group's subscriptions changed."""
         gid = group.group_id
         records: list[ConsumerRecord] = []
-        bump = group.group_epoch == 0
+        bump = False
         if updated.metadata() != member.metadata() or updated.member_id not in group.members:
             records.append(ConsumerRecord(ConsumerRecordKind.MEMBER_METADATA, gid, updated.member_id,
                                           updated.metadata()))
@@ -376,8 +377,11 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         names = {n for m in members.values() for n in subscribed_names(m, resolved)}
         new_hash = metadata_hash(names, self.topics())
         bump |= new_hash != group.metadata_hash
-        if bump:
-            epoch = group.group_epoch + 1
+        # A new group: Kafka 4.4 gives it epoch 1 as it is created, and the first member's subscription
+        # bumps it again (its first member is at epoch 2; measured, tests/conformance consumer-groups).
+        created = group.group_epoch == 0
+        if bump or created:
+            epoch = group.group_epoch + int(bump) + int(created)
             records.append(ConsumerRecord(ConsumerRecordKind.METADATA, gid, None, GroupMetadata(epoch, new_hash)))
             log.info("[GroupId %s] Bumped group epoch to %d with metadata hash %d.", gid, epoch, new_hash)
         return records
@@ -637,6 +641,10 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         new_hash = metadata_hash(names, self.topics())
         records.append(ConsumerRecord(ConsumerRecordKind.METADATA, gid, None,
                                       GroupMetadata(group.group_epoch + 1, new_hash)))
+        # The others' new target at once (Kafka 4.4 too: its assignment epoch follows a leave); if the
+        # assignor fails, the next heartbeat tries again.
+        with contextlib.suppress(HeartbeatError):
+            records += self._maybe_assign(group, self.settings(gid), records, removed=[member_id])
         return self.write(group, records)
 
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:

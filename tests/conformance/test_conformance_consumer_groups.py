@@ -1,0 +1,140 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe answers for a fixed
+membership — eoslog against Apache Kafka 4.4, both computing the target assignment in the heartbeat
+that asks for it (``group.consumer.assignment.interval.ms=0``, the assignor not offloaded: conftest.py).
+
+Member ids are the client's (ConsumerGroupHeartbeat v1, KIP-1082), the same on both brokers; topic
+ids are each broker's own and compared as symbols. A member reports what it owns from its own
+broker's answers, so both sessions take the same steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.session import Broker, Catalogue, Target, i32, ms
+from conformance.steps import (
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    call,
+    create_topic,
+    find_coordinator,
+    offset_commit,
+    offset_fetch,
+)
+from eoslog.protocol.messages import build
+
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+
+CATALOGUE = Catalogue("consumer-groups")
+session = CATALOGUE.session
+
+
+def test_session(session_name: str, brokers: tuple[Broker, Broker]) -> None:
+    CATALOGUE.run(session_name, brokers)
+
+
+def heartbeat(t: Target, group: str, member: str, epoch: int, *, topics: tuple[str, ...] | None = None,
+              regex: str | None = None, owned: tuple[tuple[Any, tuple[int, ...]], ...] | None = None,
+              instance: str | None = None, assignor: str | None = None, rebalance_ms: int = -1,
+              label: str | None = None, rack: str | None = None) -> Any:
+    m = t.types(CONSUMER_GROUP_HEARTBEAT, t.v(CONSUMER_GROUP_HEARTBEAT))
+    parts = None if owned is None else tuple(
+        build(m.TopicPartitions, topic_id=tid, partitions=tuple(i32(p) for p in ps)) for tid, ps in owned)
+    return call(t, CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeatRequest", label=label, group_id=group,
+                member_id=member, member_epoch=i32(epoch), instance_id=instance, rack_id=rack,
+                rebalance_timeout=ms(rebalance_ms), subscribed_topic_names=topics, subscribed_topic_regex=regex,
+                server_assignor=assignor, topic_partitions=parts)
+
+
+def join(t: Target, group: str, member: str, topics: tuple[str, ...] = ("cg-topic",), *, label: str,
+         **kw: Any) -> Any:
+    return heartbeat(t, group, member, 0, topics=topics, owned=(), rebalance_ms=30000, label=label, **kw)
+
+
+def owned_of(response: Any) -> tuple[tuple[Any, tuple[int, ...]], ...]:
+    """What a member owns once it took the answer's assignment."""
+    if response.assignment is None:
+        return ()
+    return tuple((tp.topic_id, tuple(int(p) for p in tp.partitions)) for tp in response.assignment.topic_partitions)
+
+
+def describe(t: Target, *groups: str, label: str) -> Any:
+    return call(t, CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribeRequest", label=label, group_ids=groups,
+                include_authorized_operations=False)
+
+
+@session("join-reconcile-leave", "a first member takes every partition; a second joins: the first is told to "
+         "revoke half and stays at its epoch until it does, the second waits for them; both stable; "
+         "ConsumerGroupDescribe throughout; both leave")
+def _join_reconcile_leave(t: Target) -> None:
+    create_topic(t, "cg-topic", 4)
+    find_coordinator(t, "cg-a", key_type=0)
+    a = join(t, "cg-a", "member-a", label="a joins")
+    everything = owned_of(a)
+    describe(t, "cg-a", label="one member")
+    a = heartbeat(t, "cg-a", "member-a", int(a.member_epoch), owned=everything, label="a steady")
+    b = join(t, "cg-a", "member-b", label="b joins")
+    describe(t, "cg-a", label="b waiting")
+    a1 = heartbeat(t, "cg-a", "member-a", int(a.member_epoch), owned=everything, label="a told to revoke")
+    kept = owned_of(a1)
+    heartbeat(t, "cg-a", "member-a", int(a1.member_epoch), owned=kept, label="a revoked")
+    b = heartbeat(t, "cg-a", "member-b", int(b.member_epoch), owned=(), label="b gets the rest")
+    describe(t, "cg-a", label="stable")
+    heartbeat(t, "cg-a", "member-b", int(b.member_epoch), owned=owned_of(b), label="b steady")
+    heartbeat(t, "cg-a", "member-a", -1, label="a leaves")
+    heartbeat(t, "cg-a", "member-b", -1, label="b leaves")
+    describe(t, "cg-a", label="empty")
+
+
+@session("errors", "Kafka's refusals and messages: each invalid request, an unknown member and group, a fenced "
+         "epoch, an unsupported assignor, a second static member with the same instance id, describing a classic "
+         "group and one that never existed")
+def _errors(t: Target) -> None:
+    find_coordinator(t, "cg-e", key_type=0)
+    heartbeat(t, "cg-e", "", 0, topics=("cg-topic",), owned=(), rebalance_ms=1000, label="no member id")
+    heartbeat(t, "cg-e", "m", 0, topics=("cg-topic",), owned=(), rebalance_ms=1000, rack=" ", label="blank rack")
+    heartbeat(t, "cg-e", "m", 0, topics=("cg-topic",), owned=(), label="no rebalance timeout")
+    heartbeat(t, "cg-e", "m", 0, topics=("cg-topic",), rebalance_ms=1000, label="no owned partitions")
+    heartbeat(t, "cg-e", "m", 0, owned=(), rebalance_ms=1000, label="no subscription")
+    heartbeat(t, "cg-e", "m", -2, label="static leave without instance")
+    heartbeat(t, "cg-e", "m", -3, label="epoch -3")
+    join(t, "cg-e", "m", assignor="sticky", label="unknown assignor")
+    heartbeat(t, "cg-never", "m", 1, label="unknown group")
+    a = join(t, "cg-e", "m1", label="m1 joins")
+    heartbeat(t, "cg-e", "nobody", 1, label="unknown member")
+    heartbeat(t, "cg-e", "m1", int(a.member_epoch) + 5, label="epoch ahead")
+    join(t, "cg-e", "s1", instance="inst", label="static s1")
+    join(t, "cg-e", "s2", instance="inst", label="second static, same instance")
+    heartbeat(t, "cg-e", "s2", 1, instance="inst", label="heartbeat of the other instance member")
+    heartbeat(t, "cg-e", "m1", -1, label="m1 leaves")
+    heartbeat(t, "cg-e", "m1", -1, label="m1 leaves again")
+    describe(t, "cg-never", label="never existed")
+    create_topic(t, "cg-e-off", 1)
+    offset_commit(t, "cg-e-classic", "cg-e-off", 0, 1, label="a classic group by its offsets")
+    describe(t, "cg-e-classic", label="a classic group")
+
+
+@session("offsets", "OffsetCommit v9 and OffsetFetch v9 of a consumer group's member: the current epoch, a newer "
+         "one, an unknown member, a standalone commit to a group with members")
+def _offsets(t: Target) -> None:
+    create_topic(t, "cg-off", 2)
+    find_coordinator(t, "cg-o", key_type=0)
+    a = join(t, "cg-o", "mo", topics=("cg-off",), label="joins")
+    epoch = int(a.member_epoch)
+
+    def commit(member: str, member_epoch: int, label: str) -> None:
+        offset_commit(t, "cg-o", "cg-off", 0, 3, generation=member_epoch, member=member, version=t.v(OFFSET_COMMIT, 9),
+                      label=label)
+
+    def fetch(member: str | None, member_epoch: int, label: str) -> None:
+        offset_fetch(t, "cg-o", "cg-off", [0], require_stable=True, member=member, member_epoch=member_epoch,
+                     version=t.v(OFFSET_FETCH, 9), label=label)
+
+    commit("mo", epoch, "current epoch")
+    commit("mo", epoch + 1, "newer epoch")
+    commit("nobody", epoch, "unknown member")
+    commit("", -1, "standalone commit")
+    fetch("mo", epoch, "fetch at current epoch")
+    fetch("mo", epoch + 1, "fetch at a newer epoch")
+    fetch(None, -1, "fetch without member")
+    heartbeat(t, "cg-o", "mo", -1, label="leaves")
