@@ -252,6 +252,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Connections (SocketServerConfigs).
     ConfigDef("connections.max.idle.ms", int, 600000,
               "idle connections are closed after this long (checked about every tenth of it)"),
+    ConfigDef("max.connections", int, 2147483647,
+              "connections the broker serves at once (listener.name.<name>.max.connections per listener); "
+              "beyond it a new connection waits unread, except on the inter-broker listener", at_least=0),
+    ConfigDef("max.connections.per.ip", int, 2147483647,
+              "connections from one address; a connection beyond it is closed at once (0: only the overrides')",
+              at_least=0),
+    ConfigDef("max.connections.per.ip.overrides", str, "",
+              "host:count pairs overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200"),
     # Security (docs/security.md): Kafka's listener, TLS, SASL and authorizer names.
     ConfigDef("listener.security.protocol.map", str,
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",

@@ -187,7 +187,7 @@ class Loopback:
         self.fetches_with_data += any(f.records for f in fetched)
         return SimpleNamespace(responses=[SimpleNamespace(topic=w.tp.topic, partitions=[SimpleNamespace(
             partition_index=w.tp.partition, error_code=f.error.value, high_watermark=f.high_watermark,
-            log_start_offset=f.log_start_offset, records=f.records)]) for w, f in zip(wanted, fetched, strict=True)])
+            log_start_offset=f.log_start_offset, records=f.data)]) for w, f in zip(wanted, fetched, strict=True)])
 
 
 @pytest.mark.parametrize("policy", ["group-commit", "kafka"])

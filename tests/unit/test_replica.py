@@ -55,7 +55,7 @@ def consume(rm: ReplicaManager, offset: int = 0, replica_id: int = -1) -> tuple[
     """(error, number of records read) of a fetch that does not wait."""
     params = FetchParams(replica_id, 0, 1, 1 << 20, IsolationLevel.READ_UNCOMMITTED)
     [r] = asyncio.run(rm.fetch_messages(params, [FetchPartition(TP, offset, 1 << 20)]))
-    return r.error, sum(h.records_count for _, h in iter_batch_headers(r.records))
+    return r.error, sum(h.records_count for _, h in iter_batch_headers(r.data))
 
 
 # -- one node: the ISR is this broker ----------------------------------------------------------------

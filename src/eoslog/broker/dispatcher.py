@@ -31,6 +31,7 @@ from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import (
     API_VERSIONS_KEY,
+    Chunk,
     DecodeError,
     Frame,
     decode_request,
@@ -56,9 +57,10 @@ class Dispatcher:
         return len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == ApiKey.PRODUCE
 
     async def handle(self, frame: Frame, session: Session, peer: str,
-                     detach: Callable[[], None] | None = None) -> list[bytes] | None:
+                     detach: Callable[[], None] | None = None) -> list[Chunk] | None:
         """Answer one request frame with the buffers of its response frame; None when no
-        response is due (acks=0). ``detach``: given to a pipelined request's handler
+        response is due (acks=0). A Fetch's records may be file regions, to be sent or read
+        before the event loop moves on (``codec.read_chunks``). ``detach``: given to a pipelined request's handler
         (``RequestContext.detach``)."""
         if not self._serving:
             await self.state.serving.wait()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -32,7 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eoslog.broker.acceptor import Acceptor, bind
 from eoslog.broker.connection import KafkaProtocol
+from eoslog.broker.connection_quotas import ConnectionQuotas, check_connection_limits
 from eoslog.broker.context import BrokerState, wall_clock_ms
 from eoslog.broker.dispatcher import Dispatcher
 from eoslog.broker.malloc import keep_freed_memory
@@ -163,7 +166,7 @@ class Broker:
             self.metrics_server = MetricsServer(registry, *parse_metrics_listener(str(config["metrics.listener"])),
                                                 not_ready=self._not_ready)
         self.dispatcher = Dispatcher(self.state, metrics=request_metrics)
-        self._servers: list[asyncio.Server] = []
+        self._acceptors: list[Acceptor] = []
         self.bound: dict[str, int] = {}  # listener name → bound port
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -242,16 +245,18 @@ class Broker:
         for warning in unprotected_settings(self.config, bound):
             log.warning(warning)
         advertised = advertised_listeners(self.config)
-        loop = asyncio.get_running_loop()
         max_bytes = int(self.config["socket.request.max.bytes"])
+        check_connection_limits(self.config)
+        inter_broker = str(self.config["inter.broker.listener.name"]) or bound[0].name
+        quotas = ConnectionQuotas(self.config, (lst.name for lst in bound), inter_broker)
         for lst in bound:
-            server = await loop.create_server(
-                lambda lst=lst: KafkaProtocol(self.dispatcher, max_bytes, self.connections, lst),
-                lst.host, lst.port, reuse_address=True, backlog=1024,
-                ssl=server_ssl_context(self.config, lst.name) if lst.protocol.uses_tls else None,
-            )
-            self._servers.append(server)
-            bound_port = server.sockets[0].getsockname()[1]
+            tls = server_ssl_context(self.config, lst.name) if lst.protocol.uses_tls else None
+            make = functools.partial(KafkaProtocol, self.dispatcher, max_bytes, self.connections, lst, quotas)
+            acceptors = [Acceptor(sock, lst.name, make, quotas, tls) for sock in bind(lst.host, lst.port, 1024)]
+            for acceptor in acceptors:
+                acceptor.start()
+            self._acceptors += acceptors
+            bound_port = acceptors[0].port
             adv_host, adv_port = advertised.get(lst.name, (lst.host, 0))
             host = adv_host if adv_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
             self.advertised.by_listener[lst.name] = (host, adv_port or bound_port)
@@ -350,8 +355,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         await self.metadata_support.controlled_shutdown()
-        for server in self._servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         # Answers JoinGroup/SyncGroup requests still waiting, so their connections drain.
         self.groups.shutdown()
         self.share_partitions.shutdown()

@@ -24,6 +24,7 @@ def broker(
 ) -> None:
     """Run a broker: a single node by default (./eoslog-data, 127.0.0.1:9092), a cluster
     member when the config sets zookeeper.connect (docs/cluster.md)."""
+    from eoslog.broker.connection_quotas import check_connection_limits
     from eoslog.broker.server import run_broker
     from eoslog.cluster.errors import ClusterError
 
@@ -42,6 +43,7 @@ def broker(
     try:
         cfg = BrokerConfig.load(config, flags=flags)
         listeners(cfg)
+        check_connection_limits(cfg)
         if cfg.zookeeper_connect:
             inter_broker_security(cfg)
     except (ConfigError, OSError) as e:

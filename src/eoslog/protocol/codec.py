@@ -13,7 +13,7 @@ import io
 import logging
 import struct
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -116,23 +116,43 @@ def read_client_id(frame: bytes) -> str | None:
     return frame[10 : 10 + n].decode("utf-8", "replace")
 
 
+class FileRegion(Protocol):
+    """Bytes of a file not read yet (``eoslog.records.file_records.FileRecords``): what a Fetch
+    response carries as its records, for the connection to send with ``sendfile``."""
+
+    fd: int
+    position: int
+    size: int
+
+    def __len__(self) -> int: ...
+
+    def read(self, skip: int = 0) -> bytes: ...
+
+
+# A piece of an encoded response: bytes, or a file region to send or read before the event
+# loop moves on.
+Buffer = bytes | bytearray | memoryview
+Chunk = Buffer | FileRegion
+
+
 class _ChunkWriter:
     """A kio ``Writable`` that keeps large values (record sets) by reference.
 
     Fixed-size fields are gathered into small byte strings; anything of at least
-    ``LARGE`` bytes becomes its own chunk, so a Fetch response's records go from the
-    page cache read to the socket without being copied into the response.
+    ``LARGE`` bytes becomes its own chunk, so a Fetch response's records go from the page
+    cache read (or, as a file region, from the file itself) to the socket without being
+    copied into the response. A smaller file region is read into the small bytes.
     """
 
     LARGE = 16 * 1024
     __slots__ = ("_small", "chunks", "size")
 
     def __init__(self) -> None:
-        self.chunks: list[bytes] = []
+        self.chunks: list[Chunk] = []
         self.size = 0
         self._small = bytearray()
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | FileRegion) -> int:
         n = len(data)
         if n >= self.LARGE:
             if self._small:
@@ -140,19 +160,20 @@ class _ChunkWriter:
                 self._small.clear()
             self.chunks.append(data)
         else:
-            self._small += data
+            self._small += data if isinstance(data, bytes | bytearray | memoryview) else data.read()
         self.size += n
         return n
 
-    def finish(self) -> list[bytes]:
+    def finish(self) -> list[Chunk]:
         if self._small:
             self.chunks.append(bytes(self._small))
         return [_SIZE.pack(self.size), *self.chunks]
 
 
-def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> list[bytes]:
+def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> list[Chunk]:
     """Frame a response as buffers for ``transport.writelines``: size, header (v0/v1),
-    body, with record sets referenced rather than copied."""
+    body, with record sets referenced rather than copied (file regions left unread: see
+    ``read_chunks``)."""
     out = _ChunkWriter()
     if response.__flexible__ and api_key != API_VERSIONS_KEY:
         _writer(ResponseHeaderV1)(out, ResponseHeaderV1(correlation_id=i32(correlation_id)))
@@ -162,9 +183,14 @@ def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> 
     return out.finish()
 
 
+def read_chunks(chunks: list[Chunk]) -> list[Buffer]:
+    """The response's bytes, its file regions read."""
+    return [c if isinstance(c, bytes | bytearray | memoryview) else c.read() for c in chunks]
+
+
 def encode_response(correlation_id: int, response: Any, api_key: int) -> bytes:
     """Frame a response as one byte string: size, header (v0/v1), body."""
-    return b"".join(encode_response_chunks(correlation_id, response, api_key))
+    return b"".join(read_chunks(encode_response_chunks(correlation_id, response, api_key)))
 
 
 def encode_request(correlation_id: int, request: Any, client_id: str | None = "eoslog") -> bytes:

@@ -394,7 +394,9 @@ class ReplicaManager:
     async def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]) -> list[FetchedRecords]:
         """Read each partition; with fewer than ``min_bytes`` and no error, wait (woken by
         appends) up to ``max_wait_ms`` and read again. ``max_bytes`` caps the answer, but the
-        first batch of the first partition with data is returned whole, so consumers progress."""
+        first batch of the first partition with data is returned whole, so consumers progress.
+        The records are slices of segment files (``FileRecords``), returned without an await
+        after the read: the caller sends or reads them before the event loop moves on."""
         deadline = time.monotonic() + params.max_wait_ms / 1000
         min_bytes = max(1, params.min_bytes)
         wanted = [p.tp for p in partitions]
@@ -446,7 +448,7 @@ class ReplicaManager:
             else:
                 result = partition.read_records(
                     p.fetch_offset, min(p.max_bytes, remaining), replica_id=params.replica_id,
-                    isolation=params.isolation, min_one=total == 0,
+                    isolation=params.isolation, min_one=total == 0, in_file=True,
                 )
             if result.error != Errors.NONE:
                 errors = True

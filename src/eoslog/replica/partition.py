@@ -33,7 +33,7 @@ from enum import Enum, IntEnum
 from typing import NamedTuple
 
 from eoslog.errors import Errors, KafkaError
-from eoslog.records import iter_batch_headers
+from eoslog.records.file_records import FileRecords
 from eoslog.storage import AppendInfo, AppendOrigin, OffsetOutOfRange, PartitionLog
 from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.storage.txn_index import AbortedTxn
@@ -74,8 +74,13 @@ class FetchedRecords(NamedTuple):  # a tuple: one is built per partition of ever
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileRecords = b""  # FileRecords only when read with in_file
     aborted: tuple[AbortedTxn, ...] | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The records' bytes (a file slice read now)."""
+        return self.records if isinstance(self.records, bytes) else self.records.read()
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -295,10 +300,11 @@ class Partition:
 
     def read_records(self, fetch_offset: int, max_bytes: int, *, replica_id: int = CONSUMER_REPLICA_ID,
                      isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                     min_one: bool = True) -> FetchedRecords:
+                     min_one: bool = True, in_file: bool = False) -> FetchedRecords:
         """Records from ``fetch_offset``: up to the high watermark for a consumer (the last
         stable offset for read_committed), up to the log end for a follower (whose fetch
-        state the caller updated first)."""
+        state the caller updated first). ``in_file``: the records as their slice of the
+        segment file (``FileRecords``), for a Fetch to send without reading them."""
         if self.log.log_dir.offline is not None:
             return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
         if self.role is not Role.LEADER:
@@ -310,24 +316,20 @@ class Partition:
         # A follower copies everything; a consumer reads what the ISR has (and is decided).
         bound = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
         try:
-            info = plog.read(fetch_offset, max_bytes, upper_bound=bound, min_one=min_one)
+            found, next_offset = plog.read_file_records(fetch_offset, max_bytes, upper_bound=bound, min_one=min_one)
+            records: bytes | FileRecords = b"" if found is None else found if in_file else found.read()
         except OffsetOutOfRange:
             return FetchedRecords(Errors.OFFSET_OUT_OF_RANGE)
         except KafkaStorageError:
             return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
-        records = info.records
+        except OSError as e:  # reading the slice
+            plog.io_failed("reading", e)
+            return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
         aborted: tuple[AbortedTxn, ...] | None = None
         if read_committed and replica_id < 0:
-            aborted = self._aborted_in(fetch_offset, records) if records else ()
+            # Each aborted transaction overlapping the range read, for the consumer to filter.
+            aborted = tuple(plog.aborted_transactions(fetch_offset, next_offset)) if found is not None else ()
         return FetchedRecords(Errors.NONE, hw, lso, log_start, records, aborted)
-
-    def _aborted_in(self, fetch_offset: int, records: bytes) -> tuple[AbortedTxn, ...]:
-        """The aborted transactions a read_committed consumer must filter out of ``records``:
-        each one overlapping the fetched range."""
-        end = fetch_offset
-        for _, h in iter_batch_headers(records):
-            end = h.next_offset
-        return tuple(self.log.aborted_transactions(fetch_offset, end))
 
     # -- offsets ------------------------------------------------------------------------------
 

@@ -230,7 +230,7 @@ class SharePartitionManager:
         fetched = partition.read_records(offset, max_bytes, isolation=isolation)
         if fetched.error != Errors.NONE or not fetched.records:
             return None
-        records = bytes(fetched.records)
+        records = fetched.data
         acquired = sp.acquire(member_id, records, fetched.aborted if read_committed else None,
                               max_records)
         if not acquired:

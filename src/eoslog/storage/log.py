@@ -34,6 +34,7 @@ from eoslog.records.batch import (
     validate_produce_batches,
     validate_records,
 )
+from eoslog.records.file_records import FileRecords
 from eoslog.storage.fileio import SyncFile, fsync_dir, open_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.log_dir_failure import KafkaStorageError, LogDirState
@@ -675,26 +676,36 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, upper_bound: int | None = None,
              min_one: bool = True) -> FetchInfo:
         """Batches from ``offset`` below ``upper_bound`` (default: the high watermark)."""
+        records, _ = self.read_file_records(offset, max_bytes, upper_bound, min_one)
+        try:
+            data = records.read() if records is not None else b""
+        except OSError as e:
+            raise self.io_failed("reading", e) from e
+        return FetchInfo(data, self.high_watermark, self.last_stable_offset, self.log_start_offset)
+
+    def read_file_records(self, offset: int, max_bytes: int, upper_bound: int | None = None,
+                          min_one: bool = True) -> tuple[FileRecords | None, int]:
+        """Where the batches ``read`` would return lie: their slice of a segment file (None
+        when there are none) and the offset after the last of them. The slice must be sent or
+        read before the event loop moves on (``FileRecords``)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
                 f"of {self.topic}-{self.partition}"
             )
         bound = self.high_watermark if upper_bound is None else upper_bound
-        data: bytes | None = None
         if offset < bound:
             # Only a segment with no batch at or after ``offset`` passes the read on: when
             # its first batch does not fit, the answer is empty, never a later batch.
             try:
                 for seg in self._segments_from(offset):
-                    data = seg.read(offset, max_bytes, bound, min_one)
-                    if data is not None:
-                        break
+                    found = seg.locate(offset, max_bytes, bound, min_one)
+                    if found is not None:
+                        start, end, next_offset = found
+                        return (seg.file_records(start, end) if end > start else None), next_offset
             except OSError as e:
                 raise self.io_failed("reading", e) from e
-        return FetchInfo(
-            data or b"", self.high_watermark, self.last_stable_offset, self.log_start_offset
-        )
+        return None, offset
 
     def batch_timestamp(self, offset: int) -> int | None:
         """The first timestamp of the batch holding ``offset`` (an open transaction's start,

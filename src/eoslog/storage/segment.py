@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from eoslog.records.batch import (
     decode_records,
     read_batch_header,
 )
+from eoslog.records.file_records import FileRecords
 from eoslog.storage.fd_cache import SEGMENT_FILES, FdCache
 from eoslog.storage.fileio import fsync_file, reserve, timed_fsync
 from eoslog.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev (Linux's IOV_MAX)
+_HEADER_WINDOW = 8192  # bytes read at a time when walking batch headers
 
 
 DELETED_SUFFIX = ".deleted"
@@ -233,49 +236,82 @@ class LogSegment:
             return None
         return read_batch_header(self.pread(position, BATCH_HEADER_SIZE))
 
+    def _walk(self, pos: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``pos`` on, the headers read a window at a
+        time: small batches cost one ``pread`` per window, not one each."""
+        size = self.size
+        window, start = b"", pos
+        while pos + BATCH_HEADER_SIZE <= size:
+            at = pos - start
+            if at + BATCH_HEADER_SIZE > len(window):
+                window, start, at = self.pread(pos, min(_HEADER_WINDOW, size - pos)), pos, 0
+            h = read_batch_header(window, at)
+            yield pos, h
+            pos += h.size
+
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, with its position."""
-        pos = self.index.lookup(offset)
-        while pos < self.size:
-            h = self.header_at(pos)
-            if h is None:
-                return None
+        for pos, h in self._walk(self.index.lookup(offset)):
             if h.last_offset >= offset:
                 return pos, h
-            pos += h.size
         return None
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one: bool = True) -> bytes | None:
-        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (``locate``),
+        read into memory."""
+        found = self.locate(offset, max_bytes, max_offset, min_one)
+        if found is None:
+            return None
+        start, end, _ = found
+        return self.pread(start, end - start) if end > start else b""
+
+    def file_records(self, start: int, end: int) -> FileRecords:
+        """The bytes [start, end) of the log file, to be sent or read before the event loop
+        moves on (``FileRecords``)."""
+        return FileRecords(self._fd, start, end - start)
+
+    def locate(self, offset: int, max_bytes: int, max_offset: int | None = None,
+               min_one: bool = True) -> tuple[int, int, int] | None:
+        """(start, end, next offset) of the whole batches from the one holding ``offset``, up
+        to ``max_bytes``.
 
         With ``min_one`` the first batch is returned even if it alone exceeds
         max_bytes (KIP-74), so a consumer can always make progress.
         ``max_offset`` (exclusive) keeps batches at or past it out, e.g. the high watermark.
-        Returns None when this segment holds no batch at or after ``offset`` (the caller
-        moves on to the next segment) and b"" when the first batch does not fit.
+        None when this segment holds no batch at or after ``offset`` (the caller moves on to
+        the next segment); start == end when the first batch does not fit.
+
+        Only the batches near the two ends are looked at: the rest of the segment is passed
+        over by the offset index (every entry is a batch boundary), so a fetch of many small
+        batches reads a few windows of headers, not one header per batch.
         """
         found = self.find_position(offset)
         if found is None:
             return None
         start, first = found
-        end = start
-        h: BatchHeader | None = first
-        # Walk headers to find how many whole batches fit; read them in one pread.
-        while h is not None:
-            if max_offset is not None and h.base_offset >= max_offset:
+        bound = max_offset if max_offset is not None else self.next_offset + 1
+        if first.base_offset >= bound:
+            return start, start, first.base_offset
+        if first.size > max_bytes:
+            return (start, start + first.size, first.next_offset) if min_one else (start, start, first.base_offset)
+        if bound >= self.next_offset and self.size - start <= max_bytes:
+            return start, self.size, self.next_offset  # the rest of the segment
+        # Every batch before an index entry at or below the limit is in: start the walk there.
+        limit = start + max_bytes
+        index = self.index
+        i = min(bisect_right(index.positions, limit), bisect_left(index.relative_offsets, bound - self.base_offset))
+        end, next_offset = start, first.base_offset
+        if i and index.positions[i - 1] > start:
+            end, next_offset = int(index.positions[i - 1]), self.base_offset + int(index.relative_offsets[i - 1])
+        for pos, h in self._walk(end):
+            if h.base_offset >= bound or pos + h.size > limit:
                 break
-            if end - start + h.size > max_bytes and not (min_one and end == start):
-                break
-            end += h.size
-            h = self.header_at(end)
-        return self.pread(start, end - start) if end > start else b""
+            end, next_offset = pos + h.size, h.next_offset
+        return start, end, next_offset
 
     def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        pos = start
-        while (h := self.header_at(pos)) is not None:
-            yield pos, h
-            pos += h.size
+        return self._walk(start)
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int = 0

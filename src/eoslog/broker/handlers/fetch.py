@@ -9,6 +9,9 @@ read_committed (isolation level 1) reads only below the last stable offset, with
 aborted transactions of the range read. Fetch v4-v9 clients cannot read zstd (KIP-110): a
 partition whose data is zstd answers them UNSUPPORTED_COMPRESSION_TYPE instead, as Kafka's
 KafkaApis does after the read.
+
+The records are slices of the segment files (``FileRecords``) that the response carries
+unread: a plaintext connection sends them with ``sendfile`` (``broker/connection.py``).
 """
 
 from __future__ import annotations
@@ -44,8 +47,10 @@ def _has_zstd(records: bytes) -> bool:
 
 def _partition_data(module: ModuleType, index: int, r: FetchedRecords, version: int, read_committed: bool) -> Any:
     records, error = r.records, r.error
-    if version < ZSTD_MIN_VERSION and records and _has_zstd(records):
-        error, records = Errors.UNSUPPORTED_COMPRESSION_TYPE, b""
+    if version < ZSTD_MIN_VERSION and records:
+        records = r.data  # its batch headers are looked at
+        if _has_zstd(records):
+            error, records = Errors.UNSUPPORTED_COMPRESSION_TYPE, b""
     if error is Errors.NONE:
         hw, lso, log_start = r.high_watermark, r.last_stable_offset, r.log_start_offset
         aborted = tuple(
