@@ -321,8 +321,8 @@ class Broker:
             self._exit_now()
 
     async def _halt(self) -> None:
-        for server in self._servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         loop = asyncio.get_running_loop()
         leaving = loop.create_task(self.metadata_support.close())  # a cluster member's registration goes now
         deadline = loop.time() + HALT_DRAIN_SECONDS
