@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
-from eoslog.features import FEATURES, TRANSACTION_VERSION
+from eoslog.features import FEATURES, GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION
 from support import rawkafka
 from support.cluster_harness import Cluster, create_topic
 from support.harness import in_parallel, wait_until
@@ -29,6 +29,10 @@ from support.kafka_harness import run_tool
 from support.zk_harness import zookeeper_client
 
 TV_MAX = FEATURES[TRANSACTION_VERSION].max_supported
+# A new cluster's levels: Kafka 4.4 finalizes the latest level of each feature it has (eoslog has
+# group.version 1 and transaction.version 2 as Kafka 4.4; share.version 1 of Kafka's 2).
+DEFAULT = {GROUP_VERSION: FEATURES[GROUP_VERSION].max_supported,
+           SHARE_VERSION: FEATURES[SHARE_VERSION].max_supported, TRANSACTION_VERSION: TV_MAX}
 
 
 def finalized(bootstrap: str) -> tuple[dict[str, int], int]:
@@ -59,24 +63,24 @@ def znode(cluster: Cluster) -> tuple[dict[str, object], int]:
 
 def test_an_update_at_any_broker_reaches_every_broker_and_outlives_them(cluster: Cluster, tmp_path: Path) -> None:
     assert znode(cluster) == ({"version": 2, "status": 1,
-                               "features": {TRANSACTION_VERSION: {"max_version_level": TV_MAX}}}, 0)
-    everyone_sees(cluster, {TRANSACTION_VERSION: TV_MAX}, 0)
+                               "features": {name: {"max_version_level": level} for name, level in DEFAULT.items()}}, 0)
+    everyone_sees(cluster, DEFAULT, 0)
     down = subprocess.run([sys.executable, "-m", "eoslog", "features", "downgrade", "--feature",
                            f"{TRANSACTION_VERSION}=0", "--bootstrap-server", cluster.brokers[2].bootstrap],
                           capture_output=True, text=True, timeout=60)
     assert down.returncode == 0, down.stderr
-    everyone_sees(cluster, {}, 1)
+    everyone_sees(cluster, {name: level for name, level in DEFAULT.items() if name != TRANSACTION_VERSION}, 1)
     out = run_tool("org.apache.kafka.tools.FeatureCommand", ["--bootstrap-server", cluster.brokers[3].bootstrap,
                    "upgrade", "--feature", f"{TRANSACTION_VERSION}={TV_MAX}"], tmp_path).stdout
     assert out.strip() == f"{TRANSACTION_VERSION} was upgraded to {TV_MAX}."
-    everyone_sees(cluster, {TRANSACTION_VERSION: TV_MAX}, 2)
+    everyone_sees(cluster, DEFAULT, 2)
     described = run_tool("org.apache.kafka.tools.FeatureCommand",
                          ["--bootstrap-server", cluster.brokers[1].bootstrap, "describe"], tmp_path).stdout
     assert re.search(rf"Feature: {re.escape(TRANSACTION_VERSION)}\s+SupportedMinVersion: 0\s+SupportedMaxVersion: "
                      rf"{TV_MAX}\s+FinalizedVersionLevel: {TV_MAX}\s+Epoch: 2", described), described
     in_parallel([b.kill for b in cluster.brokers.values()])
     cluster.restart_dead()
-    everyone_sees(cluster, {TRANSACTION_VERSION: TV_MAX}, 2)
+    everyone_sees(cluster, DEFAULT, 2)
 
 
 def test_a_cluster_of_brokers_without_features_keeps_nothing_finalized(cluster: Cluster) -> None:

@@ -3,9 +3,10 @@ refusals of every kind and validate-only checks, so neither broker's levels chan
 sessions after see them as they were.
 
 Kafka 4.4 also finalizes KRaft's features (metadata.version, kraft.version, eligible leader
-replicas) and the group, share and streams protocols, which eoslog does not have: those entries
-are known differences (allowed.py). Kafka's epoch is its metadata log's offset, eoslog's counts
-changes: only whether one is set is compared.
+replicas) and the streams protocol, which eoslog does not have, and share.version 2, where eoslog
+has 1: those entries are known differences (allowed.py). group.version 1 (KIP-848) is identical.
+Kafka's epoch is its metadata log's offset, eoslog's counts changes: only whether one is set is
+compared.
 """
 
 from __future__ import annotations

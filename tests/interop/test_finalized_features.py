@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from eoslog.client import Admin, NewTopic, Producer
-from eoslog.features import FEATURES, SHARE_VERSION, TRANSACTION_VERSION
+from eoslog.features import FEATURES, GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION
 from support import rawkafka
 from support.harness import BrokerProcess
 from support.kafka_harness import run_tool
 
 TV_MAX = FEATURES[TRANSACTION_VERSION].max_supported
 SV_MAX = FEATURES[SHARE_VERSION].max_supported
+GV_MAX = FEATURES[GROUP_VERSION].max_supported
 FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 
 
@@ -67,13 +68,16 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 def test_a_new_log_directory_finalizes_the_default_and_api_versions_serves_it(broker: BrokerProcess) -> None:
     v4 = api_versions(broker.bootstrap, 4)
+    # In Kafka 4.4's order (its HashMaps), measured: it supports group, kraft, metadata, share,
+    # streams, transaction and eligible.leader.replicas versions, and finalizes group, streams,
+    # transaction, eligible.leader.replicas, share and metadata versions (share.version at 2).
     assert [(f.name, int(f.min_version), int(f.max_version)) for f in v4.supported_features] == [
-        (SHARE_VERSION, 0, SV_MAX), (TRANSACTION_VERSION, 0, TV_MAX)]  # in Kafka's HashMap order
+        (GROUP_VERSION, 0, GV_MAX), (SHARE_VERSION, 0, SV_MAX), (TRANSACTION_VERSION, 0, TV_MAX)]
     assert [(f.name, int(f.min_version_level), int(f.max_version_level)) for f in v4.finalized_features] == [
-        (TRANSACTION_VERSION, TV_MAX, TV_MAX), (SHARE_VERSION, SV_MAX, SV_MAX)]
+        (GROUP_VERSION, GV_MAX, GV_MAX), (TRANSACTION_VERSION, TV_MAX, TV_MAX), (SHARE_VERSION, SV_MAX, SV_MAX)]
     assert int(v4.finalized_features_epoch) == 0
     v3 = api_versions(broker.bootstrap, 3)  # KAFKA-17492: no supported range starting at 0 below v4
-    assert list(v3.supported_features) == [] and len(v3.finalized_features) == 2
+    assert list(v3.supported_features) == [] and len(v3.finalized_features) == 3
 
 
 def test_eoslog_and_kafkas_tools_change_the_level_and_the_transaction_log_follows(
