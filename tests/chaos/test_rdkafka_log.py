@@ -52,14 +52,14 @@ def test_instance_lines_are_those_under_the_instance_marker(tmp_path: Path) -> N
 
 
 def test_a_sequence_desynchronization_is_found_and_other_fatal_errors_are_not() -> None:
-    """The line librdkafka's rd_kafka_set_fatal_error0 logs (its format string, filled in as for
-    the refusal of the batch that repeated an aborted batch's sequences)."""
-    desync = P.format(
-        t="1795922897.575", tag="FATAL", thread="127.0.0.1:51713/3",
-        text="Fatal error: Broker: Broker received an out of order sequence number: ProduceRequest for "
-             "copy-output [0] with 62 message(s) failed due to sequence desynchronization with broker 3 "
-             "(PID{Id:1001,Epoch:4}, base seq 968, idemp state change 6596ms ago, last partition error "
-             "_TRANSPORT (actions Refresh,MsgPossiblyPersisted, base seq 968..1029, base msgid 975, 4464ms ago)")
+    """The line librdkafka logged in tests/interop/test_librdkafka_sequence_reuse.py (level 0,
+    logged whatever the debug contexts)."""
+    desync = (
+        "%0|1795926717.559|FATAL|rdkafka#producer-2| [thrd:127.0.0.1:47355/0]: Fatal error: Broker: Broker "
+        "received an out of order sequence number: ProduceRequest for sequence-reuse [0] with 10 message(s) "
+        "failed due to sequence desynchronization with broker 0 (PID{Id:0,Epoch:0}, base seq 0, idemp state "
+        "change 2073ms ago, last partition error _TRANSPORT (actions Refresh,MsgPossiblyPersisted, base seq "
+        "0..9, base msgid 1, 1959ms ago)")
     fenced = P.format(t="1795922897.575", tag="FATAL", thread="main",
                       text="Fatal error: Broker: Producer attempted to produce with an old epoch: Producer fenced")
     found = sequence_desync(["{\"ev\": \"started\"}", fenced, desync])

@@ -6,7 +6,10 @@ API each correlation id belongs to, and can, per response, at random or by scrip
 - ``drop``: swallow the response the broker already produced (the request *was* applied)
   and close the client connection, so the client must retry something that succeeded —
   at random (``drop_probability``) or exactly the Nth responses of an API
-  (``drop_responses``, deterministic, so a test can assert each kind was dropped);
+  (``drop_responses``, deterministic, so a test can assert each kind was dropped); with
+  ``refuse_after_drop`` every connection opened after the drop is closed at once until the
+  next policy (a leader killed before answering: the retry waits in the client's queue while
+  its connections already open go on);
 - ``close_mid_request``: forward half of a request frame, then cut both sides;
 - ``delay``: hold a response for some seconds before forwarding it (the connection's later
   responses wait behind it; long enough, it is a client-side timeout);
@@ -51,6 +54,7 @@ class FaultPolicy:
     # api key -> the ordinals (1 = first) of its responses to drop, counted from set_policy
     # over all connections; these apply whatever api_keys says.
     drop_responses: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    refuse_after_drop: bool = False
     seed: int = 1
 
 
@@ -69,6 +73,8 @@ class FaultProxy:
         self.dropped: Counter[int] = Counter()  # per api key
         self.held: Counter[int] = Counter()  # requests held back, per api key
         self._hold: tuple[frozenset[int], asyncio.Event] | None = None
+        self._refusing = False  # a drop under refuse_after_drop happened
+        self.refused = 0  # connections closed at once since
         self._rng = random.Random(self.policy.seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -105,6 +111,7 @@ class FaultProxy:
             self.policy = policy
             self._rng = random.Random(policy.seed)
             self.responses.clear()
+            self._refusing = False
 
     def hold(self, *api_keys: int) -> None:
         """Hold requests of ``api_keys`` from now until ``release()`` (``held`` counts them)."""
@@ -163,6 +170,10 @@ class FaultProxy:
             return None
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        if self._refusing:
+            self.refused += 1
+            client_w.close()
+            return
         try:
             broker_r, broker_w = await asyncio.open_connection(*self.target)
         except OSError:
@@ -207,6 +218,7 @@ class FaultProxy:
                 if action == "drop":
                     self.injected["drop"] += 1
                     self.dropped[api_key] += 1
+                    self._refusing = self._refusing or self.policy.refuse_after_drop
                     close_both()
                     return
                 if action == "delay":
