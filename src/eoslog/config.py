@@ -35,6 +35,8 @@ class ConfigDef:
     # Kafka's ConfigDef.Range: the least and the greatest value accepted (None: unbounded).
     at_least: int | float | None = None
     at_most: int | float | None = None
+    # Kafka's ConfigDef.defineInternal: settable, but DescribeConfigs lists it only where it was set.
+    internal: bool = False
 
 
 def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
@@ -384,7 +386,7 @@ GROUP_CONFIGS: dict[str, ConfigDef] = _defs(
               "group.consumer.assignment.interval.ms"),
     ConfigDef("consumer.assignor.offload.enable", bool, True,
               "whether Kafka runs the group's assignor on a background thread (eoslog: no effect)",
-              "group.consumer.assignor.offload.enable"),
+              "group.consumer.assignor.offload.enable", internal=True),
     ConfigDef("share.session.timeout.ms", int, 45000,
               "the timeout to detect client failures when using the share group protocol",
               "group.share.session.timeout.ms"),

@@ -207,12 +207,14 @@ def test_group_configs_with_kafkas_bounds_and_sources(node: Node) -> None:
     assert untouched["share.delivery.count.limit"] == ("5", ConfigSource.DEFAULT_CONFIG)
     assert untouched["share.isolation.level"] == ("read_uncommitted", ConfigSource.DEFAULT_CONFIG)
     assert untouched["consumer.assignment.interval.ms"] == ("1000", ConfigSource.DEFAULT_CONFIG)
-    assert untouched["consumer.assignor.offload.enable"] == ("true", ConfigSource.DEFAULT_CONFIG)
-    assert len(untouched) == 11
+    assert "consumer.assignor.offload.enable" not in untouched  # internal in Kafka: listed once set
+    assert len(untouched) == 10
 
-    node.alter(GROUP, "g", ("consumer.session.timeout.ms", SET, "50000"), ("share.auto.offset.reset", SET, "earliest"))
+    node.alter(GROUP, "g", ("consumer.session.timeout.ms", SET, "50000"), ("share.auto.offset.reset", SET, "earliest"),
+               ("consumer.assignor.offload.enable", SET, "false"))
     assert entries("g")["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG)
     assert entries("g")["share.auto.offset.reset"] == ("earliest", ConfigSource.GROUP_CONFIG)
+    assert entries("g")["consumer.assignor.offload.enable"] == ("false", ConfigSource.GROUP_CONFIG)
     node.restart()
     assert entries("g")["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG)
     assert entries("other")["consumer.session.timeout.ms"] == ("45000", ConfigSource.DEFAULT_CONFIG)
@@ -234,5 +236,6 @@ def test_group_configs_with_kafkas_bounds_and_sources(node: Node) -> None:
     assert node.refusal(GROUP, "g", ("consumer.session.timeout.ms", APPEND, "1")) == (
         invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is not LIST.")
     assert node.refusal(GROUP, "", ("consumer.session.timeout.ms", SET, "50000"))[0] == Errors.INVALID_REQUEST
-    node.alter(GROUP, "g", ("consumer.session.timeout.ms", DELETE, None), ("share.auto.offset.reset", DELETE, None))
+    node.alter(GROUP, "g", ("consumer.session.timeout.ms", DELETE, None), ("share.auto.offset.reset", DELETE, None),
+               ("consumer.assignor.offload.enable", DELETE, None))
     assert node.admin.group_configs("g") == {}

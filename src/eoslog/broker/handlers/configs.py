@@ -238,9 +238,12 @@ def default_broker_config_entries(broker: BrokerConfig) -> list[ConfigEntry]:
 
 
 def group_config_entries(broker: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
-    """Every group config of a group with these overrides (Kafka's createGroupConfigEntry)."""
+    """Every group config of a group with these overrides (Kafka's createGroupConfigEntry); an
+    internal one only if the group sets it, as Kafka 4.4 lists consumer.assignor.offload.enable."""
     entries = []
     for name, defn in sorted(GROUP_CONFIGS.items()):
+        if defn.internal and name not in overrides:
+            continue
         synonyms: list[ConfigSynonym] = []
         if name in overrides:
             synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.GROUP_CONFIG))
