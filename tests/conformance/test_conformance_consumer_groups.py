@@ -21,6 +21,12 @@ from conformance.steps import (
     offset_commit,
     offset_fetch,
 )
+from conformance.test_conformance_groups import describe as describe_classic
+from conformance.test_conformance_groups import join as join_classic
+from conformance.test_conformance_groups import leave as leave_classic
+from conformance.test_conformance_groups import sync
+from eoslog.client.consumer.protocol import Assignment
+from eoslog.client.types import TopicPartition
 from eoslog.protocol.messages import build
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
@@ -112,6 +118,9 @@ def _errors(t: Target) -> None:
     create_topic(t, "cg-e-off", 1)
     offset_commit(t, "cg-e-classic", "cg-e-off", 0, 1, label="a classic group by its offsets")
     describe(t, "cg-e-classic", label="a classic group")
+    heartbeat(t, "cg-e-classic", "m", 0, topics=("cg-e-off",), owned=(), rebalance_ms=1000,
+              label="joining a classic group with offsets only")
+    heartbeat(t, "cg-e-classic", "m", -1, label="leaving it")
 
 
 @session("offsets", "OffsetCommit v9 and OffsetFetch v9 of a consumer group's member: the current epoch, a newer "
@@ -138,3 +147,40 @@ def _offsets(t: Target) -> None:
     fetch("mo", epoch + 1, "fetch at a newer epoch")
     fetch(None, -1, "fetch without member")
     heartbeat(t, "cg-o", "mo", -1, label="leaves")
+
+
+@session("empty-group-migration", "an empty group changes protocol with its offsets (Kafka's migration of an empty "
+         "group): a classic member commits and leaves; a ConsumerGroupHeartbeat joins, the classic group gives "
+         "way to a consumer group that has the offsets; its member commits and leaves; a JoinGroup joins, the "
+         "consumer group gives way to a classic group that has them")
+def _empty_group_migration(t: Target) -> None:
+    create_topic(t, "cg-mig", 2)
+    find_coordinator(t, "cg-m", key_type=0)
+    both = Assignment(partitions=(TopicPartition("cg-mig", 0), TopicPartition("cg-mig", 1)))
+
+    def classic_member(label: str) -> tuple[str, int]:
+        first = join_classic(t, "cg-m", topics=("cg-mig",), label=f"{label} (no member id)")
+        joined = join_classic(t, "cg-m", str(first.member_id), topics=("cg-mig",), label=label)
+        member, generation = str(joined.member_id), int(joined.generation_id)
+        sync(t, "cg-m", generation, member, {member: both}, label=f"{label}: sync")
+        return member, generation
+
+    member, generation = classic_member("classic member joins")
+    offset_commit(t, "cg-m", "cg-mig", 0, 5, generation=generation, member=member, label="classic commit 0")
+    offset_commit(t, "cg-m", "cg-mig", 1, 7, generation=generation, member=member, label="classic commit 1")
+    leave_classic(t, "cg-m", member, label="classic member leaves")
+    describe_classic(t, "cg-m", label="empty classic group")
+    a = join(t, "cg-m", "cm1", topics=("cg-mig",), label="consumer member joins the empty classic group")
+    epoch = int(a.member_epoch)
+    describe(t, "cg-m", label="now a consumer group")
+    describe_classic(t, "cg-m", label="DescribeGroups of it")
+    offset_fetch(t, "cg-m", "cg-mig", [0, 1], require_stable=True, member="cm1", member_epoch=epoch,
+                 version=t.v(OFFSET_FETCH, 9), label="the classic group's offsets")
+    offset_commit(t, "cg-m", "cg-mig", 0, 9, generation=epoch, member="cm1", version=t.v(OFFSET_COMMIT, 9),
+                  label="consumer commit")
+    heartbeat(t, "cg-m", "cm1", -1, label="consumer member leaves")
+    member, generation = classic_member("classic member joins the empty consumer group")
+    describe_classic(t, "cg-m", label="a classic group again")
+    describe(t, "cg-m", label="ConsumerGroupDescribe of it")
+    offset_fetch(t, "cg-m", "cg-mig", [0, 1], require_stable=True, label="offsets kept")
+    leave_classic(t, "cg-m", member, label="classic member leaves again")

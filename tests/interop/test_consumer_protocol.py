@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,6 +69,7 @@ class Member:
     topics: list[str]
     name: str
     instance: str | None = None
+    protocol: str = "consumer"  # group.protocol
     events: list[Event] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
@@ -82,7 +84,7 @@ class Member:
 
     def _run(self) -> None:
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
-                                "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                "group.protocol": self.protocol, "auto.offset.reset": "earliest",
                                 "enable.auto.commit": False}
         if self.instance is not None:
             conf["group.instance.id"] = self.instance
@@ -311,3 +313,41 @@ def test_eoslog_groups_lists_and_describes_consumer_and_classic_groups(broker: B
     finally:
         classic.close()
         m.close()
+
+
+def test_a_group_changes_protocol_and_back_with_its_offsets(tmp_path: Path) -> None:
+    """Acceptance 3, the empty group's migration: a classic group consumes part of a topic committing each
+    record; its members stop and consumer-protocol members carry on from its offsets (the classic group
+    gives way to a consumer group); the broker is killed -9 and restarted (the conversion and offsets
+    loaded from __consumer_offsets); they stop and classic members carry on again — every record consumed
+    exactly once across the three. Mutant (not committed): the consumer group not taking the classic
+    group's offsets -> the second phase starts from the beginning (duplicates)."""
+    broker = BrokerProcess(tmp_path / "data", overrides=BROKER_OVERRIDES).start()
+    try:
+        bootstrap, topic, group, total = broker.bootstrap, "cp-migrate", "cp-migrate-group", 600
+        create(bootstrap, topic, 3)
+        p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for i in range(total):
+            p.produce(topic, str(i).encode(), key=str(i).encode())
+        assert p.flush(60) == 0
+        phases: list[list[Member]] = []
+
+        def phase(protocol: str, until: int) -> None:
+            members = [Member(bootstrap, group, [topic], f"{protocol}-{len(phases)}-{i}", protocol=protocol).start()
+                       for i in range(2)]
+            phases.append(members)
+            wait_until(lambda: len({e.value for ms in phases for m in ms for e in m.records()}) >= until,
+                       f"{until} records consumed", WAIT_S)
+            for m in members:
+                m.close()
+            assert [e for m in members for e in m.errors] == []
+            assert all(not m.thread or not m.thread.is_alive() for m in members)
+
+        phase("classic", 200)
+        phase("consumer", 400)
+        broker.restart(kill=True)
+        phase("classic", total)
+        values = [e.value for ms in phases for m in ms for e in m.records()]
+        assert sorted(values, key=int) == [str(i) for i in range(total)], "a record lost or consumed twice"
+    finally:
+        broker.stop()

@@ -57,7 +57,7 @@ from eoslog.coordinator.group.consumer_records import (
 )
 from eoslog.coordinator.group.modern import ModernGroups
 from eoslog.coordinator.group.reconciliation import FencedMemberError, Owned, next_member
-from eoslog.coordinator.internal_topic import CoordinatorAppendError, InternalTopic
+from eoslog.coordinator.internal_topic import CoordinatorAppendError, InternalTopic, KeyValue
 from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
 
@@ -195,21 +195,25 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
                  status: Callable[[str], Errors], settings: Callable[[str], ConsumerGroupSettings],
                  topics: Callable[[], TopicsImage]) -> None:
         super().__init__(topic, scheduler, partition_for, status, settings, topics)
-        # Set by the group coordinator: is the id a classic (or share) group's, and the upgrade of a
-        # classic group (None: refused).
+        # Set by the group coordinator: is the id a classic (or share) group's; a consumer group to take
+        # a classic group's place, with the records that delete the classic one (None: refused); and
+        # the classic group to forget once they are written.
         self.other_group_type: Callable[[str], str | None] = lambda _gid: None
-        self.upgrade_classic: Callable[[str, ConsumerGroupSettings], ConsumerGroup | None] = lambda _g, _s: None
+        self.upgrade_classic: Callable[[str, ConsumerGroupSettings], tuple[ConsumerGroup, list[KeyValue]] | None] = (
+            lambda _g, _s: None)
+        self.on_classic_replaced: Callable[[str], None] = lambda _gid: None
         self.on_member_fenced: list[Callable[[ConsumerGroup, str], None]] = []
 
     # -- records ----------------------------------------------------------------------------------
 
-    def write(self, group: ConsumerGroup, records: list[ConsumerRecord]) -> Errors:
-        """Append ``records`` to the group's partition, then apply them to ``group`` (registered
-        if new). Nothing changes when the append fails."""
+    def write(self, group: ConsumerGroup, records: list[ConsumerRecord], before: Iterable[KeyValue] = ()) -> Errors:
+        """Append ``records`` to the group's partition (after ``before``, in the same batch: a
+        replaced classic group's tombstones), then apply them to ``group`` (registered if new).
+        Nothing changes when the append fails."""
         if not records:
             return Errors.NONE
         try:
-            self.topic.append(self.partition_for(group.group_id), [encode(r) for r in records])
+            self.topic.append(self.partition_for(group.group_id), [*before, *(encode(r) for r in records)])
         except CoordinatorAppendError as e:
             log.error("failed to store consumer group %s: %s", group.group_id, e)
             return Errors.NOT_COORDINATOR if e.error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR) \
@@ -239,16 +243,19 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         except FencedMemberError as e:
             return ConsumerHeartbeatResult(e.error, str(e))
 
-    def _group(self, group_id: str, create: bool, settings: ConsumerGroupSettings) -> ConsumerGroup:
-        """Kafka's getOrMaybeCreateConsumerGroup: a new group, or an upgraded classic one."""
+    def _group(self, group_id: str, create: bool,
+               settings: ConsumerGroupSettings) -> tuple[ConsumerGroup, list[KeyValue] | None]:
+        """Kafka's getOrMaybeCreateConsumerGroup: the group, a new one, or one taking a classic group's
+        place — with the records that delete the classic group, to be written with the new one's
+        (None: no classic group replaced)."""
         group = self.groups.get(group_id)
         if group is not None:
-            return group
+            return group, None
         other = self.other_group_type(group_id)
         if other is None:
             if not create:
                 raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-            return ConsumerGroup(group_id)
+            return ConsumerGroup(group_id), None
         if create and other == "classic":
             upgraded = self.upgrade_classic(group_id, settings)
             if upgraded is not None:
@@ -257,7 +264,7 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
 
     async def _heartbeat(self, req: ConsumerHeartbeat, settings: ConsumerGroupSettings) -> ConsumerHeartbeatResult:
         joining = req.member_epoch == 0
-        group = self._group(req.group_id, joining, settings)
+        group, replacing = self._group(req.group_id, joining, settings)
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names a new member
         if len(group.members) >= settings.max_size and member_id not in group.members and not (
                 req.instance_id is not None and group.static_member(req.instance_id) is not None):
@@ -284,7 +291,9 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         records += self._maybe_assign(group, settings, records, updated, member)
         target_epoch, target = self._target_for(group, updated, records)
         reconciled = self._reconcile(group, updated, target_epoch, target, req.owned, records)
-        error = self.write(group, records)
+        error = self.write(group, records, replacing or ())
+        if error == Errors.NONE and replacing is not None:
+            self.on_classic_replaced(group.group_id)
         error = await self._replicated(group.group_id, error)
         if error != Errors.NONE:
             return ConsumerHeartbeatResult(error)

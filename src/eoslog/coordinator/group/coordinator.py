@@ -171,6 +171,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupCoordinator(topic, scheduler, self.partition_for, self._status,
                                                  lambda _group_id: config.consumer, dict)
         self.consumer.other_group_type = self.other_group_type
+        self.consumer.upgrade_classic = self._consumer_group_in_place_of
+        self.consumer.on_classic_replaced = self._forget_classic_group
         self.share.is_classic_group = lambda gid: gid in self.groups or gid in self.consumer.groups
 
     @classmethod
@@ -199,6 +201,39 @@ class GroupCoordinator:
         if group_id in self.share.groups:
             return "share"
         return None
+
+    # -- an empty group of one protocol gives way to the other's (Kafka's maybeDeleteEmpty*Group) -----
+
+    def _consumer_group_in_place_of(self, group_id: str,
+                                    _settings: ConsumerGroupSettings) -> tuple[ConsumerGroup, list[KeyValue]] | None:
+        """A ConsumerGroupHeartbeat joining an empty classic group (members all gone, or only offsets
+        committed): a consumer group takes its place and its offsets; the classic group's metadata
+        tombstone goes in the batch that creates the consumer group. None: not empty (refused)."""
+        classic = self.groups.get(group_id)
+        if classic is None or not classic.is_(GroupState.EMPTY):
+            return None
+        group = ConsumerGroup(group_id)
+        group.offsets = classic.offsets
+        return group, self._tombstones(classic, (), with_group=True)
+
+    def _forget_classic_group(self, group_id: str) -> None:
+        classic = self.groups.pop(group_id, None)
+        if classic is not None:
+            log.info("[GroupId %s] Converted the empty classic group to a consumer group.", group_id)
+            classic.transition_to(GroupState.DEAD, self.scheduler.now_ms())
+            self.rebalancer.unload(classic, Errors.COORDINATOR_NOT_AVAILABLE)
+
+    def _classic_group_in_place_of(self, consumer: ConsumerGroup) -> Errors:
+        """A JoinGroup to an empty consumer group: its records become tombstones and a classic group
+        takes its place and its offsets."""
+        offsets = consumer.offsets
+        error = self.consumer.remove(consumer)
+        if error == Errors.NONE:
+            log.info("[GroupId %s] Converted the empty consumer group to a classic group.", consumer.group_id)
+            classic = self.groups[consumer.group_id] = GroupMetadata(
+                consumer.group_id, GroupState.EMPTY, self.scheduler.now_ms())
+            classic.offsets = offsets
+        return error
 
     def offsets_of(self, group_id: str) -> GroupOffsets | None:
         """The committed offsets of whichever group holds ``group_id``."""
@@ -324,10 +359,13 @@ class GroupCoordinator:
         error = self._status(req.group_id)
         if error == Errors.NONE and req.group_id in self.share.groups:
             error = Errors.INCONSISTENT_GROUP_PROTOCOL  # a share group's id, as Kafka answers
-        if error == Errors.NONE and req.group_id in self.consumer.groups:
-            error = Errors.INCONSISTENT_GROUP_PROTOCOL
+        consumer = self.consumer.groups.get(req.group_id)
+        if error == Errors.NONE and consumer is not None and consumer.members:
+            error = Errors.INCONSISTENT_GROUP_PROTOCOL  # its members use ConsumerGroupHeartbeat
         if error == Errors.NONE:
             error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
+        if error == Errors.NONE and consumer is not None:
+            error = self._classic_group_in_place_of(consumer)  # an empty one gives way
         if error != Errors.NONE:
             callback(JoinResult(error, req.member_id))
             return
