@@ -150,6 +150,65 @@ def test_consumer_group_command_describe_and_reset(broker: BrokerProcess, tmp_pa
     assert [r[3:6] for r in described()] == [["20", "50", "30"]]
 
 
+def test_consumer_group_command_on_consumer_and_classic_groups(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kafka-consumer-groups.sh lists both kinds with their type and describes a KIP-848 group as Kafka's
+    admin sees it through ConsumerGroupDescribe (member and target epochs and assignments, the group
+    epochs), a classic group through DescribeGroups (no epochs)."""
+    from confluent_kafka import Consumer
+
+    bs, topic = broker.bootstrap, "cli-848-topic"
+    with raw.RawClient(bs) as c:
+        assert raw.create_topic(c, topic, 2) == 0
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    for i in range(10):
+        producer.send(topic, value=str(i).encode(), partition=i % 2)
+    producer.close()
+    conf = {"bootstrap.servers": bs, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    modern = Consumer({**conf, "group.id": "cli-848", "group.protocol": "consumer", "client.id": "c848"})
+    classic = Consumer({**conf, "group.id": "cli-classic", "group.protocol": "classic", "client.id": "cclassic"})
+    modern.subscribe([topic])
+    classic.subscribe([topic])
+    consumed = 0
+
+    def poll() -> bool:
+        nonlocal consumed
+        m = modern.poll(0.2)
+        if m is not None and m.error() is None:
+            consumed += 1
+            modern.commit(message=m, asynchronous=False)
+        classic.poll(0.2)
+        return consumed == 10 and len(classic.assignment()) == 2
+
+    try:
+        wait_until(poll, "both groups consuming, the consumer group's ten records committed", 120)
+
+        def command(*args: str) -> list[list[str]]:
+            poll()  # the members keep heartbeating between the tool's runs
+            return rows(tool(tmp_path, "consumer.group.ConsumerGroupCommand", "--bootstrap-server", bs, *args))
+
+        listed = command("--list", "--type")
+        assert ["cli-848", "Consumer"] in listed and ["cli-classic", "Classic"] in listed
+        offsets = [r[1:6] for r in command("--describe", "--group", "cli-848") if r[0] == "cli-848"]
+        assert offsets == [[topic, "0", "5", "5", "0"], [topic, "1", "5", "5", "0"]]
+        state = [r for r in command("--describe", "--group", "cli-848", "--state", "--verbose") if r[0] == "cli-848"]
+        assert len(state) == 1 and state[0][-5:-3] == ["uniform", "Stable"], state
+        group_epoch, target_epoch = state[0][-3:-1]
+        assert group_epoch == target_epoch != "-"
+        members = [r for r in command("--describe", "--group", "cli-848", "--members", "--verbose")
+                   if r[0] == "cli-848"]
+        # #PARTITIONS, CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT
+        assert [r[3:] for r in members] == [["c848", "2", group_epoch, f"{topic}:0,1", group_epoch, f"{topic}:0,1"]]
+        members = [r for r in command("--describe", "--group", "cli-classic", "--members", "--verbose")
+                   if r[0] == "cli-classic"]
+        assert [r[3:] for r in members] == [["cclassic", "2", "-", f"{topic}:0,1", "-", "-"]]
+        state = [r for r in command("--describe", "--group", "cli-classic", "--state", "--verbose")
+                 if r[0] == "cli-classic"]
+        assert state[0][-5:] == ["range", "Stable", "-", "-", "1"], state
+    finally:
+        modern.close()
+        classic.close()
+
+
 def test_transactions_command(broker: BrokerProcess, tmp_path: Path) -> None:
     bs = broker.bootstrap
     with raw.RawClient(bs) as c:
