@@ -24,7 +24,9 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
 - ``cluster-confluent`` and ``cluster-eoslog`` (issue 13, test 1): the same on a ZooKeeper +
   3-broker cluster, topics at replication factor 3 and min.insync.replicas 2, where the
   broker killed in turn is the leader of an input partition, the leader of an output
-  partition and the transaction coordinator of a copier.
+  partition and the transaction coordinator of a copier. ``cluster-confluent-848``: the KIP-848
+  copiers on the cluster, the third victim the consumer group's coordinator (its group, members,
+  target assignment and offsets loaded from ``__consumer_offsets`` by the new leader).
 - ``kafka-eoslog`` and ``kafka-cluster-eoslog`` (issue 12, section 4): eoslog.client's
   copiers and readers on Apache Kafka (tests/support/kafka_harness.py) — one KRaft node, and three
   with topics and ``__transaction_state`` at replication factor 3 / min.insync.replicas 2
@@ -133,6 +135,8 @@ SCENARIOS = {
     "eoslog": Scenario(EOSLOG, 100_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1),
     "eoslog-order": Scenario(EOSLOG, 100_000 // 3, 1, 1, reader=EOSLOG, kill_after_progress=0.1),
     "cluster-confluent": Scenario(CONFLUENT, 20_000, 2, 3, cluster=True, deadline_s=300.0),
+    # Issue 26: the KIP-848 group's coordinator is the third victim, its group loaded by another broker.
+    "cluster-confluent-848": Scenario(CONFLUENT_848, 20_000, 2, 3, cluster=True, deadline_s=300.0),
     "cluster-eoslog": Scenario(EOSLOG, 40_000, 2, 3, reader=EOSLOG, kill_after_progress=0.1, cluster=True,
                                deadline_s=300.0),
     # A killed Kafka node is back after ~15-20 s on two loaded cores (its log recovery and the
@@ -444,7 +448,10 @@ class CopyRun:
                       + (f"the coordinator of {txn_id}" if turn == 2 else f"the leader of {topic}-0"))
             return victim
         assert self.cluster is not None
-        if turn == 2:
+        if turn == 2 and self.s.client == CONFLUENT_848:
+            node = find_coordinator(self.cluster, GROUP, key_type=0)
+            what = f"the coordinator of the consumer group {GROUP}"
+        elif turn == 2:
             node = find_coordinator(self.cluster, self.copiers[0].transactional_id)
             what = f"the coordinator of {self.copiers[0].transactional_id}"
         else:
