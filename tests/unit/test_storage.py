@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -380,17 +381,25 @@ def test_retention_ms_deletes_whole_expired_segments(tmp_path: Path) -> None:
 
 
 def test_expired_active_segment_is_rolled_then_deleted(tmp_path: Path) -> None:
+    """The new empty segment's file is on disk at once (as Kafka's roll), so a start that never
+    got the log start offset checkpoint (a kill -9 right after the deletion) still ends the log
+    at 5 and never hands out offsets 0-4 again. Mutant (not committed): the roll leaving the file
+    to the first write -> the reopened log ends at 0."""
     clock = Clock()
     lg = open_log(tmp_path, clock, config(retention_ms=10_000))
     for i in range(5):
         append(lg, batch(i, ts=T0))
     clock.now = T0 + 10_001
     assert lg.delete_old_segments() == 1
+    shutil.copytree(lg.dir, tmp_path / "killed" / "t-0")  # the disk as a kill -9 here leaves it
     assert [(s.base_offset, s.size) for s in lg.segments] == [(5, 0)]
     assert lg.log_start_offset == lg.log_end_offset == 5
     assert lg.delete_old_segments() == 0  # an empty active segment never goes
     assert append(lg, batch(5, ts=clock.now)).first_offset == 5
     lg.close()
+    reopened = open_log(tmp_path / "killed", clock, config(retention_ms=10_000), clean_shutdown=False)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 5)
+    reopened.close()
 
 
 def test_active_segment_that_has_not_expired_stays(tmp_path: Path) -> None:

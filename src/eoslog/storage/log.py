@@ -592,6 +592,9 @@ class PartitionLog:
         self._flush_segments()
         old.trim()
         new = self._new_segment(self.log_end_offset)
+        # Its files now, as Kafka's roll: retention may roll the active segment and delete every
+        # other, and then the empty segment's name on disk is what keeps the log end offset.
+        new.create()
         new.next_offset = old.next_offset
         self.segments.append(new)
         self.recovery_point = new.base_offset

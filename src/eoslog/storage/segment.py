@@ -57,7 +57,7 @@ class LogSegment:
         *, preallocate: int = 0, roll_jitter_ms: int = 0, new: bool = False, files: FdCache = SEGMENT_FILES,
     ) -> None:
         """``new``: a segment that does not exist yet (a new log's, a roll's); its files are
-        created by its first write. Otherwise the segment's log file must exist."""
+        created by its first write or ``create``. Otherwise the segment's log file must exist."""
         self.base_offset = base_offset
         # segment.jitter.ms: a random part of the roll age drawn once per segment, as Kafka's
         # rollJitterMs, so that partitions created together do not all roll at once.
@@ -123,6 +123,11 @@ class LogSegment:
         self.entry_durable = False
         self._preallocated = self._preallocate > 0 and reserve(fd, self._preallocate)
         return fd
+
+    def create(self) -> None:
+        """Create the files of a new segment now rather than at its first write."""
+        if not self.exists:
+            self._files.open(self, self._open)
 
     # -- writing -----------------------------------------------------------
 
