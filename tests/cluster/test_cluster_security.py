@@ -14,10 +14,13 @@ that user too.
 
 from __future__ import annotations
 
+import datetime
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -34,13 +37,16 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kio.static.primitive import f64, i16, i32
 
 from eoslog.cli.certs import make_dev_certs
 from eoslog.cluster.zookeeper_server import ZooKeeperServer
+from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.messages import build
 from eoslog.protocol.scram import Mechanism
 from support.cluster_harness import Cluster, settled
 from support.harness import free_ports, wait_until
-from support.rawkafka import RawClient
+from support.rawkafka import RawClient, produce_request, request_module, simple_batch
 from support.security_harness import STANDARD_AUTHORIZER, scram_login
 from support.zk_harness import zookeeper_client
 
@@ -266,3 +272,86 @@ def test_only_notifications_older_than_the_expiration_are_obsolete() -> None:
     created = {"config_change_0000000001": 1000, "config_change_0000000002": 8000, "config_change_0000000003": 9500}
     assert obsolete(created, now_ms=10000, expiration_ms=2000) == ["config_change_0000000001"]
     assert obsolete(created, now_ms=10000, expiration_ms=0) == sorted(created)
+
+
+def _quotas_request(entity: tuple[tuple[str, str | None], ...], ops: dict[str, float | None]) -> Any:
+    m = request_module(ApiKey.ALTER_CLIENT_QUOTAS, 1)
+    return build(m.AlterClientQuotasRequest, validate_only=False, entries=(build(
+        m.EntryData, entity=tuple(build(m.EntityData, entity_type=t, entity_name=n) for t, n in entity),
+        ops=tuple(build(m.OpData, key=k, value=f64(v or 0.0), remove=v is None) for k, v in ops.items())),))
+
+
+def _described_quotas(cluster: Cluster, i: int) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    m = request_module(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1)
+    with cluster.connect(f"127.0.0.1:{cluster.ports[i]}") as client:  # type: ignore[misc]
+        answer = client.call(build(m.DescribeClientQuotasRequest, components=(), strict=False))
+    assert int(answer.error_code) == 0, answer
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: float(v.value) for v in entry.values}
+            for entry in answer.entries or ()}
+
+
+def test_client_quotas_altered_at_one_broker_are_kept_in_zookeeper_and_enforced_by_the_others(
+        cluster: Cluster, zookeeper: ZooKeeperServer) -> None:
+    """AlterClientQuotas at broker 1 writes Kafka's znodes (/config/users/<user> beside the user's
+    SCRAM credentials, /config/users/<user>/clients/<id>, /config/clients/<id>) with a change
+    notification; brokers 2 and 3 describe the quotas from their own watch, and the partition's
+    leader throttles a producer with that client id; a password set afterwards keeps the quota,
+    and removing the quotas at broker 3 empties them everywhere."""
+    from eoslog.cluster.security_store import USERS
+    from eoslog.security.zk_codec import user_credentials
+
+    connect = f"{zookeeper.connect_string}/{cluster.root.name}"
+    assert eoslog_cli("users", "set-password", "quinn", "--password", "q1", "--zookeeper", connect).returncode == 0
+    user, client = (("user", "quinn"),), (("client-id", "slow"),)
+    user_client = (("user", "quinn"), ("client-id", "app"))
+    with cluster.connect(f"127.0.0.1:{cluster.ports[1]}") as admin:  # type: ignore[misc]
+        for entity, ops in ((user, {"producer_byte_rate": 1048576.0}), (user_client, {"request_percentage": 50.0}),
+                            (client, {"producer_byte_rate": 10000.0})):
+            answered = admin.call(_quotas_request(entity, ops))
+            assert [int(e.error_code) for e in answered.entries] == [0], answered
+    wanted = {user: {"producer_byte_rate": 1048576.0}, user_client: {"request_percentage": 50.0},
+              client: {"producer_byte_rate": 10000.0}}
+    for i in (2, 3):
+        wait_until(lambda i=i: _described_quotas(cluster, i) == wanted, f"broker {i} describes the quotas")  # type: ignore[misc]
+    with zookeeper_client(connect) as zk:
+        quinn = json.loads(zk.get(f"{USERS}/quinn")[0])
+        assert quinn["config"]["producer_byte_rate"] == "1048576" and "SCRAM-SHA-512" in quinn["config"], quinn
+        assert json.loads(zk.get(f"{USERS}/quinn/clients/app")[0]) == {
+            "version": 1, "config": {"request_percentage": "50.0"}}
+        assert json.loads(zk.get("/config/clients/slow")[0]) == {
+            "version": 1, "config": {"producer_byte_rate": "10000"}}
+    # A new password keeps the user's quota (one znode holds both, as in Kafka).
+    assert eoslog_cli("users", "set-password", "quinn", "--password", "q2", "--zookeeper", connect).returncode == 0
+    wait_until(lambda: logs_in(cluster, 2, "quinn", "q2"), "quinn's new password reaches broker 2")
+    assert _described_quotas(cluster, 2)[user] == {"producer_byte_rate": 1048576.0}
+    with zookeeper_client(connect) as zk:
+        assert user_credentials(zk.get(f"{USERS}/quinn")[0])
+
+    with cluster.connect(f"127.0.0.1:{cluster.ports[1]}") as admin:  # type: ignore[misc]
+        m = request_module(ApiKey.CREATE_TOPICS, 7)
+        created = admin.call(build(m.CreateTopicsRequest, timeout=datetime.timedelta(seconds=30), validate_only=False,
+                                   topics=(build(m.CreatableTopic, name="quota-topic", num_partitions=i32(1),
+                                                 replication_factor=i16(3), assignments=(), configs=()),)))
+        assert int(created.topics[0].error_code) == 0, created
+    leader = cluster.wait_for(lambda m: m.topics.get("quota-topic", {}).get(0, None) is not None
+                              and m.topics["quota-topic"][0].leader > 0, "quota-topic's leader").topics[
+        "quota-topic"][0].leader
+    with cluster.connect(f"127.0.0.1:{cluster.ports[leader]}") as slow:  # type: ignore[misc]
+        slow.client_id = "slow"
+        throttle_ms = 0
+        for _ in range(8):  # 128 kB: more than the 10 windows' worth (100 kB) a first burst may take
+            answer = slow.call(produce_request("quota-topic", 0, simple_batch([b"x" * 1000] * 16)))
+            assert int(answer.responses[0].partition_responses[0].error_code) == 0, answer
+            throttle_ms = int(answer.throttle_time.total_seconds() * 1000)
+            if throttle_ms:
+                break
+    assert throttle_ms > 0, f"broker {leader} did not throttle the client whose quota broker 1 stored"
+
+    with cluster.connect(f"127.0.0.1:{cluster.ports[3]}") as admin:  # type: ignore[misc]
+        for entity, ops in ((user, {"producer_byte_rate": None}), (user_client, {"request_percentage": None}),
+                            (client, {"producer_byte_rate": None})):
+            assert [int(e.error_code) for e in admin.call(_quotas_request(entity, ops)).entries] == [0]
+    for i in (1, 2, 3):
+        wait_until(lambda i=i: _described_quotas(cluster, i) == {}, f"broker {i} has no quotas left")  # type: ignore[misc]
+    with zookeeper_client(connect) as zk:
+        assert "producer_byte_rate" not in json.loads(zk.get(f"{USERS}/quinn")[0])["config"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from kio.schema.types import ProducerId
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import f64, i8, i16, i32, i64
 
 from eoslog.broker.handlers.registry import REGISTRY
 from eoslog.protocol.messages import build, request_types
@@ -113,6 +113,10 @@ class World:
         assert int(joined.error_code) == 0, joined
         self.members[group] = (int(joined.generation_id), member_id)
         assert error_codes(self.admin.call(sync_request(group, self.members[group], leader=True))) == [0]
+
+    def quota(self, client_id: str) -> None:
+        """The admin sets a producer_byte_rate quota for ``client_id``."""
+        assert set(error_codes(self.admin.call(quota_request(client_id)))) == {0}
 
     @property
     def broker_id(self) -> str:
@@ -312,6 +316,14 @@ def config_request(api: str, version: int, **op: Any) -> Any:
         req(api, version, "AlterConfigsResource", resource_type=i8(2), resource_name=TOPIC, configs=(config,)),))
 
 
+def quota_request(client_id: str) -> Any:
+    """AlterClientQuotas setting ``client_id``'s producer_byte_rate."""
+    return req("AlterClientQuotas", 1, "AlterClientQuotasRequest", validate_only=False, entries=(
+        req("AlterClientQuotas", 1, "EntryData", entity=(
+            req("AlterClientQuotas", 1, "EntityData", entity_type="client-id", entity_name=client_id),), ops=(
+            req("AlterClientQuotas", 1, "OpData", key="producer_byte_rate", value=f64(1048576.0), remove=False),)),))
+
+
 def error_codes(response: Any) -> list[int]:
     """Every *error_code anywhere in a response (top level, per topic, per partition)."""
     found: list[int] = []
@@ -431,6 +443,11 @@ ROWS: list[Row] = [
     Row("DescribeLogDirs", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_DENIED)],
         lambda w: req("DescribeLogDirs", 4, "DescribeLogDirsRequest", topics=None),
         leaked=lambda r: bool(r.results)),
+    Row("DescribeClientQuotas", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE_CONFIGS, CLUSTER_DENIED)],
+        lambda w: req("DescribeClientQuotas", 1, "DescribeClientQuotasRequest", components=(), strict=False),
+        setup=lambda w: w.quota("mx-described"), leaked=lambda r: bool(r.entries)),
+    Row("AlterClientQuotas", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS, CLUSTER_DENIED)],
+        lambda w: quota_request("mx-altered")),
     Row("UpdateFeatures", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_DENIED)],
         lambda w: req("UpdateFeatures", 2, "UpdateFeaturesRequest", timeout=datetime.timedelta(seconds=10),
                       validate_only=True, feature_updates=(
@@ -637,7 +654,8 @@ ELSEWHERE = {
 }
 
 
-STORED = ("acls.json", "scram-credentials.json", "topics.json")  # ACLs, credentials, topic configs
+STORED = ("acls.json", "scram-credentials.json", "topics.json",  # ACLs, credentials, topic configs
+          "dynamic-configs.json")  # broker and group configs, client quotas
 
 
 def _digest(sb: SecuredBroker) -> str:

@@ -409,7 +409,8 @@ def test_a_produce_that_detaches_after_its_connection_was_lost_is_cancelled(brok
     resume = asyncio.Event()
     seen: list[str] = []
 
-    async def handle(frame: Any, session: Any, peer: str, detach: Callable[[], None] | None = None) -> list[bytes]:
+    async def handle(frame: Any, session: Any, peer: str, detach: Callable[[], None] | None = None,
+                     mute: Callable[[int], None] | None = None) -> list[bytes]:
         seen.append("handled")
         await resume.wait()  # before the appends: the connection is lost meanwhile
         assert detach is not None

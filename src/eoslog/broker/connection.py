@@ -188,6 +188,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._has_requests = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
+        self._muted_until = 0.0  # time.monotonic(): a quota throttle mutes the connection until then
         self._closed = False
         self._closed_by_peer = False
         self._unanswered: deque[_Due] = deque()  # behind a detached produce, in request order
@@ -326,6 +327,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             await self._has_requests.wait()
             self._has_requests.clear()
             while self._requests and not self._closed:
+                await self._while_muted()
                 frame = self._requests.popleft()
                 if self._reading_paused and len(self._requests) < MAX_QUEUED_REQUESTS // 2:
                     self._reading_paused = False
@@ -387,7 +389,24 @@ class KafkaProtocol(asyncio.BufferedProtocol):
 
     async def _handle(self, frame: Frame, detach: Callable[[], None] | None = None) -> list[Chunk] | None:
         assert self.session is not None
-        return await self.dispatcher.handle(frame, self.session, self.peer, detach)
+        return await self.dispatcher.handle(frame, self.session, self.peer, detach, self._mute)
+
+    def _mute(self, ms: int) -> None:
+        """A quota's throttle (KIP-219): read and process nothing more for ``ms``, as Kafka
+        mutes the channel once the response is sent."""
+        self._muted_until = max(self._muted_until, time.monotonic() + ms / 1000)
+
+    async def _while_muted(self) -> None:
+        wait = self._muted_until - time.monotonic()
+        if wait <= 0 or self._closed:
+            return
+        assert self.transport is not None
+        self.transport.pause_reading()
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            if not self._reading_paused and not self._closed:
+                self.transport.resume_reading()
 
     async def _detachable(self, frame: Frame) -> _Due | list[Chunk] | None:
         """Run a Produce in the worker like any request until it is answered (its response) or

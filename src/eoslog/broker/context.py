@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from eoslog.broker.config_admin import ConfigAdmin
 from eoslog.broker.metadata_support import Advertised, BrokerEndpoint, MetadataSupport
+from eoslog.broker.quota_admin import QuotaAdmin
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.producer_id_manager import ProducerIdGenerator
@@ -21,6 +22,7 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.features import Features
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.quotas.client import ClientQuotas, QuotaType
 from eoslog.replica import ReplicaManager
 from eoslog.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.security.authorizer import Security
@@ -32,6 +34,18 @@ from eoslog.types import TopicPartition
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class Throttle:
+    """The longest throttle a request earned, and the quota that earned it."""
+
+    ms: int = 0
+    quota: QuotaType | None = None
+
+    def earned(self, quota: QuotaType, ms: int) -> None:
+        if ms > self.ms:
+            self.ms, self.quota = ms, quota
 
 
 @dataclass
@@ -63,14 +77,23 @@ class BrokerState:
     config_admin: ConfigAdmin = field(init=False)
     # Credentials, ACLs and the authorizer (security/authorizer.py).
     security: Security = field(init=False)
+    # Client quotas (KIP-546): what AlterClientQuotas stores and the managers that enforce it.
+    quota_admin: QuotaAdmin = field(init=False)
 
     def __post_init__(self) -> None:
         self.config_admin = ConfigAdmin(self.config, self.logs, self.metadata_support)
         self.security = Security(self.config)
+        self.quota_admin = QuotaAdmin(self.config_admin.store, self.metadata_support, self.clock_ms,
+                                      (int(self.config["quota.window.num"]),
+                                       int(self.config["quota.window.size.seconds"]) * 1000))
 
     @property
     def node_id(self) -> int:
         return self.config.node_id
+
+    @property
+    def client_quotas(self) -> ClientQuotas:
+        return self.quota_admin.quotas
 
     @property
     def cluster_id(self) -> str:
@@ -121,6 +144,22 @@ class RequestContext:
     # done): its connection reads and processes the next requests meanwhile and still answers
     # in order (``broker.connection``). None: the request keeps its connection to the end.
     detach: Callable[[], None] | None = None
+    request_size: int = 0  # the request's frame, in bytes (what a produce quota counts)
+    # Client quotas (KIP-219): the throttle the request earned, which the dispatcher puts in
+    # the response's throttle_time_ms, and ``mute(ms)``, which holds the connection's next
+    # requests for as long (at once: a pipelined produce's successors must wait too).
+    throttle: Throttle = field(default_factory=lambda: Throttle())
+    mute: Callable[[int], None] | None = None
+
+    def record_quota(self, qtype: QuotaType, value: float) -> int:
+        """Add ``value`` to this client's ``qtype`` rate (Kafka's maybeRecordAndGetThrottleTimeMs);
+        the throttle time in ms it earned (kept as the request's throttle if the longest), for
+        which the connection is muted from now on."""
+        ms = self.state.quota_admin.quotas.record(qtype, self.principal.name, self.client_id or "", value)
+        self.throttle.earned(qtype, ms)
+        if ms > 0 and self.mute is not None:
+            self.mute(ms)
+        return ms
 
     @property
     def listener(self) -> str | None:

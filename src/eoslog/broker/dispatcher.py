@@ -17,16 +17,20 @@ the earlier ones wait for their acks (``broker.connection``).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import struct
 import time
 from collections.abc import Callable
+from typing import Any
 
 from eoslog.broker import audit
 from eoslog.broker.context import BrokerState, RequestContext
 from eoslog.broker.handlers.api_versions import unsupported_version_response
 from eoslog.broker.handlers.base import CloseConnection
 from eoslog.broker.handlers.registry import REGISTRY
+from eoslog.broker.request_time import Timed
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.codec import (
@@ -38,11 +42,13 @@ from eoslog.protocol.codec import (
     encode_response_chunks,
     read_prefix,
 )
+from eoslog.quotas.client import QuotaType
 from eoslog.security.session import Session
 
 log = logging.getLogger(__name__)
 
 _API_KEY = struct.Struct(">h")
+_REQUEST_QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 class Dispatcher:
@@ -57,11 +63,13 @@ class Dispatcher:
         return len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == ApiKey.PRODUCE
 
     async def handle(self, frame: Frame, session: Session, peer: str,
-                     detach: Callable[[], None] | None = None) -> list[Chunk] | None:
+                     detach: Callable[[], None] | None = None,
+                     mute: Callable[[int], None] | None = None) -> list[Chunk] | None:
         """Answer one request frame with the buffers of its response frame; None when no
         response is due (acks=0). A Fetch's records may be file regions, to be sent or read
-        before the event loop moves on (``codec.read_chunks``). ``detach``: given to a pipelined request's handler
-        (``RequestContext.detach``)."""
+        before the event loop moves on (``codec.read_chunks``). ``detach``: given to a pipelined
+        request's handler (``RequestContext.detach``); ``mute(ms)``: the connection is to read
+        nothing more for that long (a quota's throttle, KIP-219)."""
         if not self._serving:
             await self.state.serving.wait()
             self._serving = True
@@ -91,11 +99,20 @@ class Dispatcher:
             raise CloseConnection(str(e)) from e
         ctx = RequestContext(
             prefix.api_key, prefix.api_version, prefix.correlation_id, client_id,
-            session.principal, peer, self.state, session, detach,
+            session.principal, peer, self.state, session, detach, len(frame), mute=mute,
         )
         # Authorization is per resource: each handler asks ctx.allowed(...) before it
         # touches one and answers Kafka's *_AUTHORIZATION_FAILED code for it.
-        response = await spec.handler(ctx, request)
+        quotas = self.state.quota_admin.quotas
+        if quotas.enabled(QuotaType.REQUEST) and self._request_quota_applies(prefix.api_key, client_id):
+            timed = Timed(spec.handler(ctx, request))
+            response = await timed
+            # Kafka's request-time quota: percent of one thread, recorded as thread-seconds x 100.
+            ctx.record_quota(QuotaType.REQUEST, timed.busy_s * 100)
+        else:
+            response = await spec.handler(ctx, request)
+        if ctx.throttle.ms > 0:
+            response = self._throttled(ctx, response)
         if prefix.api_key in audit.AUDITED_APIS:
             audit.record(ctx, request, response)
         if self.metrics is not None:
@@ -103,3 +120,19 @@ class Dispatcher:
         if response is None:
             return None
         return encode_response_chunks(prefix.correlation_id, response, prefix.api_key)
+
+    def _request_quota_applies(self, api_key: int, client_id: str | None) -> bool:
+        """Kafka exempts other brokers and the requests a client needs before it can be
+        identified (ApiVersions, SASL)."""
+        return api_key not in _REQUEST_QUOTA_EXEMPT and not self.state.metadata_support.is_inter_broker(client_id)
+
+    def _throttled(self, ctx: RequestContext, response: Any) -> Any:
+        """KIP-219: the response says how long the client is to wait (the connection is muted
+        for as long already: ``RequestContext.record_quota``), so that one that does not wait
+        is held back anyway."""
+        throttle = ctx.throttle
+        assert throttle.quota is not None
+        self.state.quota_admin.quotas.throttled(throttle.quota, ctx.principal.name, ctx.client_id or "", throttle.ms)
+        if response is not None and any(f.name == "throttle_time" for f in dataclasses.fields(response)):
+            response = dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle.ms))
+        return response

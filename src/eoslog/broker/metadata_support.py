@@ -42,6 +42,7 @@ from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
 from eoslog.features import Features, FeatureStore
+from eoslog.quotas.entities import QuotaEntity
 from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
@@ -166,8 +167,13 @@ class MetadataSupport(Protocol):
     def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         """Share a group's configs (stored by ConfigAdmin) with the other brokers: the write to await."""
 
-    def watch_group_configs(self, store: ConfigStore) -> None:
-        """Keep ``store``'s group configs as the other brokers change them (from ``connect`` on)."""
+    def watch_entity_configs(self, store: ConfigStore) -> None:
+        """Keep ``store``'s group configs and client quotas as the other brokers change them
+        (from ``connect`` on)."""
+
+    def alter_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> Awaitable[None] | None:
+        """Share an entity's client quotas (stored by QuotaAdmin) with the other brokers: the
+        write to await."""
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,
@@ -318,8 +324,11 @@ class SingleNode:
     def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         return None  # one node: its ConfigStore is the only one
 
-    def watch_group_configs(self, store: ConfigStore) -> None:
+    def watch_entity_configs(self, store: ConfigStore) -> None:
         return None
+
+    def alter_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> Awaitable[None] | None:
+        return None  # one node: its ConfigStore is the only one
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,

@@ -141,7 +141,7 @@ class Broker:
             advertised=self.advertised,
         )
         self.groups.share.topics = self.state.topic_ids
-        support.watch_group_configs(self.state.config_admin.store)
+        support.watch_entity_configs(self.state.config_admin.store)
         self.groups.consumer.topics = self.state.topic_ids
         self.groups.consumer.settings = lambda group_id: consumer_settings(
             config, lambda key: self.state.config_admin.group_value(group_id, key))

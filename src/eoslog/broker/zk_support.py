@@ -23,8 +23,9 @@ from eoslog.cluster.controller.reassignment import Refusal, ReplicaAssignment
 from eoslog.cluster.coordination import find_coordinator
 from eoslog.cluster.errors import TopicExists
 from eoslog.cluster.feature_store import ZkFeatureStore
-from eoslog.cluster.group_config_store import ZkGroupConfigs, write_group_config
+from eoslog.cluster.group_config_store import write_group_config, zk_group_configs
 from eoslog.cluster.member import ClusterMember
+from eoslog.cluster.quota_store import write_quotas, zk_quotas
 from eoslog.cluster.security_store import ZkSecurityStore
 from eoslog.cluster.topic_admin import delete_topic, grow_topic
 from eoslog.config import BrokerConfig, TopicConfig
@@ -41,6 +42,7 @@ from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.marker_channel import LeaderLookup
 from eoslog.errors import Errors, KafkaError
 from eoslog.features import Features, FeatureStore
+from eoslog.quotas.entities import QuotaEntity
 from eoslog.replica import ReplicaManager
 from eoslog.replica.verification import TransactionVerifier
 from eoslog.security.authorizer import Security
@@ -94,7 +96,8 @@ class ZkSupport:
                               int(self.config["zookeeper.change.notification.expiration.ms"])).start()
         await self._zk_features.start()
         if self._group_configs is not None:
-            await ZkGroupConfigs(self.member.zk, self._group_configs).start()
+            await zk_group_configs(self.member.zk, self._group_configs).start()
+            await zk_quotas(self.member.zk, self._group_configs).start()
         return cluster_id
 
     def begin_loading(self) -> None:
@@ -199,8 +202,11 @@ class ZkSupport:
     def alter_group_config(self, group: str, overrides: dict[str, str]) -> Awaitable[None] | None:
         return write_group_config(self.member.zk, group, overrides)
 
-    def watch_group_configs(self, store: ConfigStore) -> None:
+    def watch_entity_configs(self, store: ConfigStore) -> None:
         self._group_configs = store
+
+    def alter_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> Awaitable[None] | None:
+        return write_quotas(self.member.zk, entity, values)
 
     async def create_topic(self, name: str, num_partitions: int, overrides: dict[str, str], replication_factor: int,
                            assignment: dict[int, tuple[int, ...]] | None, validate_only: bool,

@@ -15,12 +15,12 @@ answering. ZooKeeper is the consensus; nothing here decides an order.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
 from urllib.parse import quote, unquote
 
+from eoslog.cluster.config_cache import ZkConfigCache
 from eoslog.cluster.security_store import CONFIG_CHANGES
 from eoslog.cluster.zk import ZkSession
 from eoslog.storage.config_store import GROUP, ConfigStore
@@ -48,41 +48,22 @@ async def write_group_config(zk: ZkSession, group: str, configs: dict[str, str])
         {"version": 2, "entity_path": f"groups/{group}"}).encode(), sequence=True, makepath=True)
 
 
-class ZkGroupConfigs:
-    def __init__(self, zk: ZkSession, store: ConfigStore) -> None:
-        self.zk = zk
-        self.store = store
-        self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+async def read_group_configs(zk: ZkSession) -> dict[str, dict[str, str]]:
+    """Every group with configs in ZooKeeper → its configs."""
+    found: dict[str, dict[str, str]] = {}
+    for child in await zk.children(GROUPS):
+        node = await zk.get(f"{GROUPS}/{child}")
+        if node is None:
+            continue
+        try:
+            config: Any = json.loads(node.data)["config"]
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("ignoring unreadable %s/%s: %s", GROUPS, child, e)
+            continue
+        found[unquote(child)] = {str(k): str(v) for k, v in config.items()}
+    return found
 
-    async def start(self) -> None:
-        await self.zk.ensure_path(GROUPS)
-        await self.zk.ensure_path(CONFIG_CHANGES)
-        await self.zk.watch_children(CONFIG_CHANGES, self._changed)
-        await self.load()
 
-    def _changed(self, _path: str, _children: list[str]) -> None:
-        task = asyncio.get_running_loop().create_task(self.load())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def load(self) -> None:
-        """Every group's configs from ZooKeeper into the local store (groups gone: emptied)."""
-        async with self._lock:
-            found: dict[str, dict[str, str]] = {}
-            for child in await self.zk.children(GROUPS):
-                node = await self.zk.get(f"{GROUPS}/{child}")
-                if node is None:
-                    continue
-                try:
-                    config: Any = json.loads(node.data)["config"]
-                except (ValueError, KeyError, TypeError) as e:
-                    log.error("ignoring unreadable %s/%s: %s", GROUPS, child, e)
-                    continue
-                found[unquote(child)] = {str(k): str(v) for k, v in config.items()}
-            for group in self.store.names(GROUP):
-                if group not in found and self.store.get(GROUP, group):
-                    self.store.put(GROUP, group, {})
-            for group, config in found.items():
-                if self.store.get(GROUP, group) != config:
-                    self.store.put(GROUP, group, config)
+def zk_group_configs(zk: ZkSession, store: ConfigStore) -> ZkConfigCache:
+    """``store``'s group configs kept as ZooKeeper has them."""
+    return ZkConfigCache(zk, store, GROUP, [GROUPS], read_group_configs)

@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote
 
 from eoslog.cluster.zk import ZkSession
 from eoslog.protocol.scram import Mechanism
+from eoslog.quotas.entities import sanitize
 from eoslog.security.acls import AclBinding, PatternType
 from eoslog.security.authorizer import Security
 from eoslog.security.scram import ScramCredential
@@ -57,7 +58,9 @@ ZK_TIMEOUT_MS = 18000  # zookeeper.session.timeout.ms's default: the CLI's conne
 async def write_user(zk: ZkSession, user: str, credentials: dict[Mechanism, ScramCredential]) -> None:
     """``/config/users/<user>`` holding exactly ``credentials``, then the change notification
     every broker's watch reloads on."""
-    await _put(zk, f"{USERS}/{quote(user, safe='')}", user_config(credentials))
+    path = f"{USERS}/{sanitize(user)}"
+    node = await zk.get(path)
+    await _put(zk, path, user_config(credentials, node.data if node is not None else b""))
     await zk.create(f"{CONFIG_CHANGES}/config_change_", json.dumps(
         {"version": 2, "entity_path": f"users/{user}"}).encode(), sequence=True, makepath=True)
 
@@ -78,7 +81,7 @@ async def set_user_credential(connect: str, user: str, mechanism: Mechanism, cre
     zk = ZkSession(connect, timeout_ms, timeout_ms)
     await zk.start()
     try:
-        node = await zk.get(f"{USERS}/{quote(user, safe='')}")
+        node = await zk.get(f"{USERS}/{sanitize(user)}")
         credentials = user_credentials(node.data) if node is not None else {}
         await write_user(zk, user, {**credentials, mechanism: credential})
     finally:

@@ -23,6 +23,7 @@ from eoslog.coordinator.group import GroupCoordinator
 from eoslog.coordinator.group.state import GroupState
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.coordinator.transaction.state import TxnState
+from eoslog.quotas.client import ClientQuotas
 from eoslog.replica import ReplicaManager
 from eoslog.replica.stats import ISOLATION_NAMES
 from eoslog.storage import LogManager
@@ -49,6 +50,8 @@ class BrokerView(Protocol):
     def group_coordinator(self) -> GroupCoordinator: ...
     @property
     def txn_coordinator(self) -> TransactionCoordinator: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
 
 
 @dataclass
@@ -58,6 +61,28 @@ class BrokerFacts:
 
     connections: Callable[[], Mapping[str, int]]
     load_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _quota_families(quotas: ClientQuotas, replicas: ReplicaManager) -> Iterator[Metric]:
+    """Kafka's per-client quota metrics (kafka.server:type=Produce|Fetch|Request|ControllerMutation,
+    user=..,client-id=..: byte-rate / request-time / mutation-rate and throttle-time), and the
+    replication throttles' bytes (LeaderReplication / FollowerReplication byte-rate)."""
+    rate = _gauge("kafka_server_quota_rate", "what a client moved per second, as its quota measures it "
+                  "(bytes, percent of a thread, partition mutations)", ["quota", "user", "client_id"])
+    limit = _gauge("kafka_server_quota_limit", "the quota that applies to the client", ["quota", "user", "client_id"])
+    throttled = CounterMetricFamily("kafka_server_quota_throttle_time_ms", "time the client's responses asked it "
+                                    "to wait and its connection was muted", labels=["quota", "user", "client_id"])
+    for qtype, user, client_id, measured, bound, throttle_ms in quotas.rates():
+        labels = [qtype.value, user, client_id]
+        rate.add_metric(labels, measured)
+        if bound is not None:
+            limit.add_metric(labels, bound)
+        throttled.add_metric(labels, throttle_ms)
+    replication = CounterMetricFamily("kafka_server_replication_throttled_bytes", "bytes of throttled replicas "
+                                      "sent as leader or fetched as follower", labels=["side"])
+    replication.add_metric(["leader"], replicas.leader_quota.throttled_bytes)
+    replication.add_metric(["follower"], replicas.follower_quota.throttled_bytes)
+    yield from (rate, limit, throttled, replication)
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -76,6 +101,7 @@ class BrokerCollector(Collector):
         yield from self._fetch_waits()
         yield from self._transactions(now_ms)
         yield from self._groups()
+        yield from self._quotas()
         conns = _gauge("kafka_server_socket_server_metrics_connection_count",
                        "open client connections (Kafka: socket-server-metrics connection-count)", ["listener"])
         for listener, n in sorted(self.facts.connections().items()):
@@ -250,6 +276,9 @@ class BrokerCollector(Collector):
         for api, h in sorted(counts.held.items()):
             held.add_metric([api], h.cumulative(), h.total)
         yield held
+
+    def _quotas(self) -> Iterator[Metric]:
+        return _quota_families(self.state.client_quotas, self.state.replicas)
 
     def _groups(self) -> Iterator[Metric]:
         groups = self.state.group_coordinator.groups

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV3
     from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV4
     from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV5
+    from kio.schema.alter_client_quotas.v0.request import AlterClientQuotasRequest as _AlterClientQuotasRequestV0
+    from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest as _AlterClientQuotasRequestV1
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
     from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
     from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
@@ -89,6 +91,12 @@ if TYPE_CHECKING:
     from kio.schema.describe_acls.v1.request import DescribeAclsRequest as _DescribeAclsRequestV1
     from kio.schema.describe_acls.v2.request import DescribeAclsRequest as _DescribeAclsRequestV2
     from kio.schema.describe_acls.v3.request import DescribeAclsRequest as _DescribeAclsRequestV3
+    from kio.schema.describe_client_quotas.v0.request import (
+        DescribeClientQuotasRequest as _DescribeClientQuotasRequestV0,
+    )
+    from kio.schema.describe_client_quotas.v1.request import (
+        DescribeClientQuotasRequest as _DescribeClientQuotasRequestV1,
+    )
     from kio.schema.describe_cluster.v0.request import DescribeClusterRequest as _DescribeClusterRequestV0
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest as _DescribeClusterRequestV1
     from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as _DescribeClusterRequestV2
@@ -418,6 +426,8 @@ if TYPE_CHECKING:
         _DescribeLogDirsRequestV1 | _DescribeLogDirsRequestV2 | _DescribeLogDirsRequestV3 | _DescribeLogDirsRequestV4
         | _DescribeLogDirsRequestV5
     )
+    DescribeClientQuotasRequest = _DescribeClientQuotasRequestV0 | _DescribeClientQuotasRequestV1
+    AlterClientQuotasRequest = _AlterClientQuotasRequestV0 | _AlterClientQuotasRequestV1
     ApiVersionsRequest = (
         _ApiVersionsRequestV0 | _ApiVersionsRequestV1 | _ApiVersionsRequestV2 | _ApiVersionsRequestV3
         | _ApiVersionsRequestV4

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from kio.schema.add_partitions_to_txn.v3.response import AddPartitionsToTxnResponse as _AddPartitionsToTxnResponseV3
     from kio.schema.add_partitions_to_txn.v4.response import AddPartitionsToTxnResponse as _AddPartitionsToTxnResponseV4
     from kio.schema.add_partitions_to_txn.v5.response import AddPartitionsToTxnResponse as _AddPartitionsToTxnResponseV5
+    from kio.schema.alter_client_quotas.v0.response import AlterClientQuotasResponse as _AlterClientQuotasResponseV0
+    from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse as _AlterClientQuotasResponseV1
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as _AlterConfigsResponseV0
     from kio.schema.alter_configs.v1.response import AlterConfigsResponse as _AlterConfigsResponseV1
     from kio.schema.alter_configs.v2.response import AlterConfigsResponse as _AlterConfigsResponseV2
@@ -88,6 +90,12 @@ if TYPE_CHECKING:
     from kio.schema.describe_acls.v1.response import DescribeAclsResponse as _DescribeAclsResponseV1
     from kio.schema.describe_acls.v2.response import DescribeAclsResponse as _DescribeAclsResponseV2
     from kio.schema.describe_acls.v3.response import DescribeAclsResponse as _DescribeAclsResponseV3
+    from kio.schema.describe_client_quotas.v0.response import (
+        DescribeClientQuotasResponse as _DescribeClientQuotasResponseV0,
+    )
+    from kio.schema.describe_client_quotas.v1.response import (
+        DescribeClientQuotasResponse as _DescribeClientQuotasResponseV1,
+    )
     from kio.schema.describe_cluster.v0.response import DescribeClusterResponse as _DescribeClusterResponseV0
     from kio.schema.describe_cluster.v1.response import DescribeClusterResponse as _DescribeClusterResponseV1
     from kio.schema.describe_cluster.v2.response import DescribeClusterResponse as _DescribeClusterResponseV2
@@ -426,6 +434,8 @@ if TYPE_CHECKING:
         _DescribeLogDirsResponseV1 | _DescribeLogDirsResponseV2 | _DescribeLogDirsResponseV3
         | _DescribeLogDirsResponseV4 | _DescribeLogDirsResponseV5
     )
+    DescribeClientQuotasResponse = _DescribeClientQuotasResponseV0 | _DescribeClientQuotasResponseV1
+    AlterClientQuotasResponse = _AlterClientQuotasResponseV0 | _AlterClientQuotasResponseV1
     ApiVersionsResponse = (
         _ApiVersionsResponseV0 | _ApiVersionsResponseV1 | _ApiVersionsResponseV2 | _ApiVersionsResponseV3
         | _ApiVersionsResponseV4

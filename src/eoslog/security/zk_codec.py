@@ -44,9 +44,13 @@ def user_credentials(data: bytes) -> dict[Mechanism, ScramCredential]:
     return {Mechanism(m): credential_from_text(v) for m, v in config.items() if m in {x.value for x in Mechanism}}
 
 
-def user_config(credentials: dict[Mechanism, ScramCredential]) -> bytes:
-    """A ``/config/users/<user>`` znode holding exactly ``credentials``."""
-    return json.dumps({"version": 1, "config": {str(m): credential_text(c) for m, c in credentials.items()}}).encode()
+def user_config(credentials: dict[Mechanism, ScramCredential], current: bytes = b"") -> bytes:
+    """A ``/config/users/<user>`` znode holding exactly ``credentials`` as SCRAM credentials and
+    the other configs of ``current`` (its data: the user's quotas share the znode, as in Kafka)."""
+    kept = {k: v for k, v in dict(json.loads(current or b"{}").get("config") or {}).items()
+            if k not in {x.value for x in Mechanism}}
+    return json.dumps({"version": 1, "config": {**kept, **{str(m): credential_text(c)
+                                                           for m, c in credentials.items()}}}).encode()
 
 
 def resource_type_name(resource_type: ResourceType) -> str:

@@ -8,7 +8,9 @@ response carries session id 0, which tells clients to keep sending full fetch re
 read_committed (isolation level 1) reads only below the last stable offset, with the
 aborted transactions of the range read. Fetch v4-v9 clients cannot read zstd (KIP-110): a
 partition whose data is zstd answers them UNSUPPORTED_COMPRESSION_TYPE instead, as Kafka's
-KafkaApis does after the read.
+KafkaApis does after the read. A consumer's ``consumer_byte_rate`` caps what one fetch may
+take; an answer that goes over it is sent empty, with the throttle time (the client fetches
+the same offsets again once it has waited).
 
 The records are slices of the segment files (``FileRecords``) that the response carries
 unread: a plaintext connection sends them with ``sendfile`` (``broker/connection.py``).
@@ -16,6 +18,7 @@ unread: a plaintext connection sends them with ``sendfile`` (``broker/connection
 
 from __future__ import annotations
 
+import math
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +27,7 @@ from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, build, response_ty
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.quotas.client import QuotaType
 from eoslog.records import CompressionType, iter_batch_headers
 from eoslog.replica import FetchedRecords, FetchParams, FetchPartition, IsolationLevel
 from eoslog.security.acls import AclOperation, ResourceType
@@ -79,11 +83,17 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
             module.FetchResponse, throttle_time=NO_THROTTLE,
             error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(),
         ))
+    replica_id = int(getattr(request, "replica_id", -1))
+    quotas = ctx.state.quota_admin.quotas
+    # consumer_byte_rate (followers have their own throttles): at most what the quota lets
+    # through in its windows, and an answer over the quota goes back empty (Kafka's KafkaApis).
+    quota_bytes = (quotas.max_value_in_window(QuotaType.FETCH, ctx.principal.name, ctx.client_id or "")
+                   if replica_id < 0 else math.inf)
     params = FetchParams(
-        replica_id=int(getattr(request, "replica_id", -1)),
+        replica_id=replica_id,
         max_wait_ms=int(request.max_wait.total_seconds() * 1000),
         min_bytes=int(request.min_bytes),
-        max_bytes=min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"])),
+        max_bytes=int(min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"]), quota_bytes)),
         isolation=IsolationLevel(int(request.isolation_level)),
     )
     # Kafka's KafkaApis: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
@@ -98,7 +108,15 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         for t in request.topics if t.topic in readable for p in t.partitions
     ]
     read_committed = params.isolation is IsolationLevel.READ_COMMITTED
-    results = iter(await ctx.state.replicas.fetch_messages(params, wanted) if wanted else ())
+    fetched = await ctx.state.replicas.fetch_messages(params, wanted) if wanted else []
+    if replica_id < 0 and quotas.enabled(QuotaType.FETCH):
+        size = sum(len(r.records) for r in fetched)
+        if ctx.record_quota(QuotaType.FETCH, size) > 0:
+            quotas.unrecord(QuotaType.FETCH, ctx.principal.name, ctx.client_id or "", size)  # not sent
+            return cast("FetchResponse", build(
+                module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                session_id=INVALID_SESSION_ID, responses=()))
+    results = iter(fetched)
     refused = FetchedRecords(Errors.TOPIC_AUTHORIZATION_FAILED)
     topics = tuple(
         build(module.FetchableTopicResponse, topic=t.topic, partitions=tuple(

@@ -4,7 +4,8 @@
 The replica layer checks acks, verifies transactional batches (KIP-890), appends with the
 client's checks and holds acks=all until the in-sync replicas have the records (once the
 appends are done the request lets its connection go on meanwhile: ``ctx.detach``); this module
-only adds what depends on the request's version (zstd needs v7+) and answers. acks=0
+only adds what depends on the request's version (zstd needs v7+) and answers, counting the
+request's bytes against the client's ``producer_byte_rate`` (a throttle goes in the answer). acks=0
 requests get no response at all, as in Kafka; when such a request fails, the connection is
 closed instead, which is the only way Kafka has to tell the producer (it then refreshes
 metadata and reconnects).
@@ -22,6 +23,7 @@ from eoslog.broker.handlers.base import NO_THROTTLE, ApiSpec, CloseConnection, b
 from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.quotas.client import QuotaType
 from eoslog.records import BATCH_HEADER_SIZE, CompressionType, read_batch_header
 from eoslog.replica import ProduceResult
 from eoslog.replica.verification import produce_request_operation
@@ -61,6 +63,11 @@ def _partition_response(module: ModuleType, index: int, r: ProduceResult) -> Any
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     module = response_types(ctx)
+    if ctx.state.quota_admin.quotas.enabled(QuotaType.PRODUCE):
+        # Kafka counts the whole request once it is answered, while the channel is muted;
+        # here the next requests may be handled while this one waits for its acks, so it is
+        # counted (and the connection muted) on arrival.
+        ctx.record_quota(QuotaType.PRODUCE, ctx.request_size)
     replicas = ctx.state.replicas
     acks = int(request.acks)
     entries: dict[TopicPartition, bytes] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from eoslog.broker.handlers import (
     acls,
     alter_configs,
+    client_quotas,
     cluster,
     configs,
     consumer_groups,
@@ -34,7 +35,8 @@ from eoslog.broker.handlers.base import ApiSpec
 
 _FAMILIES = (metadata, produce, fetch, list_offsets, transactions, topics, configs, alter_configs, cluster, groups,
              offsets, delete_records, leader_epoch, consumer_groups, sasl, acls, scram_credentials,
-             share_groups, share_fetch, share_state, features, reassignments, log_dirs)
+             share_groups, share_fetch, share_state, features, reassignments, log_dirs,
+             client_quotas)
 
 # Every API a handler is written for (scripts/typegen.py types them all, served or not).
 HANDLED: dict[int, ApiSpec] = {spec.api_key: spec for family in _FAMILIES for spec in family.APIS}

@@ -1,0 +1,272 @@
+"""Issue 27, acceptance test 3: client quotas (KIP-546) set with Kafka 4.4's ``kafka-configs.sh
+--entity-type clients|users`` and enforced as Kafka enforces them (rate windows, throttle_time_ms,
+the connection muted).
+
+Producers and consumers of librdkafka and of Kafka's Java clients, each with a client id that has
+a byte-rate quota, run at full speed: after a warm-up (a quota lets its first windows' worth
+through at once), what each moves over 20 s is within 10 % of its quota. The broker measures
+over ``quota.window.num=2`` windows of a second: with Kafka's 11, a client at full speed sends a
+burst of ten windows' worth each time the window holding its previous burst expires, about every
+11 s, and then trickles (Kafka's Rate forgets a burst all at once), so 20 s hold one burst or two
+and what a client moves over them is half its quota or all of it; with two windows the cycle is
+two seconds and 20 s average it out. Producers send requests of 16 kB (Java's default
+``batch.size``; librdkafka's 1 MB would make each request two seconds of quota), the data is in
+batches of 16 kB (a fetch returns at least one whole batch, and one larger than a window's worth
+is throttled however it is asked for), and consumers fetch 16 kB per partition: a fetch over the
+quota is answered empty, as Kafka answers it, and its throttle time is lost to the consumer. An unthrottled
+producer on the same broker meanwhile moves several times as much. A transactional producer under
+a quota commits its transactions (and aborts the ones it means to), and a read_committed consumer
+reads exactly the committed ones. The metrics endpoint shows the throttling.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from support.deps import require
+from support.harness import BrokerProcess, free_port, wait_until
+from support.kafka_harness import JVM_FLAGS, kafka_classpath, run_tool, write_log_config
+from support.rawkafka import RawClient, create_topic, produce_request, simple_batch
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+LIMIT = 512_000  # bytes/s
+WARMUP_S, MEASURE_S = 12, 20
+RECORD = b"x" * 1000
+TOPIC = "quota-data"
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+JAVA_SOURCE = Path(__file__).parents[1] / "reference" / "java" / "QuotaRate.java"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    metrics_port = free_port()
+    b = BrokerProcess(Path(tmp_path_factory.mktemp("quotas")) / "data",
+                      overrides={"metrics.listener": f"http://127.0.0.1:{metrics_port}", "quota.window.num": "2"})
+    b.metrics_port = metrics_port  # type: ignore[attr-defined]
+    b.start()
+    with RawClient(b.bootstrap) as c:
+        assert create_topic(c, TOPIC, 1) == 0
+        assert create_topic(c, "quota-free", 1) == 0
+        assert create_topic(c, "quota-txn", 1) == 0
+    # Enough for a consumer to read at the quota for the whole run, written unthrottled.
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "batch.size": 16384, "client.id": "filler"})
+    for _ in range(LIMIT * (WARMUP_S + MEASURE_S + 12) // len(RECORD)):
+        _produce(p, TOPIC)
+    assert p.flush(120) == 0
+    yield b
+    b.stop()
+
+
+def _produce(p: Producer, topic: str, **kw: object) -> None:
+    while True:
+        try:
+            p.produce(topic, RECORD, partition=0, **kw)  # type: ignore[arg-type]
+            return
+        except BufferError:
+            p.poll(0.05)
+
+
+def configs(broker: BrokerProcess, work: Path, *args: str) -> str:
+    return run_tool(CONFIGS, ["--bootstrap-server", broker.bootstrap, *args], work).stdout
+
+
+def _quota(broker: BrokerProcess, work: Path, client_id: str, key: str, value: int = LIMIT) -> None:
+    out = configs(broker, work, "--alter", "--entity-type", "clients", "--entity-name", client_id,
+                  "--add-config", f"{key}={value}")
+    assert f"Completed updating config for client {client_id}." in out, out
+
+
+class Measured(threading.Thread):
+    """One librdkafka client at full speed; ``rate`` is what it moved per second after the warm-up."""
+
+    def __init__(self, broker: BrokerProcess, client_id: str, mode: str, topic: str = TOPIC) -> None:
+        super().__init__(daemon=True)
+        self.broker, self.client_id, self.mode, self.topic = broker, client_id, mode, topic
+        self.rate = -1.0
+        self.throttled_ms = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.rate = self._produce() if self.mode == "produce" else self._consume()
+        except BaseException as e:
+            self.error = e
+
+    def _stats(self, stats: str) -> None:
+        import json
+
+        doc = json.loads(stats)
+        self.throttled_ms = max([self.throttled_ms, *[int(b.get("throttle", {}).get("max", 0))
+                                                      for b in doc.get("brokers", {}).values()]])
+
+    def _produce(self) -> float:
+        acked = [0]
+
+        def delivered(err: object, msg: object) -> None:
+            if err is None:
+                acked[0] += len(RECORD)
+
+        p = Producer({"bootstrap.servers": self.broker.bootstrap, "client.id": self.client_id, "linger.ms": 5,
+                      "batch.size": 16384, "statistics.interval.ms": 1000, "stats_cb": self._stats})
+        start = time.monotonic()
+        at_from = None
+        while time.monotonic() < start + WARMUP_S + MEASURE_S:
+            _produce(p, self.topic, on_delivery=delivered)
+            p.poll(0)
+            if at_from is None and time.monotonic() >= start + WARMUP_S:
+                at_from = acked[0]
+        moved = acked[0] - (at_from or 0)
+        p.purge()  # what is still queued was never meant to be measured
+        p.flush(30)
+        return moved / MEASURE_S
+
+    def _consume(self) -> float:
+        c = Consumer({"bootstrap.servers": self.broker.bootstrap, "client.id": self.client_id,
+                      "group.id": f"g-{self.client_id}", "enable.auto.commit": False,
+                      "max.partition.fetch.bytes": 16384,
+                      "statistics.interval.ms": 1000, "stats_cb": self._stats})
+        c.assign([TopicPartition(self.topic, 0, 0)])
+        start = time.monotonic()
+        moved = 0
+        while (now := time.monotonic()) < start + WARMUP_S + MEASURE_S:
+            for m in c.consume(500, 0.1):
+                if m.error() is None and now >= start + WARMUP_S:
+                    moved += len(m.value() or b"")
+        c.close()
+        return moved / MEASURE_S
+
+
+def _java(broker: BrokerProcess, work: Path, mode: str, client_id: str, topic: str = TOPIC) -> subprocess.Popen[str]:
+    require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
+            "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
+    return subprocess.Popen(
+        ["java", *JVM_FLAGS, "-Xmx256m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
+         "-cp", kafka_classpath(), str(JAVA_SOURCE), mode, broker.bootstrap, topic, client_id, str(WARMUP_S),
+         str(MEASURE_S)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _java_rate(proc: subprocess.Popen[str]) -> tuple[float, int]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    return float(lines["RATE"]), int(lines["THROTTLED"])
+
+
+def _within(rate: float, what: str) -> None:
+    assert abs(rate - LIMIT) <= 0.1 * LIMIT, f"{what} moved {rate:.0f} B/s, not within 10 % of its quota {LIMIT}"
+
+
+def test_kafka_configs_sets_and_describes_quotas_of_users_and_clients(broker: BrokerProcess, tmp_path: Path) -> None:
+    configs(broker, tmp_path, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+            "clients", "--entity-name", "app", "--add-config", "request_percentage=150,controller_mutation_rate=10")
+    configs(broker, tmp_path, "--alter", "--entity-type", "users", "--entity-default",
+            "--add-config", "consumer_byte_rate=1048576")
+    assert "Quota configs for user-principal 'alice', client-id 'app' are controller_mutation_rate=10.0, " \
+           "request_percentage=150.0" in configs(broker, tmp_path, "--describe", "--entity-type", "users",
+                                                  "--entity-name", "alice", "--entity-type", "clients")
+    assert "Quota configs for the default user-principal are consumer_byte_rate=1048576.0" in configs(
+        broker, tmp_path, "--describe", "--entity-type", "users")
+    refused = run_tool(CONFIGS, ["--bootstrap-server", broker.bootstrap, "--alter", "--entity-type", "clients",
+                                 "--entity-name", "x", "--add-config", "producer_byte_rate=1.5"], tmp_path, check=False)
+    assert refused.returncode != 0 and "Configuration producer_byte_rate must be a LONG value" in refused.stderr
+    for args in (["--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-name",
+                  "app", "--delete-config", "request_percentage,controller_mutation_rate"],
+                 ["--entity-type", "users", "--entity-default", "--delete-config", "consumer_byte_rate"]):
+        configs(broker, tmp_path, "--alter", *args)
+    assert "Quota configs" not in configs(broker, tmp_path, "--describe", "--entity-type", "users")
+
+
+def test_librdkafka_producer_and_consumer_hold_to_their_quotas_and_others_are_unaffected(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    _quota(broker, tmp_path, "rdkafka-producer", "producer_byte_rate")
+    _quota(broker, tmp_path, "rdkafka-consumer", "consumer_byte_rate")
+    clients = [Measured(broker, "rdkafka-producer", "produce"), Measured(broker, "rdkafka-consumer", "consume"),
+               Measured(broker, "unthrottled", "produce", "quota-free")]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join(300)
+        assert c.error is None, c.error
+    producer, consumer, free = clients
+    print({c.client_id: (round(c.rate), c.throttled_ms) for c in clients})
+    _within(producer.rate, "librdkafka's producer")
+    _within(consumer.rate, "librdkafka's consumer")
+    assert producer.throttled_ms > 0 and consumer.throttled_ms > 0, "the broker reported no throttle time"
+    assert free.rate > 3 * LIMIT and free.throttled_ms == 0, f"the unthrottled producer moved {free.rate:.0f} B/s"
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"  # type: ignore[attr-defined]
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    throttled = [line for line in text.splitlines() if line.startswith("kafka_server_quota_throttle_time_ms_total{")]
+    assert any('client_id="rdkafka-producer"' in line and 'quota="producer_byte_rate"' in line
+               and float(line.rsplit(" ", 1)[1]) > 0 for line in throttled), throttled
+
+
+def test_java_producer_and_consumer_hold_to_their_quotas(broker: BrokerProcess, tmp_path: Path) -> None:
+    _quota(broker, tmp_path, "java-producer", "producer_byte_rate")
+    _quota(broker, tmp_path, "java-consumer", "consumer_byte_rate")
+    producer, consumer = _java(broker, tmp_path, "produce", "java-producer"), _java(broker, tmp_path, "consume",
+                                                                                      "java-consumer")
+    (produced, produce_throttle), (consumed, fetch_throttle) = _java_rate(producer), _java_rate(consumer)
+    print({"java-producer": (produced, produce_throttle), "java-consumer": (consumed, fetch_throttle)})
+    _within(produced, "Kafka's Java producer")
+    _within(consumed, "Kafka's Java consumer")
+    assert produce_throttle > 0 and fetch_throttle > 0
+
+
+def test_transactions_under_a_quota_commit_and_abort_correctly(broker: BrokerProcess, tmp_path: Path) -> None:
+    _quota(broker, tmp_path, "txn-producer", "producer_byte_rate", 200_000)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "txn-producer", "transactional.id": "quota-tx",
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    committed = 0
+    for n in range(12):
+        p.begin_transaction()
+        for i in range(200):
+            _produce(p, "quota-txn", key=b"%d-%d" % (n, i))
+        if n % 3 == 2:
+            p.abort_transaction(120)
+        else:
+            p.commit_transaction(120)
+            committed += 200
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "quota-txn-reader", "isolation.level":
+                  "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition("quota-txn", 0, 0)])
+    keys: list[bytes] = []
+    wait_until(lambda: keys.extend(m.key() for m in c.consume(500, 0.5) if m.error() is None) or len(keys) >= committed,
+               "the committed records read", 120)
+    c.close()
+    assert len(keys) == committed == len(set(keys)), (len(keys), committed)
+    assert all(int(k.split(b"-")[0]) % 3 != 2 for k in keys), "a record of an aborted transaction was read"
+
+
+def test_a_client_that_ignores_throttle_time_is_held_back_by_its_muted_connection(broker: BrokerProcess,
+                                                                                  tmp_path: Path) -> None:
+    """KIP-219: the broker answers at once with the throttle time and then reads nothing more from
+    the connection until it has passed. A raw client sends its next produce as soon as it has the
+    answer, never waiting: the broker still holds it to its quota. (Mutant, not committed: the
+    connection's mute made a no-op — the client moved 3.8 MB/s, 7.5 times its quota, and the test failed.)"""
+    _quota(broker, tmp_path, "ignores-throttle", "producer_byte_rate")
+    batch = simple_batch([RECORD] * 16)
+    throttled = 0
+    with RawClient(broker.bootstrap, client_id="ignores-throttle") as raw:
+        start = time.monotonic()
+        moved = 0
+        while (now := time.monotonic()) < start + 3 + 8:
+            answer = raw.call(produce_request(TOPIC, 0, batch))
+            assert int(answer.responses[0].partition_responses[0].error_code) == 0
+            throttled = max(throttled, int(answer.throttle_time.total_seconds() * 1000))
+            if now >= start + 3:  # a quota's first window's worth passes at once
+                moved += len(batch)
+    rate = moved / 8
+    print({"ignores-throttle": (round(rate), throttled)})
+    assert throttled > 0, "no response carried a throttle time"
+    assert rate <= 1.1 * LIMIT, f"a client that ignored its throttle time moved {rate:.0f} B/s (quota {LIMIT})"
