@@ -354,6 +354,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.min.bytes", int, 1, "bytes a follower's fetch waits for"),
     ConfigDef("quota.window.num", int, 11, "windows client quotas are measured over"),
     ConfigDef("quota.window.size.seconds", int, 1, "length of one client quota window"),
+    ConfigDef("controller.quota.window.num", int, 11, "windows a controller mutation quota's burst spans"),
+    ConfigDef("controller.quota.window.size.seconds", int, 1, "length of one controller mutation quota window"),
     ConfigDef("replication.quota.window.num", int, 11, "windows the replication throttles measure over"),
     ConfigDef("replication.quota.window.size.seconds", int, 1, "length of one replication throttle window"),
     ConfigDef("replica.fetch.backoff.ms", int, 1000, "pause after a failed follower fetch"),

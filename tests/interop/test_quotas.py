@@ -21,6 +21,7 @@ reads exactly the committed ones. The metrics endpoint shows the throttling.
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import subprocess
 import threading
@@ -28,14 +29,24 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.static.primitive import i32
 
 from support.deps import require
 from support.harness import BrokerProcess, free_port, wait_until
 from support.kafka_harness import JVM_FLAGS, kafka_classpath, run_tool, write_log_config
-from support.rawkafka import RawClient, create_topic, produce_request, simple_batch
+from support.rawkafka import (
+    RawClient,
+    create_topic,
+    create_topics_request,
+    metadata_request,
+    produce_request,
+    request_module,
+    simple_batch,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -44,6 +55,7 @@ WARMUP_S, MEASURE_S = 12, 20
 RECORD = b"x" * 1000
 TOPIC = "quota-data"
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+THROTTLING_QUOTA_EXCEEDED = 89
 JAVA_SOURCE = Path(__file__).parents[1] / "reference" / "java" / "QuotaRate.java"
 
 
@@ -270,3 +282,57 @@ def test_a_client_that_ignores_throttle_time_is_held_back_by_its_muted_connectio
     print({"ignores-throttle": (round(rate), throttled)})
     assert throttled > 0, "no response carried a throttle time"
     assert rate <= 1.1 * LIMIT, f"a client that ignored its throttle time moved {rate:.0f} B/s (quota {LIMIT})"
+
+
+def _mutation(broker: BrokerProcess, api: int, version: int, **fields: object) -> Any:
+    """One request of ``api`` from a client with id "mutator", on a connection of its own (a
+    throttled answer mutes the connection it came on)."""
+    with RawClient(broker.bootstrap, client_id="mutator") as raw:
+        m = request_module(api, version)
+        cls = {19: "CreateTopicsRequest", 20: "DeleteTopicsRequest", 37: "CreatePartitionsRequest"}[api]
+        return raw.call(getattr(m, cls)(**fields))
+
+
+def _create(broker: BrokerProcess, version: int, name: str, partitions: int) -> tuple[int, int]:
+    """(error code, throttle ms) of a CreateTopics of one topic."""
+    with RawClient(broker.bootstrap, client_id="mutator") as raw:
+        answer = raw.call(create_topics_request(name, partitions, version=version))
+    return int(answer.topics[0].error_code), int(answer.throttle_time.total_seconds() * 1000)
+
+
+def _throttle(answer: Any) -> int:
+    return int(answer.throttle_time.total_seconds() * 1000)
+
+
+def test_controller_mutation_rate_refuses_strict_versions_and_throttles_older_ones(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    """KIP-599: controller_mutation_rate=1 lets a burst of 11 partitions (controller.quota.window.num
+    11 windows of 1 s) through, and the strict request that takes the bucket below zero too (Kafka
+    checks before it records); while it is below zero CreateTopics v6+, DeleteTopics v5+ and
+    CreatePartitions v3+ refuse each topic THROTTLING_QUOTA_EXCEEDED, with the time the bucket takes
+    to refill to zero, and leave it as it was; the older versions do what was asked and are
+    throttled for as long. Another client id is not held back."""
+    configs(broker, tmp_path, "--alter", "--entity-type", "clients", "--entity-name", "mutator",
+            "--add-config", "controller_mutation_rate=1")
+    assert _create(broker, 7, "mut-a", 8) == (0, 0)
+    assert _create(broker, 7, "mut-b", 8) == (0, 0)  # 3 tokens left: allowed (now 5 below zero)
+    error, throttle = _create(broker, 7, "mut-c", 1)
+    assert error == THROTTLING_QUOTA_EXCEEDED and 3000 < throttle <= 5000, (error, throttle)
+    with RawClient(broker.bootstrap) as raw:
+        listed = raw.call(metadata_request(["mut-a", "mut-b", "mut-c"]))
+        assert {t.name: int(t.error_code) for t in listed.topics} == {"mut-a": 0, "mut-b": 0, "mut-c": 3}
+    error, throttle = _create(broker, 5, "mut-d", 1)  # permissive: created, throttled longer
+    assert error == 0 and throttle > 4000, (error, throttle)
+
+    timeout = datetime.timedelta(seconds=10)
+    refused = _mutation(broker, 20, 5, topic_names=("mut-a",), timeout=timeout)
+    assert int(refused.responses[0].error_code) == THROTTLING_QUOTA_EXCEEDED and _throttle(refused) > 0
+    m = request_module(37, 3)
+    grown = _mutation(broker, 37, 3, timeout=timeout, validate_only=False,
+                      topics=(m.CreatePartitionsTopic(name="mut-a", count=i32(9), assignments=None),))
+    assert int(grown.results[0].error_code) == THROTTLING_QUOTA_EXCEEDED and _throttle(grown) > 0
+    deleted = _mutation(broker, 20, 4, topic_names=("mut-a",), timeout=timeout)
+    assert int(deleted.responses[0].error_code) == 0 and _throttle(deleted) > 10000
+    with RawClient(broker.bootstrap, client_id="another") as raw:
+        answer = raw.call(create_topics_request("mut-e", 8))
+        assert int(answer.topics[0].error_code) == 0 and _throttle(answer) == 0

@@ -67,3 +67,27 @@ def test_the_throttle_time_brings_the_rate_back_to_the_quota_and_a_request_quota
     # A request quota's throttle is at most one window (ClientRequestQuotaManager).
     assert quotas.record(QuotaType.REQUEST, "u", "c", 10_000) == 1000
     assert quotas.max_value_in_window(QuotaType.PRODUCE, "u", "c") == 10_000
+
+
+def test_a_controller_mutation_quota_is_a_token_bucket_strict_or_permissive() -> None:
+    now = [0]
+    quotas = ClientQuotas(lambda: now[0], mutation_num=11, mutation_window_ms=1000)
+    quotas.update({QuotaEntity(None, "c", False, True): {"controller_mutation_rate": 2.0}})
+    strict = quotas.mutation_quota("u", "c", strict=True)
+    strict.record(20)  # a burst of 22 (11 windows at 2/s): 2 left
+    assert strict.throttle_ms() == 0
+    strict.record(6)  # allowed while the bucket is not below zero: now 4 below, not throttled (Kafka's)
+    assert strict.throttle_ms() == 0
+    refused = quotas.mutation_quota("u", "c", strict=True)
+    with pytest.raises(KafkaError) as e:
+        refused.record(1)
+    assert e.value.error is Errors.THROTTLING_QUOTA_EXCEEDED and refused.throttle_ms() == 2000
+    permissive = quotas.mutation_quota("u", "c", strict=False)
+    permissive.record(2)  # let through: 6 below zero
+    assert permissive.throttle_ms() == 3000
+    now[0] = 1000  # refilled by 2: the throttle left shrinks with the time passed
+    assert permissive.throttle_ms() == 2000
+    now[0] = 3000
+    quotas.mutation_quota("u", "c", strict=True).record(1)  # back at zero: allowed again
+    quotas.mutation_quota("u", "other", strict=True).record(22)  # another client id's own bucket
+    assert quotas.mutation_quota("v", "unlimited", strict=True).sensor is None

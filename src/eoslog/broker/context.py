@@ -22,7 +22,7 @@ from eoslog.coordinator.share import ShareCoordinator
 from eoslog.coordinator.transaction import TransactionCoordinator
 from eoslog.features import Features
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.quotas.client import ClientQuotas, QuotaType
+from eoslog.quotas.client import ClientQuotas, MutationQuota, QuotaType
 from eoslog.replica import ReplicaManager
 from eoslog.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from eoslog.security.authorizer import Security
@@ -85,7 +85,9 @@ class BrokerState:
         self.security = Security(self.config)
         self.quota_admin = QuotaAdmin(self.config_admin.store, self.metadata_support, self.clock_ms,
                                       (int(self.config["quota.window.num"]),
-                                       int(self.config["quota.window.size.seconds"]) * 1000))
+                                       int(self.config["quota.window.size.seconds"]) * 1000),
+                                      (int(self.config["controller.quota.window.num"]),
+                                       int(self.config["controller.quota.window.size.seconds"]) * 1000))
 
     @property
     def node_id(self) -> int:
@@ -156,10 +158,21 @@ class RequestContext:
         the throttle time in ms it earned (kept as the request's throttle if the longest), for
         which the connection is muted from now on."""
         ms = self.state.quota_admin.quotas.record(qtype, self.principal.name, self.client_id or "", value)
+        self.throttled(qtype, ms)
+        return ms
+
+    def throttled(self, qtype: QuotaType, ms: int) -> None:
+        """The request earned ``ms`` of throttle under ``qtype``: the response says so and the
+        connection is muted for as long."""
         self.throttle.earned(qtype, ms)
         if ms > 0 and self.mute is not None:
             self.mute(ms)
-        return ms
+
+    def mutation_quota(self, strict_since: int) -> MutationQuota:
+        """The controller-mutation quota this request records against: strict from the API's
+        version ``strict_since`` on (it knows THROTTLING_QUOTA_EXCEEDED), permissive before."""
+        return self.state.quota_admin.quotas.mutation_quota(self.principal.name, self.client_id or "",
+                                                            self.api_version >= strict_since)
 
     @property
     def listener(self) -> str | None:

@@ -36,10 +36,11 @@ class Alteration:
 
 class QuotaAdmin:
     def __init__(self, store: ConfigStore, writer: QuotaWriter, clock_ms: Callable[[], int],
-                 windows: tuple[int, int] = (11, 1000)) -> None:
+                 windows: tuple[int, int] = (11, 1000), mutation_windows: tuple[int, int] = (11, 1000)) -> None:
+        """``windows``: quota.window.num and its size in ms; ``mutation_windows``: controller.quota.*."""
         self.store = store
         self.writer = writer
-        self.quotas = ClientQuotas(clock_ms, *windows)
+        self.quotas = ClientQuotas(clock_ms, *windows, *mutation_windows)
         store.listeners.append(self._stored)
         self._apply()
 

@@ -10,6 +10,11 @@ it: (rate - quota) / quota * the window the rate was measured over (Kafka's
 QuotaUtils.throttleTime). The broker puts that time in the response's ``throttle_time_ms`` and
 mutes the connection for as long (``broker.connection``), so a client that ignores it is held
 back anyway.
+
+Controller mutations (KIP-599: partitions created or deleted by CreateTopics, CreatePartitions,
+DeleteTopics) are measured with a token bucket instead (``MutationQuota``): a request at a version
+that knows THROTTLING_QUOTA_EXCEEDED is refused, per topic, once the bucket is empty ("strict");
+an older one is let through and throttled ("permissive").
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from eoslog.errors import Errors, KafkaError
 from eoslog.quotas.entities import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
@@ -27,7 +33,7 @@ from eoslog.quotas.entities import (
     QuotaEntity,
     resolve,
 )
-from eoslog.quotas.rate import SampledRate
+from eoslog.quotas.rate import SampledRate, TokenBucket
 
 INACTIVE_SENSOR_S = 3600  # ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 
@@ -45,6 +51,7 @@ class Sensor:
 
     rate: SampledRate
     bound: float | None = None
+    bucket: TokenBucket = field(default_factory=TokenBucket)  # controller mutations' (KIP-599)
     last_ms: int = 0
     throttle_ms_total: int = 0
     throttles: int = 0
@@ -55,6 +62,8 @@ class ClientQuotas:
     clock_ms: Callable[[], int]
     num: int = 11  # quota.window.num
     window_ms: int = 1000  # quota.window.size.seconds
+    mutation_num: int = 11  # controller.quota.window.num
+    mutation_window_ms: int = 1000  # controller.quota.window.size.seconds
     quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     sensors: dict[tuple[QuotaType, str, str], Sensor] = field(default_factory=dict)
     _enabled: frozenset[QuotaType] = frozenset()
@@ -99,6 +108,14 @@ class ClientQuotas:
         # ClientRequestQuotaManager bounds a request-time throttle to one window; byte rates are not bounded.
         return min(ms, self.window_ms) if qtype is QuotaType.REQUEST else ms
 
+    def mutation_quota(self, user: str, client_id: str, strict: bool) -> MutationQuota:
+        """Kafka's newQuotaFor: the controller-mutation quota one request records its partitions
+        against (unbounded when no quota applies)."""
+        if not self.enabled(QuotaType.CONTROLLER_MUTATION):
+            return MutationQuota(self, None, strict)
+        sensor = self._sensor(QuotaType.CONTROLLER_MUTATION, user, client_id)
+        return MutationQuota(self, sensor if sensor.bound is not None else None, strict)
+
     def unrecord(self, qtype: QuotaType, user: str, client_id: str, value: float) -> None:
         """Take a recorded value back (a throttled fetch is answered empty: its bytes were not sent)."""
         if self.enabled(qtype):
@@ -128,3 +145,45 @@ class ClientQuotas:
         now = self.clock_ms()
         return [(t, u, c, s.rate.measure(now), s.bound, s.throttle_ms_total)
                 for (t, u, c), s in sorted(self.sensors.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2]))]
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
+
+
+@dataclass(slots=True)
+class MutationQuota:
+    """Kafka's Strict/PermissiveControllerMutationQuota for one request."""
+
+    owner: ClientQuotas
+    sensor: Sensor | None  # None: no quota applies
+    strict: bool
+    _throttle_ms: int = 0
+    _recorded_ms: int = 0
+
+    def record(self, partitions: int) -> None:
+        """Take ``partitions`` tokens. Strict: raises KafkaError(THROTTLING_QUOTA_EXCEEDED)
+        instead while the bucket is below zero (the topic is refused, nothing is taken)."""
+        sensor = self.sensor
+        if sensor is None or sensor.bound is None:
+            return
+        now = self.owner.clock_ms()
+        quota = sensor.bound
+        burst = self.owner.mutation_num * self.owner.mutation_window_ms / 1000 * quota
+        sensor.last_ms = now
+        if self.strict and sensor.bucket.measure(quota, burst, now) < 0:
+            self._exceeded(sensor.bucket.measure(quota, burst, now), quota, now)
+            raise KafkaError(Errors.THROTTLING_QUOTA_EXCEEDED, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        sensor.bucket.record(partitions, quota, burst, now)
+        sensor.rate.record(partitions, now)
+        tokens = sensor.bucket.measure(quota, burst, now)
+        if not self.strict and tokens < 0:
+            self._exceeded(tokens, quota, now)
+
+    def _exceeded(self, tokens: float, quota: float, now: int) -> None:
+        # ControllerMutationQuotaManager.throttleTimeMs: until the bucket is back at zero.
+        self._throttle_ms = round(-tokens / quota * 1000) if quota > 0 else self.owner.mutation_window_ms
+        self._recorded_ms = now
+
+    def throttle_ms(self) -> int:
+        """The throttle left now (a request may wait for its topics after recording)."""
+        return max(0, self._throttle_ms - (self.owner.clock_ms() - self._recorded_ms))

@@ -77,3 +77,27 @@ class SampledRate:
         for s in self._samples:
             if now_ms - s.last_event_ms >= expire:
                 s.reset(now_ms)
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket`` (KIP-599, controller mutations): it holds up to ``burst`` tokens
+    (the quota times the windows' span), refills at the quota per second, and each mutation
+    takes one token per partition — taking it below zero is allowed once, and the quota is
+    exceeded while it stays below."""
+
+    def __init__(self) -> None:
+        self.tokens: float | None = None  # None: full (Kafka's first refill fills it)
+        self.last_ms = 0
+
+    def measure(self, quota: float, burst: float, now_ms: int) -> float:
+        self._refill(quota, burst, now_ms)
+        assert self.tokens is not None
+        return self.tokens
+
+    def record(self, value: float, quota: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.measure(quota, burst, now_ms) - value)
+
+    def _refill(self, quota: float, burst: float, now_ms: int) -> None:
+        tokens = burst if self.tokens is None else self.tokens + quota * (now_ms - self.last_ms) / 1000
+        self.tokens = min(burst, tokens)
+        self.last_ms = now_ms

@@ -14,6 +14,11 @@ topic is written to ZooKeeper with Kafka's replica placement (or the manual assi
 controller elects the first leaders, and the answer waits for them up to the request's
 timeout. Names repeated in one request get INVALID_REQUEST, each once.
 
+Each topic created or deleted and each partition added counts its partitions against the
+client's ``controller_mutation_rate`` (KIP-599; not for validate_only): CreateTopics v6+,
+DeleteTopics v5+ and CreatePartitions v3+ refuse a topic with THROTTLING_QUOTA_EXCEEDED once it
+is exceeded, older versions are let through; either way the response carries the throttle time.
+
 Expected refusals are values (``Refusal``), not exceptions; storage failures arrive
 as ``TopicError`` and are turned into one as well.
 """
@@ -35,6 +40,7 @@ from eoslog.config import ConfigError, check_topic_config
 from eoslog.errors import KafkaError
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.quotas.client import MutationQuota, QuotaType
 from eoslog.security.acls import AclOperation, ResourceType
 from eoslog.storage import TopicError, TopicInfo
 from eoslog.storage.log_manager import validate_topic_name
@@ -185,6 +191,16 @@ def _plan_topic(ctx: RequestContext, topic: Any) -> Refusal | TopicPlan:
     return TopicPlan(name, placement.num_partitions, overrides, placement.replication_factor, placement.assignment)
 
 
+def _mutation_refusal(quota: MutationQuota, partitions: int) -> Refusal | None:
+    """Record a topic's partitions against the controller-mutation quota (KIP-599); a strict
+    quota that is exceeded refuses the topic."""
+    try:
+        quota.record(partitions)
+    except KafkaError as e:
+        return Refusal(error_code(e.error), str(e))
+    return None
+
+
 async def _create(ctx: RequestContext, plan: TopicPlan, validate_only: bool, timeout_s: float) -> Refusal | TopicInfo:
     try:
         return await ctx.state.metadata_support.create_topic(
@@ -246,9 +262,14 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
         plans.update(dict.fromkeys(duplicates, too_large))
         duplicates = []
     results = []
+    quota = ctx.mutation_quota(strict_since=6)
     for name, plan in plans.items():
         if isinstance(plan, Refusal):
             results.append(_refused_result(module, name, plan))
+            continue
+        refused = None if request.validate_only else _mutation_refusal(quota, plan.num_partitions)
+        if refused is not None:
+            results.append(_refused_result(module, name, refused))
             continue
         outcome = await _create(ctx, plan, bool(request.validate_only), request.timeout.total_seconds())
         if isinstance(outcome, Refusal):
@@ -257,6 +278,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
             results.append(_created_result(ctx, module, outcome, plan.replication_factor))
     duplicate = Refusal(ErrorCode.invalid_request, "Duplicate topic name.")
     results += [_refused_result(module, name, duplicate) for name in duplicates]
+    ctx.throttled(QuotaType.CONTROLLER_MUTATION, quota.throttle_ms())
     return cast("CreateTopicsResponse", build(
         module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results)))
 
@@ -333,7 +355,12 @@ async def _delete_topics(ctx: RequestContext, wanted: list[tuple[str | None, uui
                                      "The provided topic name maps to an ID that was already supplied."))
         else:
             to_delete[id_of_name] = name
-    out += [await _delete(ctx, name, topic_id, timeout_s) for topic_id, name in to_delete.items()]
+    quota = ctx.mutation_quota(strict_since=5)
+    for topic_id, name in to_delete.items():
+        refused = _mutation_refusal(quota, _partition_count(ctx, name) or 0)
+        out.append(await _delete(ctx, name, topic_id, timeout_s) if refused is None
+                   else DeleteOutcome(name, topic_id, refused.error, refused.message))
+    ctx.throttled(QuotaType.CONTROLLER_MUTATION, quota.throttle_ms())
     return out
 
 
@@ -365,7 +392,8 @@ def _partition_count(ctx: RequestContext, name: str) -> int | None:
     return ctx.state.metadata_support.partition_count(name)
 
 
-async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s: float) -> Refusal | None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s: float,
+                quota: MutationQuota) -> Refusal | None:
     """ReplicationControlManager.createPartitions for one topic."""
     current_count = _partition_count(ctx, topic.name)
     if current_count is None:
@@ -381,6 +409,9 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, timeout_s:
         return Refusal(ErrorCode.invalid_replica_assignment, f"Attempted to add {additional} additional "
                        f"partition(s), but only {len(topic.assignments)} assignment(s) were specified.")
     assignments = None if topic.assignments is None else [[int(b) for b in a.broker_ids] for a in topic.assignments]
+    refused = None if validate_only else _mutation_refusal(quota, additional)
+    if refused is not None:
+        return refused
     try:
         await ctx.state.metadata_support.add_partitions(topic.name, count, assignments, validate_only, timeout_s)
     except KafkaError as e:
@@ -397,13 +428,16 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
     # Assignments are checked again in _grow; counting here only needs the sizes.
     counts = {t.name: _partition_count(ctx, t.name) for t in unique}
     added = sum(max(0, int(t.count) - n) for t in unique if (n := counts[t.name]) is not None)
+    quota = ctx.mutation_quota(strict_since=3)
     for t in unique:
         if not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC, t.name):
             outcomes[t.name] = Refusal(ErrorCode.topic_authorization_failed, "Authorization failed.")
         elif added > MAX_RECORDS_PER_USER_OP:
             outcomes[t.name] = Refusal(ErrorCode.policy_violation, TOO_LARGE_MESSAGE)
         else:
-            outcomes[t.name] = await _grow(ctx, t, bool(request.validate_only), request.timeout.total_seconds())
+            outcomes[t.name] = await _grow(ctx, t, bool(request.validate_only), request.timeout.total_seconds(),
+                                           quota)
+    ctx.throttled(QuotaType.CONTROLLER_MUTATION, quota.throttle_ms())
     results = tuple(
         build(module.CreatePartitionsTopicResult, name=name,
               error_code=o.error if o else ErrorCode.none, error_message=o.message if o else None)
