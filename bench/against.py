@@ -90,12 +90,19 @@ def interleave(bench: str, args: argparse.Namespace, run: Callable[[argparse.Nam
 
 
 def main(bench: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], dict[str, Any]],
-         figures: Callable[[dict[str, Any]], Figures], print_: Callable[[str], None]) -> int:
-    """A bench's ``main`` under ``--against kafka``: both brokers, the ratios printed and saved."""
+         figures: Callable[[dict[str, Any]], Figures], print_: Callable[[str], None], *,
+         annotate: Callable[[dict[str, Any]], None] | None = None,
+         plot_: Callable[[dict[str, Any], Path], None] | None = None) -> int:
+    """A bench's ``main`` under ``--against kafka``: both brokers, the ratios printed and saved.
+    ``annotate`` adds the bench's own findings to the results (and prints them) before they are
+    saved; ``plot_`` draws them instead of the ratios' bars."""
     results = interleave(bench, args, run, figures)
+    results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     render(results, print_)
+    if annotate is not None:
+        annotate(results)
     if not args.no_save:
-        for path in save(results):
+        for path in save(results, plot_):
             print_(f"wrote {path}")
     return 0
 

@@ -163,6 +163,50 @@ def plot_transactions(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+KAFKA_COLOR = "#555555"
+
+
+def plot_transactions_against(results: dict[str, Any], path: Path) -> None:
+    """transactions.py ``--against kafka``: MB/s per case and p99 commit time per transactional
+    case, eoslog next to Kafka (best of each side's runs), with eoslog / Kafka on each pair."""
+    best, ratios = results["best"], results["ratios_eoslog_over_kafka"]
+    cases = list(dict.fromkeys(k.removesuffix(" MB/s") for k in best["eoslog"] if k.endswith(" MB/s")))
+    commits = [c for c in cases if f"{c} p99 commit ms" in best["eoslog"]]
+    fig, (tput, lat) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [1.2, 1]})
+    for ax, names, key, unit in ((tput, cases, "MB/s", "MB/s of committed record values (best run)"),
+                                 (lat, commits, "p99 commit ms", "commit p99, ms (best run)")):
+        x = list(range(len(names)))
+        for i, (side, col) in enumerate((("eoslog", EOSLOG_COLOR), ("kafka", KAFKA_COLOR))):
+            values = [best[side].get(f"{n} {key}", 0.0) for n in names]
+            ax.bar([xi + (i - 0.5) * 0.4 for xi in x], values, 0.4, color=col,
+                   label="eoslog" if side == "eoslog" else results["kafka"])
+        for xi, n in zip(x, names, strict=True):
+            r = ratios.get(f"{n} {key}")
+            top = max(best["eoslog"].get(f"{n} {key}", 0.0), best["kafka"].get(f"{n} {key}", 0.0))
+            if r:
+                ax.text(xi, top, f"{r['value']:.2f}", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(x, [n.replace("-", "\n", 1) for n in names], fontsize=8)
+        ax.set_ylabel(unit)
+        ax.legend(fontsize=8)
+    tput.set_title("throughput; label: eoslog / Kafka (higher is better)", fontsize=10)
+    lat.set_title("commitTransaction() p99; label: eoslog / Kafka (lower is better)", fontsize=10)
+    versions = "; ".join(
+        f"{side} TV2/TV1 " + ", ".join(f"{c.removeprefix('txn-')} ms {e['mb_s_rounds_median']}" for c, e in per.items())
+        for side, per in results.get("transaction_versions", {}).items())
+    fig.suptitle(
+        f"{results['benchmark']}: eoslog vs {results['kafka']}, client {results.get('client', 'librdkafka')}, "
+        f"{results['rounds']} interleaved runs per broker, load {results['load_avg_at_start'][0]} at start, "
+        f"{results.get('load_avg_at_end', ['?'])[0]} at end — {results['timestamp']}\n"
+        "txn-N: transaction.version 2, txn-N-tv1: after a downgrade to 1 (same broker, interleaved); "
+        "every case verified read_committed"
+        + (f"\nMB/s TV2/TV1 (median of the rounds' ratios): {versions}" if versions else ""),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 CLIENT_COLORS = {"eoslog": "#1f77b4", "eoslog-asyncio": "#4a98d3", "eoslog-pure": "#9cc3e6", "confluent": "#555555",
                  "aiokafka": "#ff7f0e", "kafka-python": "#2ca02c"}
 

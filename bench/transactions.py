@@ -4,6 +4,7 @@ throughput at 100 ms, reported, never asserted).
 
     python bench/transactions.py [--quick]     # from the repo root, inside .venv
     python bench/transactions.py --profile --intervals 10   # py-spy on the broker
+    python bench/transactions.py --client java --quick --against kafka   # TV2 and TV1, eoslog / Kafka
 
 One broker subprocess (3 partitions per topic, Kafka's defaults otherwise); each case
 writes to its own topic, ``--rounds`` times over, interleaved, each round starting one
@@ -38,11 +39,25 @@ every partition from offset 0 to its end must see exactly the committed records 
 partition, each with the value sent, and none of the aborted ones. A case that fails is
 shown as FAILED, left out of the ratios, and the exit status is 1.
 
+The client (``--client``): confluent-kafka (librdkafka, the default), which speaks transaction
+version 1 only, or Kafka 4.4's Java producer (``java``, java_client.py: one JVM per case running
+bench/java/TransactionalProduce.java, the same cycle, warm-up and abort probe), which speaks
+transaction version 2 (KIP-890 part 2: an epoch bump at every commit and abort, partitions added by
+their leader on the first Produce) whenever the broker finalizes it. With it the transactional
+cases run at ``transaction.version=2`` (``txn-N``) and, for each interval in ``--tv1``, once more
+after a downgrade to 1 (``txn-N-tv1``; UpdateFeatures before the case, on the same broker, in the
+same interleaved rounds). The verification then also checks which version the producer used: the
+epochs DescribeProducers reports must have advanced past the committed transactions under
+version 2, and stayed 0 under version 1 (librdkafka's cases are checked for version 1). Under
+``--against kafka`` every run's table is shown, and the results keep each run's cases
+(``side_runs``) and the TV2 / TV1 ratios per broker (``transaction_versions``).
+
 Each case's topic is deleted once verified (``--keep`` keeps them): its dirty pages go
 with it instead of being written back to disk while later cases run.
 
 Results: a table, ``bench/results/transactions-<timestamp>.json`` and
-``transactions-latest.json``, and ``transactions-latest.png``.
+``transactions-latest.json``, and ``transactions-latest.png`` (``transactions-java-…`` with
+``--client java``, ``…-kafka-…`` with ``--against kafka``).
 """
 
 from __future__ import annotations
@@ -52,6 +67,7 @@ import collections
 import datetime
 import json
 import math
+import os
 import re
 import shutil
 import statistics
@@ -75,6 +91,7 @@ from rich.console import Console
 from rich.table import Table
 
 import against
+import java_client
 from baselines import recycle_pages
 from common import (
     MB,
@@ -96,6 +113,7 @@ from load import (
     ChunkSender,
     Errors,
     client_cpu_seconds,
+    create_topic,
     open_producer,
 )
 
@@ -115,6 +133,11 @@ ABORT_PROBE = 100  # records per partition in the aborted transaction after a ca
 ABORT_VALUE = (b"aborted-probe;" * (RECORD_SIZE // 14 + 1))[:RECORD_SIZE]
 TXN_TIMEOUT_S = 60.0
 RSS_INTERVAL_S = 0.5
+# The producers a case can run on: confluent-kafka (librdkafka: transaction version 1 only) and
+# Kafka 4.4's Java producer (java_client.py: version 2 when the broker finalizes it).
+CLIENTS = ("librdkafka", "java")
+CLIENTS_TV2 = ("java",)
+CLIENT_LABELS = {"librdkafka": "confluent-kafka (librdkafka)", "java": "Kafka 4.4 Java producer (KafkaProducer)"}
 
 _FATAL = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
@@ -129,18 +152,31 @@ class Case:
     label: str
     interval_ms: int | None = None  # None: produce throughout, one flush at the end
     transactional: bool = False
+    # The transaction.version finalized before the case (UpdateFeatures) and the one its producer
+    # must be seen to use; None: the broker's level is left alone and the client speaks version 1
+    # (librdkafka knows no other).
+    transaction_version: int | None = None
 
     @property
     def config(self) -> dict[str, Any]:
         return dict(IDEMPOTENT.config)
 
 
-def cases_for(intervals: tuple[int, ...], controls: tuple[int, ...] = ()) -> list[Case]:
+def cases_for(intervals: tuple[int, ...], controls: tuple[int, ...] = (), tv1: tuple[int, ...] = (),
+              client: str = "librdkafka") -> list[Case]:
     """The baseline, a transactional case per interval, and a control per interval in
     ``controls``: the idempotent producer flushing every N ms without transactions,
-    which separates the cost of draining the pipeline from that of the transaction."""
+    which separates the cost of draining the pipeline from that of the transaction.
+
+    A client that speaks transaction version 2 (``CLIENTS_TV2``) runs the transactional cases
+    at ``transaction.version=2`` and, per interval in ``tv1``, once more after a downgrade to 1
+    (``txn-N-tv1``), on the same broker, interleaved."""
+    tv2 = client in CLIENTS_TV2
     return [Case("idempotent", "idempotent (baseline)"),
-            *(Case(f"txn-{ms}", f"transactional, {ms} ms", ms, transactional=True) for ms in intervals),
+            *(Case(f"txn-{ms}", f"transactional, {ms} ms" + (", TV2" if tv2 else ""), ms, transactional=True,
+                   transaction_version=2 if tv2 else None) for ms in intervals),
+            *(Case(f"txn-{ms}-tv1", f"transactional, {ms} ms, TV1", ms, transactional=True, transaction_version=1)
+              for ms in (tv1 if tv2 else ())),
             *(Case(f"flush-{ms}", f"idempotent, flush every {ms} ms (control)", ms) for ms in controls)]
 
 
@@ -159,6 +195,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--controls", default=str(GOAL_INTERVAL_MS),
                    help="intervals (ms, comma-separated, or 'none') at which to also run the control: the "
                         "idempotent producer flushing every N ms without transactions")
+    p.add_argument("--client", choices=CLIENTS, default="librdkafka",
+                   help="the producer: confluent-kafka (librdkafka, transaction version 1) or Kafka 4.4's Java "
+                        "producer (reference jars; transaction version 2 when finalized, as on both brokers "
+                        "by default)")
+    p.add_argument("--tv1", default=None,
+                   help="with --client java: intervals (ms, comma-separated, or 'none') at which the transactional "
+                        "case also runs after transaction.version is downgraded to 1 (default: every interval)")
     p.add_argument("--profile", action="store_true",
                    help="instead: py-spy on the broker during the idempotent case and each interval, once "
                         "(busy samples, with line numbers); saves transactions-hotspots-latest.json")
@@ -174,6 +217,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
     args.intervals = tuple(sorted(int(x) for x in args.intervals.split(",")))
     args.controls = () if args.controls == "none" else tuple(sorted(int(x) for x in args.controls.split(",")))
+    args.tv1 = (args.intervals if args.tv1 is None else
+                () if args.tv1 == "none" else tuple(sorted(int(x) for x in args.tv1.split(","))))
     return args
 
 
@@ -189,6 +234,7 @@ class Sent:
     markers: int = 0  # control records: one per partition per completed transaction
     exact: bool = True  # False when a failed transaction left an unknown number of records
     value: bytes = b""
+    transactions: int = 0  # committed in the timed loop
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -271,6 +317,7 @@ def run_case(bootstrap: str, topic: str, case: Case, seconds: float,
                 flushes.append(committing - flushing)
                 if case.transactional:
                     commits.append(end - committing)
+                    sent.transactions += 1
             else:
                 sent.exact = False  # some of its records may have failed before reaching the log
                 sent.aborted += sum(in_txn)
@@ -289,6 +336,38 @@ def run_case(bootstrap: str, topic: str, case: Case, seconds: float,
     extra.update(client_cpu_s=round(client_cpu, 2), client_errors=errors.client,
                  committed_per_partition=list(sent.committed))
     return Measurement(case.label, records * RECORD_SIZE, end - start, records, extra=extra), sent
+
+
+def run_case_java(classes: Path, bootstrap: str, topic: str, case: Case, seconds: float,
+                  sampler: RssSampler | None = None) -> tuple[Measurement, Sent]:
+    """``run_case`` with Kafka's Java producer (java_client.py), in a JVM of its own: the same
+    cycle, records, warm-up outside the clock and abort probe after it."""
+    create_topic(bootstrap, topic)
+    create_topic(bootstrap, f"{topic}-warmup")
+    mode = "txn" if case.transactional else "idempotent" if case.interval_ms is None else "flush"
+    value = os.urandom(RECORD_SIZE)
+    broker_cpu: list[float] = []
+
+    def on_clock(edge: str) -> None:
+        if sampler:
+            broker_cpu.append(sampler.set_phase(f"produce {case.name}" if edge == "start" else "between"))
+
+    r = java_client.run_producer(classes, bootstrap, topic, mode, case.interval_ms, seconds, partitions=PARTITIONS,
+                                 chunk=ENQUEUE_CHUNK, value=value, abort_value=ABORT_VALUE, abort_probe=ABORT_PROBE,
+                                 on_clock=on_clock)
+    sent = Sent(committed=list(r["committed"]), aborted=r["aborted"], markers=r["markers"], exact=r["exact"],
+                value=value, transactions=r["cycles"] if case.transactional else 0)
+    extra: dict[str, Any] = {"topic": topic, "config": {"client": "Kafka Java producer", "mode": mode,
+                                                        **java_client.PRODUCER_SETTINGS},
+                             "warmup_s": r["warmup_s"], "client_cpu_s": r["client_cpu_s"],
+                             "client_errors": r["client_errors"], "committed_per_partition": list(sent.committed)}
+    if case.interval_ms is not None:
+        extra.update(cycles=r["cycles"], failed_transactions=r["failed_transactions"], failures=r["failures"],
+                     commit_s=r["commit_s"], flush_s=r["flush_s"])
+    if len(broker_cpu) == 2:
+        extra["broker_cpu_s"] = round(broker_cpu[1] - broker_cpu[0], 2)
+    records = sum(sent.committed)
+    return Measurement(case.label, records * RECORD_SIZE, r["seconds"], records, extra=extra), sent
 
 
 def _abort_probe(producer: Producer, topic: str, sent: Sent) -> None:
@@ -325,10 +404,19 @@ def _offsets(admin: AdminClient, topic: str, level: Any) -> list[int]:
     return [by_partition[p] for p in range(PARTITIONS)]
 
 
-def verify(bootstrap: str, topic: str, sent: Sent, timeout_s: float = 300.0) -> dict[str, Any]:
+def verify(bootstrap: str, topic: str, sent: Sent, timeout_s: float = 300.0,
+           transaction_version: int | None = None) -> dict[str, Any]:
     """Check the log against what was sent (see the module docstring); returns the
-    findings, with ``problems`` empty when everything matched."""
+    findings, with ``problems`` empty when everything matched. With ``transaction_version``
+    (a transactional case), also that the producer used that version (``_version_seen``)."""
     problems: list[str] = []
+    version: dict[str, Any] = {}
+    if transaction_version is not None:
+        version = _version_seen(bootstrap, topic, sent)
+        if version["transaction_version_seen"] != transaction_version:
+            problems.append(f"the producer used transaction version {version['transaction_version_seen']}, "
+                            f"not {transaction_version}: producer epochs {version['producer_epochs']} after "
+                            f"{sent.transactions} committed transactions")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # Markers are written after EndTxn is answered (and, with group commit, count towards the
     # high watermark once fsynced): give the offsets a moment.
@@ -402,7 +490,16 @@ def verify(bootstrap: str, topic: str, sent: Sent, timeout_s: float = 300.0) -> 
     return {"ok": not problems, "problems": problems, "high_watermarks": hws, "last_stable_offsets": lsos,
             "lso_wait_s": round(lso_wait, 3), "read_committed_seen": seen, "aborted_records_seen": aborted_seen,
             "expected_offsets": expected_offsets, "exact": sent.exact, "read_s": round(time.perf_counter() - t1, 2),
-            "client_errors": client_errors}
+            "client_errors": client_errors, **version}
+
+
+def _version_seen(bootstrap: str, topic: str, sent: Sent) -> dict[str, Any]:
+    """Which transaction version the producer used, from the epochs DescribeProducers shows:
+    under version 2 every commit and abort bumps the epoch (the warm-up's commit and each of the
+    case's), so the case's partitions end at an epoch above its committed transactions; under
+    version 1 the epoch of a fresh transactional id stays 0 (a bump only follows an error)."""
+    epochs = java_client.producer_epochs(bootstrap, topic, PARTITIONS)
+    return {"producer_epochs": epochs, "transaction_version_seen": 2 if max(epochs) >= sent.transactions + 1 else 1}
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
@@ -418,12 +515,18 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cases = cases_for(args.intervals, args.controls)
+    cases = cases_for(args.intervals, args.controls, args.tv1, args.client)
     work, data_dir, facts = prepare_run(args.work_dir, "eoslog-bench-txn-", args.broker_src)
+    facts["load_avg_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    classes: Path | None = None
+    if args.client == "java":
+        against.require_kafka()
+        classes = java_client.compile_producer(work / "classes")
+        facts["java_client"] = f"{against.kafka_label()} Java producer"
     started = datetime.datetime.now().astimezone()
     console.print(f"[bold]eoslog transactions benchmark[/] on {getattr(args, 'side', 'eoslog')}: "
                   f"{args.seconds:g} s per case, {args.rounds} round(s), "
-                  f"{RECORD_SIZE} B records, {PARTITIONS} partitions, commit intervals "
+                  f"{RECORD_SIZE} B records, {PARTITIONS} partitions, client {args.client}, commit intervals "
                   f"{', '.join(f'{ms} ms' for ms in args.intervals)}; work dir {work}")
     console.print(f"machine: {facts['cpu_count']} CPUs, load {facts['load_avg_at_start']}, Python {facts['python']}, "
                   f"librdkafka {facts['librdkafka']}; broker from {facts['broker_src']} ({facts['eoslog_commit']})")
@@ -446,9 +549,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             recycle_s = recycle_pages(work, recycle)
             console.print(f"{case.label} (round {rnd + 1} of {args.rounds}) …")
             try:
-                m, sent = run_case(broker.bootstrap, topic, case, args.seconds, sampler)
+                if case.transaction_version is not None:
+                    java_client.set_transaction_version(broker.bootstrap, case.transaction_version)
+                if classes is not None:
+                    m, sent = run_case_java(classes, broker.bootstrap, topic, case, args.seconds, sampler)
+                else:
+                    m, sent = run_case(broker.bootstrap, topic, case, args.seconds, sampler)
                 sampler.set_phase("verify")
-                m.extra["verification"] = verify(broker.bootstrap, topic, sent)
+                m.extra["verification"] = verify(
+                    broker.bootstrap, topic, sent,
+                    transaction_version=(case.transaction_version or 1) if case.transactional else None)
                 if not args.keep:
                     delete_topics(broker.bootstrap, [topic, f"{topic}-warmup"])
             except Exception as e:  # one broken case must not hide the others' figures
@@ -545,26 +655,37 @@ def assemble(started: datetime.datetime, facts: dict[str, Any], args: argparse.N
         ms = c.interval_ms
         if c.transactional:
             goal = GOAL if ms == GOAL_INTERVAL_MS else None
-            ratios[c.name] = _ratio(f"transactional {ms} ms / idempotent", c.name, "idempotent", goal,
+            version = ", TV1" if c.transaction_version == 1 else ", TV2" if c.transaction_version == 2 else ""
+            ratios[c.name] = _ratio(f"transactional {ms} ms{version} / idempotent", c.name, "idempotent", goal,
                                     summaries, runs)
             if f"flush-{ms}" in summaries:
                 ratios[f"{c.name}-vs-flush"] = _ratio(
-                    f"transactional {ms} ms / idempotent flushing every {ms} ms (the transactions' own cost)",
+                    f"transactional {ms} ms{version} / idempotent flushing every {ms} ms (the transactions' own cost)",
                     c.name, f"flush-{ms}", None, summaries, runs)
+            if c.transaction_version == 2 and f"{c.name}-tv1" in summaries:
+                tv = _ratio(f"transactional {ms} ms: transaction.version 2 / 1", c.name, f"{c.name}-tv1", None,
+                            summaries, runs)
+                p99 = [((summaries[n] or {}).get("latency_ms") or {}).get("commit_p99")
+                       for n in (c.name, f"{c.name}-tv1")]
+                tv["commit_p99_ms"] = p99
+                tv["commit_p99_ratio"] = round(p99[0] / p99[1], 3) if p99[0] and p99[1] else None
+                ratios[f"{c.name}-tv2-vs-tv1"] = tv
         else:
             ratios[c.name] = _ratio(f"idempotent flushing every {ms} ms / idempotent (control)", c.name,
                                     "idempotent", None, summaries, runs)
     load_phases = {f"produce {c.name}" for c in cases}
     return {
         "schema": SCHEMA_VERSION,
-        "benchmark": "transactions",
+        "benchmark": "transactions" if args.client == "librdkafka" else f"transactions-{args.client}",
         "timestamp": started.isoformat(timespec="seconds"),
+        "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
         "machine": facts,
         "workload": {
             "seconds_per_case": args.seconds, "rounds": args.rounds, "record_bytes": RECORD_SIZE,
             "partitions": PARTITIONS, "intervals_ms": list(args.intervals), "controls_ms": list(args.controls),
             "enqueue_chunk": ENQUEUE_CHUNK,
-            "client": "confluent-kafka (librdkafka)", "mb": "2^20 bytes of record values",
+            "client": CLIENT_LABELS[args.client], "mb": "2^20 bytes of record values",
+            "tv1_intervals_ms": [c.interval_ms for c in cases if c.transaction_version == 1],
             "abort_probe_records_per_partition": ABORT_PROBE,
         },
         "cases": summaries,
@@ -648,7 +769,8 @@ def render(results: dict[str, Any]) -> None:
 def save(results: dict[str, Any]) -> list[Path]:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = results["timestamp"].replace(":", "").replace("-", "")[:15]
-    paths = [RESULTS_DIR / f"transactions-{stamp}.json", RESULTS_DIR / "transactions-latest.json"]
+    name = results["benchmark"]
+    paths = [RESULTS_DIR / f"{name}-{stamp}.json", RESULTS_DIR / f"{name}-latest.json"]
     text = json.dumps(results, indent=1) + "\n"
     for p in paths:
         tmp = p.with_suffix(".json.tmp")
@@ -656,7 +778,7 @@ def save(results: dict[str, Any]) -> list[Path]:
         tmp.replace(p)
     from plot import plot_transactions
 
-    png = RESULTS_DIR / "transactions-latest.png"
+    png = RESULTS_DIR / f"{name}-latest.png"
     plot_transactions(results, png)
     return [*paths, png]
 
@@ -693,6 +815,8 @@ def profile(args: argparse.Namespace) -> int:
 
     if py_spy() is None:
         raise SystemExit("py-spy not found: pip install py-spy")
+    if args.client != "librdkafka":
+        raise SystemExit("--profile drives the broker with librdkafka only")
     broker_src = use_broker_src(args.broker_src)
     cases = cases_for(args.intervals, args.controls)
     work = Path(tempfile.mkdtemp(prefix="eoslog-txn-hotspots-", dir=args.work_dir))
@@ -764,12 +888,85 @@ def figures(results: dict[str, Any]) -> against.Figures:
     return out
 
 
+def main_against(args: argparse.Namespace) -> int:
+    """``--against kafka``: every case on both brokers (against.py), each run's table shown as it
+    ends; besides against.py's eoslog / Kafka ratios, the results keep each run's cases and ratios
+    (``side_runs``) and, with a client that speaks both, TV2 / TV1 per broker (``transaction_versions``)."""
+    sides: list[dict[str, Any]] = []
+
+    def run_side(a: argparse.Namespace) -> dict[str, Any]:
+        results = run(a)
+        results["side"] = a.side
+        render(results)
+        sides.append(results)
+        return results
+
+    def annotate(results: dict[str, Any]) -> None:
+        results["client"] = CLIENT_LABELS[args.client]
+        results["side_runs"] = [_compact(r) for r in sides]
+        results["transaction_versions"] = tv_summary(sides)
+        render_versions(results["transaction_versions"])
+
+    from plot import plot_transactions_against
+
+    name = "transactions" if args.client == "librdkafka" else f"transactions-{args.client}"
+    return against.main(name, args, run_side, figures, console.print, annotate=annotate,
+                        plot_=plot_transactions_against)
+
+
+def _compact(results: dict[str, Any]) -> dict[str, Any]:
+    """One run's results without the per-cycle durations and the RSS series."""
+    cases = {}
+    for name, c in results["cases"].items():
+        if c is not None:
+            c = {**c, "extra": {k: v for k, v in c["extra"].items() if k not in ("commit_s", "flush_s")}}
+        cases[name] = c
+    return {"side": results["side"], "timestamp": results["timestamp"],
+            "load_avg_at_start": results["machine"]["load_avg_at_start"], "load_avg_at_end": results["load_avg_at_end"],
+            "eoslog_commit": results["machine"]["eoslog_commit"], "verified": results["verified"],
+            "failures": results["failures"], "cases": cases, "ratios": results["ratios"],
+            "rss": results["rss"]["summary"], "broker_log": results["broker_log"]}
+
+
+def tv_summary(sides: list[dict[str, Any]]) -> dict[str, Any]:
+    """TV2 / TV1 per broker and interval, from each run's interleaved rounds: each run's best over
+    best, every round's own ratio (the median of those is the figure to quote) and the p99
+    commit times' ratio."""
+    out: dict[str, Any] = {}
+    for r in sides:
+        for key, ratio in r["ratios"].items():
+            if not key.endswith("-tv2-vs-tv1"):
+                continue
+            entry = out.setdefault(r["side"], {}).setdefault(key.removesuffix("-tv2-vs-tv1"), {
+                "mb_s_best_over_best": [], "mb_s_rounds": [], "commit_p99_ms_tv2_tv1": [], "commit_p99_ratio": []})
+            entry["mb_s_best_over_best"].append(ratio["value"])
+            entry["mb_s_rounds"].extend(ratio.get("rounds", []))
+            entry["commit_p99_ms_tv2_tv1"].append(ratio.get("commit_p99_ms"))
+            entry["commit_p99_ratio"].append(ratio.get("commit_p99_ratio"))
+    for per_side in out.values():
+        for entry in per_side.values():
+            rounds = entry["mb_s_rounds"]
+            entry["mb_s_rounds_median"] = round(statistics.median(rounds), 3) if rounds else None
+            p99 = [x for x in entry["commit_p99_ratio"] if x is not None]
+            entry["commit_p99_ratio_median"] = round(statistics.median(p99), 3) if p99 else None
+    return out
+
+
+def render_versions(summary: dict[str, Any]) -> None:
+    for side, per_case in summary.items():
+        console.print(f"transaction.version 2 / 1 on {side} (same broker, interleaved rounds):")
+        for case, e in per_case.items():
+            console.print(f"  {case}: MB/s median of the rounds' ratios {_fmt(e['mb_s_rounds_median'], '.3f')} "
+                          f"(rounds {e['mb_s_rounds']}; best/best per run {e['mb_s_best_over_best']}); "
+                          f"p99 commit ms TV2/TV1 per run {e['commit_p99_ms_tv2_tv1']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.profile:
         return profile(args)
     if args.against:
-        return against.main("transactions", args, run, figures, console.print)
+        return main_against(args)
     results = run(args)
     render(results)
     if not args.no_save:
