@@ -285,7 +285,8 @@ def test_groups_cli(group_broker: BrokerProcess, members: list[Member]) -> None:
 
     listed = _cli(bootstrap, "list")
     assert listed.returncode == 0, listed.stderr
-    assert any(line.split()[:2] == [group, "Empty"] for line in listed.stdout.splitlines())
+    # GROUP TYPE STATE PROTOCOL-TYPE (the TYPE column since 3a22059): a classic group, now empty.
+    assert any(line.split()[:3] == [group, "classic", "Empty"] for line in listed.stdout.splitlines()), listed.stdout
 
     described = _cli(bootstrap, "describe", group)
     assert described.returncode == 0, described.stderr
