@@ -332,7 +332,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # Cluster mode (docs/cluster.md): set zookeeper.connect to join a cluster; without it the
     # broker is the single node it always was and the settings below are not used.
     ConfigDef("broker.id", int, -1, "this broker's id in a ZooKeeper cluster (-1: node.id)"),
-    ConfigDef("broker.rack", str, "", "rack of this broker (reported in Metadata)"),
+    ConfigDef("broker.rack", str, "", "rack of this broker (reported in Metadata, used to place replicas)"),
+    ConfigDef("replica.selector.class", str, "", "which replica a consumer is sent to fetch from (KIP-392)",
+              valid=("", "org.apache.kafka.common.replica.LeaderSelector",
+                     "org.apache.kafka.common.replica.RackAwareReplicaSelector")),
     ConfigDef("zookeeper.connect", str, "", "HOST:PORT[,HOST:PORT][/chroot] of ZooKeeper: cluster mode"),
     ConfigDef("zookeeper.session.timeout.ms", int, 18000,
               "ZooKeeper session timeout: how long a silent broker stays registered"),

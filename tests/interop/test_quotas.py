@@ -47,6 +47,7 @@ from support.rawkafka import (
     request_module,
     simple_batch,
 )
+from support.txn_batches import produce, write_transactions
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -73,19 +74,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     # Enough for a consumer to read at the quota for the whole run, written unthrottled.
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "batch.size": 16384, "client.id": "filler"})
     for _ in range(LIMIT * (WARMUP_S + MEASURE_S + 12) // len(RECORD)):
-        _produce(p, TOPIC)
+        produce(p, TOPIC, RECORD)
     assert p.flush(120) == 0
     yield b
     b.stop()
-
-
-def _produce(p: Producer, topic: str, **kw: object) -> None:
-    while True:
-        try:
-            p.produce(topic, RECORD, partition=0, **kw)  # type: ignore[arg-type]
-            return
-        except BufferError:
-            p.poll(0.05)
 
 
 def configs(broker: BrokerProcess, work: Path, *args: str) -> str:
@@ -133,7 +125,7 @@ class Measured(threading.Thread):
         start = time.monotonic()
         at_from = None
         while time.monotonic() < start + WARMUP_S + MEASURE_S:
-            _produce(p, self.topic, on_delivery=delivered)
+            produce(p, self.topic, RECORD, on_delivery=delivered)
             p.poll(0)
             if at_from is None and time.monotonic() >= start + WARMUP_S:
                 at_from = acked[0]
@@ -239,16 +231,7 @@ def test_transactions_under_a_quota_commit_and_abort_correctly(broker: BrokerPro
     p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "txn-producer", "transactional.id": "quota-tx",
                   "linger.ms": 5})
     p.init_transactions(30)
-    committed = 0
-    for n in range(12):
-        p.begin_transaction()
-        for i in range(200):
-            _produce(p, "quota-txn", key=b"%d-%d" % (n, i))
-        if n % 3 == 2:
-            p.abort_transaction(120)
-        else:
-            p.commit_transaction(120)
-            committed += 200
+    committed = write_transactions(p, "quota-txn", 12, 200, lambda n: n % 3 == 2, lambda n, i: RECORD)
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "quota-txn-reader", "isolation.level":
                   "read_committed", "enable.auto.commit": False})
     c.assign([TopicPartition("quota-txn", 0, 0)])

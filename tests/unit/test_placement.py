@@ -57,3 +57,23 @@ def test_leaders_are_evened_by_reordering_without_copies() -> None:
     after = propose(now, [1, 2, 3])
     assert copies(now, after) == 0
     assert Counter(r[0] for r in after.values()) == {1: 2, 2: 2, 3: 2}
+
+
+def test_new_partitions_are_placed_across_racks_as_kafka_places_them() -> None:
+    """Kafka's AdminRackAwareTest: the rack-alternated broker list and the assignment it gives."""
+    from eoslog.cluster.controller.assignment import _rack_alternated, assign_replicas
+
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert _rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
+    assert _rack_alternated({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
+    assert assign_replicas(list(racks), 7, 3, start=0, shift=0, racks=racks) == {
+        0: (0, 3, 1), 1: (3, 1, 5), 2: (1, 5, 4), 3: (5, 4, 2), 4: (4, 2, 0), 5: (2, 0, 3), 6: (0, 4, 2)}
+    # Three racks of two: every partition on three racks, leaders and replicas even.
+    six = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    placed = assign_replicas(list(six), 12, 3, racks=six)
+    assert all(len({six[b] for b in replicas}) == 3 for replicas in placed.values())
+    assert set(Counter(r[0] for r in placed.values()).values()) == {2}
+    assert set(Counter(b for r in placed.values() for b in r).values()) == {6}
+    # A broker without a rack: racks are not used (Kafka would refuse).
+    assert assign_replicas([1, 2, 3], 3, 3, start=0, shift=0, racks={1: "a", 2: "a", 3: None}) == {
+        0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}

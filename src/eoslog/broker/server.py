@@ -54,6 +54,7 @@ from eoslog.features import SHARE_VERSION, Features
 from eoslog.metrics.broker import broker_registry
 from eoslog.metrics.collector import BrokerFacts
 from eoslog.replica import ReplicaManager
+from eoslog.replica.selector import selector_named
 from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context, unprotected_settings
 from eoslog.share.manager import HELD_CHECK_INTERVAL_S, SharePartitionManager
 from eoslog.share.partition import ShareSettings
@@ -110,6 +111,8 @@ class Broker:
                                        group_commit=config.group_commit,
                                        quota_windows=(int(config["replication.quota.window.num"]),
                                                       int(config["replication.quota.window.size.seconds"]) * 1000))
+        self.replicas.replica_selector = selector_named(str(config["replica.selector.class"]))
+        self.replicas.broker_racks = lambda: {b.node_id: b.rack for b in support.live_brokers()}
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, support.producer_ids.generate_producer_id,

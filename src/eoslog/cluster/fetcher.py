@@ -250,6 +250,7 @@ class ReplicaFetcher:
             except KafkaError as e:
                 log.error("%s: cannot append what leader %d sent: %s", tp, self.leader_id, e)
                 return False
+            self.replicas.follower_appended(tp)
             return True
         if error is Errors.OFFSET_OUT_OF_RANGE:
             leader_start = int(p.log_start_offset)

@@ -384,7 +384,12 @@ class ClusterMember:
 
     def assign(self, partitions: int, replication_factor: int, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
         """Kafka's placement over the live brokers (AssignmentError when too few)."""
-        return assign_replicas(sorted(self.metadata.brokers), partitions, replication_factor, first_partition)
+        return assign_replicas(sorted(self.metadata.brokers), partitions, replication_factor, first_partition,
+                               racks=self.broker_racks())
+
+    def broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's ``broker.rack``, as it registered."""
+        return {b: r.rack for b, r in self.metadata.brokers.items()}
 
     async def wait_for_leaders(self, topic: str, timeout_s: float) -> bool:
         """Until every partition of ``topic`` has a live leader (Kafka's DelayedCreatePartitions)."""

@@ -35,7 +35,8 @@ async def grow_topic(member: ClusterMember, topic: str, new_assignments: Sequenc
     factor = len(next(iter(assignment.partitions.values())))
     brokers = sorted(member.metadata.brokers)
     if new_assignments is None:
-        added = assign_replicas(brokers, count - current, factor, first_partition=current)
+        added = assign_replicas(brokers, count - current, factor, first_partition=current,
+                                racks=member.broker_racks())
     else:
         added = {current + i: tuple(int(b) for b in replicas) for i, replicas in enumerate(new_assignments)}
         validate_manual_assignment(added, brokers)

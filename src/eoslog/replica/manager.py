@@ -48,6 +48,7 @@ from eoslog.replica.partition import (
     Partition,
 )
 from eoslog.replica.purgatory import Purgatory
+from eoslog.replica.selector import ReplicaSelector, ReplicaView
 from eoslog.replica.stats import FetchWaitStats, TopicStats
 from eoslog.replica.verification import (
     TransactionSupportedOperation,
@@ -98,6 +99,9 @@ class FetchParams(NamedTuple):
     min_bytes: int
     max_bytes: int
     isolation: IsolationLevel
+    # KIP-392 (Fetch v11+): the consumer's rack ("" if it names none). None: an older client,
+    # which must read from the leader and cannot be redirected.
+    client_rack: str | None = None
 
 
 class FetchPartition(NamedTuple):
@@ -137,6 +141,10 @@ class ReplicaManager:
         # the ISR, and what its fetchers take as follower (``cluster.fetcher``).
         self.leader_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
         self.follower_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
+        # KIP-392: replica.selector.class (None: consumers always read from the leader) and each
+        # live broker's rack (the cluster's metadata).
+        self.replica_selector: ReplicaSelector | None = None
+        self.broker_racks: Callable[[], Mapping[int, str | None]] = dict
 
     def on_txn_marker(self, topic: str, listener: MarkerListener) -> None:
         """Call ``listener`` after each marker written to ``topic`` (Kafka tells its group
@@ -404,9 +412,9 @@ class ReplicaManager:
         parked = False
         woken_at: float | None = None  # when the append that ended the last wait notified
         while True:
-            results, total, errors = self._read_all(params, partitions)
+            results, total, answer_now = self._read_all(params, partitions)
             left = deadline - time.monotonic()
-            readable = total >= min_bytes or errors
+            readable = total >= min_bytes or answer_now
             if readable or left <= 0 or not wanted:
                 for p, result in zip(partitions, results, strict=True):
                     self.stats.fetched(p.tp.topic, len(result.records), follower)
@@ -423,6 +431,8 @@ class ReplicaManager:
 
     def _read_all(self, params: FetchParams,
                   partitions: Sequence[FetchPartition]) -> tuple[list[FetchedRecords], int, bool]:
+        """(each partition's result, the bytes read, whether to answer without waiting: an error
+        or a redirection to another replica)."""
         remaining = params.max_bytes
         total = 0
         errors = False
@@ -431,6 +441,11 @@ class ReplicaManager:
             partition = self.get_partition(p.tp)
             if partition is None:
                 result = FetchedRecords(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            elif (preferred := self._preferred_read_replica(partition, params, p.fetch_offset)) is not None:
+                plog = partition.log  # KIP-392: nothing read here, the client is sent to that replica
+                result = FetchedRecords(Errors.NONE, plog.high_watermark, plog.last_stable_offset,
+                                        plog.log_start_offset, preferred_read_replica=preferred)
+                errors = True
             elif (fenced := partition.check_leader_epoch(p.current_leader_epoch)) is not Errors.NONE:
                 result = FetchedRecords(fenced)
             elif params.replica_id >= 0 and (refused := self._follower_fetched(partition, params.replica_id,
@@ -449,6 +464,7 @@ class ReplicaManager:
                 result = partition.read_records(
                     p.fetch_offset, min(p.max_bytes, remaining), replica_id=params.replica_id,
                     isolation=params.isolation, min_one=total == 0, in_file=True,
+                    from_follower=params.client_rack is not None,
                 )
             if result.error != Errors.NONE:
                 errors = True
@@ -457,6 +473,29 @@ class ReplicaManager:
             remaining = max(0, remaining - size)
             results.append(result)
         return results, total, errors
+
+    def _preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica: for a consumer fetch the leader may redirect, the
+        replica ``replica.selector.class`` picks among those holding ``fetch_offset``, if not
+        this leader; None to read here."""
+        if (self.replica_selector is None or params.replica_id >= 0 or params.client_rack is None
+                or not partition.is_leader):
+            return None
+        racks = self.broker_racks()
+        now = self.clock_ms()
+        plog = partition.log
+        leader = ReplicaView(self.node_id, racks.get(self.node_id), plog.log_end_offset, 0)
+        candidates = [leader, *(
+            ReplicaView(r.broker_id, racks.get(r.broker_id), r.log_end_offset, now - r.last_caught_up_ms)
+            for r in partition.remote_replicas.values()
+            if r.broker_id in racks and r.log_end_offset >= fetch_offset >= plog.log_start_offset)]
+        chosen = self.replica_selector(params.client_rack, leader, candidates)
+        return None if chosen.broker_id == self.node_id else chosen.broker_id
+
+    def follower_appended(self, tp: TopicPartition) -> None:
+        """This broker's fetcher appended to ``tp`` as follower (and may have moved its high
+        watermark): consumers fetching from this follower (KIP-392) look again."""
+        self.fetch_purgatory.notify(tp)
 
     def _leader_throttled(self, partition: Partition, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle without the rate: a follower outside the ISR of a

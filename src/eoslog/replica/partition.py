@@ -76,6 +76,7 @@ class FetchedRecords(NamedTuple):  # a tuple: one is built per partition of ever
     log_start_offset: int = -1
     records: bytes | FileRecords = b""  # FileRecords only when read with in_file
     aborted: tuple[AbortedTxn, ...] | None = None
+    preferred_read_replica: int = -1  # KIP-392: the replica the consumer is to fetch from instead
 
     @property
     def data(self) -> bytes:
@@ -300,14 +301,18 @@ class Partition:
 
     def read_records(self, fetch_offset: int, max_bytes: int, *, replica_id: int = CONSUMER_REPLICA_ID,
                      isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                     min_one: bool = True, in_file: bool = False) -> FetchedRecords:
+                     min_one: bool = True, in_file: bool = False, from_follower: bool = False) -> FetchedRecords:
         """Records from ``fetch_offset``: up to the high watermark for a consumer (the last
         stable offset for read_committed), up to the log end for a follower (whose fetch
         state the caller updated first). ``in_file``: the records as their slice of the
-        segment file (``FileRecords``), for a Fetch to send without reading them."""
+        segment file (``FileRecords``), for a Fetch to send without reading them.
+        ``from_follower``: a consumer that may read from a follower (KIP-392, Fetch v11+): a
+        follower answers it from its own log, below its own high watermark (the leader's, as
+        far as this replica has it) and last stable offset, with its own aborted-transaction
+        index — what the leader would answer, once this replica has the records."""
         if self.log.log_dir.offline is not None:
             return FetchedRecords(Errors.KAFKA_STORAGE_ERROR)
-        if self.role is not Role.LEADER:
+        if self.role is not Role.LEADER and not (from_follower and replica_id < 0 and self.role is Role.FOLLOWER):
             return FetchedRecords(Errors.NOT_LEADER_OR_FOLLOWER)
         plog = self.log
         hw, log_start = plog.high_watermark, plog.log_start_offset

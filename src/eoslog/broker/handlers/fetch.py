@@ -12,6 +12,10 @@ KafkaApis does after the read. A consumer's ``consumer_byte_rate`` caps what one
 take; an answer that goes over it is sent empty, with the throttle time (the client fetches
 the same offsets again once it has waited).
 
+From v11 (KIP-392) a consumer names its rack: with ``replica.selector.class`` set, the leader
+may answer a partition empty with the ``preferred_read_replica`` to fetch it from, and a
+follower serves such a consumer (``replica.selector``).
+
 The records are slices of the segment files (``FileRecords``) that the response carries
 unread: a plaintext connection sends them with ``sendfile`` (``broker/connection.py``).
 """
@@ -49,6 +53,9 @@ def _has_zstd(records: bytes) -> bool:
     )
 
 
+FOLLOWER_FETCH_MIN_VERSION = 11
+
+
 def _partition_data(module: ModuleType, index: int, r: FetchedRecords, version: int, read_committed: bool) -> Any:
     records, error = r.records, r.error
     if version < ZSTD_MIN_VERSION and records:
@@ -70,7 +77,7 @@ def _partition_data(module: ModuleType, index: int, r: FetchedRecords, version: 
         module.PartitionData,
         partition_index=index, error_code=error_code(error), high_watermark=hw,
         last_stable_offset=lso, log_start_offset=log_start, aborted_transactions=aborted,
-        preferred_read_replica=-1, records=records,
+        preferred_read_replica=r.preferred_read_replica, records=records,
     )
 
 
@@ -95,6 +102,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         min_bytes=int(request.min_bytes),
         max_bytes=int(min(int(request.max_bytes), int(ctx.state.config["fetch.max.bytes"]), quota_bytes)),
         isolation=IsolationLevel(int(request.isolation_level)),
+        # KIP-392: from v11 a consumer may be sent to (and read from) a follower.
+        client_rack=str(getattr(request, "rack_id", "") or "") if ctx.api_version >= FOLLOWER_FETCH_MIN_VERSION
+        else None,
     )
     # Kafka's KafkaApis: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
     # each topic; a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED, unread.

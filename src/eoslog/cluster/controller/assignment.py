@@ -1,9 +1,17 @@
-"""Replica placement of new partitions: Kafka's rack-unaware ``assignReplicasToBrokers``.
+"""Replica placement of new partitions: Kafka's ``assignReplicasToBrokers`` (AdminUtils).
 
 Partition p's first replica is broker ``(p + start) % n``; the others follow it at a shift
 that grows each time the partitions have gone once round the brokers, so leaders and
 followers both spread evenly. ``start`` and the first shift are random in Kafka (so that many
 small topics do not all lead on one broker); tests pass them.
+
+When every broker has a ``broker.rack`` (KIP-36), the brokers are first listed alternating
+between racks (rack by rack in name order, each rack's brokers in id order), and a further
+replica skips a broker whose rack already has one of the partition's replicas while some rack
+has none (and a broker that has one while some broker has none): each partition spans
+min(replication factor, racks) racks, and leaders spread over racks too. With racks on some
+brokers only, placement ignores them (Kafka would refuse unless told to disable rack
+awareness).
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ class AssignmentError(KafkaError):
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int,
                     first_partition: int = 0, start: int | None = None,
-                    shift: int | None = None) -> dict[int, tuple[int, ...]]:
+                    shift: int | None = None, racks: Mapping[int, str | None] | None = None
+                    ) -> dict[int, tuple[int, ...]]:
+    """``racks``: each broker's rack; rack-aware placement when every broker has one."""
     if partitions <= 0:
         raise AssignmentError(Errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
@@ -34,6 +44,10 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     n = len(ids)
     start = random.randrange(n) if start is None else start
     shift = random.randrange(n) if shift is None else shift
+    rack_of = {b: (racks or {}).get(b) for b in ids}
+    if all(rack_of.values()):
+        return _assign_rack_aware(ids, {b: str(r) for b, r in rack_of.items()}, partitions, replication_factor,
+                                  first_partition, start, shift)
     out: dict[int, tuple[int, ...]] = {}
     for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
@@ -42,6 +56,42 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
         replicas = [ids[first]]
         for j in range(replication_factor - 1):
             replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[p] = tuple(replicas)
+    return out
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's getRackAlternatedBrokerList: one broker of each rack in turn."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    columns = [by_rack[r] for r in sorted(by_rack)]
+    return [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
+
+
+def _assign_rack_aware(brokers: Sequence[int], racks: Mapping[int, str], partitions: int, replication_factor: int,
+                       first_partition: int, start: int, shift: int) -> dict[int, tuple[int, ...]]:
+    """Kafka's assignReplicasToBrokersRackAware."""
+    arranged = _rack_alternated(racks)
+    n, rack_count = len(arranged), len(set(racks.values()))
+    out: dict[int, tuple[int, ...]] = {}
+    for p in range(first_partition, first_partition + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        leader = arranged[first]
+        replicas, used_racks, used = [leader], {racks[leader]}, {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[(first + 1 + (shift * rack_count + k) % (n - 1)) % n]
+                k += 1
+                if ((racks[broker] not in used_racks or len(used_racks) == rack_count)
+                        and (broker not in used or len(used) == n)):
+                    replicas.append(broker)
+                    used_racks.add(racks[broker])
+                    used.add(broker)
+                    break
         out[p] = tuple(replicas)
     return out
 
