@@ -66,7 +66,7 @@ from rdkafka_log import explain_wedge, instance_lines, sequence_desync
 from support.cluster_harness import Cluster, find_coordinator
 from support.harness import BrokerProcess
 from support.history import OK, History, check
-from support.kafka_harness import KafkaBroker, KafkaCluster, KafkaNode, cluster_marked
+from support.kafka_harness import KafkaBroker, KafkaCluster, KafkaNode, cluster_marked, skipped_transaction_markers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -504,6 +504,14 @@ class CopyRun:
         with contextlib.suppress(Exception):
             hw, lso = end_offsets(self.bootstrap, OUTPUT, self.s.output_partitions)
             parts.append(f"output high watermarks {hw}, last stable offsets {lso}")
+        # A hanging transaction Kafka itself left behind looks to the copiers like a client
+        # that cannot get its committed offsets: name it.
+        skipped = [line for b in self.brokers() if isinstance(b, KafkaNode)
+                   for line in skipped_transaction_markers(b.log_text())]
+        if skipped:
+            parts.append("Kafka skipped transaction markers at startup (a hanging transaction unless its "
+                         "completion was refused; kafka_harness.skipped_transaction_markers):\n  "
+                         + "\n  ".join(skipped))
         for b in self.brokers():
             tail = b.log_text().splitlines()[-60:]
             parts.append(f"broker log tail ({b.log_path}):\n" + "\n".join(tail))

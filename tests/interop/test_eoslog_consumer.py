@@ -385,7 +385,10 @@ def test_auto_commit_on_close(shared_broker: BrokerProcess, make_consumer: Any) 
 def test_committed_under_read_committed_waits_for_an_open_transaction(shared_broker: BrokerProcess,
                                                                       make_consumer: Any) -> None:
     """OffsetFetch with require_stable (KIP-447): offsets an open transaction is committing
-    are not answered until it ends."""
+    are not answered until it ends, and a timeout meanwhile says so — not that the coordinator
+    was silent (it answered UNSTABLE_OFFSET_COMMIT every time), which sent the diagnosis of a
+    hanging transaction on Kafka 4.4 (tests/chaos/test_copy.py, kafka-eoslog) looking for a
+    client connection problem."""
     topic = "stable-offsets"
     ensure_topic(shared_broker.bootstrap, topic, 1)
     tp = TopicPartition(topic, 0)
@@ -399,7 +402,8 @@ def test_committed_under_read_committed_waits_for_an_open_transaction(shared_bro
         p.send_offsets_to_transaction({tp: 7}, group)
         assert plain.committed([tp])[tp] == OffsetAndMetadata(1, "", -1)  # read_uncommitted: the stable one
         rc = make_consumer(group_id=group, enable_auto_commit=False, isolation_level="read_committed")
-        with pytest.raises(KafkaTimeoutError):
+        with pytest.raises(KafkaTimeoutError, match=r"offsets of stable-offsets-0 were still pending in an open "
+                                                    r"transaction \(UNSTABLE_OFFSET_COMMIT\)"):
             rc.committed([tp], timeout=1.0)  # retried while the transaction is open
         p.commit_transaction()
         assert rc.committed([tp])[tp] == OffsetAndMetadata(7, "", -1)

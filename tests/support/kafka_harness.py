@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -326,6 +327,35 @@ def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
             if t.name == topic and p.partition_index == partition and p.error_code == 0:
                 return int(p.leader_id)
     return -1
+
+
+# Kafka 4.4's transaction coordinator, loading a transaction in PrepareCommit/PrepareAbort on a
+# node restarted after kill -9 while that node is not (yet) a live leader in its metadata, finds no
+# leader for the transaction's partitions, logs this line and skips their markers; unless the
+# CompleteCommit/CompleteAbort that follows is refused ("No longer the coordinator"), the
+# transaction is complete at the coordinator and open for ever in its partitions: a hanging
+# transaction (the LSO stops, require_stable OffsetFetch answers UNSTABLE_OFFSET_COMMIT).
+_SKIPPED_MARKERS = re.compile(r"Couldn't find leader endpoint for partitions (Set\(.*?\)) while trying to send "
+                              r"transaction markers for (\S+), these partitions are likely deleted")
+
+
+def skipped_transaction_markers(log_text: str) -> list[str]:
+    """The transactions whose markers a Kafka node skipped at startup (``_SKIPPED_MARKERS``), one
+    line each: its log line's time, the transactional id, the partitions, and whether its
+    completion was then written (a hanging transaction) or refused (harmless: sent again later)."""
+    lines = log_text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = _SKIPPED_MARKERS.search(line)
+        if m is None:
+            continue
+        partitions, txn_id = m.group(1), m.group(2).rstrip(",")
+        refused = any(f"No longer the coordinator for transactionalId: {txn_id} " in later
+                      for later in lines[i + 1:i + 40])
+        found.append(f"{line[1:24]} {txn_id}: markers for {partitions} skipped; "
+                     + ("its completion was refused (sent again later)" if refused
+                        else "its completion was written: a hanging transaction"))
+    return found
 
 
 def new_cluster_id() -> str:

@@ -503,13 +503,13 @@ class ConsumerCoordinator(GroupMembership):
                     continue
                 raise error_for(code, f"OffsetFetch for group {self.group_id}")
             result: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(wanted)
-            unstable = False
+            unstable: list[TopicPartition] = []
             for t in topics:
                 for p in t.partitions:
                     tp = TopicPartition(str(t.name), int(p.partition_index))
                     pcode = int(p.error_code)
                     if pcode == E.unstable_offset_commit:
-                        unstable = True
+                        unstable.append(tp)
                     elif pcode == E.unknown_topic_or_partition:
                         log.debug("OffsetFetch: %s does not exist", tp)
                     elif pcode != E.none:
@@ -518,7 +518,12 @@ class ConsumerCoordinator(GroupMembership):
                         result[tp] = OffsetAndMetadata(int(p.committed_offset), p.metadata,
                                                        int(getattr(p, "committed_leader_epoch", -1)))
             if unstable:
+                # The coordinator answered: it is a transaction's commit or abort (its marker in
+                # __consumer_offsets) that has not come, and the timeout must say so.
                 log.debug("group %s: offsets pending in an open transaction; retrying", self.group_id)
-                await self._backoff(deadline)
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in unstable)
+                await self._backoff(deadline, f"OffsetFetch for group {self.group_id}: the committed offsets of "
+                                              f"{names} were still pending in an open transaction "
+                                              f"(UNSTABLE_OFFSET_COMMIT) after {timeout_s:g} s")
                 continue
             return result

@@ -233,9 +233,12 @@ class GroupMembership:
             await self._backoff(deadline)
             return None
 
-    async def _backoff(self, deadline: float | None) -> None:
+    async def _backoff(self, deadline: float | None,
+                       waiting_for: str = "the group coordinator did not answer in time") -> None:
+        """Sleep ``retry.backoff.ms``, or raise KafkaTimeoutError saying what was waited for
+        when that would pass ``deadline``."""
         if deadline is not None and time.monotonic() + self._retry_s > deadline:
-            raise KafkaTimeoutError("the group coordinator did not answer in time")
+            raise KafkaTimeoutError(waiting_for)
         await asyncio.sleep(self._retry_s)
 
     # -- membership -------------------------------------------------------------------------
