@@ -22,6 +22,7 @@ from conformance.steps import (
     offset_fetch,
 )
 from conformance.test_conformance_groups import describe as describe_classic
+from conformance.test_conformance_groups import heartbeat as heartbeat_classic
 from conformance.test_conformance_groups import join as join_classic
 from conformance.test_conformance_groups import leave as leave_classic
 from conformance.test_conformance_groups import sync
@@ -149,6 +150,18 @@ def _offsets(t: Target) -> None:
     heartbeat(t, "cg-o", "mo", -1, label="leaves")
 
 
+def join_classic_member(t: Target, group: str, topic: str, label: str, *, leader: bool) -> tuple[str, int]:
+    """A classic member (JoinGroup without and with its member id, SyncGroup) subscribed to ``topic``'s two
+    partitions — as the leader of a classic group, assigning them both to itself, or as a follower
+    (a classic group's, or a consumer group's whose assignor assigns) → (member id, generation)."""
+    first = join_classic(t, group, topics=(topic,), label=f"{label} (no member id)")
+    joined = join_classic(t, group, str(first.member_id), topics=(topic,), label=label)
+    member, generation = str(joined.member_id), int(joined.generation_id)
+    both = Assignment(partitions=(TopicPartition(topic, 0), TopicPartition(topic, 1)))
+    sync(t, group, generation, member, {member: both} if leader else {}, label=f"{label}: sync")
+    return member, generation
+
+
 @session("empty-group-migration", "an empty group changes protocol with its offsets (Kafka's migration of an empty "
          "group): a classic member commits and leaves; a ConsumerGroupHeartbeat joins, the classic group gives "
          "way to a consumer group that has the offsets; its member commits and leaves; a JoinGroup joins, the "
@@ -156,14 +169,9 @@ def _offsets(t: Target) -> None:
 def _empty_group_migration(t: Target) -> None:
     create_topic(t, "cg-mig", 2)
     find_coordinator(t, "cg-m", key_type=0)
-    both = Assignment(partitions=(TopicPartition("cg-mig", 0), TopicPartition("cg-mig", 1)))
 
     def classic_member(label: str) -> tuple[str, int]:
-        first = join_classic(t, "cg-m", topics=("cg-mig",), label=f"{label} (no member id)")
-        joined = join_classic(t, "cg-m", str(first.member_id), topics=("cg-mig",), label=label)
-        member, generation = str(joined.member_id), int(joined.generation_id)
-        sync(t, "cg-m", generation, member, {member: both}, label=f"{label}: sync")
-        return member, generation
+        return join_classic_member(t, "cg-m", "cg-mig", label, leader=True)
 
     member, generation = classic_member("classic member joins")
     offset_commit(t, "cg-m", "cg-mig", 0, 5, generation=generation, member=member, label="classic commit 0")
@@ -184,3 +192,63 @@ def _empty_group_migration(t: Target) -> None:
     describe(t, "cg-m", label="ConsumerGroupDescribe of it")
     offset_fetch(t, "cg-m", "cg-mig", [0, 1], require_stable=True, label="offsets kept")
     leave_classic(t, "cg-m", member, label="classic member leaves again")
+
+
+@session("online-migration", "a live classic group upgraded by a ConsumerGroupHeartbeat: its member stays, told to "
+         "rejoin by Heartbeat, joins the consumer group by JoinGroup (generation = member epoch) and gets its "
+         "partitions by SyncGroup; the consumer member gets the rest once it revoked them; the classic member "
+         "commits at its epoch and leaves by LeaveGroup; a second classic member joins the consumer group")
+def _online_migration(t: Target) -> None:
+    create_topic(t, "cg-live", 2)
+    find_coordinator(t, "cg-l", key_type=0)
+    classic, generation = join_classic_member(t, "cg-l", "cg-live", "classic joins", leader=True)
+    offset_commit(t, "cg-l", "cg-live", 0, 4, generation=generation, member=classic, label="classic commit")
+    n = join(t, "cg-l", "cn1", topics=("cg-live",), label="consumer member joins the live classic group")
+    describe(t, "cg-l", label="converted")
+    describe_classic(t, "cg-l", label="DescribeGroups of it")
+    heartbeat_classic(t, "cg-l", generation, classic, label="classic heartbeat: rejoin")
+    heartbeat_classic(t, "cg-l", generation + 7, classic, label="classic heartbeat, wrong generation")
+    again = join_classic(t, "cg-l", classic, topics=("cg-live",), label="classic rejoins the consumer group")
+    epoch = int(again.generation_id)
+    sync(t, "cg-l", epoch + 1, classic, {}, label="classic sync, wrong generation")
+    sync(t, "cg-l", epoch, classic, {}, label="classic syncs in the consumer group")
+    heartbeat_classic(t, "cg-l", epoch, classic, label="classic heartbeat at its epoch")
+    n = heartbeat(t, "cg-l", "cn1", int(n.member_epoch), owned=(), label="consumer member gets the released one")
+    describe(t, "cg-l", label="both")
+    offset_commit(t, "cg-l", "cg-live", 1, 6, generation=epoch, member=classic, label="classic commits at its epoch")
+    offset_commit(t, "cg-l", "cg-live", 1, 6, generation=generation, member=classic,
+                  label="classic commits at its old generation")
+    second = join_classic(t, "cg-l", topics=("cg-live",), label="second classic joins (no member id)")
+    join_classic(t, "cg-l", str(second.member_id), topics=("cg-live",), label="second classic joins")
+    join_classic(t, "cg-l", topics=("cg-live",), protocol_type="other", label="a classic join of another type")
+    leave_classic(t, "cg-l", str(second.member_id), label="second classic leaves")
+    leave_classic(t, "cg-l", classic, label="classic leaves")
+    describe(t, "cg-l", label="one consumer member")
+    offset_fetch(t, "cg-l", "cg-live", [0, 1], require_stable=True, label="offsets")
+    heartbeat(t, "cg-l", "cn1", -1, label="consumer member leaves")
+
+
+@session("online-downgrade", "a consumer group with a consumer member and a classic member (JoinGroup into it): "
+         "the consumer member leaves and the group becomes a classic group at the group epoch, rebalancing; the "
+         "classic member is told to rejoin, rejoins as its leader and syncs; offsets kept")
+def _online_downgrade(t: Target) -> None:
+    create_topic(t, "cg-down", 2)
+    find_coordinator(t, "cg-d", key_type=0)
+    n = join(t, "cg-d", "dn1", topics=("cg-down",), label="consumer member joins")
+    n = heartbeat(t, "cg-d", "dn1", int(n.member_epoch), owned=owned_of(n), label="consumer member steady")
+    offset_commit(t, "cg-d", "cg-down", 0, 3, generation=int(n.member_epoch), member="dn1",
+                  version=t.v(OFFSET_COMMIT, 9), label="consumer commit")
+    classic, epoch = join_classic_member(t, "cg-d", "cg-down", "classic joins", leader=False)
+    n = heartbeat(t, "cg-d", "dn1", int(n.member_epoch), owned=owned_of(n), label="consumer member told to revoke")
+    n = heartbeat(t, "cg-d", "dn1", int(n.member_epoch), owned=owned_of(n), label="consumer member revoked")
+    heartbeat_classic(t, "cg-d", epoch, classic, label="classic heartbeat")
+    heartbeat(t, "cg-d", "dn1", -1, label="consumer member leaves: downgrade")
+    describe_classic(t, "cg-d", label="a classic group, rebalancing")
+    describe(t, "cg-d", label="ConsumerGroupDescribe of it")
+    heartbeat_classic(t, "cg-d", epoch, classic, label="classic heartbeat: rejoin")
+    again = join_classic(t, "cg-d", classic, topics=("cg-down",), label="classic rejoins the classic group")
+    both = Assignment(partitions=(TopicPartition("cg-down", 0), TopicPartition("cg-down", 1)))
+    sync(t, "cg-d", int(again.generation_id), classic, {classic: both}, label="classic leader syncs")
+    describe_classic(t, "cg-d", label="stable classic group")
+    offset_fetch(t, "cg-d", "cg-down", [0], require_stable=True, label="offsets kept")
+    leave_classic(t, "cg-d", classic, label="classic leaves")

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoslog.client import Admin
 from support.harness import BrokerProcess, wait_until
 
 WAIT_S = 120.0
+REBALANCING = {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
 BROKER_OVERRIDES = {
     "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
@@ -73,6 +75,7 @@ class Member:
     events: list[Event] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
+    uncommitted: list[Event] = field(default_factory=list)  # consumed, its commit refused
     thread: threading.Thread | None = None
     owned: set[tuple[str, int]] = field(default_factory=set)
     calls: queue.Queue[tuple[Any, queue.Queue[Any]]] = field(default_factory=queue.Queue)
@@ -111,10 +114,18 @@ class Member:
                     if m.error().code() != KafkaError._PARTITION_EOF:
                         self.errors.append(str(m.error()))
                     continue
-                self.events.append(Event(time.monotonic(), "record", (m.partition(),), m.value().decode(),
-                                         m.topic()))
-                c.commit(message=m, asynchronous=False)
-        except Exception as e:  # a failed commit would let the next owner read the record again
+                record = Event(time.monotonic(), "record", (m.partition(),), m.value().decode(), m.topic())
+                try:
+                    c.commit(message=m, asynchronous=False)
+                except KafkaException as e:
+                    # A classic member's commit racing a rebalance (the generation moved on): not
+                    # committed, so not consumed — the partition's next owner reads it again.
+                    if e.args[0].code() not in REBALANCING:
+                        raise
+                    self.uncommitted.append(record)
+                    continue
+                self.events.append(record)
+        except Exception as e:
             self.errors.append(repr(e))
         finally:
             c.close()
@@ -247,7 +258,6 @@ def test_a_zombie_whose_txn_offset_commit_carries_a_stale_member_epoch_is_refuse
     transaction with the group metadata (member epoch) it had — TxnOffsetCommit answers
     STALE_MEMBER_EPOCH for it, the transaction cannot commit, and the committed offset is the new
     owner's business alone."""
-    from confluent_kafka import KafkaException
 
     bootstrap, topic, group = broker.bootstrap, "cp-zombie", "cp-zombie-group"
     create(bootstrap, topic, 2)
@@ -351,3 +361,59 @@ def test_a_group_changes_protocol_and_back_with_its_offsets(tmp_path: Path) -> N
         assert sorted(values, key=int) == [str(i) for i in range(total)], "a record lost or consumed twice"
     finally:
         broker.stop()
+
+
+def group_type(bootstrap: str, group: str) -> str | None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        return next((g.type for g in admin.list_groups() if g.group_id == group), None)
+
+
+def test_a_live_classic_group_is_upgraded_member_by_member_and_downgraded_again(broker: BrokerProcess) -> None:
+    """Acceptance 3, online: records flow while a classic group's members are replaced one at a time by
+    consumer-protocol members (the first one's ConsumerGroupHeartbeat converts the live classic group;
+    the classic members left go on with JoinGroup/SyncGroup/Heartbeat inside the consumer group), and
+    then back by classic members (JoinGroup into the consumer group) — every record consumed exactly
+    once across the group's life, each committed before the next poll."""
+    bootstrap, topic, group = broker.bootstrap, "cp-online", "cp-online-group"
+    create(bootstrap, topic, 4)
+    feed = Feed(bootstrap, topic).start()
+    members: list[Member] = []
+
+    def start(protocol: str) -> Member:
+        m = Member(bootstrap, group, [topic], f"{protocol}-{len(members)}", protocol=protocol).start()
+        members.append(m)
+        return m
+
+    def consuming(m: Member) -> None:
+        seen = len(m.records())
+        wait_until(lambda: len(m.owned) > 0 and len(m.records()) > seen + 5, f"{m.name} consuming", WAIT_S)
+
+    c1, c2 = start("classic"), start("classic")
+    consuming(c1)
+    consuming(c2)
+    assert group_type(bootstrap, group) == "classic"
+    n1 = start("consumer")  # converts the live classic group
+    consuming(n1)
+    assert group_type(bootstrap, group) == "consumer"
+    c1.close()
+    n2 = start("consumer")
+    consuming(n2)
+    c2.close()
+    wait_until(lambda: len(n1.owned) + len(n2.owned) == 4, "the consumer-protocol members holding everything",
+               WAIT_S)
+    c3 = start("classic")  # a classic member joins the consumer group
+    consuming(c3)
+    n1.close()
+    c4 = start("classic")
+    consuming(c4)
+    n2.close()
+    wait_until(lambda: len(c3.owned) + len(c4.owned) == 4, "the classic members holding everything", WAIT_S)
+    assert group_type(bootstrap, group) == "classic"  # downgraded when the last consumer member left
+    sent = feed.close()
+    wait_until(lambda: len({e.value for m in members for e in m.records()}) >= sent, f"all {sent} records consumed",
+               WAIT_S)
+    c3.close()
+    c4.close()
+    assert [(m.name, e) for m in members for e in m.errors] == []
+    values = [e.value for m in members for e in m.records()]
+    assert sorted(values, key=int) == [str(i) for i in range(sent)], "a record lost or consumed twice"

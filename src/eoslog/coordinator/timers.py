@@ -31,6 +31,8 @@ class Scheduler(Protocol):
 
     def cancel_all(self) -> None: ...
 
+    def pending(self, key: TimerKey) -> bool: ...
+
 
 def _run(key: TimerKey, action: Action) -> None:
     try:
@@ -65,6 +67,9 @@ class AsyncioScheduler:
         for handle in self._handles.values():
             handle.cancel()
         self._handles.clear()
+
+    def pending(self, key: TimerKey) -> bool:
+        return key in self._handles
 
 
 class ManualScheduler:

@@ -18,7 +18,11 @@ Jobs:
   too); a heartbeat is answered once its records are replicated;
 - static membership: an instance id's member may leave with -2 and come back within its session
   under a new member id, taking over its assignment; a second live member with the same instance id
-  is refused UNRELEASED_INSTANCE_ID, an old member id FENCED_INSTANCE_ID.
+  is refused UNRELEASED_INSTANCE_ID, an old member id FENCED_INSTANCE_ID;
+- classic-protocol members (an online migration): JoinGroup/SyncGroup/Heartbeat/LeaveGroup of a
+  consumer group's member, its subscription from the JoinGroup metadata, its assignment the
+  server-side assignor's (``classic_*``); a live classic group's members taken over
+  (``from_classic_members``) — the group coordinator decides when a group changes kind.
 
 Errors are Kafka's (``Errors``) with Kafka's messages; handlers map them to codes. Share groups sit
 beside this in the same shape (``share_groups``); classic groups are the ``Rebalancer``'s.
@@ -26,6 +30,7 @@ beside this in the same shape (``share_groups``); classic groups are the ``Rebal
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -35,6 +40,9 @@ from dataclasses import dataclass, replace
 
 import re2
 
+from eoslog.client.consumer.protocol import Assignment as ProtocolAssignment
+from eoslog.client.consumer.protocol import ProtocolError, decode_subscription, encode_assignment
+from eoslog.client.types import TopicPartition
 from eoslog.coordinator.group.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, member_order
 from eoslog.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -48,6 +56,7 @@ from eoslog.coordinator.group.consumer_group import (
     subscribed_names,
 )
 from eoslog.coordinator.group.consumer_records import (
+    ClassicMetadata,
     ConsumerRecord,
     ConsumerRecordKind,
     GroupMetadata,
@@ -55,7 +64,9 @@ from eoslog.coordinator.group.consumer_records import (
     TargetMetadata,
     encode,
 )
+from eoslog.coordinator.group.member import JoinCallback, JoinResult, SyncCallback, SyncResult
 from eoslog.coordinator.group.modern import ModernGroups
+from eoslog.coordinator.group.rebalance import JoinRequest, SyncRequest
 from eoslog.coordinator.group.reconciliation import FencedMemberError, Owned, next_member
 from eoslog.coordinator.internal_topic import CoordinatorAppendError, InternalTopic, KeyValue
 from eoslog.coordinator.timers import Scheduler
@@ -64,6 +75,9 @@ from eoslog.errors import Errors
 log = logging.getLogger(__name__)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# A member's timers: its session, its revocation (rebalance timeout), and a classic-protocol member's
+# JoinGroup after being told to rejoin and SyncGroup after its join (both within its rebalance timeout).
+MEMBER_TIMERS = ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +217,7 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
             lambda _g, _s: None)
         self.on_classic_replaced: Callable[[str], None] = lambda _gid: None
         self.on_member_fenced: list[Callable[[ConsumerGroup, str], None]] = []
+        self._answering: set[asyncio.Task[None]] = set()  # classic members' answers awaiting replication
 
     # -- records ----------------------------------------------------------------------------------
 
@@ -294,6 +309,9 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         error = self.write(group, records, replacing or ())
         if error == Errors.NONE and replacing is not None:
             self.on_classic_replaced(group.group_id)
+            for m in group.members.values():  # the classic group's members, now this group's
+                if m.classic is not None:
+                    self._schedule_session(group.group_id, m.member_id, m.classic.session_timeout_ms)
         error = await self._replicated(group.group_id, error)
         if error != Errors.NONE:
             return ConsumerHeartbeatResult(error)
@@ -627,16 +645,17 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
                                dict(group.target.get(old.member_id, {}))),
                 ConsumerRecord(ConsumerRecordKind.CURRENT_MEMBER_ASSIGNMENT, gid, new.member_id, new.current())]
 
-    def fence(self, group: ConsumerGroup, member_id: str) -> Errors:
+    def fence(self, group: ConsumerGroup, member_id: str, *, by_leave_group: bool = False) -> Errors:
         """Remove a member (left, expired, or too slow to revoke): its records go and the group
         epoch is bumped, so the others are reassigned what it held. A classic group may take over
-        when only classic-protocol members are left (the online downgrade)."""
-        for listener in self.on_member_fenced:
+        when only classic-protocol members are left (the online downgrade; not on a classic member's
+        LeaveGroup, as Kafka 4.4)."""
+        for listener in () if by_leave_group else self.on_member_fenced:
             listener(group, member_id)
             if self.groups.get(group.group_id) is not group:
                 return Errors.NONE  # converted to a classic group by the listener
         gid = group.group_id
-        for key in ("consumer-session", "consumer-rebalance"):
+        for key in MEMBER_TIMERS:
             self.scheduler.cancel((key, gid, member_id))
         records = self.remove_member_records(group, member_id)
         member = group.member(member_id)
@@ -650,10 +669,11 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         new_hash = metadata_hash(names, self.topics())
         records.append(ConsumerRecord(ConsumerRecordKind.METADATA, gid, None,
                                       GroupMetadata(group.group_epoch + 1, new_hash)))
-        # The others' new target at once (Kafka 4.4 too: its assignment epoch follows a leave); if the
-        # assignor fails, the next heartbeat tries again.
-        with contextlib.suppress(HeartbeatError):
-            records += self._maybe_assign(group, self.settings(gid), records, removed=[member_id])
+        # The others' new target at once (Kafka 4.4 too: its assignment epoch follows a leave, but not a
+        # classic member's LeaveGroup); if the assignor fails, the next heartbeat tries again.
+        if not by_leave_group:
+            with contextlib.suppress(HeartbeatError):
+                records += self._maybe_assign(group, self.settings(gid), records, removed=[member_id])
         return self.write(group, records)
 
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
@@ -694,6 +714,245 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
             return Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
         return Errors.NONE, None, group
 
+    def from_classic_members(self, group_id: str, generation: int,
+                             members: Iterable[tuple[ConsumerGroupMember, Iterable[TopicPartition]]],
+                             ) -> tuple[ConsumerGroup, list[KeyValue]]:
+        """Kafka's ConsumerGroup.fromClassicGroup: a live classic group's members at its generation,
+        each holding (and targeted at) what it was assigned, as a new consumer group — and the records
+        that create it. The group is not registered: the heartbeat that converts it writes them."""
+        topics = self.topics()
+        group = ConsumerGroup(group_id)
+        records: list[ConsumerRecord] = []
+        names: set[str] = set()
+        for member, partitions in members:
+            assigned: dict[uuid.UUID, dict[int, int]] = {}
+            for topic, partition in partitions:
+                if topic in topics:
+                    assigned.setdefault(topics[topic][0], {})[partition] = generation
+            m = replace(member, state=MemberState.STABLE, member_epoch=generation, previous_member_epoch=generation,
+                        assigned=assigned)
+            names |= set(m.subscribed_topic_names)
+            records += [ConsumerRecord(ConsumerRecordKind.MEMBER_METADATA, group_id, m.member_id, m.metadata()),
+                        ConsumerRecord(ConsumerRecordKind.TARGET_ASSIGNMENT_MEMBER, group_id, m.member_id,
+                                       {t: frozenset(ps) for t, ps in assigned.items()}),
+                        ConsumerRecord(ConsumerRecordKind.CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id,
+                                       m.current())]
+        records += [ConsumerRecord(ConsumerRecordKind.METADATA, group_id, None,
+                                   GroupMetadata(generation, metadata_hash(names, topics))),
+                    ConsumerRecord(ConsumerRecordKind.TARGET_ASSIGNMENT_METADATA, group_id, None,
+                                   TargetMetadata(generation, self.scheduler.now_ms()))]
+        now = self.scheduler.now_ms()
+        for record in records:
+            group.replay(record, now)
+        return group, [encode(r) for r in records]
+
+    # -- classic-protocol members of a consumer group (Kafka's classicGroup*ToConsumerGroup) -------
+    # A JoinGroup/SyncGroup/Heartbeat/LeaveGroup member of a consumer group that has members (an
+    # online migration under way): its subscription and owned partitions come from its JoinGroup
+    # metadata, its target from the group's server-side assignor; JoinGroup answers its member epoch
+    # as the generation, SyncGroup its assigned partitions, Heartbeat REBALANCE_IN_PROGRESS when it
+    # must rejoin to move on.
+
+    def classic_join(self, group: ConsumerGroup, req: JoinRequest, callback: JoinCallback) -> None:
+        try:
+            result, records = self._classic_join(group, req)
+        except HeartbeatError as e:
+            callback(JoinResult(e.error, req.member_id))
+            return
+        if not records:
+            callback(result)
+            return
+        error = self.write(group, records)
+        member = group.member(result.member_id)
+        if error == Errors.NONE and member is not None and member.classic is not None:
+            gid, mid = group.group_id, result.member_id
+            self.scheduler.cancel(("consumer-join", gid, mid))
+            self._schedule_session(gid, mid, member.classic.session_timeout_ms)
+            self._schedule_fence(("consumer-sync", gid, mid), req.rebalance_timeout_ms, "failed to sync within timeout")
+        self._answer_when_replicated(group.group_id, error, lambda e: callback(
+            result if e == Errors.NONE else JoinResult(e, req.member_id)))
+
+    def _classic_join(self, group: ConsumerGroup, req: JoinRequest) -> tuple[JoinResult, list[ConsumerRecord]]:
+        settings = self.settings(group.group_id)
+        member_id = req.member_id or str(uuid.uuid4())
+        if len(group.members) >= settings.max_size and member_id not in group.members and not (
+                req.group_instance_id is not None and group.static_member(req.group_instance_id) is not None):
+            raise HeartbeatError(Errors.GROUP_MAX_SIZE_REACHED)
+        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols or not self._common_protocol(
+                group, member_id, [n for n, _ in req.protocols]):
+            raise HeartbeatError(Errors.INCONSISTENT_GROUP_PROTOCOL)
+        if not req.member_id and req.require_known_member_id and req.group_instance_id is None:
+            log.info("[GroupId %s] Dynamic member with unknown member id joins the consumer group. Created a new "
+                     "member id %s and requesting the member to rejoin with this id.", group.group_id, member_id)
+            return JoinResult(Errors.MEMBER_ID_REQUIRED, member_id), []
+        try:
+            subscription = decode_subscription(req.protocols[0][1])
+        except ProtocolError as e:
+            raise HeartbeatError(Errors.INCONSISTENT_GROUP_PROTOCOL, str(e)) from e
+        records: list[ConsumerRecord] = []
+        member = self._classic_member(group, member_id, req, records)
+        updated = replace(
+            member, instance_id=req.group_instance_id, rack_id=subscription.rack_id or member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms, server_assignor=None,
+            subscribed_topic_names=tuple(subscription.topics), subscribed_topic_regex=None,
+            client_id=req.client_id, client_host=req.client_host,
+            classic=ClassicMetadata(req.session_timeout_ms, tuple(req.protocols)))
+        records += self.member_update_records(group, member, updated, settings)
+        records += self._maybe_assign(group, settings, records, updated, member)
+        target_epoch, target = self._target_for(group, updated, records)
+        topics = self.topics()
+        owned: dict[uuid.UUID, frozenset[int]] = {}
+        for topic, partition in subscription.owned_partitions:
+            if topic in topics:
+                owned[topics[topic][0]] = owned.get(topics[topic][0], frozenset()) | {partition}
+        reconciled = self._reconcile(group, updated, target_epoch, target, owned, records)
+        return JoinResult(Errors.NONE, reconciled.member_id, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE,
+                          req.protocols[0][0]), records
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str, req: JoinRequest,
+                        records: list[ConsumerRecord]) -> ConsumerGroupMember:
+        instance_id = req.group_instance_id
+        if instance_id is None:
+            member = group.member(member_id)
+            if member is None:
+                log.info("[GroupId %s] Member %s joins the consumer group using the classic protocol.",
+                         group.group_id, member_id)
+                return ConsumerGroupMember(member_id)
+            return member
+        existing = group.static_member(instance_id)
+        if existing is None:
+            return ConsumerGroupMember(member_id, instance_id=instance_id)
+        if existing.member_id == member_id:
+            return existing
+        if req.member_id:
+            raise HeartbeatError(Errors.FENCED_INSTANCE_ID)
+        new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        records += self.replace_member_records(group, existing, new)
+        self._cancel_member_timers(group.group_id, existing.member_id)
+        return new
+
+    @staticmethod
+    def _common_protocol(group: ConsumerGroup, member_id: str, names: list[str]) -> bool:
+        """The classic members' protocols (their assignors' names) and ``names`` have one in common."""
+        common = set(names)
+        for mid, m in group.members.items():
+            if m.classic is not None and mid != member_id:
+                common &= {n for n, _ in m.classic.protocols}
+        return bool(common)
+
+    def _classic_member_of(self, group: ConsumerGroup, member_id: str,
+                           instance_id: str | None) -> ConsumerGroupMember:
+        """Kafka's validateConsumerGroupMember, then throwIfMemberDoesNotUseClassicProtocol."""
+        if instance_id is None:
+            member = group.member(member_id)
+        else:
+            member = group.static_member(instance_id)
+            if member is not None and member.member_id != member_id:
+                raise HeartbeatError(Errors.FENCED_INSTANCE_ID)
+        if member is None or member.classic is None:
+            raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID)
+        return member
+
+    def classic_sync(self, group: ConsumerGroup, req: SyncRequest, callback: SyncCallback) -> None:
+        try:
+            member = self._classic_member_of(group, req.member_id, req.group_instance_id)
+            assert member.classic is not None
+            if req.generation_id != member.member_epoch:
+                raise HeartbeatError(Errors.ILLEGAL_GENERATION)
+            name = member.classic.protocols[0][0]
+            if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+                    req.protocol_name is not None and req.protocol_name != name):
+                raise HeartbeatError(Errors.INCONSISTENT_GROUP_PROTOCOL)
+            self._raise_if_rebalancing(group, member)
+        except HeartbeatError as e:
+            callback(SyncResult(e.error))
+            return
+        gid = group.group_id
+        self.scheduler.cancel(("consumer-sync", gid, member.member_id))
+        self._schedule_session(gid, member.member_id, member.classic.session_timeout_ms)
+        names = {topic_id: name for name, (topic_id, _) in self.topics().items()}
+        partitions = tuple(sorted(TopicPartition(names[t], p) for t, ps in member.assigned_partitions().items()
+                                  if t in names for p in ps))
+        try:
+            version = decode_subscription(member.classic.protocols[0][1]).version
+        except ProtocolError:
+            version = 0
+        assignment = encode_assignment(ProtocolAssignment(partitions, None, min(version, 3)))
+        callback(SyncResult(Errors.NONE, assignment, CONSUMER_PROTOCOL_TYPE, name))
+
+    def _raise_if_rebalancing(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A group epoch past the member's: it must rejoin (unless it is still revoking: it rejoins then)."""
+        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join_timeout(group.group_id, member)
+            raise HeartbeatError(Errors.REBALANCE_IN_PROGRESS)
+
+    def classic_heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                          generation_id: int) -> Errors:
+        try:
+            member = self._classic_member_of(group, member_id, instance_id)
+        except HeartbeatError as e:
+            return e.error
+        assert member.classic is not None
+        if generation_id != member.member_epoch:
+            return Errors.ILLEGAL_GENERATION
+        self._schedule_session(group.group_id, member.member_id, member.classic.session_timeout_ms)
+        waiting = member.state is MemberState.UNRELEASED_PARTITIONS and any(
+            group.current_partition_epoch(t, p) != -1 for t, ps in group.target.get(member.member_id, {}).items()
+            for p in ps if member.assignment_epoch(t, p) is None)
+        if (member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)):
+            self._schedule_join_timeout(group.group_id, member)
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
+
+    def classic_leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> Errors:
+        try:
+            if instance_id is not None and not member_id:
+                found = group.static_member(instance_id)
+                if found is None or found.classic is None:
+                    raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID)
+                member = found
+            else:
+                member = self._classic_member_of(group, member_id, instance_id)
+        except HeartbeatError as e:
+            return e.error
+        log.info("[GroupId %s] Member %s left the consumer group through LeaveGroup.", group.group_id,
+                 member.member_id)
+        return self.fence(group, member.member_id, by_leave_group=True)
+
+    def _schedule_join_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        key = ("consumer-join", group_id, member.member_id)
+        if not self.scheduler.pending(key):
+            self._schedule_fence(key, member.rebalance_timeout_ms, "failed to rejoin within the rebalance timeout")
+
+    def _schedule_fence(self, key: tuple[str, str, str], delay_ms: int, why: str) -> None:
+        _, group_id, member_id = key
+
+        def expire() -> None:
+            g = self.groups.get(group_id)
+            if g is not None and g.member(member_id) is not None:
+                log.info("[GroupId %s] Member %s fenced from the group because it %s.", group_id, member_id, why)
+                self.fence(g, member_id)
+        self.scheduler.schedule(key, max(delay_ms, 0), expire)
+
+    def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        for key in MEMBER_TIMERS:
+            self.scheduler.cancel((key, group_id, member_id))
+
+    def _answer_when_replicated(self, group_id: str, error: Errors, answer: Callable[[Errors], None]) -> None:
+        """``answer`` once this coordinator's writes to the group's partition are replicated."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (unit tests): nothing to wait for
+            answer(error)
+            return
+
+        async def wait() -> None:
+            answer(await self._replicated(group_id, error))
+        task = loop.create_task(wait())
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
     def owned(self, owned_partition: Callable[[int], bool]) -> list[ConsumerGroup]:
         return [g for g in self.groups.values() if owned_partition(self.partition_for(g.group_id))]
 
@@ -706,10 +965,11 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
             return Errors.NON_EMPTY_GROUP
         return self.remove(group)
 
-    def remove(self, group: ConsumerGroup) -> Errors:
-        """Write the group's tombstones and forget it (deleted, or converted)."""
+    def remove(self, group: ConsumerGroup, then: Iterable[KeyValue] = ()) -> Errors:
+        """Write the group's tombstones (and ``then``, in the same batch: the classic group replacing it)
+        and forget it (deleted, or converted)."""
         try:
-            self.topic.append(self.partition_for(group.group_id), [encode(r) for r in group.tombstones()])
+            self.topic.append(self.partition_for(group.group_id), [*(encode(r) for r in group.tombstones()), *then])
         except CoordinatorAppendError as e:
             log.error("failed to delete consumer group %s: %s", group.group_id, e)
             return Errors.COORDINATOR_NOT_AVAILABLE
@@ -717,7 +977,7 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         self.groups.pop(group.group_id, None)
         self.scheduler.cancel(("consumer-assign", group.group_id))
         for mid in group.members:
-            for key in ("consumer-session", "consumer-rebalance"):
+            for key in MEMBER_TIMERS:
                 self.scheduler.cancel((key, group.group_id, mid))
         return Errors.NONE
 
@@ -753,7 +1013,7 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
     def _cancel_timers(self, group: ConsumerGroup) -> None:
         self.scheduler.cancel(("consumer-assign", group.group_id))
         for mid in group.members:
-            for key in ("consumer-session", "consumer-rebalance"):
+            for key in MEMBER_TIMERS:
                 self.scheduler.cancel((key, group.group_id, mid))
 
     def shutdown(self) -> None:

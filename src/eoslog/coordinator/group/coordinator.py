@@ -23,15 +23,23 @@ import logging
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from eoslog.client.consumer.protocol import Assignment as ProtocolAssignment
+from eoslog.client.consumer.protocol import (
+    ProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from eoslog.client.types import TopicPartition as ClientTopicPartition
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group.assignors import parse_assignors
-from eoslog.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupState
+from eoslog.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
 from eoslog.coordinator.group.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupSettings
+from eoslog.coordinator.group.consumer_records import ClassicMetadata, is_consumer_key
 from eoslog.coordinator.group.consumer_records import decode as decode_consumer_record
-from eoslog.coordinator.group.consumer_records import is_consumer_key
 from eoslog.coordinator.group.group import GroupMetadata, GroupSummary
 from eoslog.coordinator.group.loader import load_partition
-from eoslog.coordinator.group.member import JoinCallback, JoinResult, SyncCallback, SyncResult
+from eoslog.coordinator.group.member import JoinCallback, JoinResult, MemberMetadata, SyncCallback, SyncResult
 from eoslog.coordinator.group.offsets import CommitRecord, GroupOffsets, OffsetAndMetadata
 from eoslog.coordinator.group.offsets_topic import (
     OFFSETS_TOPIC,
@@ -173,6 +181,7 @@ class GroupCoordinator:
         self.consumer.other_group_type = self.other_group_type
         self.consumer.upgrade_classic = self._consumer_group_in_place_of
         self.consumer.on_classic_replaced = self._forget_classic_group
+        self.consumer.on_member_fenced.append(self._maybe_downgrade)
         self.share.is_classic_group = lambda gid: gid in self.groups or gid in self.consumer.groups
 
     @classmethod
@@ -205,23 +214,49 @@ class GroupCoordinator:
     # -- an empty group of one protocol gives way to the other's (Kafka's maybeDeleteEmpty*Group) -----
 
     def _consumer_group_in_place_of(self, group_id: str,
-                                    _settings: ConsumerGroupSettings) -> tuple[ConsumerGroup, list[KeyValue]] | None:
-        """A ConsumerGroupHeartbeat joining an empty classic group (members all gone, or only offsets
-        committed): a consumer group takes its place and its offsets; the classic group's metadata
-        tombstone goes in the batch that creates the consumer group. None: not empty (refused)."""
+                                    settings: ConsumerGroupSettings) -> tuple[ConsumerGroup, list[KeyValue]] | None:
+        """A ConsumerGroupHeartbeat joining a classic group: a consumer group takes its place and its
+        offsets — an empty one's (members all gone, or only offsets committed) always, one with members
+        (the online upgrade) if group.consumer.migration.policy allows it and they use the consumer
+        protocol; they stay, speaking JoinGroup/SyncGroup to the consumer group. The classic group's
+        tombstone and the consumer group's records go in the batch of the joining member's.
+        None: refused."""
         classic = self.groups.get(group_id)
-        if classic is None or not classic.is_(GroupState.EMPTY):
+        if classic is None:
             return None
-        group = ConsumerGroup(group_id)
+        tombstone = self._tombstones(classic, (), with_group=True)
+        if classic.is_(GroupState.EMPTY):
+            group = ConsumerGroup(group_id)
+            group.offsets = classic.offsets
+            return group, tombstone
+        if not settings.upgrade_enabled or classic.protocol_type != CONSUMER_PROTOCOL_TYPE \
+                or classic.protocol_name is None or len(classic.members) > settings.max_size:
+            return None
+        members = []
+        try:
+            for m in classic.members.values():
+                subscription = decode_subscription(m.metadata(classic.protocol_name))
+                assigned = decode_assignment(m.assignment).partitions
+                members.append((ConsumerGroupMember(
+                    m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack_id,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms, client_id=m.client_id, client_host=m.client_host,
+                    subscribed_topic_names=tuple(subscription.topics),
+                    classic=ClassicMetadata(m.session_timeout_ms, tuple(m.protocols))), assigned))
+        except (ProtocolError, KeyError) as e:
+            log.warning("[GroupId %s] Cannot upgrade the classic group: its consumer protocol is malformed: %s",
+                        group_id, e)
+            return None
+        group, records = self.consumer.from_classic_members(group_id, classic.generation_id, members)
         group.offsets = classic.offsets
-        return group, self._tombstones(classic, (), with_group=True)
+        return group, tombstone + records
 
     def _forget_classic_group(self, group_id: str) -> None:
         classic = self.groups.pop(group_id, None)
         if classic is not None:
-            log.info("[GroupId %s] Converted the empty classic group to a consumer group.", group_id)
+            log.info("[GroupId %s] Converted the classic group to a consumer group.", group_id)
             classic.transition_to(GroupState.DEAD, self.scheduler.now_ms())
-            self.rebalancer.unload(classic, Errors.COORDINATOR_NOT_AVAILABLE)
+            # Members waiting in a join or sync phase rejoin, now into the consumer group.
+            self.rebalancer.unload(classic, Errors.REBALANCE_IN_PROGRESS)
 
     def _classic_group_in_place_of(self, consumer: ConsumerGroup) -> Errors:
         """A JoinGroup to an empty consumer group: its records become tombstones and a classic group
@@ -234,6 +269,47 @@ class GroupCoordinator:
                 consumer.group_id, GroupState.EMPTY, self.scheduler.now_ms())
             classic.offsets = offsets
         return error
+
+    def _maybe_downgrade(self, consumer: ConsumerGroup, leaving: str) -> None:
+        """Kafka's online downgrade: the last consumer-protocol member leaving a group whose others all
+        use the classic protocol (group.consumer.migration.policy allowing it, group.max.size not
+        exceeded) turns it into a classic group — its members with their target assignments at the
+        group epoch, written in one batch with the consumer group's tombstones — which then rebalances."""
+        settings = self.config.consumer
+        others = [m for mid, m in consumer.members.items() if mid != leaving]
+        if not others or any(m.classic is None for m in others) or not settings.downgrade_enabled \
+                or len(others) > settings.classic_max_size:
+            return
+        gid, now = consumer.group_id, self.scheduler.now_ms()
+        classic = GroupMetadata(gid, GroupState.STABLE, now)
+        classic.generation_id = consumer.group_epoch
+        for m in others:
+            assert m.classic is not None
+            classic.add(MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                       m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, m.classic.protocols))
+        classic.protocol_name = classic.select_protocol()
+        names = {topic_id: name for name, (topic_id, _) in self.consumer.topics().items()}
+        assignments: dict[str, bytes] = {}
+        for m in others:
+            try:
+                version = decode_subscription(classic.get(m.member_id).metadata(classic.protocol_name)).version
+            except (ProtocolError, KeyError):
+                version = 0
+            target = consumer.target.get(m.member_id, {})
+            partitions = tuple(sorted(ClientTopicPartition(names[t], p) for t, ps in target.items() if t in names
+                                      for p in ps))
+            assignments[m.member_id] = classic.get(m.member_id).assignment = encode_assignment(
+                ProtocolAssignment(partitions, None, min(version, 3)))
+        record = (encode_group_metadata_key(GroupMetadataKey(gid)),
+                  encode_group_metadata_value(classic.to_record(assignments, now)))
+        if self.consumer.remove(consumer, [record]) != Errors.NONE:
+            return  # stays a consumer group; the member is fenced from it as usual
+        log.info("[GroupId %s] Converted the consumer group to a classic group.", gid)
+        classic.offsets = consumer.offsets
+        self.groups[gid] = classic
+        for member in classic.members.values():
+            self.rebalancer.schedule_heartbeat(classic, member)
+        self.rebalancer.rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
 
     def offsets_of(self, group_id: str) -> GroupOffsets | None:
         """The committed offsets of whichever group holds ``group_id``."""
@@ -360,10 +436,11 @@ class GroupCoordinator:
         if error == Errors.NONE and req.group_id in self.share.groups:
             error = Errors.INCONSISTENT_GROUP_PROTOCOL  # a share group's id, as Kafka answers
         consumer = self.consumer.groups.get(req.group_id)
-        if error == Errors.NONE and consumer is not None and consumer.members:
-            error = Errors.INCONSISTENT_GROUP_PROTOCOL  # its members use ConsumerGroupHeartbeat
         if error == Errors.NONE:
             error = self.rebalancer.check_session_timeout(req.session_timeout_ms)
+        if error == Errors.NONE and consumer is not None and consumer.members:
+            self.consumer.classic_join(consumer, req, callback)  # a classic member of a consumer group
+            return
         if error == Errors.NONE and consumer is not None:
             error = self._classic_group_in_place_of(consumer)  # an empty one gives way
         if error != Errors.NONE:
@@ -387,6 +464,10 @@ class GroupCoordinator:
         if error != Errors.NONE:
             callback(SyncResult(error))
             return
+        consumer = self.consumer.groups.get(req.group_id)
+        if consumer is not None:
+            self.consumer.classic_sync(consumer, req, callback)
+            return
         group = self.groups.get(req.group_id)
         if group is None:
             callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
@@ -400,6 +481,9 @@ class GroupCoordinator:
             return Errors.NONE  # the group is loading: answer blindly, as Kafka does
         if error != Errors.NONE:
             return error
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return self.consumer.classic_heartbeat(consumer, member_id, group_instance_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID
@@ -414,6 +498,9 @@ class GroupCoordinator:
         error = self._status(group_id)
         if error != Errors.NONE:
             return error, []
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return Errors.NONE, [self.consumer.classic_leave(consumer, mid, iid) for mid, iid, _ in leaving]
         group = self.groups.get(group_id)
         if group is None:
             return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(leaving)

@@ -275,7 +275,7 @@ class GroupMetadata:
         members = tuple(
             MemberSummary(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.metadata(protocol) if stable else b"", m.assignment if stable else b"",
+                m.metadata(protocol) if stable else b"", m.assignment,  # Kafka: the assignment in any state
             )
             for m in self.members.values()
         )

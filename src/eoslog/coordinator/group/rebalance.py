@@ -299,6 +299,10 @@ class Rebalancer:
 
     # -- the join phase -----------------------------------------------------------------------
 
+    def rebalance(self, group: GroupMetadata, reason: str) -> None:
+        """A rebalance from outside the protocol (a consumer group downgraded to this classic one)."""
+        self._maybe_prepare_rebalance(group, reason)
+
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance:
             self._prepare_rebalance(group, reason)
