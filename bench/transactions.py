@@ -40,8 +40,9 @@ partition, each with the value sent, and none of the aborted ones. A case that f
 shown as FAILED, left out of the ratios, and the exit status is 1.
 
 The client (``--client``): confluent-kafka (librdkafka, the default), which speaks transaction
-version 1 only, or Kafka 4.4's Java producer (``java``, java_client.py: one JVM per case running
-bench/java/TransactionalProduce.java, the same cycle, warm-up and abort probe), which speaks
+version 1 only; Kafka 4.4's Java producer (``java``, java_client.py: one JVM per case running
+bench/java/TransactionalProduce.java, the same cycle, warm-up and abort probe); or eoslog.client's
+blocking producer (``eoslog``, in this process, with the Java driver's settings). The last two speak
 transaction version 2 (KIP-890 part 2: an epoch bump at every commit and abort, partitions added by
 their leader on the first Produce) whenever the broker finalizes it. With it the transactional
 cases run at ``transaction.version=2`` (``txn-N``) and, for each interval in ``--tv1``, once more
@@ -76,7 +77,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import (
     Consumer,
@@ -104,6 +105,7 @@ from common import (
     prepare_run,
     use_broker_src,
 )
+from eoslog.client.errors import KafkaError as EoslogKafkaError
 from load import (
     CONSUMER_BASE,
     ENQUEUE_CHUNK,
@@ -135,9 +137,10 @@ TXN_TIMEOUT_S = 60.0
 RSS_INTERVAL_S = 0.5
 # The producers a case can run on: confluent-kafka (librdkafka: transaction version 1 only) and
 # Kafka 4.4's Java producer (java_client.py: version 2 when the broker finalizes it).
-CLIENTS = ("librdkafka", "java")
-CLIENTS_TV2 = ("java",)
-CLIENT_LABELS = {"librdkafka": "confluent-kafka (librdkafka)", "java": "Kafka 4.4 Java producer (KafkaProducer)"}
+CLIENTS = ("librdkafka", "java", "eoslog")
+CLIENTS_TV2 = ("java", "eoslog")
+CLIENT_LABELS = {"librdkafka": "confluent-kafka (librdkafka)", "java": "Kafka 4.4 Java producer (KafkaProducer)",
+                 "eoslog": "eoslog.client (pure Python)"}
 
 _FATAL = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
@@ -196,12 +199,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="intervals (ms, comma-separated, or 'none') at which to also run the control: the "
                         "idempotent producer flushing every N ms without transactions")
     p.add_argument("--client", choices=CLIENTS, default="librdkafka",
-                   help="the producer: confluent-kafka (librdkafka, transaction version 1) or Kafka 4.4's Java "
-                        "producer (reference jars; transaction version 2 when finalized, as on both brokers "
-                        "by default)")
+                   help="the producer: confluent-kafka (librdkafka, transaction version 1), Kafka 4.4's Java "
+                        "producer (reference jars) or eoslog.client; the last two use transaction version 2 when "
+                        "it is finalized, as on both brokers by default")
     p.add_argument("--tv1", default=None,
-                   help="with --client java: intervals (ms, comma-separated, or 'none') at which the transactional "
-                        "case also runs after transaction.version is downgraded to 1 (default: every interval)")
+                   help="with --client java or eoslog: intervals (ms, comma-separated, or 'none') at which the "
+                        "transactional case also runs after transaction.version is downgraded to 1 "
+                        "(default: every interval)")
     p.add_argument("--profile", action="store_true",
                    help="instead: py-spy on the broker during the idempotent case and each interval, once "
                         "(busy samples, with line numbers); saves transactions-hotspots-latest.json")
@@ -266,29 +270,165 @@ def _commit(producer: Producer) -> str | None:
     raise RuntimeError("commit_transaction() still retriable after 5 attempts")
 
 
+class CaseProducer(Protocol):
+    """What ``run_case`` drives: a producer ready to be timed (warm-up done), sending
+    ENQUEUE_CHUNK records of ``value`` to each partition in turn."""
+
+    value: bytes
+    warmup_s: float
+    config: dict[str, Any]
+
+    def send(self) -> int:
+        """Enqueue ENQUEUE_CHUNK records to the next partition; returns the partition."""
+
+    def flush(self) -> str | None:
+        """Deliver what is queued; why some records were not delivered, or None."""
+
+    def begin(self) -> None: ...
+
+    def commit(self) -> str | None:
+        """Commit; None when committed, else why the transaction was aborted instead."""
+
+    def abort_probe(self) -> None:
+        """One transaction of ABORT_PROBE records of ABORT_VALUE per partition, aborted."""
+
+    def close(self) -> None: ...
+
+    def client_errors(self) -> list[str]: ...
+
+
+class LibrdkafkaCase:
+    """confluent-kafka, through load.py's ``open_producer`` and ``ChunkSender``."""
+
+    def __init__(self, bootstrap: str, topic: str, config: dict[str, Any]) -> None:
+        self.errors = Errors()
+        self.config = config
+        self.producer, self.warmup_s = open_producer(bootstrap, topic, config, self.errors)
+        self.sender = ChunkSender(self.producer, topic)
+        self.value = self.sender.value
+        self.topic = topic
+
+    def send(self) -> int:
+        return self.sender.send()
+
+    def flush(self) -> str | None:
+        left = self.producer.flush(TXN_TIMEOUT_S)
+        if left or self.errors.delivery:
+            return f"{left} records undelivered; errors: {self.errors.delivery[:5]}"
+        return None
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def commit(self) -> str | None:
+        return _commit(self.producer)
+
+    def abort_probe(self) -> None:
+        probe = ChunkSender(self.producer, self.topic, value=ABORT_VALUE)
+        self.producer.begin_transaction()
+        for _ in range(PARTITIONS):
+            probe.send(ABORT_PROBE)
+        self.producer.flush(TXN_TIMEOUT_S)
+        self.producer.abort_transaction(TXN_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.producer.flush(TXN_TIMEOUT_S)
+        del self.producer
+
+    def client_errors(self) -> list[str]:
+        return self.errors.client
+
+
+class EoslogCase:
+    """eoslog.client's blocking producer (pure Python; transaction version 2 when the broker
+    finalizes it, as Kafka's Java producer), with the Java driver's settings: the same names."""
+
+    def __init__(self, bootstrap: str, topic: str, config: dict[str, Any]) -> None:
+        from eoslog.client import Producer as EoslogProducer
+
+        create_topic(bootstrap, topic)
+        create_topic(bootstrap, f"{topic}-warmup")
+        self.config = {**java_client.PRODUCER_SETTINGS,
+                       **{k: v for k, v in config.items() if k == "transactional.id"}}
+        self.producer = EoslogProducer({"bootstrap.servers": bootstrap, **self.config})
+        self.topic = topic
+        self.value = os.urandom(RECORD_SIZE)
+        self.failed: list[str] = []
+        self.next_partition = 0
+        warm = time.perf_counter()
+        transactional = "transactional.id" in config
+        if transactional:
+            self.producer.init_transactions(30)
+            self.producer.begin_transaction()
+        self.producer.send(f"{topic}-warmup", b"warm-up", partition=0).result(30)
+        if transactional:
+            self.producer.commit_transaction(30)
+        self.warmup_s = time.perf_counter() - warm
+
+    def _on_delivery(self, _md: Any, error: BaseException | None) -> None:
+        if error is not None and len(self.failed) < 20:
+            self.failed.append(repr(error))
+
+    def send(self) -> int:
+        partition = self.next_partition
+        send, topic, value, cb = self.producer.send, self.topic, self.value, self._on_delivery
+        for _ in range(ENQUEUE_CHUNK):
+            send(topic, value, partition=partition, on_delivery=cb)
+        self.next_partition = (partition + 1) % PARTITIONS
+        return partition
+
+    def flush(self) -> str | None:
+        self.producer.flush(TXN_TIMEOUT_S)
+        return f"records failed: {self.failed[:5]}" if self.failed else None
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def commit(self) -> str | None:
+        try:
+            self.producer.commit_transaction(TXN_TIMEOUT_S)
+            return None
+        except EoslogKafkaError as e:  # a failed record or an abortable error: the transaction is aborted
+            self.producer.abort_transaction(TXN_TIMEOUT_S)
+            return repr(e)
+
+    def abort_probe(self) -> None:
+        self.producer.begin_transaction()
+        for partition in range(PARTITIONS):
+            for _ in range(ABORT_PROBE):
+                self.producer.send(self.topic, ABORT_VALUE, partition=partition)
+        self.producer.flush(TXN_TIMEOUT_S)
+        self.producer.abort_transaction(TXN_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.producer.close(TXN_TIMEOUT_S)
+
+    def client_errors(self) -> list[str]:
+        return self.failed
+
+
 def run_case(bootstrap: str, topic: str, case: Case, seconds: float,
-             sampler: RssSampler | None = None) -> tuple[Measurement, Sent]:
-    """Produce to ``topic`` for ``seconds`` as ``case`` says; the broker's CPU (from
-    ``sampler``) and the client's are counted while the clock runs, warm-up excluded."""
-    errors = Errors()
+             sampler: RssSampler | None = None, client: str = "librdkafka") -> tuple[Measurement, Sent]:
+    """Produce to ``topic`` for ``seconds`` as ``case`` says, with the in-process ``client``
+    (librdkafka or eoslog); the broker's CPU (from ``sampler``) and the client's are counted
+    while the clock runs, warm-up excluded."""
     config = case.config
     if case.transactional:
         config["transactional.id"] = f"bench-{topic}"
-    producer, warmup_s = open_producer(bootstrap, topic, config, errors)
-    sender = ChunkSender(producer, topic)
-    sent = Sent(value=sender.value)
-    extra: dict[str, Any] = {"topic": topic, "config": config, "warmup_s": round(warmup_s, 3)}
+    producer: CaseProducer = (EoslogCase if client == "eoslog" else LibrdkafkaCase)(bootstrap, topic, config)
+    sent = Sent(value=producer.value)
+    extra: dict[str, Any] = {"topic": topic, "config": producer.config, "warmup_s": round(producer.warmup_s, 3)}
     broker_cpu0 = sampler.set_phase(f"produce {case.name}") if sampler else 0.0
     cpu0 = client_cpu_seconds()
     start = time.perf_counter()
     deadline = start + seconds
     if case.interval_ms is None:
         while time.perf_counter() < deadline:
-            sent.committed[sender.send()] += ENQUEUE_CHUNK
-        left = producer.flush(TXN_TIMEOUT_S)
+            sent.committed[producer.send()] += ENQUEUE_CHUNK
+        undelivered = producer.flush()
         end = time.perf_counter()
-        if left or errors.delivery:
-            raise RuntimeError(f"{case.name}: {left} records undelivered; errors: {errors.delivery[:5]}")
+        if undelivered:
+            raise RuntimeError(f"{case.name}: {undelivered}")
     else:
         interval = case.interval_ms / 1000
         flushes: list[float] = []
@@ -297,17 +437,17 @@ def run_case(bootstrap: str, topic: str, case: Case, seconds: float,
         end = start
         while end < deadline:
             if case.transactional:
-                producer.begin_transaction()
+                producer.begin()
             begun = time.perf_counter()
             in_txn = [0] * PARTITIONS
             while True:
-                in_txn[sender.send()] += ENQUEUE_CHUNK
+                in_txn[producer.send()] += ENQUEUE_CHUNK
                 if time.perf_counter() - begun >= interval:
                     break
             flushing = time.perf_counter()
-            producer.flush(TXN_TIMEOUT_S)
+            producer.flush()
             committing = time.perf_counter()
-            error = _commit(producer) if case.transactional else None
+            error = producer.commit() if case.transactional else None
             end = time.perf_counter()
             if case.transactional:
                 sent.markers += sum(1 for n in in_txn if n)
@@ -329,11 +469,12 @@ def run_case(bootstrap: str, topic: str, case: Case, seconds: float,
     if sampler:
         extra["broker_cpu_s"] = round(sampler.set_phase("between") - broker_cpu0, 2)
     if case.transactional:
-        _abort_probe(producer, topic, sent)
-    producer.flush(TXN_TIMEOUT_S)
-    del producer
+        producer.abort_probe()
+        sent.aborted += ABORT_PROBE * PARTITIONS
+        sent.markers += PARTITIONS
+    producer.close()
     records = sum(sent.committed)
-    extra.update(client_cpu_s=round(client_cpu, 2), client_errors=errors.client,
+    extra.update(client_cpu_s=round(client_cpu, 2), client_errors=producer.client_errors(),
                  committed_per_partition=list(sent.committed))
     return Measurement(case.label, records * RECORD_SIZE, end - start, records, extra=extra), sent
 
@@ -368,19 +509,6 @@ def run_case_java(classes: Path, bootstrap: str, topic: str, case: Case, seconds
         extra["broker_cpu_s"] = round(broker_cpu[1] - broker_cpu[0], 2)
     records = sum(sent.committed)
     return Measurement(case.label, records * RECORD_SIZE, r["seconds"], records, extra=extra), sent
-
-
-def _abort_probe(producer: Producer, topic: str, sent: Sent) -> None:
-    """One aborted transaction with a recognisable value in every partition: a
-    read_committed reader must never see it."""
-    probe = ChunkSender(producer, topic, value=ABORT_VALUE)
-    producer.begin_transaction()
-    for _ in range(PARTITIONS):
-        probe.send(ABORT_PROBE)
-    producer.flush(TXN_TIMEOUT_S)
-    producer.abort_transaction(TXN_TIMEOUT_S)
-    sent.aborted += ABORT_PROBE * PARTITIONS
-    sent.markers += PARTITIONS
 
 
 def prime_coordinator(bootstrap: str) -> None:
@@ -554,7 +682,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if classes is not None:
                     m, sent = run_case_java(classes, broker.bootstrap, topic, case, args.seconds, sampler)
                 else:
-                    m, sent = run_case(broker.bootstrap, topic, case, args.seconds, sampler)
+                    m, sent = run_case(broker.bootstrap, topic, case, args.seconds, sampler, args.client)
                 sampler.set_phase("verify")
                 m.extra["verification"] = verify(
                     broker.bootstrap, topic, sent,
