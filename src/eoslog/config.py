@@ -134,7 +134,7 @@ TIERED_STORAGE_REFUSED = ("Tiered Storage functionality is disabled in the broke
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("node.id", int, 0, "this broker's id"),
-    ConfigDef("log.dirs", str, "./eoslog-data", "directory holding partition logs"),
+    ConfigDef("log.dirs", str, "./eoslog-data", "directories holding partition logs, comma-separated"),
     ConfigDef("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where to accept connections"),
     ConfigDef("advertised.listeners", str, "", "address given to clients (default: listeners)"),
     ConfigDef("metrics.listener", str, "", "http://HOST:PORT serving Prometheus metrics at /metrics (empty: off)"),
@@ -595,9 +595,14 @@ class BrokerConfig:
         return timeout if timeout > 0 else int(self.values["zookeeper.session.timeout.ms"])
 
     @property
+    def log_dirs(self) -> list[Path]:
+        """``log.dirs``, comma-separated (JBOD): each holds partitions, the first the metadata."""
+        return [Path(d.strip()) for d in str(self.values["log.dirs"]).split(",") if d.strip()]
+
+    @property
     def log_dir(self) -> Path:
-        # One log directory for now; the comma-separated form is accepted for the first.
-        return Path(str(self.values["log.dirs"]).split(",")[0].strip())
+        """The first of ``log.dirs``: the metadata directory (topics.json and the broker's other files)."""
+        return self.log_dirs[0]
 
     def listener(self) -> tuple[str, int]:
         return parse_listener(str(self.values["listeners"]))

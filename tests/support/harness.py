@@ -126,12 +126,15 @@ class ServerProcess:
 class BrokerProcess(ServerProcess):
     def __init__(self, data_dir: Path, port: int | None = None,
                  overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
-                 prefix: list[str] | None = None, args: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, args: list[str] | None = None,
+                 more_log_dirs: list[Path] | None = None) -> None:
         """``host``/``prefix``: a broker in a network namespace of tests/support/netns.py listens on the
         namespace's address and starts under ``ip netns exec`` (the same process id). ``args``: more
-        command-line arguments, after the harness's own (``--config FILE``)."""
+        command-line arguments, after the harness's own (``--config FILE``). ``more_log_dirs``: log
+        directories after ``data_dir`` (JBOD)."""
         self.args = list(args or [])
         self.data_dir = data_dir
+        self.log_dirs = [data_dir, *(more_log_dirs or [])]
         self.host = host
         self.prefix = list(prefix or [])
         self.port = port or free_port()
@@ -145,7 +148,7 @@ class BrokerProcess(ServerProcess):
         return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
-        cmd = [*self.prefix, sys.executable, "-m", "eoslog", "broker", "--data-dir", str(self.data_dir)]
+        cmd = [*self.prefix, sys.executable, "-m", "eoslog", "broker", "--data-dir", ",".join(map(str, self.log_dirs))]
         if "listeners" not in self.overrides:  # a test naming its listeners owns them all
             cmd += ["--listen", f"{self.host}:{self.port}"]
         for k, v in self.overrides.items():

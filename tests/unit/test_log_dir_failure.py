@@ -272,3 +272,61 @@ def test_an_unclean_start_reads_the_segments_it_revalidates_from_the_disk(tmp_pa
     broker.logs.release_log_dir_lock()  # (no clean shutdown: opened again as after a crash)
     LogManager(tmp_path / "data", broker.logs.topic_defaults, lambda: CLOCK_MS).startup()
     assert sorted(int(p.stem) for p in dropped if p.parent.name == "t-0") == [b for b in bases if b >= floor]
+
+
+def test_with_two_log_dirs_a_failed_one_takes_only_its_partitions_offline(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """JBOD (KIP-112): partitions are spread over ``log.dirs``; a failed fsync in one directory
+    takes its partitions offline, the other directory's keep taking writes and reads, the broker
+    does not halt, and DescribeLogDirs says which is which. After a restart every acknowledged
+    record is found in its partition's directory."""
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    config = BrokerConfig.load(overrides={"log.dirs": f"{first},{second}"})
+    halts: list[int] = []
+    logs = LogManager(config.log_dirs, config.topic_defaults(), lambda: CLOCK_MS, on_all_log_dirs_failed=lambda:
+                      halts.append(1))
+    logs.startup()
+    logs.create_topic("t", 4)
+    placed = {p: logs.log_dir_of("t", p) for p in range(4)}
+    assert sorted(placed.values()) == [first, first, second, second], placed
+    replicas = ReplicaManager(0, logs, lambda: CLOCK_MS, group_commit=True)
+    doomed = next(p for p, d in placed.items() if d == second)
+    survivor = next(p for p, d in placed.items() if d == first)
+    sync = FailingSync(monkeypatch, lambda path: path.endswith(".log") and f"/d2/t-{doomed}/" in path)
+
+    async def produce(p: int, value: bytes) -> Errors:
+        tp = TopicPartition("t", p)
+        return (await replicas.append_records({tp: batch(value)}, required_acks=-1, timeout_ms=5000))[tp].error
+
+    async def fetch(p: int) -> Errors:
+        params = FetchParams(-1, 0, 1, 1 << 20, IsolationLevel.READ_UNCOMMITTED)
+        [fetched] = await replicas.fetch_messages(params, [FetchPartition(TopicPartition("t", p), 0, 1 << 20)])
+        return fetched.error
+
+    async def run() -> None:
+        for p in range(4):
+            assert await produce(p, b"before") is Errors.NONE
+        sync.armed = True
+        assert await produce(doomed, b"lost") is Errors.KAFKA_STORAGE_ERROR
+        await asyncio.sleep(0)
+        assert await produce(survivor, b"after") is Errors.NONE
+        assert await fetch(survivor) is Errors.NONE
+        assert await fetch(doomed) is Errors.KAFKA_STORAGE_ERROR
+
+    asyncio.run(run())
+    assert sync.failed and logs.offline_log_dirs == [second] and logs.live_log_dirs == [first] and not halts
+    described = {d.path: d for d in replicas.describe_log_dirs(None)}
+    assert described[str(second.resolve())].error is Errors.KAFKA_STORAGE_ERROR
+    assert described[str(first.resolve())].error is Errors.NONE
+    assert {r.tp.partition for r in described[str(first.resolve())].replicas} == {p for p, d in placed.items()
+                                                                                 if d == first}
+    assert not (second / CLEAN_SHUTDOWN_FILE).exists()
+    logs.shutdown()
+    assert (first / CLEAN_SHUTDOWN_FILE).exists() and not (second / CLEAN_SHUTDOWN_FILE).exists()
+
+    again = LogManager(config.log_dirs, config.topic_defaults(), lambda: CLOCK_MS)
+    again.startup()
+    assert {p: again.log_dir_of("t", p) for p in range(4)} == placed
+    assert again.logs[("t", survivor)].log_end_offset == 2
+    assert all(again.logs[("t", p)].log_end_offset >= 1 for p in range(4))
+    again.shutdown()

@@ -173,7 +173,7 @@ def test_topic_creation_yields_to_the_event_loop_and_appears_whole(tmp_path: Pat
     partitions = 1000
     made = [0]  # logs made so far
     new_log = logs._new_log
-    monkeypatch.setattr(logs, "_new_log", lambda info, p: (made.__setitem__(0, made[0] + 1), new_log(info, p))[1])
+    monkeypatch.setattr(logs, "_new_log", lambda info, p, d: (made.__setitem__(0, made[0] + 1), new_log(info, p, d))[1])
     seen: list[tuple[int, int | None]] = []  # at each turn of a concurrent task: (made, partitions visible)
 
     async def run() -> None:

@@ -94,7 +94,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.logs = LogManager(
-            config.log_dir, config.topic_defaults(), wall_clock_ms, config.node_id,
+            config.log_dirs, config.topic_defaults(), wall_clock_ms, config.node_id,
             int(config["producer.id.expiration.ms"]), replicated=bool(config.zookeeper_connect),
             on_all_log_dirs_failed=self._all_log_dirs_failed,
         )

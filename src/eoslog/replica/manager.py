@@ -540,9 +540,10 @@ class ReplicaManager:
     def describe_log_dirs(self, wanted: Collection[TopicPartition] | None) -> list[LogDirDescription]:
         """DescribeLogDirs: this broker's log directories and the replicas in each (of
         ``wanted``; None: all)."""
-        offline = self.logs.log_dir_state.offline is not None
-        return [describe_log_dir(self.logs.log_dir, self.logs.logs, wanted,
-                                 Errors.KAFKA_STORAGE_ERROR if offline else Errors.NONE)]
+        offline = set(self.logs.offline_log_dirs)
+        return [describe_log_dir(d, {tp: lg for tp, lg in self.logs.logs.items() if lg.log_dir.path == d}, wanted,
+                                 Errors.KAFKA_STORAGE_ERROR if d in offline else Errors.NONE)
+                for d in self.logs.log_dirs]
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers the partition's leader keeps state for."""

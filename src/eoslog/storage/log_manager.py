@@ -1,15 +1,21 @@
-"""All partition logs of one log directory, plus the topic metadata that names them.
+"""All partition logs of the log directories (``log.dirs``, JBOD: KIP-112), plus the topic
+metadata that names them.
 
-Files in ``log.dirs`` (Kafka's names where Kafka has the same file):
+Files in each of ``log.dirs`` (Kafka's names where Kafka has the same file):
 
-- ``meta.properties``: node id and cluster id;
-- ``topics.json``: topic name → topic id, partition count, config overrides
-  (KRaft keeps this in ``__cluster_metadata``; one node needs no quorum);
-- ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``: Kafka's
-  checkpoint format (version, count, ``topic partition offset`` lines);
+- ``meta.properties``: node id and cluster id (the same in every directory);
+- ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint`` /
+  ``replication-offset-checkpoint``: Kafka's checkpoint format (version, count,
+  ``topic partition offset`` lines), of the partitions in that directory;
 - ``.eoslog_cleanshutdown``: written last on a clean shutdown, removed at start-up.
   Without it the segments after each partition's recovery point are re-validated.
-- ``<topic>-<partition>/``: the segments.
+- ``.lock``: one broker per directory;
+- ``<topic>-<partition>/``: the segments; a new partition goes to the online directory holding
+  the fewest partitions (Kafka's LogManager.nextLogDirs).
+
+The first directory is also the metadata directory: ``topics.json`` (topic name → topic id,
+partition count, config overrides; KRaft keeps this in ``__cluster_metadata``, one node needs no
+quorum) and the broker's other files (dynamic configs, ACLs, credentials) are there.
 
 Files are replaced atomically (write temp, fsync, rename, fsync directory).
 
@@ -17,8 +23,8 @@ A failed fsync or I/O error in the directory takes it offline (``log_dir_failure
 answer KAFKA_STORAGE_ERROR, the listeners (the replica layer) are told, checkpoints and the
 clean-shutdown marker are no longer written, and with no log directory left online
 ``on_all_log_dirs_failed`` runs (the broker halts, as Kafka's LogManager.handleLogDirFailure
-does). One directory today (``log.dirs``' first); the state is per directory, so several
-(JBOD) can go offline one at a time.
+does). The state is per directory: with several, one goes offline alone and the others keep
+serving; the metadata directory offline refuses topic changes.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,16 +120,19 @@ class TopicInfo:
 
 class LogManager:
     def __init__(
-        self, log_dir: Path, topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
+        self, log_dir: Path | Sequence[Path], topic_defaults: dict[str, Any], clock_ms: Callable[[], int],
         node_id: int = 0, producer_id_expiration_ms: int = 86_400_000, *, replicated: bool = False,
         on_all_log_dirs_failed: Callable[[], None] | None = None,
     ) -> None:
         """``replicated`` (cluster mode): logs start at their checkpointed high watermarks,
         since other replicas may lack what lies above; a single node's start at their end.
-        ``on_all_log_dirs_failed``: what to do when no log directory is left (the broker halts)."""
-        self.log_dir = log_dir
-        # Watched from now on: a failed fsync of any file under it takes it offline.
-        self.log_dir_state = LOG_DIR_FAILURES.watch(log_dir, self._log_dir_failed)
+        ``on_all_log_dirs_failed``: what to do when no log directory is left (the broker halts).
+        ``log_dir``: one directory, or ``log.dirs``' several (the first holds the metadata)."""
+        self.log_dirs = [log_dir] if isinstance(log_dir, Path) else list(dict.fromkeys(log_dir))
+        self.log_dir = self.log_dirs[0]
+        # Watched from now on: a failed fsync of any file under one takes it offline.
+        self.dir_states = {d: LOG_DIR_FAILURES.watch(d, self._log_dir_failed) for d in self.log_dirs}
+        self.log_dir_state = self.dir_states[self.log_dir]
         self.log_dir_failure_listeners: list[Callable[[Path], None]] = []
         self._on_all_log_dirs_failed = on_all_log_dirs_failed
         self.replicated = replicated
@@ -135,7 +144,7 @@ class LogManager:
         self.topics: dict[str, TopicInfo] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.had_clean_shutdown = False
-        self._lock_fd: int | None = None
+        self._lock_fds: list[int] = []
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_async)
         self._topics_lock = threading.Lock()
         self._topics_version = self._topics_written = 0
@@ -143,44 +152,87 @@ class LogManager:
     # -- start-up and shut-down ---------------------------------------------------
 
     def startup(self, cluster_id: str | None = None) -> None:
-        if not self.log_dir.exists():
-            self.log_dir.mkdir(parents=True)
-            fsync_dir(self.log_dir.parent)  # a power cut must not take the whole log directory
-        self._lock_log_dir()
+        for d in self.log_dirs:
+            if not d.exists():
+                d.mkdir(parents=True)
+                fsync_dir(d.parent)  # a power cut must not take the whole log directory
+        self._lock_log_dirs()
         self._load_meta(cluster_id)
-        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
-        self.had_clean_shutdown = marker.exists()
-        if self.had_clean_shutdown:
-            marker.unlink()
-            # Durably: a power cut later must not find a stale marker and trust the indexes.
-            fsync_dir(self.log_dir)
-        elif (self.log_dir / TOPICS_FILE).exists():
+        markers = [d / CLEAN_SHUTDOWN_FILE for d in self.log_dirs]
+        unclean = [m.parent for m in markers if not m.exists()]
+        # Every directory's marker: one without its own was not shut down cleanly.
+        self.had_clean_shutdown = not unclean
+        for m in markers:
+            if m.exists():
+                m.unlink()
+                # Durably: a power cut later must not find a stale marker and trust the indexes.
+                fsync_dir(m.parent)
+        if unclean and (self.log_dir / TOPICS_FILE).exists():
             log.warning(
                 "no clean-shutdown marker in %s: re-validating segments past each partition's "
-                "recovery point", self.log_dir,
+                "recovery point", ", ".join(map(str, unclean)),
             )
         self._load_topics()
-        recovery = read_checkpoint(self.log_dir / RECOVERY_POINT_FILE)
-        starts = read_checkpoint(self.log_dir / LOG_START_FILE)
-        high_watermarks = read_checkpoint(self.log_dir / HIGH_WATERMARK_FILE) if self.replicated else {}
+        found = self._partition_dirs()
+        checkpoints = {d: (read_checkpoint(d / RECOVERY_POINT_FILE), read_checkpoint(d / LOG_START_FILE),
+                           read_checkpoint(d / HIGH_WATERMARK_FILE) if self.replicated else {})
+                       for d in self.log_dirs}
         for topic in self.topics.values():
             for p in topic.local_partitions():
                 tp = (topic.name, p)
+                d = found.get(tp) or self._next_log_dir()
+                recovery, starts, high_watermarks = checkpoints[d]
                 self.logs[tp] = PartitionLog(
-                    self.log_dir / partition_dir_name(*tp), topic.config, self._clock_ms,
+                    d / partition_dir_name(*tp), topic.config, self._clock_ms,
                     log_start_offset=starts.get(tp, 0),
                     recovery_point=recovery.get(tp, 0),
                     clean_shutdown=self.had_clean_shutdown,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                     high_watermark=high_watermarks.get(tp, 0) if self.replicated else None,
-                    log_dir=self.log_dir_state,
+                    log_dir=self.dir_states[d],
                 )
         self._remove_stray_dirs()
         self.checkpoint()
 
-    def stored_cluster_id(self) -> str:
-        """The cluster id in ``meta.properties`` ("" when there is none yet)."""
-        path = self.log_dir / META_FILE
+    def _partition_dirs(self) -> dict[tuple[str, int], Path]:
+        """Which log directory holds each partition directory found (the first, if in several)."""
+        found: dict[tuple[str, int], Path] = {}
+        for d in reversed(self.log_dirs):
+            for child in d.iterdir():
+                parsed = parse_partition_dir(child.name) if child.is_dir() else None
+                if parsed is not None:
+                    found[parsed] = d
+        return found
+
+    def _next_log_dir(self, planned: Iterable[Path] = ()) -> Path:
+        """Kafka's nextLogDirs: the online directory with the fewest partitions (``planned``:
+        partitions about to be made), the first among equals."""
+        counts = {d: 0 for d in self.log_dirs if self.dir_states[d].offline is None}
+        if not counts:
+            self.log_dir_state.check_online("placing a partition")  # raises: every directory is offline
+        for lg in self.logs.values():
+            if lg.log_dir.path in counts:
+                counts[lg.log_dir.path] += 1
+        for d in planned:
+            if d in counts:
+                counts[d] += 1
+        return min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def _place(self, partitions: Iterable[int]) -> list[Path]:
+        """A directory for each new partition, spreading them as ``_next_log_dir``."""
+        placed: list[Path] = []
+        for _ in partitions:
+            placed.append(self._next_log_dir(placed))
+        return placed
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        lg = self.logs.get((topic, partition))
+        return None if lg is None else lg.log_dir.path
+
+    def stored_cluster_id(self, directory: Path | None = None) -> str:
+        """The cluster id in ``meta.properties`` (of the metadata directory unless ``directory``;
+        "" when there is none yet)."""
+        path = (directory or self.log_dir) / META_FILE
         if not path.exists():
             return ""
         props = dict(
@@ -199,8 +251,15 @@ class LogManager:
                 f"{cluster_id}: wrong zookeeper.connect, or a log directory from another cluster")
         if not self.cluster_id:
             self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
-            atomic_write(self.log_dir / META_FILE,
-                         f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n".encode())
+        meta = f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n".encode()
+        for d in self.log_dirs:
+            stored = self.stored_cluster_id(d)
+            if stored and stored != self.cluster_id:
+                raise InconsistentClusterIdError(
+                    f"{d} belongs to cluster {stored}, but {self.log_dir} to {self.cluster_id}: "
+                    f"log directories of two clusters")
+            if not stored:
+                atomic_write(d / META_FILE, meta)
 
     def _load_topics(self) -> None:
         path = self.log_dir / TOPICS_FILE
@@ -259,14 +318,15 @@ class LogManager:
             self._topics_written = version
 
     def _remove_stray_dirs(self) -> None:
-        """Partition directories of deleted topics (a delete cut short by a crash)."""
-        for d in self.log_dir.iterdir():
+        """Partition directories of deleted topics (a delete cut short by a crash), and copies of a
+        partition in a directory other than the one its log is in."""
+        for d in (child for log_dir in self.log_dirs for child in log_dir.iterdir()):
             if not d.is_dir():
                 continue
             parsed = parse_partition_dir(d.name.removesuffix(".deleted"))
             if parsed is None:
                 continue
-            if d.name.endswith(".deleted") or parsed not in self.logs:
+            if d.name.endswith(".deleted") or parsed not in self.logs or self.logs[parsed].dir != d:
                 log.info("removing stray partition directory %s", d)
                 _rmtree(d)
 
@@ -274,11 +334,11 @@ class LogManager:
 
     @property
     def live_log_dirs(self) -> list[Path]:
-        return [self.log_dir] if self.log_dir_state.offline is None else []
+        return [d for d in self.log_dirs if self.dir_states[d].offline is None]
 
     @property
     def offline_log_dirs(self) -> list[Path]:
-        return [] if self.log_dir_state.offline is None else [self.log_dir]
+        return [d for d in self.log_dirs if self.dir_states[d].offline is not None]
 
     def _log_dir_failed(self, state: LogDirState) -> None:
         """``state``'s directory went offline (called on the event loop once the failing call
@@ -289,62 +349,64 @@ class LogManager:
         for listener in self.log_dir_failure_listeners:
             listener(state.path)
         if not self.live_log_dirs:
-            log.critical("every log directory (%s) has failed", self.log_dir)
+            log.critical("every log directory (%s) has failed", ", ".join(map(str, self.log_dirs)))
             if self._on_all_log_dirs_failed is not None:
                 self._on_all_log_dirs_failed()
 
+    def _logs_by_dir(self) -> dict[Path, dict[tuple[str, int], PartitionLog]]:
+        """The online directories and the logs in each (an offline one's files are no longer
+        written: Kafka drops an offline directory's checkpoints)."""
+        by_dir: dict[Path, dict[tuple[str, int], PartitionLog]] = {d: {} for d in self.live_log_dirs}
+        for tp, lg in self.logs.items():
+            if lg.log_dir.path in by_dir:
+                by_dir[lg.log_dir.path][tp] = lg
+        return by_dir
+
     def checkpoint(self) -> None:
-        if self.log_dir_state.offline is not None:
-            return  # its files are no longer written (Kafka drops an offline dir's checkpoints)
-        write_checkpoint(self.log_dir / RECOVERY_POINT_FILE,
-                         {tp: lg.recovery_point for tp, lg in self.logs.items()})
-        write_checkpoint(self.log_dir / LOG_START_FILE,
-                         {tp: lg.log_start_offset for tp, lg in self.logs.items()})
+        for d, logs in self._logs_by_dir().items():
+            write_checkpoint(d / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in logs.items()})
+            write_checkpoint(d / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in logs.items()})
         self.checkpoint_high_watermarks()
 
     def checkpoint_high_watermarks(self) -> None:
         """``replication-offset-checkpoint`` (also every replica.high.watermark.checkpoint.interval.ms)."""
-        if self.log_dir_state.offline is not None:
-            return
-        write_checkpoint(self.log_dir / HIGH_WATERMARK_FILE,
-                         {tp: lg.high_watermark for tp, lg in self.logs.items()})
+        for d, logs in self._logs_by_dir().items():
+            write_checkpoint(d / HIGH_WATERMARK_FILE, {tp: lg.high_watermark for tp, lg in logs.items()})
 
     def shutdown(self) -> None:
-        if self.log_dir_state.offline is not None:
+        for d in self.offline_log_dirs:
             # No flush, no checkpoint, no clean-shutdown marker: the next start recovers from what
             # is on disk.
-            log.warning("%s is offline: not shut down cleanly", self.log_dir)
-            for lg in self.logs.values():
-                lg.close()
-            self.release_log_dir_lock()
-            return
+            log.warning("%s is offline: not shut down cleanly", d)
         self._sync_partition_dir_entries()
-        for lg in self.logs.values():
+        for lg in self.all_logs():
             lg.flush()
             lg.snapshot_producer_state()
         self.checkpoint()
         for lg in self.logs.values():
             lg.close()
-        atomic_write(self.log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        for d in self.live_log_dirs:
+            atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
         self.release_log_dir_lock()
 
-    def _lock_log_dir(self) -> None:
+    def _lock_log_dirs(self) -> None:
         """Kafka's ``.lock``: one broker per log directory. A second one would append to the
         same segments and write a clean-shutdown marker under a running broker."""
-        fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirLockedError(
-                f"{self.log_dir} is in use by another broker process (its {LOCK_FILE} is locked)"
-            ) from None
-        self._lock_fd = fd
+        for d in self.log_dirs:
+            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release_log_dir_lock()
+                raise LogDirLockedError(
+                    f"{d} is in use by another broker process (its {LOCK_FILE} is locked)"
+                ) from None
+            self._lock_fds.append(fd)
 
     def release_log_dir_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing releases the flock
-            self._lock_fd = None
+        while self._lock_fds:
+            os.close(self._lock_fds.pop())  # closing releases the flock
 
     # -- topics -------------------------------------------------------------------
 
@@ -358,8 +420,9 @@ class LogManager:
         if validate_only:
             return info
         partitions = range(num_partitions)
-        self._make_partition_dirs(name, partitions, self._first_epoch)
-        self._add_topic(info, {p: self._new_log(info, p) for p in partitions})
+        dirs = self._place(partitions)
+        self._make_partition_dirs(name, partitions, dirs, self._first_epoch)
+        self._add_topic(info, {p: self._new_log(info, p, d) for p, d in zip(partitions, dirs, strict=True)})
         self._save_topics()
         log.info("created topic %s with %d partitions", name, num_partitions)
         return info
@@ -378,10 +441,11 @@ class LogManager:
         self._creating.add(name)
         try:
             partitions = range(num_partitions)
-            await asyncio.to_thread(self._make_partition_dirs, name, partitions, self._first_epoch)
+            dirs = self._place(partitions)
+            await asyncio.to_thread(self._make_partition_dirs, name, partitions, dirs, self._first_epoch)
             logs: dict[int, PartitionLog] = {}
-            for p in partitions:
-                logs[p] = self._new_log(info, p)
+            for p, d in zip(partitions, dirs, strict=True):
+                logs[p] = self._new_log(info, p, d)
                 if p % _CREATE_SLICE == _CREATE_SLICE - 1:
                     await asyncio.sleep(0)
             self._add_topic(info, logs)
@@ -412,14 +476,15 @@ class LogManager:
         controller's epoch, recorded when the partition becomes leader or follower."""
         return None if self.replicated else SINGLE_NODE_LEADER_EPOCH
 
-    def _make_partition_dirs(self, name: str, partitions: Iterable[int], first_epoch: int | None = None) -> None:
+    def _make_partition_dirs(self, name: str, partitions: Iterable[int], dirs: Sequence[Path],
+                             first_epoch: int | None = None) -> None:
         """The new partitions' directories, unsynced, with their first leader-epoch checkpoint
         when ``first_epoch`` is known: a new log's directory entry is made durable by its first
         flush or group-commit round, before any record in it counts (a crash before that loses
         nothing: the topic's partitions start empty again). A leftover directory of the same name (a
         creation that failed part way) is emptied."""
-        for p in partitions:
-            d = self.log_dir / partition_dir_name(name, p)
+        for p, log_dir in zip(partitions, dirs, strict=True):
+            d = log_dir / partition_dir_name(name, p)
             try:
                 d.mkdir()
             except FileExistsError:
@@ -428,11 +493,11 @@ class LogManager:
             if first_epoch is not None:
                 write_first_checkpoint(d, first_epoch, 0)
 
-    def _new_log(self, info: TopicInfo, partition: int) -> PartitionLog:
+    def _new_log(self, info: TopicInfo, partition: int, log_dir: Path) -> PartitionLog:
         """A new, empty log in its directory just made by ``_make_partition_dirs``."""
         return PartitionLog(
-            self.log_dir / partition_dir_name(info.name, partition), info.config, self._clock_ms,
-            producer_id_expiration_ms=self.producer_id_expiration_ms, log_dir=self.log_dir_state, new=True,
+            log_dir / partition_dir_name(info.name, partition), info.config, self._clock_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms, log_dir=self.dir_states[log_dir], new=True,
             first_epoch=self._first_epoch,
         )
 
@@ -478,9 +543,10 @@ class LogManager:
         info.num_partitions = max(info.num_partitions, num_partitions)
         plog = self.logs.get((name, partition))
         if plog is None:
-            self.log_dir_state.check_online(f"creating a log of {name}")
-            self._make_partition_dirs(name, (partition,), self._first_epoch)
-            plog = self.logs[(name, partition)] = self._new_log(info, partition)
+            self.log_dir_state.check_online(f"creating a log of {name}")  # topics.json is written
+            [log_dir] = self._place((partition,))
+            self._make_partition_dirs(name, (partition,), [log_dir], self._first_epoch)
+            plog = self.logs[(name, partition)] = self._new_log(info, partition, log_dir)
             info.held = tuple(sorted({*(info.held or ()), partition}))
             self._save_topics()
         return plog
@@ -511,9 +577,10 @@ class LogManager:
         if validate_only:
             return
         partitions = range(info.num_partitions, total)
-        self._make_partition_dirs(name, partitions, self._first_epoch)
-        for p in partitions:
-            self.logs[(name, p)] = self._new_log(info, p)
+        dirs = self._place(partitions)
+        self._make_partition_dirs(name, partitions, dirs, self._first_epoch)
+        for p, d in zip(partitions, dirs, strict=True):
+            self.logs[(name, p)] = self._new_log(info, p, d)
         info.num_partitions = total
         self._save_topics()
 
@@ -621,10 +688,11 @@ class LogManager:
             lg.flush()
 
     def _sync_partition_dir_entries(self) -> None:
-        """One fsync of the log directory makes every partition directory's name durable (before
-        flushing them all: one fsync, not one per log)."""
-        fsync_dir(self.log_dir)
-        for lg in self.logs.values():
+        """One fsync of each log directory makes every partition directory's name durable (before
+        flushing them all: one fsync per directory, not one per log)."""
+        for d in self.live_log_dirs:
+            fsync_dir(d)
+        for lg in self.all_logs():
             lg.parent_entry_synced()
 
     def run_time_flush(self) -> None:
