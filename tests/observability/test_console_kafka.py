@@ -14,6 +14,7 @@ from support.console_harness import (
     Stack,
     check_actions,
     check_cluster_page,
+    check_consumer_group,
     check_group_lag,
     check_owned_open_transaction,
     check_records_page,
@@ -40,6 +41,10 @@ def test_open_transaction_shows_its_owner_and_pins_the_lso_on_kafka(stack: Stack
 
 def test_group_lag_equals_the_admin_client_on_kafka(stack: Stack) -> None:
     check_group_lag(stack, "lagged", "console-billing")
+
+
+def test_consumer_group_shows_its_type_and_epochs_on_kafka(stack: Stack) -> None:
+    check_consumer_group(stack, "modern", "console-848")
 
 
 def test_share_group_shows_its_start_offset_and_members(stack: Stack) -> None:

@@ -287,6 +287,45 @@ def check_group_lag(stack: Stack, topic: str, group: str) -> None:
     assert len(read_committed(bootstrap, topic, 0, group, expect=page_lags[0])) == page_lags[0]
 
 
+def check_consumer_group(stack: Stack, topic: str, group: str) -> None:
+    """A KIP-848 consumer group on the groups page: its type, group epoch and its member's epoch as
+    ConsumerGroupDescribe answers them (through the admin client), its committed offsets and lag."""
+    bootstrap = stack.broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    produce_plain(bootstrap, topic, {0: 5, 1: 3})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "client.id": "console-848", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    read = 0
+
+    def consume() -> bool:
+        nonlocal read
+        m = consumer.poll(0.2)
+        if m is not None and m.error() is None:
+            read += 1
+            consumer.commit(message=m, asynchronous=False)
+        return read == 8
+
+    try:
+        wait_until(consume, "the consumer-protocol member reading and committing all eight records")
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            described = admin.describe_groups([group])[group]
+        assert described.type == "consumer" and described.group_epoch is not None
+        member = described.members[0]
+        page = stack.open("/groups")
+        section = f"section[data-group='{group}']"
+        assert page.locator(f"{section} .group-type").inner_text() == "consumer"
+        assert page.locator(f"{section} .group-epoch").inner_text() == str(described.group_epoch)
+        epoch = page.locator(f"{section} .member-epoch[data-client='console-848']").inner_text().split()
+        assert epoch == ["console-848", str(member.member_epoch)]
+        for partition in (0, 1):
+            row = f"{section} tr[data-partition='{topic}-{partition}']"
+            assert cell(page, row, "lag") == "0" and cell(page, row, "member") == "console-848"
+        screenshot(page, f"consumer-group-{stack.name}")
+    finally:
+        consumer.close()
+
+
 def check_share_group(stack: Stack, topic: str, group: str, expect_start: int | None) -> None:
     """A share group on the groups page: its share-partition's start offset and lag as the admin
     client reads them, and the member holding the partition. ``expect_start``: the start offset

@@ -137,6 +137,9 @@ class GroupRow:
     protocol: str
     members: tuple[tuple[str, str, tuple[TP, ...]], ...]  # (member id, client id, assignment)
     partitions: tuple[GroupPartitionRow, ...]
+    type: str = "classic"  # "consumer": a KIP-848 group
+    group_epoch: int | None = None  # a KIP-848 group's
+    member_epochs: tuple[tuple[str, int], ...] = ()  # (client id, member epoch) of a KIP-848 group's members
 
     @property
     def lag(self) -> int:
@@ -311,7 +314,8 @@ def groups(cluster: Cluster) -> list[GroupRow]:
         )
         members = tuple((m.member_id, m.client_id, tuple((tp.topic, tp.partition) for tp in m.assignment))
                         for m in d.members)
-        rows.append(GroupRow(g.group_id, d.state, d.partition_assignor, members, parts))
+        epochs = tuple((m.client_id, m.member_epoch) for m in d.members if m.member_epoch is not None)
+        rows.append(GroupRow(g.group_id, d.state, d.partition_assignor, members, parts, d.type, d.group_epoch, epochs))
     return sorted(rows, key=lambda r: r.group_id)
 
 
