@@ -319,3 +319,36 @@ def test_controller_mutation_rate_refuses_strict_versions_and_throttles_older_on
     with RawClient(broker.bootstrap, client_id="another") as raw:
         answer = raw.call(create_topics_request("mut-e", 8))
         assert int(answer.topics[0].error_code) == 0 and _throttle(answer) == 0
+
+
+def test_eoslog_client_holds_its_requests_for_the_throttle_time(broker: BrokerProcess, tmp_path: Path) -> None:
+    """KIP-219 on eoslog.client's side: after a response carrying a throttle time the connection
+    holds the next requests until it has passed (the broker would not read them sooner), and
+    times them from then. A 600 kB produce against a 100 kB/s quota earns about 5 s; a Metadata
+    request sent right after, with a 2 s request timeout, is answered. (Mutant, not committed: the
+    throttle ignored -> the Metadata request timed out and the test failed.)"""
+    import asyncio
+
+    from eoslog.client.aio_connection import open_connection
+    from eoslog.client.errors import KafkaTimeoutError
+
+    _quota(broker, tmp_path, "eoslog-kip219", "producer_byte_rate", 100_000)
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def run() -> tuple[int, float]:
+        conn = await open_connection(host, int(port), client_id="eoslog-kip219", request_timeout_s=2.0)
+        try:
+            produced = await conn.request(produce_request(TOPIC, 0, simple_batch([RECORD] * 600)))
+            throttle_ms = int(produced.throttle_time.total_seconds() * 1000)
+            started = time.monotonic()
+            try:
+                await conn.request(metadata_request([TOPIC]))
+            except KafkaTimeoutError as e:
+                raise AssertionError(f"the request after a {throttle_ms} ms throttle timed out: {e}") from None
+            return throttle_ms, time.monotonic() - started
+        finally:
+            conn.close()
+
+    throttle_ms, waited_s = asyncio.run(run())
+    assert throttle_ms > 3000, throttle_ms
+    assert waited_s >= throttle_ms / 1000 - 0.5, (throttle_ms, waited_s)  # held, not sent at once

@@ -163,9 +163,11 @@ def test_produce_response_reads_what_kio_wrote(version: int) -> None:
                                                    rack=None),)} if tagged else {}
     response = build(m.ProduceResponse, responses=tuple(
         build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()),
-        throttle_time=datetime.timedelta(0), **endpoints)
+        throttle_time=datetime.timedelta(milliseconds=7), **endpoints)
     frame = encode_response(99, response, 0)[4:]
-    got = decode_produce_response(frame, version)
+    answer = decode_produce_response(frame, version)
+    got = answer.partitions
+    assert answer.throttle_ms == (7 if version >= 1 else 0)
     assert [(r.topic, r.partition, r.error_code, r.base_offset) for r in got] == [
         (t, p, int(code), o) for t, p, code, o, *_ in partitions
     ]

@@ -15,6 +15,10 @@ NetworkClient does (a late answer could no longer be matched safely).
 Two ways to send: ``request(kio_request)`` → a future of the decoded response, for
 everything but the hot path; ``send_frame(chunks, ...)`` with a handler that receives the
 raw response frame, for Produce, which the producer encodes and decodes by hand.
+
+KIP-219: a response's ``throttle_time_ms`` (``throttle``; the producer reports its Produce
+answers' own) holds the requests sent after it here until the throttle has passed, as Kafka's
+clients do — the broker would not read them before then — and their timeouts count from then.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 import socket
 import ssl
 import struct
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -89,6 +94,10 @@ class AioConnection(asyncio.Protocol):
         # when the last arrives, instead of appended to _buf and copied out again.
         self._pieces: list[bytes | memoryview] | None = None
         self._missing = 0
+        # KIP-219: until when the broker throttles this client, and the requests held till then.
+        self._throttled_until = 0.0
+        self._held: deque[Sequence[Buffer]] = deque()
+        self._release_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         return f"AioConnection(node {self.node_id} at {self.host}:{self.port})"
@@ -170,15 +179,45 @@ class AioConnection(asyncio.Protocol):
         transport = self._transport
         if self._closed or transport is None:
             raise self._close_error or KafkaConnectionError(f"not connected to {self.host}:{self.port}")
+        now = self._loop.time()
+        held = now < self._throttled_until or bool(self._held)
         if handler is not None:
-            deadline = self._loop.time() + (self.request_timeout_s if timeout_s is None else timeout_s)
+            # A request held back by a throttle is timed from when it goes out (Java's NetworkClient
+            # does not send it before then either).
+            start = max(now, self._throttled_until) if held else now
+            deadline = start + (self.request_timeout_s if timeout_s is None else timeout_s)
             self._in_flight[correlation_id] = _InFlight(api_key, deadline, handler)
             timer = self._timer
             if timer is None or deadline < timer.when():
                 if timer is not None:
                     timer.cancel()
                 self._timer = self._loop.call_at(deadline, self._check_timeouts)
-        transport.writelines(chunks)
+        if held:
+            self._held.append(chunks)
+            self._release_later()
+        else:
+            transport.writelines(chunks)
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: a response said the broker throttles this client for ``ms`` (it reads nothing
+        more from this connection meanwhile): requests are held here until then, in order."""
+        if ms > 0:
+            self._throttled_until = max(self._throttled_until, self._loop.time() + ms / 1000)
+
+    def _release_later(self) -> None:
+        if self._release_timer is None:
+            self._release_timer = self._loop.call_at(self._throttled_until, self._release)
+
+    def _release(self) -> None:
+        self._release_timer = None
+        if self._closed or self._transport is None:
+            self._held.clear()
+            return
+        if self._loop.time() < self._throttled_until:  # throttled again meanwhile
+            self._release_later()
+            return
+        while self._held:
+            self._transport.writelines(self._held.popleft())
 
     def request(self, request: Any, *, timeout_s: float | None = None) -> asyncio.Future[Any]:
         """Send a kio request; the future resolves to the decoded kio response."""
@@ -200,6 +239,9 @@ class AioConnection(asyncio.Protocol):
                 ))
                 self.close()
                 return
+            throttle = getattr(response, "throttle_time", None)
+            if throttle is not None:
+                self.throttle(int(throttle.total_seconds() * 1000))
             future.set_result(response)
 
         correlation_id = self.next_correlation_id()
@@ -307,6 +349,10 @@ class AioConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._release_timer is not None:
+            self._release_timer.cancel()
+            self._release_timer = None
+        self._held.clear()
         pending, self._in_flight = self._in_flight, {}
         error = self._close_error or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
         for entry in pending.values():

@@ -300,7 +300,7 @@ class Sender:
             return
 
         def on_response(frame: Buffer | None, error: KafkaError | None) -> None:
-            self._on_produce_response(batches, version, now, frame, error)
+            self._on_produce_response(batches, version, now, frame, error, conn)
 
         try:
             conn.send_frame(chunks, correlation_id, 0, on_response)
@@ -308,7 +308,7 @@ class Sender:
             on_response(None, e)
 
     def _on_produce_response(self, batches: list[ProducerBatch], version: int, sent: float,
-                             frame: Buffer | None, error: KafkaError | None) -> None:
+                             frame: Buffer | None, error: KafkaError | None, conn: AioConnection) -> None:
         now = time.monotonic()
         self.metrics.response(now - sent)
         if self._guarantee_order:
@@ -323,7 +323,7 @@ class Sender:
                 self.client.request_update()
                 return
             try:
-                results = decode_produce_response(frame, version)
+                answer = decode_produce_response(frame, version)
             except (ValueError, struct.error, UnicodeDecodeError) as e:
                 # An unreadable answer leaves no batch pending forever (a transaction's commit
                 # would wait for it): they fail as after a broken connection, and are retried
@@ -333,8 +333,9 @@ class Sender:
                     self._complete_batch(batch, _NETWORK_EXCEPTION, error=KafkaConnectionError(
                         f"unreadable Produce response: {e}"), now=now)
                 return
+            conn.throttle(answer.throttle_ms)
             by_partition = {(b.topic, b.partition): b for b in batches}
-            for r in results:
+            for r in answer.partitions:
                 answered = by_partition.pop((r.topic, r.partition), None)
                 if answered is not None:
                     self._complete_batch(answered, r.error_code, r.base_offset, r.log_append_time,

@@ -104,6 +104,11 @@ class PartitionResponse(NamedTuple):
     record_errors: tuple[tuple[int, str | None], ...] = ()  # KIP-467: (batch index, why)
 
 
+class ProduceAnswer(NamedTuple):
+    partitions: list[PartitionResponse]
+    throttle_ms: int  # KIP-219: how long the broker asks this client to send it nothing
+
+
 class _Reader:
     __slots__ = ("buf", "pos")
 
@@ -150,8 +155,9 @@ class _Reader:
             self.pos += size
 
 
-def decode_produce_response(frame: Buffer, version: int) -> list[PartitionResponse]:
-    """Per-partition results of a Produce response frame (without its size prefix)."""
+def decode_produce_response(frame: Buffer, version: int) -> ProduceAnswer:
+    """Per-partition results of a Produce response frame (without its size prefix), and its
+    throttle time."""
     flexible = version >= FLEXIBLE_VERSION
     r = _Reader(frame, 4)  # after the correlation id
     if flexible:
@@ -177,4 +183,4 @@ def decode_produce_response(frame: Buffer, version: int) -> list[PartitionRespon
                                          log_start_offset, message, tuple(record_errors)))
         if flexible:
             r.skip_tagged()
-    return out
+    return ProduceAnswer(out, r.int32() if version >= 1 else 0)
