@@ -34,8 +34,9 @@ Variants (sizes keep the module well under ten minutes on two shared cores):
   itself can fail this: a node restarted after kill -9 with a transaction in PrepareCommit or
   PrepareAbort may skip that transaction's markers ("Couldn't find leader endpoint ... can be
   skipped") and still complete it, which leaves a hanging transaction (the LSO stops; the copier
-  waits on UNSTABLE_OFFSET_COMMIT until the run stalls). About one run in twenty here; the
-  diagnosis lists such skips (``kafka_harness.skipped_transaction_markers``).
+  waits on UNSTABLE_OFFSET_COMMIT until the run stalls). About one run in twenty here; a stall
+  with such a skip in Kafka's log is reported as an expected failure (xfail) naming it, any other
+  stall fails, and the diagnosis lists the skips (``kafka_harness.skipped_transaction_markers``).
 
 Waits are hang guards (no progress for ``STALL_S``, a whole-run deadline); assertions are
 about what the readers saw. A failure names the numbers duplicated or missing with their
@@ -403,6 +404,7 @@ class CopyRun:
             if total != last_total:
                 last_total, last_change = total, now
             if now - last_change > STALL_S:
+                self.xfail_if_kafka_left_a_hanging_transaction()
                 raise AssertionError(f"no committed progress for {STALL_S:.0f}s\n{self.diagnosis()}")
             if now > deadline:
                 raise AssertionError(f"copy not done after {self.s.deadline_s:.0f}s\n{self.diagnosis()}")
@@ -488,6 +490,16 @@ class CopyRun:
                  f"broker starts {sum(b.starts for b in self.brokers())}"]
         lines += [c.summary() for c in self.copiers]
         return "\n".join(lines)
+
+    def xfail_if_kafka_left_a_hanging_transaction(self) -> None:
+        """A stall on the reference broker that Kafka 4.4 caused itself (its coordinator skipped a
+        transaction's markers at startup and completed it: the module docstring) cannot judge the
+        client; the run is reported as an expected failure naming it. Any other stall fails."""
+        hanging = [line for b in self.brokers() if isinstance(b, KafkaNode)
+                   for line in skipped_transaction_markers(b.log_text()) if line.endswith("a hanging transaction")]
+        if hanging:
+            pytest.xfail("Kafka 4.4 left a hanging transaction (markers skipped at startup, completion written): "
+                         + "; ".join(hanging))
 
     def diagnosis(self, findings_offending: list[tuple[int, int]] | None = None) -> str:
         parts = [self.summary(), "timeline:\n  " + "\n  ".join(self.timeline)]
