@@ -456,3 +456,26 @@ def test_a_dead_broker_replaced_with_an_empty_disk_rebuilds_its_replicas(cluster
         wait_until(lambda p=p: len({segment_bytes(b, topic, p) for b in cluster.brokers.values()}) == 1,
                    f"{topic}-{p} byte-identical on the three brokers", 60)
     _checked(cluster, topic, history, (1, 2, 3))
+
+
+def test_eoslog_cluster_rebalance_proposes_asks_and_moves_throttled(cluster: Cluster, admin: Admin) -> None:
+    """``eoslog cluster rebalance``: a topic on two brokers of three is shown the fewest moves that
+    even it out; answered "n" nothing moves; with --yes the moves run throttled to the end, every
+    broker then holds the same number of replicas, and the throttles are gone; asked again, nothing
+    is left to move."""
+    topic = "lopsided"
+    create_topic(cluster.any_alive().bootstrap, topic,
+                 assignment={p: [1, 2] if p % 2 else [2, 1] for p in range(6)})
+    _fill(cluster, topic, 6, 100)
+    args = ["cluster", "rebalance", "--topics", topic, "--throttle", "5000000", "--bootstrap-server", cluster.bootstrap]
+    declined = subprocess.run([sys.executable, "-m", "eoslog", *args], input="n\n", capture_output=True, text=True,
+                              timeout=300)
+    assert declined.returncode == 1 and "Proposed partition reassignment configuration" in declined.stdout, declined
+    assert all(m.replicas in ((1, 2), (2, 1)) for m in cluster.metadata([topic]).topics[topic].values())
+    moved = _eoslog(*args, "--yes")
+    assert "Successfully started partition reassignments" in moved and "is completed." in moved, moved
+    counts = Counter(b for m in cluster.metadata([topic]).topics[topic].values() for b in m.replicas)
+    assert counts == {1: 4, 2: 4, 3: 4}, counts
+    assert _broker_configs(admin, 3) == {"leader.replication.throttled.rate": None,
+                                         "follower.replication.throttled.rate": None}
+    assert "The cluster is balanced: nothing to move." in _eoslog(*args, "--yes")

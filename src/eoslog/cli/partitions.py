@@ -2,7 +2,8 @@
 --cancel and --list over eoslog's admin client (``tools/reassign.py``), with Kafka's JSON and
 headings, plus ``--remove-broker`` (a proposal that empties a broker) and, while a reassignment
 runs, a progress bar per moving replica (bytes copied / the leader's). Proposals move the
-fewest replicas that even the brokers out (``tools/placement.py``), not Kafka's fresh placement."""
+fewest replicas that even the brokers out (``tools/placement.py``), not Kafka's fresh placement.
+``eoslog cluster rebalance`` proposes, asks, and executes throttled in one go."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn
 
+from eoslog.cli.cluster import cluster_app
 from eoslog.cli.common import (
     DEFAULT_BOOTSTRAP_SERVER,
     BootstrapServer,
@@ -121,7 +123,9 @@ def reassign_command(
 
 
 def _generate(admin: Admin, topics: str | None, brokers: list[int] | None, removed: list[int] | None,
-              output: Path | None) -> None:
+              output: Path | None) -> tuple[Assignment, int]:
+    """Propose and print the fewest moves that even the brokers (and racks) out: the partitions
+    that move, and how many replicas are to be copied."""
     names = [t for t in topics.split(",") if t] if topics else None
     now = reassign.current(admin, names)
     nodes = admin.describe_cluster().nodes
@@ -131,11 +135,43 @@ def _generate(admin: Admin, topics: str | None, brokers: list[int] | None, remov
     except ValueError as e:
         raise CommandError(str(e)) from None
     changed = placement.moves(now, proposed)
+    copies = placement.copies(now, proposed)
     typer.echo("Current partition replica assignment\n" + reassign.to_json({tp: now[tp] for tp in changed}))
     typer.echo(f"\nProposed partition reassignment configuration ({len(changed)} partitions, "
-               f"{placement.copies(now, proposed)} replicas to copy)\n" + reassign.to_json(changed))
+               f"{copies} replicas to copy)\n" + reassign.to_json(changed))
     if output is not None:
         output.write_text(reassign.to_json(changed) + "\n")
+    return changed, copies
+
+
+@cluster_app.command("rebalance")
+def rebalance_command(
+    topics: Annotated[str | None, typer.Option("--topics", metavar="T1,T2",
+                                               help="Only these topics (default: all, internal ones too)")] = None,
+    throttle: Annotated[int, typer.Option("--throttle", metavar="BYTES/S", min=1,
+                                          help="Replication throttle while replicas are copied")] = 50_000_000,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Execute without asking")] = False,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow it until done")] = True,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
+) -> None:
+    """Even replicas and leaders per broker and rack with the fewest moves: show the proposal,
+    then, once confirmed, execute it throttled (as ``partitions reassign --generate`` then
+    ``--execute --throttle``), following each moving replica."""
+    with user_errors("cluster rebalance"), open_admin(bootstrap_server, command_config=command_config) as admin:
+        changed, copies = _generate(admin, topics, None, None, None)
+        if not changed:
+            typer.echo("The cluster is balanced: nothing to move.")
+            return
+        if not yes and not typer.confirm(f"Move {len(changed)} partitions ({copies} replicas to copy) "
+                                         f"throttled at {throttle} B/s?"):
+            raise typer.Exit(1)
+        reassign.start(admin, changed, throttle)
+        typer.echo(f"Successfully started partition reassignments for {len(changed)} partitions, "
+                   f"throttled at {throttle} B/s")
+        if wait:
+            follow(admin)
+            _print_verify(reassign.verify(admin, changed))
 
 
 def _print_verify(states: dict[TopicPartition, str]) -> None:
