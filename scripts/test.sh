@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up .venv (scripts/setup.sh) and run every check: ruff, mypy, then the whole pytest suite.
 #
-#   ./scripts/test.sh                 # everything: what CI runs
-#   ./scripts/test.sh tests/unit -x   # extra arguments go to pytest
+#   ./scripts/test.sh                 # everything: what CI runs, on EOSLOG_TEST_WORKERS (3) workers
+#   ./scripts/test.sh tests/unit -x   # extra arguments go to pytest (one process)
 #   ./scripts/test.sh --allow-skips   # a developer's machine without e.g. Java: skip, not fail
 #
 # A missing system dependency (Java 17, kcat, ...) is an error, in the set-up and in the tests,
@@ -55,7 +55,17 @@ run_check ruff "$BIN/ruff" check .
 run_check mypy "$BIN/mypy" src/eoslog
 # Brokers started by tests are subprocesses of this interpreter; unbuffered output
 # keeps their log lines in order with pytest's.
-if [[ $# -eq 0 ]]; then set -- tests; fi
+# The whole suite (no arguments, or only --allow-skips) runs on pytest-xdist's workers, the tests
+# that share a module- or package-scoped broker, cluster or JVM on one worker:
+# tests/support/distribution.py. EOSLOG_TEST_WORKERS=0 runs it in one process.
+if [[ $# -eq 0 || ( $# -eq 1 && "$1" == "--allow-skips" ) ]]; then
+    workers="${EOSLOG_TEST_WORKERS:-3}"
+    if [[ "$workers" == 0 ]]; then
+        set -- tests "$@"
+    else
+        set -- tests -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"
+    fi
+fi
 PYTHONUNBUFFERED=1 run_check pytest "$BIN/python" -m pytest "$@"
 
 printf '\n%s==> summary%s\n' "$_bold" "$_off"

@@ -3,12 +3,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support import deps
+from support import deps, distribution
 from support.cutfs import FUSE_HINT, CutFs, fuse_missing
 from support.harness import BrokerProcess
 
@@ -21,6 +23,53 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     deps.configure(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Only workers collect, and xdist sets their "dist" to "no" and "loadgroup" to what it was.
+    if getattr(config.option, "loadgroup", False):
+        distribution.assign(items)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker sends its collection to xdist's scheduler
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if getattr(session.config.option, "loadgroup", False):
+        distribution.check_grouped(session.items)
+
+
+# The conformance table (tests/conformance/report.py): filled by the process that ran the sessions,
+# a pytest-xdist worker hands its rows to the controller, which prints and saves the table.
+def _conformance_report() -> ModuleType | None:
+    return sys.modules.get("conformance.report")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    report = _conformance_report()
+    if report is not None and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["conformance"] = report.rows()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a worker ended
+def pytest_testnodedown(node: Any, error: object) -> None:
+    rows = getattr(node, "workeroutput", {}).get("conformance")
+    if rows:
+        from conformance import report
+
+        report.merge(rows)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    report = _conformance_report()
+    if report is None or hasattr(config, "workeroutput") or not report.rows():
+        return
+    table = report.rows()
+    terminalreporter.section("conformance against Apache Kafka")
+    for line in report.text_table(table):
+        terminalreporter.write_line(line)
+    path = report.save()
+    terminalreporter.write_line(f"{len(table)} sessions: {report.summary(table)}; saved to {path} "
+                                "(docs: python tests/conformance/report.py)")
 
 
 @pytest.fixture

@@ -141,8 +141,11 @@ def test_kill_9_during_acks_all_produce(broker: BrokerProcess) -> None:
     while kills < KILLS or time.monotonic() < next_kill:
         due = int((time.monotonic() - started) * RATE)
         while ledger.produced < due:
-            producer.produce(TOPIC, value=str(ledger.produced).encode(),
-                             on_delivery=ledger.on_delivery)
+            try:
+                producer.produce(TOPIC, value=str(ledger.produced).encode(),
+                                 on_delivery=ledger.on_delivery)
+            except BufferError:  # a slow restart (a loaded machine) let `due` run past the local queue
+                break
             ledger.produced += 1
         producer.poll(0.005)
         if kills < KILLS and time.monotonic() >= next_kill:

@@ -1,5 +1,6 @@
-"""One eoslog broker and one Apache Kafka broker for the whole package, configured alike; the
-conformance table printed at the end of the run and saved to build/conformance.json (report.py).
+"""One eoslog broker and one Apache Kafka broker for the whole package, configured alike. The
+conformance table is printed at the end of the run and saved to build/conformance.json by
+tests/conftest.py (which also gathers it from pytest-xdist's workers; report.py).
 
 The pair is shared by every module (starting Kafka and creating its internal topics costs seconds
 per pair): sessions use names of their own (topics, groups, transactional ids), and producer and
@@ -16,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from conformance import report
 from conformance.session import Broker, common_versions
 from eoslog.protocol.messages import build, request_types
 from support.harness import BrokerProcess, in_parallel, wait_until
@@ -89,14 +89,3 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "session_name" in metafunc.fixturenames:
         metafunc.parametrize("session_name", metafunc.module.CATALOGUE.names())
 
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    table = report.rows()
-    if not table:
-        return
-    terminalreporter.section("conformance against Apache Kafka")
-    for line in report.text_table(table):
-        terminalreporter.write_line(line)
-    path = report.save()
-    terminalreporter.write_line(f"{len(table)} sessions: {report.summary(table)}; saved to {path} "
-                                "(docs: python tests/conformance/report.py)")

@@ -1,6 +1,6 @@
 """The conformance table: every session run, identical or how it differs.
 
-``add`` collects verdicts during a pytest run; tests/conformance/conftest.py prints the table at
+``add`` collects verdicts during a pytest run; tests/conftest.py prints the table at
 the end and saves it (merged by session with earlier runs) to build/conformance.json. Running this
 module regenerates the conformance section of docs/compatibility.md from that file:
 
@@ -66,6 +66,11 @@ def dump(session: str, observed: list[dict[str, object]]) -> None:
 
 def rows() -> dict[str, dict[str, object]]:
     return dict(_rows)
+
+
+def merge(table: dict[str, dict[str, object]]) -> None:
+    """Rows a pytest-xdist worker collected, gathered into the controller's table."""
+    _rows.update(table)
 
 
 def save() -> Path:

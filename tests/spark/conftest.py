@@ -1,4 +1,5 @@
-"""Fixtures for the Spark connector's tests: ONE SparkSession and ONE broker for the run.
+"""Fixtures for the Spark connector's tests: ONE SparkSession and ONE broker for the run (under
+pytest-xdist, for each worker that runs Spark modules: tests/support/distribution.py).
 
 Starting Spark costs seconds and a JVM, so every test under tests/spark shares the
 session-scoped ``spark`` (master ``local[2,3]``: two task threads, and a failed task is

@@ -165,10 +165,11 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive())
+        # Over a copy: another thread (a test's writer) may read it while brokers are added.
+        return ",".join(b.bootstrap for b in list(self.brokers.values()) if b.alive())
 
     def any_alive(self) -> BrokerProcess:
-        return next(b for b in self.brokers.values() if b.alive())
+        return next(b for b in list(self.brokers.values()) if b.alive())
 
     def metadata(self, topics: list[str] | None = None, via: int | None = None) -> ClusterMeta:
         broker = self.brokers[via] if via is not None else self.any_alive()
