@@ -91,3 +91,15 @@ def test_a_controller_mutation_quota_is_a_token_bucket_strict_or_permissive() ->
     quotas.mutation_quota("u", "c", strict=True).record(1)  # back at zero: allowed again
     quotas.mutation_quota("u", "other", strict=True).record(22)  # another client id's own bucket
     assert quotas.mutation_quota("v", "unlimited", strict=True).sensor is None
+
+
+def test_the_rates_of_clients_idle_for_an_hour_are_forgotten() -> None:
+    now = [0]
+    quotas = ClientQuotas(lambda: now[0])
+    quotas.update({QuotaEntity(None, None, False, True): {P: 1000.0}})  # every client id, its own rate
+    quotas.record(QuotaType.PRODUCE, "u", "old", 10)
+    now[0] = 1800_000
+    quotas.record(QuotaType.PRODUCE, "u", "recent", 10)
+    now[0] = 3600_001
+    quotas.expire_inactive()
+    assert [c for _, _, c, *_ in quotas.rates()] == ["recent"]

@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_DRAIN_SECONDS = 5.0
 CHECKPOINT_INTERVAL_S = 60.0
+QUOTA_SENSOR_EXPIRY_CHECK_S = 60.0
 HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1)
 HALT_DRAIN_SECONDS = 1.0  # answers due when the last log directory failed: a moment to leave
 HALT_CLOSE_SECONDS = 3.0  # a cluster member's ZooKeeper session close, at most
@@ -227,6 +228,8 @@ class Broker:
             loop.create_task(self._every(int(self.config["producer.id.expiration.check.interval.ms"]) / 1000,
                                          self.logs.run_producer_expiration)),
             loop.create_task(self._every(self._idle_check_s, self._close_idle_connections)),
+            # Client quota rates of clients idle for an hour go (Kafka's inactive sensor expiry).
+            loop.create_task(self._every(QUOTA_SENSOR_EXPIRY_CHECK_S, self.state.client_quotas.expire_inactive)),
             loop.create_task(self._load_coordinators_then_clean()),
             loop.create_task(self.txns.markers.run()),
             loop.create_task(self._every(int(self.config["offsets.retention.check.interval.ms"]) / 1000,
