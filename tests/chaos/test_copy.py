@@ -492,14 +492,18 @@ class CopyRun:
         return "\n".join(lines)
 
     def xfail_if_kafka_left_a_hanging_transaction(self) -> None:
-        """A stall on the reference broker that Kafka 4.4 caused itself (its coordinator skipped a
-        transaction's markers at startup and completed it: the module docstring) cannot judge the
-        client; the run is reported as an expected failure naming it. Any other stall fails."""
-        hanging = [line for b in self.brokers() if isinstance(b, KafkaNode)
-                   for line in skipped_transaction_markers(b.log_text()) if line.endswith("a hanging transaction")]
-        if hanging:
-            pytest.xfail("Kafka 4.4 left a hanging transaction (markers skipped at startup, completion written): "
-                         + "; ".join(hanging))
+        """A stall on the reference broker after Kafka 4.4 skipped a transaction's markers at
+        startup (the module docstring) cannot judge the client: the run is reported as an expected
+        failure naming the skips. Whether Kafka then wrote the completion (a hanging transaction
+        for certain) or was refused and sent the markers again is read from its log, but a
+        "refused" one was seen to leave ``__consumer_offsets``' pending offsets open too (the
+        -n 3 suite run x3d: OffsetFetch UNSTABLE_OFFSET_COMMIT for 90 s, every output LSO = HW),
+        so any skip counts. A stall with no skip fails."""
+        skipped = [line for b in self.brokers() if isinstance(b, KafkaNode)
+                   for line in skipped_transaction_markers(b.log_text())]
+        if skipped:
+            pytest.xfail("Kafka 4.4 skipped transaction markers at startup, then the run stalled: "
+                         + "; ".join(skipped))
 
     def diagnosis(self, findings_offending: list[tuple[int, int]] | None = None) -> str:
         parts = [self.summary(), "timeline:\n  " + "\n  ".join(self.timeline)]
