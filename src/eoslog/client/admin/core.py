@@ -206,10 +206,9 @@ class AdminCore:
         """A named broker, looked up in fresh metadata when not known yet; one no broker has
         is "any broker" with ``or_any`` (which then refuses the request), else an error."""
         async def node() -> int | None:
-            brokers = self.client.cluster.brokers
-            if node_id is not None and node_id not in brokers:
-                await self._metadata(())
-            if node_id is None or node_id in brokers:
+            if node_id is not None and node_id not in self.client.cluster.brokers:
+                await self._metadata(())  # replaces the brokers' dict: look in the new one
+            if node_id is None or node_id in self.client.cluster.brokers:
                 return node_id
             if or_any:
                 return None
