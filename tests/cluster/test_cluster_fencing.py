@@ -11,6 +11,7 @@ import pytest
 
 from eoslog.cluster import znodes
 from eoslog.cluster.controller.controller import Controller, ControllerMoved, ControllerSettings, register_controller
+from eoslog.cluster.leadership import Leadership
 from eoslog.cluster.metadata import ClusterMetadata
 from eoslog.cluster.registry import create_topic, read_state, update_isr
 from eoslog.cluster.zk import ZkSession
@@ -89,6 +90,43 @@ def test_leader_isr_change_is_conditional(zookeeper: ZooKeeperServer) -> None:
         assert await update_isr(zk, tp, shrunk, (1,)) is None
         now = await read_state(zk, tp)
         assert now is not None and (now.leader, now.leader_epoch, now.isr) == (2, 1, (2,))
+        await zk.close()
+
+    asyncio.run(run())
+
+
+def test_leader_does_not_take_a_broker_that_asked_to_shut_down_back_into_the_isr(zookeeper: ZooKeeperServer) -> None:
+    """The race behind a controlled shutdown that waited out its whole budget in CI: the
+    leader's cache had applied the controller's ISR shrink but not yet the shutdown request that
+    caused it, and a fetch the shutting-down broker sent before it stopped fetching took it back
+    into the ISR, where nothing took it out again. The leader reads the request from ZooKeeper
+    before writing an expansion. (Mutant: without that read the ISR becomes (2, 1) here.)"""
+    async def run() -> None:
+        zk = await _session(zookeeper)
+        for path in znodes.PERSISTENT_PATHS:
+            await zk.ensure_path(path)
+        tp = TopicPartition("shutting", 0)
+        await zk.create(znodes.broker_path(1), BrokerRegistration(1, "127.0.0.1", 9001).encode(0), ephemeral=True)
+        registered = await zk.get(znodes.broker_path(1))
+        assert registered is not None
+        metadata = ClusterMetadata()  # the leader's cache: broker 1 registered, no request seen yet
+        metadata.set_brokers({1: BrokerRegistration(1, "127.0.0.1", 9001, epoch=registered.czxid)})
+        await zk.ensure_path(znodes.partition_path(*tp))
+        await zk.create(znodes.partition_state_path(*tp), LeaderAndIsr(2, 0, (2,), 1).encode())
+        shrunk = await read_state(zk, tp)
+        assert shrunk is not None
+        leadership = Leadership(2, zk, metadata, None, None, None, 30000, lambda: 0)  # type: ignore[arg-type]
+
+        await zk.create(znodes.controlled_shutdown_path(1), str(registered.czxid).encode())
+        await leadership._write_isr(tp, shrunk, (2, 1))
+        now = await read_state(zk, tp)
+        assert now is not None and now.isr == (2,)
+
+        # A request left by an earlier life of broker 1 (another epoch) does not hold it out.
+        await zk.set(znodes.controlled_shutdown_path(1), b"1", -1)
+        await leadership._write_isr(tp, shrunk, (2, 1))
+        now = await read_state(zk, tp)
+        assert now is not None and now.isr == (2, 1)
         await zk.close()
 
     asyncio.run(run())

@@ -25,7 +25,7 @@ from eoslog.cluster.fetcher import FetcherManager
 from eoslog.cluster.metadata import Change, ClusterMetadata
 from eoslog.cluster.registry import update_isr
 from eoslog.cluster.zk import ZkSession
-from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr
+from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr, controlled_shutdown_path
 from eoslog.replica import Partition, ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
@@ -198,6 +198,10 @@ class Leadership:
 
     async def _write_isr(self, tp: TopicPartition, current: LeaderAndIsr, isr: tuple[int, ...]) -> None:
         try:
+            joining = [r for r in isr if r not in current.isr]
+            if joining and await self._asked_to_shut_down(joining):
+                log.info("%s: %s not taken back into the ISR: asked to shut down", tp, joining)
+                return
             accepted = await update_isr(self.zk, tp, current, isr)
         except Exception as e:  # ZooKeeper unreachable: the ISR stays as it is
             log.warning("%s: ISR change to %s not written: %s", tp, list(isr), e)
@@ -208,3 +212,18 @@ class Leadership:
             log.info("%s: ISR change to %s refused (the state moved on); waiting for the new state", tp, list(isr))
             return
         self.metadata.set_state(tp, accepted)  # applied through _apply, as every state
+
+    async def _asked_to_shut_down(self, brokers: list[int]) -> bool:
+        """Read from ZooKeeper, not the cache: the cache learns of a controlled-shutdown request
+        by a refresh that can finish after the controller's ISR shrink it caused was applied
+        here, and a fetch the shutting-down broker sent before it stopped fetching would then
+        take it back into the ISR, where nothing takes it out again (its shutdown waits out
+        its budget). This session has seen that shrink (it is the state being changed), so
+        ZooKeeper's ordering shows it the request written before it; a shrink after this read
+        fails the conditional write instead."""
+        for broker_id in brokers:
+            node = await self.zk.get(controlled_shutdown_path(broker_id))
+            registration = self.metadata.brokers.get(broker_id)
+            if node is not None and registration is not None and node.data.decode() == str(registration.epoch):
+                return True
+        return False

@@ -443,15 +443,20 @@ class ClusterMember:
             await self.zk.create(path, data)
         except NodeExistsError:
             await self.zk.set(path, data, -1)
-        return await self.metadata.wait_for(lambda: not self._in_an_isr_others_can_carry(), timeout_s)
+        if await self.metadata.wait_for(lambda: not self._isrs_others_can_carry(), timeout_s):
+            return True
+        held = self._isrs_others_can_carry()
+        log.warning("still in the ISR of %d partitions others could carry: %s", len(held),
+                    ", ".join(f"{tp.topic}-{tp.partition} {list(state.isr)}" for tp, state in held[:10]))
+        return False
 
-    def _in_an_isr_others_can_carry(self) -> bool:
+    def _isrs_others_can_carry(self) -> list[tuple[TopicPartition, LeaderAndIsr]]:
         # The leader is always in its ISR, so this covers the partitions this broker leads too.
         # Only eligible members count: when every other one is shutting down as well (a whole
         # cluster stopped at once) nothing can move, and waiting out the budget gains nothing.
-        return any(self.broker_id in state.isr
-                   and any(r != self.broker_id and self.metadata.isr_eligible(r) for r in state.isr)
-                   for state in self.metadata.states.values())
+        return [(tp, state) for tp, state in self.metadata.states.items()
+                if self.broker_id in state.isr
+                and any(r != self.broker_id and self.metadata.isr_eligible(r) for r in state.isr)]
 
     async def close(self) -> None:
         """Leave: no more candidacy, controller duties end, the session closes (which deletes
