@@ -8,6 +8,7 @@ the cluster against one broker, and failover time.
     python bench/cluster.py --failover-only --label after   # failovers alone, saved by label
     python bench/cluster.py --produce-only --flush-policy group-commit --label after   # issue 14 per replica
     python bench/cluster.py --against kafka    # produce and failover on Apache Kafka too, ~15 min
+    python bench/cluster.py --scale-out 1,2    # 1 and 2 broker processes, RF 1: MB/s per process
 
 Two builds' failover times in one run: start the script twice at once, each with its own
 PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
@@ -37,8 +38,8 @@ interleaved round by round:
   below by zookeeper.session.timeout.ms (6000 here): the controller learns of the death when
   ZooKeeper expires the broker's session.
 
-``--flush-policy group-commit`` runs the brokers with ``log.flush.policy=group-commit`` (a
-cluster's default is Kafka's ``kafka``): leaders and followers fsync before an acks=all write
+``--flush-policy kafka`` runs the brokers with Kafka's ``log.flush.policy=kafka``; the default
+(``auto``) is group commit since issue 28: leaders and followers fsync before an acks=all write
 counts as replicated. ``--produce-only`` skips the failovers and saves the produce figures by
 ``--label`` (two builds side by side, as for failovers). ``--profile DIR`` writes py-spy's
 collapsed stacks of each broker during the RF 3 rounds (py-spy next to the venv's python).
@@ -64,8 +65,10 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -318,6 +321,70 @@ def failovers(cluster: Brokers, kills: int) -> tuple[list[float], list[bool]]:
     return seconds, controller_killed
 
 
+ACKS_1 = next(c for c in PRODUCE_CASES if c.name == "acks1")
+
+
+def scale_out(work: Path, sizes: list[int], mb: int, rounds: int, flush_policy: str) -> dict[str, Any]:
+    """What more broker processes on this machine give (issue 28: the broker is one event loop, so
+    one process uses one core): clusters of each of ``sizes`` brokers (ZooKeeper + N eoslog
+    brokers), RF 1, one topic per broker with its 3 partitions all led there, and one producer per
+    broker sending ``mb`` MB of 1 KB records (acks=1 and acks=all, the client's threads at once), then
+    one consumer per broker reading it back. Total and per-broker-process MB/s, and the brokers'
+    CPU seconds; rounds interleaved (who goes first alternates), best round of each."""
+    records = mb * 1024
+    runs: dict[str, list[dict[str, float]]] = {}
+    for r in range(rounds):
+        for n in sizes if r % 2 == 0 else sizes[::-1]:
+            cluster = Cluster(work / f"scale-out-{n}-{r}", size=n, overrides={
+                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.policy": flush_policy}).start()
+            try:
+                for case in (ACKS_1, ACKS_ALL):
+                    topics = [f"so-{case.name}-{b}" for b in cluster.brokers]
+                    for b, topic in zip(cluster.brokers, topics, strict=True):
+                        result = create_topic(cluster.any_alive().bootstrap, topic,
+                                              assignment={p: [b] for p in range(3)})
+                        assert int(result.error_code) == 0, result
+                        create_topic(cluster.any_alive().bootstrap, f"{topic}-warmup", assignment={0: [b]})
+                    bootstrap = cluster.bootstrap
+                    phases = ((f"produce {case.name}", [partial(produce, bootstrap, t, case, records) for t in topics]),
+                              (f"fetch {case.name}", [partial(fetch, bootstrap, t, records) for t in topics]))
+                    for name, jobs in phases:
+                        cpu0, t0 = brokers_cpu_s(cluster), time.perf_counter()
+                        measured = _in_threads(jobs)
+                        seconds = time.perf_counter() - t0
+                        total = n * mb / seconds
+                        figures = {"brokers": n, "MB/s": round(total, 1), "MB/s per broker": round(total / n, 1),
+                                   "brokers CPU s": round(brokers_cpu_s(cluster) - cpu0, 2),
+                                   "slowest producer or consumer s": round(max(m.seconds for m in measured), 2)}
+                        runs.setdefault(f"{name}, {n} broker(s)", []).append(figures)
+                        print(f"scale-out round {r + 1}: {n} broker(s), {name}: {total:.1f} MB/s "
+                              f"({total / n:.1f} per broker)", flush=True)
+            finally:
+                cluster.stop()
+    best_runs = {name: max(rs, key=lambda f: f["MB/s"]) for name, rs in runs.items()}
+    return {"runs": runs, "best": best_runs, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _in_threads(jobs: list[Callable[[], Measurement]]) -> list[Measurement]:
+    out: list[Measurement | None] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            out[i] = jobs[i]()
+        except BaseException as e:  # reported below, in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [m for m in out if m is not None]
+
+
 def isr_size(cluster: Brokers, topic: str) -> int:
     try:
         return len(cluster.metadata([topic]).topics[topic][0].isr)
@@ -326,14 +393,14 @@ def isr_size(cluster: Brokers, topic: str) -> int:
 
 
 def single_broker(side: str, work: Path, flush_policy: str) -> BrokerProcess | KafkaNode:
-    """The copy case's single broker (unstarted): eoslog's flushes as the cluster does (auto:
-    ``kafka`` in a cluster, group commit alone); Kafka's with its defaults."""
+    """The copy case's single broker (unstarted): eoslog's flushes as the cluster's (``auto``: group
+    commit on both since issue 28); Kafka's with its defaults."""
     overrides = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
     (work / "single").mkdir()
     if side == "kafka":
         return against.kafka_broker(work / "single" / "data", overrides)
     return BrokerProcess(work / "single" / "data", overrides={
-        **overrides, "log.flush.policy": "kafka" if flush_policy == "auto" else flush_policy})
+        **overrides, "log.flush.policy": flush_policy})
 
 
 def run_side(args: argparse.Namespace) -> dict[str, Any]:
@@ -415,8 +482,28 @@ def main() -> None:
                         help="the copiers' retry.backoff.ms, which librdkafka waits after CONCURRENT_TRANSACTIONS")
     parser.add_argument("--profile", type=Path, help="py-spy each broker during RF 3 rounds into this dir")
     parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
+    parser.add_argument("--scale-out", metavar="SIZES", help="only the scale-out case, e.g. 1,2 (brokers, RF 1)")
     against.add_flag(parser)
     args = parser.parse_args()
+    if args.scale_out:
+        work, _, facts = prepare_run(args.work_dir, "eoslog-bench-scale-out-", None)
+        sizes = [int(x) for x in args.scale_out.split(",")]
+        result = {"machine": facts, "flush_policy": args.flush_policy, "mb_per_producer": args.mb or 100,
+                  **scale_out(work, sizes, args.mb or 100, args.rounds or 2, args.flush_policy)}
+        table = Table(title=f"scale-out: brokers on this machine, RF 1 (best of {args.rounds or 2} rounds; "
+                            f"load {facts['load_avg_at_start']} → {result['load_avg_at_end']})")
+        for column in ("case", "MB/s", "MB/s per broker", "brokers CPU s"):
+            table.add_column(column)
+        for name, f in result["best"].items():
+            table.add_row(name, str(f["MB/s"]), str(f["MB/s per broker"]), str(f["brokers CPU s"]))
+        Console().print(table)
+        shutil.rmtree(work, ignore_errors=True)
+        if not args.no_save:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            for name in (f"cluster-scale-out-{stamp}.json", "cluster-scale-out-latest.json"):
+                (RESULTS_DIR / name).write_text(json.dumps(result, indent=1))
+            print(f"saved {RESULTS_DIR / 'cluster-scale-out-latest.json'}")
+        return
     if args.against:
         args.rounds = args.rounds or (1 if args.quick else 2)
         args.mb = args.mb or (30 if args.quick else 100)

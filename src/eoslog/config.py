@@ -158,9 +158,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # eoslog's own (Kafka has no such setting): when an acknowledged write is on disk.
     ConfigDef("log.flush.policy", str, "auto",
               "group-commit: acks=all writes and coordinator writes are answered, and shown to "
-              "consumers, once fsynced (one fsync round shared by all requests); kafka: Kafka's "
-              "behaviour, only flush.messages/flush.ms fsync; auto: group-commit on a single node, "
-              "kafka in a cluster (replicas stand in for the fsync)", valid=("auto", "group-commit", "kafka")),
+              "consumers, once fsynced (one fsync round shared by all requests; in a cluster on the "
+              "leader and every ISR follower); kafka: Kafka's behaviour, only flush.messages/flush.ms "
+              "fsync; auto: group-commit, on a single node and in a cluster alike",
+              valid=("auto", "group-commit", "kafka")),
     ConfigDef("log.flush.interval.messages", int, LONG_MAX, "default flush.messages"),
     ConfigDef("log.flush.interval.ms", int, LONG_MAX, "default flush.ms"),
     ConfigDef("log.index.interval.bytes", int, 4096, "default index.interval.bytes"),
@@ -585,9 +586,9 @@ class BrokerConfig:
 
     @property
     def group_commit(self) -> bool:
-        """log.flush.policy resolved: fsync before acknowledging (single node by default)."""
-        policy = str(self.values["log.flush.policy"])
-        return policy == "group-commit" or (policy == "auto" and not self.zookeeper_connect)
+        """log.flush.policy resolved: fsync before acknowledging (the default; in a cluster too
+        since issue 28, so that a power cut of every replica at once loses nothing acknowledged)."""
+        return str(self.values["log.flush.policy"]) != "kafka"
 
     @property
     def zookeeper_connection_timeout_ms(self) -> int:

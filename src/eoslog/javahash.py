@@ -4,12 +4,15 @@ lists Kafka builds from one). Below every package; imports nothing of eoslog's."
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in signed 32-bit arithmetic."""
+    """Java's ``String.hashCode``: over UTF-16 code units, in signed 32-bit arithmetic. Cached: a
+    coordinator asks it for the same transactional and group ids on every request."""
     h = 0
     for (unit,) in struct.iter_unpack(">H", s.encode("utf-16-be")):
         h = (31 * h + unit) & 0xFFFFFFFF

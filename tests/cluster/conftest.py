@@ -23,12 +23,13 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 def cluster_on_cutfs(cutfs: CutFs, zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """Three brokers with their data on the module's cutfs mount (ZooKeeper's elsewhere), with
     the test's ``policy`` parameter as their log.flush.policy (test_cluster_power_cut.py,
-    test_cluster_fsync_failure.py)."""
+    test_cluster_fsync_failure.py); ``auto`` sets none: the brokers' default."""
     policy = request.node.callspec.params["policy"]
     root = cutfs.mountpoint / f"{request.node.module.__name__}-{policy}"
     root.mkdir()
     fsync_dir(cutfs.mountpoint)
-    cluster = Cluster(root, overrides={"log.flush.policy": policy}, zookeeper=zookeeper).start()
+    overrides = {} if policy == "auto" else {"log.flush.policy": policy}
+    cluster = Cluster(root, overrides=overrides, zookeeper=zookeeper).start()
     for i in cluster.brokers:  # the harness's own directories: durable before any cut
         fsync_dir(root / f"broker-{i}")
     fsync_dir(root)

@@ -1,5 +1,5 @@
 """A cluster with ``log.flush.policy=group-commit`` (issue 14's policy, chosen explicitly; a
-cluster defaults to Kafka's): a partition leader answers WriteTxnMarkers only once its markers
+cluster's default too since issue 28): a partition leader answers WriteTxnMarkers only once its markers
 are replicated to the ISR, and a transaction whose markers go to leaders on other brokers
 still completes. The coordinator's markers and its followers' fetches to the same broker
 travel on separate connections (a broker serves one request at a time per connection): on

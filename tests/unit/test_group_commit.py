@@ -48,8 +48,9 @@ def test_policy_resolves_by_mode() -> None:
         return BrokerConfig.load(overrides=overrides).group_commit
 
     assert resolved() is True  # single node: durable by default
-    assert resolved(**{"zookeeper.connect": "127.0.0.1:2181"}) is False  # a cluster: Kafka's behaviour
+    assert resolved(**{"zookeeper.connect": "127.0.0.1:2181"}) is True  # a cluster too (issue 28)
     assert resolved(**{"log.flush.policy": "kafka"}) is False
+    assert resolved(**{"log.flush.policy": "kafka", "zookeeper.connect": "127.0.0.1:2181"}) is False
     assert resolved(**{"log.flush.policy": "group-commit", "zookeeper.connect": "127.0.0.1:2181"}) is True
     with pytest.raises(ConfigError):
         resolved(**{"log.flush.policy": "sometimes"})

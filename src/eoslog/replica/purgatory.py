@@ -20,7 +20,7 @@ from eoslog.types import TopicPartition
 
 class Purgatory:
     def __init__(self) -> None:
-        self._waiters: defaultdict[TopicPartition, set[asyncio.Future[float]]] = defaultdict(set)
+        self._waiters: defaultdict[TopicPartition, set[asyncio.Future[float | None]]] = defaultdict(set)
 
     def notify(self, tp: TopicPartition) -> None:
         waiters = self._waiters.pop(tp, None)
@@ -32,24 +32,30 @@ class Purgatory:
 
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> float | None:
         """Return when any of ``partitions`` is notified (``time.perf_counter()`` at the
-        notification) or ``timeout_s`` passes (None)."""
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        keys = list(partitions)
+        notification) or ``timeout_s`` passes (None). One future and one timer per wait (an
+        ``asyncio.wait_for`` of a shielded future made three more objects and callbacks for every
+        acks=all produce and coordinator write)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[float | None] = loop.create_future()
+        keys = tuple(partitions)
         for tp in keys:
             self._waiters[tp].add(fut)
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            return None
+            return await fut
         finally:
+            timer.cancel()
             for tp in keys:
                 s = self._waiters.get(tp)
                 if s is not None:
                     s.discard(fut)
                     if not s:
                         del self._waiters[tp]
-            if not fut.done():
-                fut.cancel()
 
     def waiting(self) -> int:
         return sum(len(s) for s in self._waiters.values())
+
+
+def _expire(fut: asyncio.Future[float | None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
