@@ -9,6 +9,7 @@ the cluster against one broker, and failover time.
     python bench/cluster.py --produce-only --flush-policy group-commit --label after   # issue 14 per replica
     python bench/cluster.py --against kafka    # produce and failover on Apache Kafka too, ~15 min
     python bench/cluster.py --scale-out 1,2    # 1 and 2 broker processes, RF 1: MB/s per process
+    python bench/cluster.py --flush-cost kafka,auto   # RF 3 produce and the copy per flush policy
 
 Two builds' failover times in one run: start the script twice at once, each with its own
 PYTHONPATH (e.g. /work/main/src --label before and the branch's src --label after), so both
@@ -123,16 +124,16 @@ class Brokers(Protocol):
 
 
 def replicated_produce(cluster: Brokers, mb: int, rounds: int, profile: Path | None = None,
-                       prefix: str = "bench") -> dict[str, list[Measurement]]:
-    """Each round: both producers (idempotent, then plain acks=all) to RF 1 then RF 3. Keys
-    ``rf1``/``rf3`` (idempotent) and ``rf1-acksall``/``rf3-acksall``. Every topic is checked
+                       prefix: str = "bench", factors: tuple[int, ...] = (1, 3)) -> dict[str, list[Measurement]]:
+    """Each round: both producers (idempotent, then plain acks=all) to RF 1 then RF 3 (``factors``).
+    Keys ``rf1``/``rf3`` (idempotent) and ``rf1-acksall``/``rf3-acksall``. Every topic is checked
     afterwards (``check_topic``). ``profile``: py-spy samples each broker during the
     idempotent RF 3 rounds into ``profile``."""
     records = mb * 1024
     runs: dict[str, list[Measurement]] = {}
     for r in range(rounds):
         for case, suffix in ((IDEMPOTENT, ""), (ACKS_ALL, "-acksall")):
-            for factor in (1, 3):
+            for factor in factors:
                 name = f"rf{factor}{suffix}"
                 topic = f"{prefix}-{name}-{r}"
                 configs = {"min.insync.replicas": "2"} if factor == 3 else {}
@@ -264,13 +265,29 @@ def copy_throughput(cluster: Brokers, single: Node, records: int, rounds: int, t
     RF 3, min.isr 2) and on the single broker, interleaved round by round (who goes first
     alternates); each output verified exactly once. A small copy on each side first, untimed
     (the internal topics, the copiers' first connections)."""
-    sides = {"cluster": cluster.bootstrap, "single": single.bootstrap}
-    topics = ["in", "warmup-in", "warmup-out", *(f"out-{r}" for r in range(rounds))]
+    topics = copy_topics(rounds)
+    create_replicated_topics(cluster, topics)
+    create_topics(single.bootstrap, topics)
+    return interleaved_copies({"cluster": cluster.bootstrap, "single": single.bootstrap}, records, rounds, txn,
+                              batch_bytes, retry_backoff_ms)
+
+
+def copy_topics(rounds: int) -> list[str]:
+    return ["in", "warmup-in", "warmup-out", *(f"out-{r}" for r in range(rounds))]
+
+
+def create_replicated_topics(cluster: Brokers, topics: list[str]) -> None:
+    """The copy's topics at RF 3, min.isr 2."""
     for t in topics:
         result = create_topic(cluster.any_alive().bootstrap, t, partitions=PARTITIONS, replication_factor=3,
                               configs={"min.insync.replicas": "2"})
         assert int(result.error_code) == 0, result
-    create_topics(single.bootstrap, topics)
+
+
+def interleaved_copies(sides: dict[str, str], records: int, rounds: int, txn: int, batch_bytes: int,
+                       retry_backoff_ms: int) -> dict[str, list[float]]:
+    """The copy's rounds on each side (name → bootstrap, its topics made), who goes first
+    alternating; each output verified exactly once; records/s per side and round."""
     for name, bootstrap in sides.items():
         produce_input(bootstrap, "in", records, VALUE_BYTES)
         produce_input(bootstrap, "warmup-in", 1000, VALUE_BYTES)
@@ -322,6 +339,45 @@ def failovers(cluster: Brokers, kills: int) -> tuple[list[float], list[bool]]:
 
 
 ACKS_1 = next(c for c in PRODUCE_CASES if c.name == "acks1")
+
+
+def flush_cost(work: Path, policies: list[str], mb: int, rounds: int, copy_records: int, copy_rounds: int,
+               txn: int, batch_bytes: int, retry_backoff_ms: int) -> dict[str, Any]:
+    """What each flush policy costs a cluster, in one run: a cluster per policy (ZooKeeper + three
+    brokers each, all up at once, one under load at a time), RF 3 / min.isr 2 produce of both
+    producers and the transactional copy at RF 3, rounds interleaved (who goes first alternates).
+    Per policy and case the rounds' figures, their best, and each case's best against the first
+    policy's."""
+    clusters = {p: Cluster(work / f"cluster-{p}", overrides={
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "log.flush.policy": p}) for p in policies}
+    produce_runs: dict[str, dict[str, list[Measurement]]] = {p: {} for p in policies}
+    try:
+        for cluster in clusters.values():
+            cluster.start()
+        for r in range(rounds):
+            for p in policies if r % 2 == 0 else policies[::-1]:
+                for name, ms in replicated_produce(clusters[p], mb, 1, prefix=f"{p}-{r}", factors=(3,)).items():
+                    produce_runs[p].setdefault(name, []).extend(ms)
+        for cluster in clusters.values():
+            create_replicated_topics(cluster, copy_topics(copy_rounds))
+        copy_runs = interleaved_copies({p: c.bootstrap for p, c in clusters.items()}, copy_records, copy_rounds,
+                                       txn, batch_bytes, retry_backoff_ms) if copy_rounds else {}
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+    best_of = {p: {**{f"{name} MB/s": round(best(ms).mb_s, 1) for name, ms in produce_runs[p].items()},
+                   **({"copy records/s": round(max(copy_runs[p]), 1)} if copy_runs else {})} for p in policies}
+    first = policies[0]
+    return {"policies": policies, "mb_per_case": mb, "rounds": rounds, "copy_records": copy_records,
+            "copy_rounds": copy_rounds,
+            "produce": {p: {name: [m.to_json() for m in ms] for name, ms in runs.items()}
+                        for p, runs in produce_runs.items()},
+            "cpu_ms_per_mb": {p: cpu_per_mb(runs) for p, runs in produce_runs.items()},
+            "copy_records_s": {p: [round(x, 1) for x in xs] for p, xs in copy_runs.items()},
+            "best": best_of,
+            "ratio_to_first": {p: {case: round(v / best_of[first][case], 3) for case, v in best_of[p].items()}
+                               for p in policies[1:]},
+            "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
 
 
 def scale_out(work: Path, sizes: list[int], mb: int, rounds: int, flush_policy: str) -> dict[str, Any]:
@@ -483,8 +539,13 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="py-spy each broker during RF 3 rounds into this dir")
     parser.add_argument("--flush-policy", default="auto", choices=["auto", "group-commit", "kafka"])
     parser.add_argument("--scale-out", metavar="SIZES", help="only the scale-out case, e.g. 1,2 (brokers, RF 1)")
+    parser.add_argument("--flush-cost", metavar="POLICIES",
+                        help="only RF 3 produce and the copy on a cluster per flush policy, e.g. kafka,auto")
     against.add_flag(parser)
     args = parser.parse_args()
+    if args.flush_cost:
+        run_flush_cost(args)
+        return
     if args.scale_out:
         work, _, facts = prepare_run(args.work_dir, "eoslog-bench-scale-out-", None)
         sizes = [int(x) for x in args.scale_out.split(",")]
@@ -589,6 +650,33 @@ def main() -> None:
         png = RESULTS_DIR / (f"{base}.png" if args.copy_only else "cluster-latest.png")
         plot(results, png)
         print(f"saved {RESULTS_DIR / names[-1]} and {png.name}")
+
+
+def run_flush_cost(args: argparse.Namespace) -> None:
+    work, _, facts = prepare_run(args.work_dir, "eoslog-bench-flush-cost-", None)
+    policies = args.flush_cost.split(",")
+    result = {"machine": facts, **flush_cost(
+        work, policies, args.mb or 100, args.rounds or 3, args.copy_records,
+        1 if args.quick else args.copy_rounds or 3, args.copy_txn, args.copy_batch_bytes,
+        args.copy_retry_backoff_ms)}
+    shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"flush policies on a 3-broker cluster, RF 3 / min.isr 2 (best rounds; load "
+                        f"{facts['load_avg_at_start']} → {result['load_avg_at_end']})")
+    table.add_column("case")
+    for p in policies:
+        table.add_column(p)
+    for p in policies[1:]:
+        table.add_column(f"{p} / {policies[0]}")
+    for case in result["best"][policies[0]]:
+        table.add_row(case, *(str(result["best"][p][case]) for p in policies),
+                      *(str(result["ratio_to_first"][p][case]) for p in policies[1:]))
+    Console().print(table)
+    if not args.no_save:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for name in (f"cluster-flush-cost-{stamp}.json", "cluster-flush-cost-latest.json"):
+            (RESULTS_DIR / name).write_text(json.dumps(result, indent=1))
+        print(f"saved {RESULTS_DIR / 'cluster-flush-cost-latest.json'}")
 
 
 def save_produce(runs: dict[str, list[Measurement]], args: argparse.Namespace, facts: dict[str, Any],
