@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eoslog.broker.config_admin import ConfigAdmin
+from eoslog.broker.metadata_cache import TopicEntries
 from eoslog.broker.metadata_support import Advertised, BrokerEndpoint, MetadataSupport
 from eoslog.broker.quota_admin import QuotaAdmin
 from eoslog.config import BrokerConfig
@@ -73,6 +74,8 @@ class BrokerState:
     # part of the registration) before the broker has joined and knows the cluster's
     # metadata, as Kafka's socket server does not process requests before start-up ends.
     serving: asyncio.Event = field(default_factory=asyncio.Event)
+    # Metadata's topic entries, kept encoded while the topics do not change (metadata_cache.py).
+    metadata_entries: TopicEntries = field(default_factory=TopicEntries)
     # Dynamic configs (AlterConfigs): built here, so the stored ones apply before the logs load.
     config_admin: ConfigAdmin = field(init=False)
     # Credentials, ACLs and the authorizer (security/authorizer.py).

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -154,6 +154,10 @@ class MetadataSupport(Protocol):
     def topic_named(self, topic_id: uuid.UUID) -> str | None: ...
 
     def describe_topic(self, name: str) -> TopicDescription | None: ...
+
+    def topic_version(self, name: str) -> Hashable | None:
+        """Changes whenever ``describe_topic(name)`` may (None: no such topic): Metadata keeps
+        each topic's encoded entry while it is the same (``broker/metadata_cache.py``)."""
 
     def topic_config(self, name: str) -> TopicConfig | None:
         """The topic's effective configs; None when there is no such topic."""
@@ -308,6 +312,11 @@ class SingleNode:
         node = (self.node_id,)
         views = [PartitionView(p, self.node_id, 0, node, node, (), Errors.NONE) for p in range(info.num_partitions)]
         return TopicDescription(info.name, info.topic_id, info.internal, views)
+
+    def topic_version(self, name: str) -> Hashable | None:
+        # One node leads every partition in epoch 0: only a new id or more partitions change it.
+        info = self.logs.topics.get(name)
+        return None if info is None else (info.topic_id, info.num_partitions)
 
     def topic_config(self, name: str) -> TopicConfig | None:
         info = self.logs.topics.get(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Hashable, Sequence
 from typing import Any
 
 from eoslog.broker.context import wall_clock_ms
@@ -187,6 +187,9 @@ class ZkSupport:
             return None
         views = [metadata.view(tp) for tp in metadata.partitions_of(name)]
         return TopicDescription(name, assignment.topic_id, name in INTERNAL_TOPICS, views)
+
+    def topic_version(self, name: str) -> Hashable | None:
+        return self.member.metadata.topic_version(name)
 
     def topic_config(self, name: str) -> TopicConfig | None:
         # ZooKeeper's overrides: this broker may hold no replica of the topic.

@@ -54,6 +54,12 @@ class ClusterMetadata:
         # /admin/reassign_partitions: (topic, partition) → target replicas asked for there.
         self.reassign_requests: dict[tuple[str, int], tuple[int, ...]] = {}
         self._listeners: list[Callable[[Change], None]] = []
+        # What Metadata answers for a topic changes only with its assignment, its partitions'
+        # states and which brokers are alive: a version for each, from one counter (a topic
+        # deleted and made again never gets a version it had), for its encoded entry's cache.
+        self._version = 0
+        self._brokers_version = 0
+        self._topic_versions: dict[str, int] = {}
 
     def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
         """Call ``listener`` at each change; returns the function that unsubscribes it."""
@@ -66,6 +72,15 @@ class ClusterMetadata:
         return unsubscribe
 
     def _changed(self, change: Change) -> None:
+        kind, subject = change
+        if kind in ("brokers", "topic", "state"):
+            self._version += 1
+            if kind == "brokers":
+                self._brokers_version = self._version
+            elif isinstance(subject, TopicPartition):
+                self._topic_versions[subject.topic] = self._version
+            elif isinstance(subject, str):
+                self._topic_versions[subject] = self._version
         for listener in list(self._listeners):
             listener(change)
 
@@ -156,6 +171,12 @@ class ClusterMetadata:
             unsubscribe()
 
     # -- reads ----------------------------------------------------------------------------
+
+    def topic_version(self, topic: str) -> tuple[int, int] | None:
+        """Changes whenever ``view`` of any of the topic's partitions may (None: no such topic)."""
+        if topic not in self.topics:
+            return None
+        return self._brokers_version, self._topic_versions.get(topic, 0)
 
     def is_alive(self, broker_id: int) -> bool:
         return broker_id in self.brokers

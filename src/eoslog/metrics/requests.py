@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from eoslog.errors import Errors
+from eoslog.protocol.codec import EncodedItems
 from eoslog.stats import LatencyHistogram
 
 # Response class → (its error code field, if any; the tuple fields whose structs hold error codes
@@ -57,7 +58,11 @@ def _error_codes(response: Any, out: list[int]) -> None:
     if error_field is not None and (code := getattr(response, error_field)):
         out.append(int(code))
     for name in nested:
-        for item in getattr(response, name):
+        items = getattr(response, name)
+        if isinstance(items, EncodedItems):  # counted when they were encoded
+            out.extend(items.error_codes)
+            continue
+        for item in items:
             _error_codes(item, out)
 
 

@@ -9,6 +9,9 @@ request's ``allow_auto_topic_creation`` (v4+) both allow it, and answered once t
 partitions have leaders (at once on one node; in a cluster the controller elects them
 later, so the answer is LEADER_NOT_AVAILABLE and the client asks again, as from Kafka).
 A topic asked for by id that the principal may not describe is answered without its name.
+
+Each topic's entry is encoded once per change of the topic and response version and kept
+(``broker/metadata_cache.py``); the response carries the entries as ``EncodedItems``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from eoslog.broker.handlers.base import (
 from eoslog.broker.handlers.topics import create_with_defaults
 from eoslog.broker.metadata_support import TopicDescription
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.codec import EncodedItems, encode_entity
 from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -63,40 +67,67 @@ def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id
     )
 
 
+class _Entries:
+    """The response's topic entries, encoded (kept ones where the topic is unchanged)."""
+
+    def __init__(self, ctx: RequestContext, module: ModuleType, topic_ops: TopicOps) -> None:
+        self.ctx, self.module, self.topic_ops = ctx, module, topic_ops
+        self.items: list[bytes] = []
+        self.error_codes: list[int] = []
+
+    def topic(self, name: str) -> None:
+        """Add the entry of ``name`` (a topic that exists: nothing is added otherwise)."""
+        ops = self.topic_ops(name)
+        encoded = self.ctx.state.metadata_entries.entry(
+            self.ctx.state.metadata_support, self.ctx.api_version, name, ops,
+            lambda topic: encode_entity(_topic_entry(self.module, topic, lambda _name: ops)))
+        if encoded is not None:
+            self.items.append(encoded.data)
+            self.error_codes += encoded.error_codes
+
+    def error(self, name: str | None, code: ErrorCode, topic_id: Any = None) -> None:
+        self.items.append(encode_entity(_error_entry(self.module, name, code, topic_id)))
+        self.error_codes.append(code.value)
+
+    def encoded(self) -> EncodedItems:
+        return EncodedItems(self.items, self.error_codes)
+
+
 async def _topics(ctx: RequestContext, request: Any, module: ModuleType, topic_ops: TopicOps,
-                  all_topics: bool) -> list[Any]:
+                  all_topics: bool) -> EncodedItems:
     support = ctx.state.metadata_support
+    out = _Entries(ctx, module, topic_ops)
     if all_topics:
-        return [_topic_entry(module, topic, topic_ops) for name in support.topic_names()
-                if _describable(ctx, name) and (topic := support.describe_topic(name)) is not None]
-    out: list[Any] = []
+        for listed in list(support.topic_names()):
+            if _describable(ctx, listed):
+                out.topic(listed)
+        return out.encoded()
     for wanted in request.topics:
-        name = wanted.name
+        name: str | None = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if not name and topic_id is not None and topic_id.int != 0:
             name = None  # asked by id (Kafka's Java consumer sends the name as "", not null)
-        topic = support.describe_topic(name) if name is not None else None
+        found = name if name is not None and support.topic_version(name) is not None else None
         if name is None and topic_id is not None:
-            named = support.topic_named(wanted.topic_id)
-            topic = None if named is None else support.describe_topic(named)
-            if topic is None:
-                out.append(_error_entry(module, None, ErrorCode.unknown_topic_id, wanted.topic_id))
+            found = support.topic_named(topic_id)
+            if found is None or support.topic_version(found) is None:
+                out.error(None, ErrorCode.unknown_topic_id, topic_id)
                 continue
-        refusal = _refusal(ctx, request, name if topic is None else topic.name, topic is not None)
+        refusal = _refusal(ctx, request, name if found is None else found, found is not None)
         if refusal is not None:
-            out.append(_error_entry(module, name, refusal))  # by id: the name is not told
-        elif topic is not None:
-            out.append(_topic_entry(module, topic, topic_ops))
+            out.error(name, refusal)  # by id: the name is not told
+        elif found is not None:
+            out.topic(found)
         elif name is not None and _may_auto_create(ctx, request):
             error = await create_with_defaults(ctx, name)
             created = support.describe_topic(name) if error is None else None
             if created is not None and all(p.leader >= 0 for p in created.partitions):
-                out.append(_topic_entry(module, created, topic_ops))
+                out.topic(name)
             else:  # as Kafka: the new topic has no leaders yet; the client asks again
-                out.append(_error_entry(module, name, ErrorCode.leader_not_available if error is None else error))
+                out.error(name, ErrorCode.leader_not_available if error is None else error)
         else:
-            out.append(_error_entry(module, name, ErrorCode.unknown_topic_or_partition))
-    return out
+            out.error(name, ErrorCode.unknown_topic_or_partition)
+    return out.encoded()
 
 
 def _describable(ctx: RequestContext, topic: str) -> bool:
@@ -139,7 +170,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     return cast("MetadataResponse", build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=ctx.state.cluster_id,
-        controller_id=ctx.state.controller_id, topics=tuple(topics),
+        controller_id=ctx.state.controller_id, topics=topics,
         cluster_authorized_operations=authorized_operations(
             bool(getattr(request, "include_cluster_authorized_operations", False)),
             ctx.allowed_operations(ResourceType.CLUSTER, CLUSTER_NAME),
