@@ -18,9 +18,14 @@ each side counts and every round is in the JSON. Cases (``--cases``):
   (librdkafka, acks=all, linger 0) produces one 100 B record every 2 ms to a topic of its own:
   its latency p50/p99 during the creation against the same producer's in the ``--idle-s``
   seconds before (goal: unchanged; one CreateTopics must not stall the broker's other clients).
+  After each creation, ``--metadata-requests`` full Metadata requests (librdkafka's
+  list_topics() without a topic: every topic the broker has so far, one after the other): the
+  median latency and the broker's CPU per request.
 - ``first-write``: one 100 B record to each partition of the topic ``create`` made last (so each
   partition's first write), acks=all, linger 5 ms; timed from the first produce() to flush()
-  returning; the broker's CPU seconds.
+  returning; the broker's CPU seconds; the descriptors the broker gained, per partition
+  (with the process's soft descriptor limit beside: eoslog keeps segment files open up to half
+  of it, ``storage/fd_cache.py``).
 - ``txns``: ``--producers`` transactional producers (librdkafka, one thread each) offering
   ``--rate`` transactions per second together for ``--txn-s`` seconds (after a ``--warmup-s``
   start): each begins a transaction, sends one 100 B record to one of 10 partitions, commits
@@ -160,7 +165,25 @@ def latency_figures(latencies: list[float]) -> dict[str, float]:
             "max_ms": round(max(ms), 2)}
 
 
-def case_create(broker: BrokerProcess | KafkaBroker, partitions: list[int], idle_s: float) -> dict[str, Any]:
+def full_metadata(client: AdminClient, pid: int, requests: int) -> dict[str, Any]:
+    """A Metadata request for every topic (librdkafka's list_topics() without a topic), ``requests``
+    times one after the other: the median and best latency, the broker's CPU per request."""
+    client.list_topics(timeout=60)  # warm: connected, any per-topic work done once
+    latencies: list[float] = []
+    cpu0 = cpu_s(pid)
+    for _ in range(requests):
+        t0 = time.perf_counter()
+        md = client.list_topics(timeout=60)
+        latencies.append(time.perf_counter() - t0)
+    cpu1 = cpu_s(pid)
+    ms = [x * 1000 for x in latencies]
+    return {"requests": requests, "partitions": sum(len(t.partitions) for t in md.topics.values()),
+            "p50_ms": round(percentile(ms, 0.5), 2), "min_ms": round(min(ms), 2),
+            "broker_cpu_ms_per_request": round((cpu1 - cpu0) / requests * 1000, 2)}
+
+
+def case_create(broker: BrokerProcess | KafkaBroker, partitions: list[int], idle_s: float,
+                metadata_requests: int) -> dict[str, Any]:
     pid = broker_pid(broker)
     client = admin(broker.bootstrap)
     create_topic(client, BYSTANDER_TOPIC, 1)
@@ -181,6 +204,7 @@ def case_create(broker: BrokerProcess | KafkaBroker, partitions: list[int], idle
             cpu1 = cpu_s(pid)
             time.sleep(0.2)  # the bystander's records sent during the creation are answered
             fds_after = psutil.Process(pid).num_fds()
+            metadata = full_metadata(client, pid, metadata_requests)
             out[str(n)] = {
                 "answered_s": round(answered, 3),
                 "until_led_s": round(t1 - t0, 3),
@@ -190,6 +214,7 @@ def case_create(broker: BrokerProcess | KafkaBroker, partitions: list[int], idle
                 "fds_per_partition": round((fds_after - fds_before) / n, 3),
                 "bystander_idle": latency_figures(bystander.latencies(idle_start, t0)),
                 "bystander_during": latency_figures(bystander.latencies(t0, t1)),
+                "metadata": metadata,
             }
     finally:
         bystander.stop()
@@ -208,6 +233,7 @@ def case_first_write(broker: BrokerProcess | KafkaBroker, n: int) -> dict[str, A
         if err is not None:
             errors.append(str(err))
 
+    fds_before = psutil.Process(pid).num_fds()
     cpu0, t0 = cpu_s(pid), time.monotonic()
     for p in range(n):
         producer.produce(topic, VALUE, partition=p, on_delivery=delivered)
@@ -216,8 +242,18 @@ def case_first_write(broker: BrokerProcess | KafkaBroker, n: int) -> dict[str, A
     t1 = time.monotonic()
     if left or errors:
         raise RuntimeError(f"first writes: {left} undelivered, errors {errors[:3]}")
+    fds_after = psutil.Process(pid).num_fds()
     return {"partitions": n, "seconds": round(t1 - t0, 3), "broker_cpu_s": round(cpu_s(pid) - cpu0, 3),
-            "fds_after": psutil.Process(pid).num_fds()}
+            "fds_before": fds_before, "fds_after": fds_after,
+            "fds_per_partition": round((fds_after - fds_before) / n, 3),
+            "fd_soft_limit": fd_soft_limit(pid)}
+
+
+def fd_soft_limit(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    return -1
 
 
 def case_txns(broker: BrokerProcess | KafkaBroker, producers: int, rate: float, txn_s: float,
@@ -286,7 +322,7 @@ def run_side(side: Side, args: argparse.Namespace, work: Path) -> dict[str, Any]
     out: dict[str, Any] = {"load_avg": [round(x, 2) for x in os.getloadavg()]}
     try:
         if "create" in args.cases:
-            out["create"] = case_create(broker, args.partitions, args.idle_s)
+            out["create"] = case_create(broker, args.partitions, args.idle_s, args.metadata_requests)
             if "first-write" in args.cases:
                 out["first_write"] = case_first_write(broker, args.partitions[-1])
         if "txns" in args.cases:
@@ -308,10 +344,16 @@ def figures(r: dict[str, Any]) -> dict[str, tuple[float, bool]]:
             out[f"create {n}: bystander p99 during, ms"] = (c["bystander_during"]["p99_ms"], False)
         if c["bystander_idle"].get("n"):
             out[f"create {n}: bystander p99 idle, ms"] = (c["bystander_idle"]["p99_ms"], False)
+        if "metadata" in c:
+            m = c["metadata"]
+            out[f"full Metadata, {m['partitions']} partitions: p50 ms"] = (m["p50_ms"], False)
+            out[f"full Metadata, {m['partitions']} partitions: broker CPU ms"] = (m["broker_cpu_ms_per_request"], False)
     if "first_write" in r:
         fw = r["first_write"]
         out[f"first write to {fw['partitions']}: s"] = (fw["seconds"], False)
         out[f"first write to {fw['partitions']}: broker CPU s"] = (fw["broker_cpu_s"], False)
+        if "fds_per_partition" in fw:
+            out[f"first write to {fw['partitions']}: descriptors per partition"] = (fw["fds_per_partition"], False)
     if "txns" in r and r["txns"]["commit_p50_ms"] is not None:
         t = r["txns"]
         out["txns: served per s"] = (t["served_per_s"], True)
@@ -334,6 +376,8 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="create,first-write,txns")
     p.add_argument("--partitions", default="1000,5000", help="partition counts of the create case")
+    p.add_argument("--metadata-requests", type=int, default=20,
+                   help="full Metadata requests timed after each creation")
     p.add_argument("--idle-s", type=float, default=2.0, help="the bystander's baseline before each creation")
     p.add_argument("--producers", type=int, default=100)
     p.add_argument("--rate", type=float, default=1000.0, help="transactions per second offered, all producers")
