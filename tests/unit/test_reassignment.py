@@ -63,6 +63,17 @@ def test_complete_when_every_target_replica_is_in_sync() -> None:
     assert is_complete(ReplicaAssignment((1, 2)), ())
 
 
+def test_a_removed_replica_may_rejoin_the_isr_until_the_reassignment_is_complete() -> None:
+    """Kafka's leader counts every replica of RS until step B3: a replica being removed that
+    fell out of the ISR (its broker restarted) may rejoin while an added one still copies, so
+    min.insync.replicas can still be met; once every target replica is in sync it may not."""
+    moving = ReplicaAssignment((1, 2)).reassign_to([3, 1])  # RS 3,1,2: adding 3, removing 2
+    assert moving.may_join_isr(2, (1,))  # 3 still copying
+    assert moving.may_join_isr(3, (1,)) and moving.may_join_isr(1, ())
+    assert not moving.may_join_isr(2, (1, 3))  # complete: the controller is taking 2 out
+    assert ReplicaAssignment((1, 2)).may_join_isr(2, (1,))
+
+
 def test_the_ending_state_moves_leadership_into_the_target_and_drops_the_removed_replicas() -> None:
     moving = ReplicaAssignment((1, 2, 3)).reassign_to([3, 4])
     state = LeaderAndIsr(1, 7, (1, 2, 3, 4), 2, zk_version=9)

@@ -177,12 +177,11 @@ class Leadership:
 
     def _maybe_expand_isr(self, partition: Partition, replica_id: int) -> None:
         """A follower fetched: the partition says whether it joins the ISR."""
-        removing = self.metadata.removing(partition.tp)
+        assignment = self.metadata.assignment(partition.tp)
 
         def eligible(broker_id: int) -> bool:
-            # A replica a reassignment removes is never taken back into the ISR: the controller
-            # takes it out just before the assignment drops it.
-            return broker_id not in removing and self.metadata.isr_eligible(broker_id)
+            return (assignment.may_join_isr(broker_id, partition.isr)
+                    and self.metadata.isr_eligible(broker_id))
 
         isr = partition.maybe_expand_isr(replica_id, eligible)
         if isr is not None:

@@ -200,10 +200,6 @@ class ClusterMetadata:
         return ReplicaAssignment(tuple(topic.partitions.get(p, ())), tuple(topic.adding.get(p, ())),
                                  tuple(topic.removing.get(p, ())))
 
-    def removing(self, tp: TopicPartition) -> tuple[int, ...]:
-        topic = self.topics.get(tp.topic)
-        return () if topic is None else tuple(topic.removing.get(tp.partition, ()))
-
     def partitions_of(self, topic: str) -> Iterator[TopicPartition]:
         assignment = self.topics.get(topic)
         if assignment is not None:

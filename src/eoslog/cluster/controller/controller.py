@@ -166,9 +166,10 @@ class Controller:
             self.enqueue(ZkReassignment())
         elif kind == "state":
             # Partition states are not events (the controller reads them when it decides),
-            # except for a partition being reassigned, which completes on an ISR change.
+            # except for a partition being reassigned, which completes on an ISR change, and
+            # one whose ISR names a replica it no longer has (see Reassignments.strays).
             assert isinstance(subject, TopicPartition)
-            if subject in self.reassignments.in_progress:
+            if subject in self.reassignments.in_progress or self.reassignments.strays(subject):
                 self.enqueue(ReassignmentIsrChange(subject))
 
     async def _run(self) -> None:

@@ -7,7 +7,8 @@ ORS - TRS removed. Nothing but RS, AR and RR is stored (in the topic's znode, Ka
 ``adding_replicas`` / ``removing_replicas``), so a new controller resumes from them. A
 reassignment is complete once every target replica is in the ISR; then leadership moves into
 the target if it is not there and the removed replicas leave the ISR in one state write, and
-the assignment becomes TRS (``complete``).
+the assignment becomes TRS (``complete``). Until then a removed replica may rejoin the ISR
+(``may_join_isr``), as in Kafka.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ class ReplicaAssignment:
         full = tuple(dict.fromkeys((*target, *origin)))
         return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
                                  tuple(r for r in full if r not in target))
+
+    def may_join_isr(self, replica: int, isr: Collection[int]) -> bool:
+        """Whether the leader may take ``replica`` back into the ISR, as far as the reassignment
+        goes. Every replica of RS may, a removed one too, as Kafka's leader counts the full
+        replica set until the controller's step B3 (a removed replica that fell out — its broker
+        was killed and restarted — keeps the partition writable at min.insync.replicas while
+        the added ones copy). Not once the reassignment is complete (every target replica in
+        sync): the controller is then taking the removed ones out — Kafka's step B3 tells the
+        leader RS = TRS; here the leader sees completeness itself."""
+        return replica not in self.removing or not is_complete(self, isr)
 
     def cancelled(self) -> ReplicaAssignment:
         """Back to the original replicas (Kafka cannot promise their original order)."""

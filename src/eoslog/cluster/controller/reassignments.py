@@ -8,14 +8,17 @@ partition out of the znode). Its steps, each a ZooKeeper write fenced by the con
 1. the topic's assignment gets RS = TRS + ORS, AR and RR (``adding_replicas`` /
    ``removing_replicas``); replicas that an earlier target added and this one does not keep
    leave the ISR. Brokers watch the assignment: an added replica is created and follows the
-   leader, which counts it for nothing until it joins the ISR (a replica being removed is never
-   taken back into the ISR: ``Leadership._eligible``);
+   leader, which counts it for nothing until it joins the ISR. A replica being removed that
+   fell out of the ISR (its broker restarted) may rejoin it until the reassignment is complete
+   (``ReplicaAssignment.may_join_isr``), as Kafka's leader counts the full replica set;
 2. once every target replica is in the ISR (the leader's own ISR expansions, seen through the
    partition's state znode), one state write moves leadership into the target if it is not
    there (a new leader epoch: the coordinators of internal partitions move as on any election)
    and takes the removed replicas out of the ISR;
 3. the assignment becomes TRS; the removed replicas' brokers see that and delete their logs;
-   the partition leaves ``/admin/reassign_partitions``.
+   a removed replica the leader took back in meanwhile (a target replica fell out, so the
+   leader no longer saw the reassignment complete) leaves the ISR again on the ISR change
+   (``strays``); the partition leaves ``/admin/reassign_partitions``.
 
 Nothing else is kept: a new controller resumes every partition whose assignment still names
 adding or removing replicas. Cancelling is reassigning back to the original replicas.
@@ -129,9 +132,19 @@ class Reassignments:
             await self._remove_zk_requests(lambda tp, _target: tp in failed)
         return started
 
+    def strays(self, tp: TopicPartition) -> set[int]:
+        """ISR members the assignment no longer names: a removed replica the leader took back
+        in just as the reassignment completed (before it saw the final assignment)."""
+        state, replicas = self.metadata.states.get(tp), self.metadata.assignment(tp).replicas
+        if state is None or not replicas:  # a topic being deleted has no assignment left
+            return set()
+        return set(state.isr) - set(replicas)
+
     async def isr_changed(self, tp: TopicPartition) -> None:
         if tp in self.in_progress:
             await self.maybe_complete(tp)
+        elif gone := self.strays(tp):
+            await self._leave_isr(tp, gone, self.metadata.assignment(tp))
 
     async def brokers_changed(self) -> None:
         """A target replica that came back may now lead: look at every moving partition again."""
