@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,6 +69,24 @@ def test_new_topics_replicas_cover_every_rack(cluster: Cluster) -> None:
     assert all(len({RACKS[b] for b in replicas}) == 3 for replicas in placed.values()), placed
     leaders = [replicas[0] for replicas in placed.values()]
     assert {RACKS[b] for b in leaders} == set(RACKS.values()) and max(map(leaders.count, RACKS)) == 2, placed
+
+
+def test_brokers_without_a_rack_count_as_one_more_rack(tmp_path: Path) -> None:
+    """Racks on some brokers only (two in rack-a, two without): Kafka 4.4's controller places
+    the rackless brokers as one more rack (StripedReplicaPlacer, run from .reference/lib), so
+    CreateTopics succeeds and every partition has a replica in rack-a and one without a rack.
+    Kafka ≤ 3.x refused; eoslog ignored the racks, placing partitions on (1, 2) or (3, 4)."""
+    racks = {1: "rack-a", 2: "rack-a", 3: None, 4: None}
+    c = Cluster(tmp_path, size=4,
+                per_broker=lambda i, _port: {"broker.rack": r} if (r := racks[i]) else {}).start()
+    try:
+        result = create_topic(c.any_alive().bootstrap, "half-racked", 12, 2)
+        assert int(result.error_code) == 0, result
+        meta = c.wait_for(lambda m: len(m.topics.get("half-racked", {})) == 12, "half-racked's 12 partitions")
+        placed = {p: m.replicas for p, m in meta.topics["half-racked"].items()}
+        assert all({racks[b] for b in replicas} == {"rack-a", None} for replicas in placed.values()), placed
+    finally:
+        c.stop()
 
 
 def _read(cluster: Cluster, rack: str | None, expected: int) -> list[tuple[int, bytes, bytes]]:

@@ -74,6 +74,23 @@ def test_new_partitions_are_placed_across_racks_as_kafka_places_them() -> None:
     assert all(len({six[b] for b in replicas}) == 3 for replicas in placed.values())
     assert set(Counter(r[0] for r in placed.values()).values()) == {2}
     assert set(Counter(b for r in placed.values() for b in r).values()) == {6}
-    # A broker without a rack: racks are not used (Kafka would refuse).
-    assert assign_replicas([1, 2, 3], 3, 3, start=0, shift=0, racks={1: "a", 2: "a", 3: None}) == {
+    # No broker with a rack: racks are not used.
+    assert assign_replicas([1, 2, 3], 3, 3, start=0, shift=0, racks={1: None, 2: None, 3: None}) == {
         0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}
+
+
+def test_brokers_without_a_rack_count_as_one_rack_when_others_have_racks() -> None:
+    """Kafka 4.4's StripedReplicaPlacer (run from .reference/lib with brokers a,a,b,b,-,- at RF
+    3 it gave [2,4,5] [3,6,1] [5,2,4] [1,3,6] [4,5,2] [6,1,3]): the rackless brokers are one
+    more rack, so every partition spans min(RF, racks + 1) of them; Kafka ≤ 3.x refused."""
+    from eoslog.cluster.controller.assignment import assign_replicas
+
+    racks: dict[int, str | None] = {1: "a", 2: "a", 3: "b", 4: "b", 5: None, 6: None}
+    for start, shift in ((0, 0), (1, 2), (None, None)):
+        placed = assign_replicas(list(racks), 12, 3, start=start, shift=shift, racks=racks)
+        assert all(len({racks[b] for b in replicas}) == 3 for replicas in placed.values()), placed
+        assert set(Counter(b for r in placed.values() for b in r).values()) == {6}, placed
+    # Two racked brokers of one rack and two without: each partition on one of each.
+    half: dict[int, str | None] = {1: "a", 2: "a", 3: None, 4: None}
+    placed = assign_replicas(list(half), 12, 2, racks=half)
+    assert all({half[b] for b in replicas} == {"a", None} for replicas in placed.values()), placed

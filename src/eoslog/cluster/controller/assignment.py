@@ -10,8 +10,11 @@ between racks (rack by rack in name order, each rack's brokers in id order), and
 replica skips a broker whose rack already has one of the partition's replicas while some rack
 has none (and a broker that has one while some broker has none): each partition spans
 min(replication factor, racks) racks, and leaders spread over racks too. With racks on some
-brokers only, placement ignores them (Kafka would refuse unless told to disable rack
-awareness).
+brokers only, the brokers without one count as one more rack, as Kafka 4.4's controller
+places them (StripedReplicaPlacer keys its racks by ``Optional<String>``, the empty one among
+them; seen running it: brokers a,a,b,b,-,- at RF 3 give every partition one replica of each).
+Kafka ≤ 3.x's ZooKeeper-era AdminUtils refused that case instead ("Not all brokers have rack
+information for replica rack aware assignment."), answering CreateTopics UNKNOWN_SERVER_ERROR.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import random
 from collections.abc import Mapping, Sequence
 
 from eoslog.errors import Errors, KafkaError
+
+NO_RACK = ""  # the brokers without a broker.rack, one rack together (never a rack's name)
 
 
 class AssignmentError(KafkaError):
@@ -31,7 +36,7 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
                     first_partition: int = 0, start: int | None = None,
                     shift: int | None = None, racks: Mapping[int, str | None] | None = None
                     ) -> dict[int, tuple[int, ...]]:
-    """``racks``: each broker's rack; rack-aware placement when every broker has one."""
+    """``racks``: each broker's rack; rack-aware placement when any broker has one."""
     if partitions <= 0:
         raise AssignmentError(Errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
@@ -44,10 +49,9 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     n = len(ids)
     start = random.randrange(n) if start is None else start
     shift = random.randrange(n) if shift is None else shift
-    rack_of = {b: (racks or {}).get(b) for b in ids}
-    if all(rack_of.values()):
-        return _assign_rack_aware(ids, {b: str(r) for b, r in rack_of.items()}, partitions, replication_factor,
-                                  first_partition, start, shift)
+    rack_of = {b: (racks or {}).get(b) or NO_RACK for b in ids}
+    if any(r != NO_RACK for r in rack_of.values()):
+        return _assign_rack_aware(ids, rack_of, partitions, replication_factor, first_partition, start, shift)
     out: dict[int, tuple[int, ...]] = {}
     for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
