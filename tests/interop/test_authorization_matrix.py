@@ -51,6 +51,7 @@ from support.security_harness import USERS, SecuredBroker, scram_login
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 HIDDEN = -1  # filtering APIs (ListTransactions) refuse by leaving the resource out
 ELECTION_NOT_NEEDED, MEMBER_ID_REQUIRED, NOT_LEADER = 84, 79, 6
+LOG_DIR_NOT_FOUND = 57
 BOB = "User:bob"
 TOPIC, DEL_TOPIC, GROUP = "mx", "mx-del", "mx-group"
 
@@ -443,6 +444,11 @@ ROWS: list[Row] = [
     Row("DescribeLogDirs", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE, CLUSTER_DENIED)],
         lambda w: req("DescribeLogDirs", 4, "DescribeLogDirsRequest", topics=None),
         leaked=lambda r: bool(r.results)),
+    Row("AlterReplicaLogDirs", [Need(Res.CLUSTER, "kafka-cluster", Op.ALTER, CLUSTER_DENIED)],
+        lambda w: req("AlterReplicaLogDirs", 2, "AlterReplicaLogDirsRequest", dirs=(
+            req("AlterReplicaLogDirs", 2, "AlterReplicaLogDir", path="/no/such/log/dir", topics=(
+                req("AlterReplicaLogDirs", 2, "AlterReplicaLogDirTopic", name=TOPIC, partitions=(i32(0),)),)),)),
+        ok=frozenset({LOG_DIR_NOT_FOUND})),
     Row("DescribeClientQuotas", [Need(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE_CONFIGS, CLUSTER_DENIED)],
         lambda w: req("DescribeClientQuotas", 1, "DescribeClientQuotasRequest", components=(), strict=False),
         setup=lambda w: w.quota("mx-described"), leaked=lambda r: bool(r.entries)),

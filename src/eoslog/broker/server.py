@@ -180,6 +180,8 @@ class Broker:
     def _apply_replication_throttles(self) -> None:
         self.replicas.leader_quota.update_bound(throttle_rate(self.config, "leader.replication.throttled.rate"))
         self.replicas.follower_quota.update_bound(throttle_rate(self.config, "follower.replication.throttled.rate"))
+        self.replicas.alter_log_dirs_quota.update_bound(
+            throttle_rate(self.config, "replica.alter.log.dirs.io.max.bytes.per.second"))
 
     def _share_settings(self, group_id: str) -> ShareSettings:
         """A share group's settings for its share-partitions: its group configs over the broker's."""
@@ -205,6 +207,7 @@ class Broker:
             # What recovery kept is shown only once it is on disk (a second cut must not undo a read).
             self.logs.flush_all()
         self.metadata_support.begin_loading()
+        self.replicas.log_dir_mover.resume()  # moves between log directories a restart interrupted
         for lg in self.logs.all_logs():
             for path, result in lg.recovery_results:
                 log.warning("recovered %s: cut %d bytes (%s)", path, result.truncated_bytes, result.reason)
@@ -385,6 +388,7 @@ class Broker:
             stats = self.replicas.group_commit.stats
             log.info("group commit: %d fsync rounds, %d files synced, %d offsets made durable", stats.rounds,
                      stats.files_synced, stats.offsets_synced)
+        self.replicas.log_dir_mover.shutdown()
         self.logs.shutdown()
         log.info("clean shutdown complete")
 

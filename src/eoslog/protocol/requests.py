@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from kio.schema.alter_partition_reassignments.v1.request import (
         AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
     )
+    from kio.schema.alter_replica_log_dirs.v1.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV1
+    from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV2
     from kio.schema.alter_share_group_offsets.v0.request import (
         AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0,
     )
@@ -426,6 +428,7 @@ if TYPE_CHECKING:
         _DescribeLogDirsRequestV1 | _DescribeLogDirsRequestV2 | _DescribeLogDirsRequestV3 | _DescribeLogDirsRequestV4
         | _DescribeLogDirsRequestV5
     )
+    AlterReplicaLogDirsRequest = _AlterReplicaLogDirsRequestV1 | _AlterReplicaLogDirsRequestV2
     DescribeClientQuotasRequest = _DescribeClientQuotasRequestV0 | _DescribeClientQuotasRequestV1
     AlterClientQuotasRequest = _AlterClientQuotasRequestV0 | _AlterClientQuotasRequestV1
     ApiVersionsRequest = (

@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from kio.schema.alter_partition_reassignments.v1.response import (
         AlterPartitionReassignmentsResponse as _AlterPartitionReassignmentsResponseV1,
     )
+    from kio.schema.alter_replica_log_dirs.v1.response import (
+        AlterReplicaLogDirsResponse as _AlterReplicaLogDirsResponseV1,
+    )
+    from kio.schema.alter_replica_log_dirs.v2.response import (
+        AlterReplicaLogDirsResponse as _AlterReplicaLogDirsResponseV2,
+    )
     from kio.schema.alter_share_group_offsets.v0.response import (
         AlterShareGroupOffsetsResponse as _AlterShareGroupOffsetsResponseV0,
     )
@@ -434,6 +440,7 @@ if TYPE_CHECKING:
         _DescribeLogDirsResponseV1 | _DescribeLogDirsResponseV2 | _DescribeLogDirsResponseV3
         | _DescribeLogDirsResponseV4 | _DescribeLogDirsResponseV5
     )
+    AlterReplicaLogDirsResponse = _AlterReplicaLogDirsResponseV1 | _AlterReplicaLogDirsResponseV2
     DescribeClientQuotasResponse = _DescribeClientQuotasResponseV0 | _DescribeClientQuotasResponseV1
     AlterClientQuotasResponse = _AlterClientQuotasResponseV0 | _AlterClientQuotasResponseV1
     ApiVersionsResponse = (

@@ -34,14 +34,19 @@ class LogDirDescription:
 
 
 def describe_log_dir(directory: Path, logs: Mapping[tuple[str, int], PartitionLog],
-                     wanted: Collection[TopicPartition] | None, error: Errors = Errors.NONE) -> LogDirDescription:
-    """One directory: ``logs`` are the replicas it holds; ``wanted`` None means all of them."""
+                     wanted: Collection[TopicPartition] | None, error: Errors = Errors.NONE,
+                     futures: Mapping[tuple[str, int], tuple[PartitionLog, int]] | None = None) -> LogDirDescription:
+    """One directory: ``logs`` are the replicas it holds; ``wanted`` None means all of them.
+    ``futures``: the future logs in it (replicas being moved here) with their current log's end
+    offset, which their lag is measured against (Kafka's getLogEndOffsetLag, isFuture)."""
     path = str(directory.resolve())
     if error is not Errors.NONE:
         return LogDirDescription(path, error, ())
     replicas = tuple(
         ReplicaInDir(TopicPartition(*tp), log.size_bytes, max(log.high_watermark - log.log_end_offset, 0))
-        for tp, log in sorted(logs.items()) if wanted is None or tp in wanted)
+        for tp, log in sorted(logs.items()) if wanted is None or tp in wanted) + tuple(
+        ReplicaInDir(TopicPartition(*tp), log.size_bytes, max(current_end - log.log_end_offset, 0), is_future=True)
+        for tp, (log, current_end) in sorted((futures or {}).items()) if wanted is None or tp in wanted)
     try:
         st = os.statvfs(directory)
     except OSError:

@@ -38,6 +38,7 @@ from eoslog.errors import Errors, KafkaError
 from eoslog.features import TRANSACTION_VERSION_2
 from eoslog.quotas.replication import LEADER_REPLICAS, UNLIMITED, ReplicationQuota
 from eoslog.records import ControlRecordType, RecordValidationError, build_control_batch
+from eoslog.replica.alter_log_dirs import LogDirMover
 from eoslog.replica.group_commit import GroupCommit
 from eoslog.replica.log_dirs import LogDirDescription, describe_log_dir
 from eoslog.replica.partition import (
@@ -56,7 +57,7 @@ from eoslog.replica.verification import (
     Verified,
     verify_transactional_batch,
 )
-from eoslog.storage import AppendInfo, AppendOrigin, LogManager
+from eoslog.storage import AppendInfo, AppendOrigin, LogManager, PartitionLog
 from eoslog.storage.producer_state import ProducerStateEntry
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
 
@@ -141,6 +142,10 @@ class ReplicaManager:
         # the ISR, and what its fetchers take as follower (``cluster.fetcher``).
         self.leader_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
         self.follower_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
+        # replica.alter.log.dirs.io.max.bytes.per.second: what moves between log directories copy.
+        self.alter_log_dirs_quota = ReplicationQuota(node_id, UNLIMITED, clock_ms, *quota_windows)
+        self.log_dir_mover = LogDirMover(logs, self.get_partition, self._log_moved, self.alter_log_dirs_quota,
+                                         lambda tp, timeout_s: self.fetch_purgatory.wait((tp,), timeout_s))
         # KIP-392: replica.selector.class (None: consumers always read from the leader) and each
         # live broker's rack (the cluster's metadata).
         self.replica_selector: ReplicaSelector | None = None
@@ -542,8 +547,22 @@ class ReplicaManager:
         ``wanted``; None: all)."""
         offline = set(self.logs.offline_log_dirs)
         return [describe_log_dir(d, {tp: lg for tp, lg in self.logs.logs.items() if lg.log_dir.path == d}, wanted,
-                                 Errors.KAFKA_STORAGE_ERROR if d in offline else Errors.NONE)
+                                 Errors.KAFKA_STORAGE_ERROR if d in offline else Errors.NONE,
+                                 {tp: (f, self.logs.logs[tp].log_end_offset) for tp, f in self.logs.futures.items()
+                                  if f.log_dir.path == d})
                 for d in self.logs.log_dirs]
+
+    def alter_replica_log_dirs(self, targets: Mapping[TopicPartition, str]) -> dict[TopicPartition, Errors]:
+        """AlterReplicaLogDirs: move each partition's replica to that log directory (``alter_log_dirs``)."""
+        return self.log_dir_mover.alter_replica_log_dirs(targets)
+
+    def _log_moved(self, partition: Partition, moved: PartitionLog) -> None:
+        """A move swapped ``partition``'s log: it reads and writes the moved one from now on; waiting
+        fetches and produces look again (the moved log is fsynced: a durable leader's high
+        watermark may move at once)."""
+        partition.log = moved
+        partition.maybe_increment_high_watermark()
+        self._appended(partition.tp)
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerStateEntry]:
         """DescribeProducers: the producers the partition's leader keeps state for."""

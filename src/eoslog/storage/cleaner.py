@@ -150,7 +150,8 @@ class LogCleaner:
         """One pass over every compacted partition that needs cleaning."""
         done = []
         for plog in self.logs.all_logs():
-            if plog.config.compact:
+            # (Not a partition being moved to another log directory: Kafka's abortAndPauseCleaning.)
+            if plog.config.compact and (plog.topic, plog.partition) not in self.logs.futures:
                 stats = self.clean_if_needed(plog)
                 if stats is not None:
                     done.append(stats)

@@ -15,6 +15,7 @@ import logging
 import random
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 _DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# Kafka's future log (AlterReplicaLogDirs): <topic>-<partition>.<uuid without dashes>-future.
+_FUTURE_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)\.[0-9a-f]{32}-future$")
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -55,6 +58,16 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     m = _DIR_RE.match(name)
+    return (m.group("topic"), int(m.group("partition"))) if m else None
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """A new future log's directory name (Kafka's UnifiedLog.logFutureDirName)."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}-future"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    m = _FUTURE_DIR_RE.match(name)
     return (m.group("topic"), int(m.group("partition"))) if m else None
 
 
@@ -153,9 +166,14 @@ class PartitionLog:
         read; ``first_epoch``: the leader epoch its creator wrote to its new leader-epoch
         checkpoint (``write_first_checkpoint``; a single node's 0), which it starts in."""
         parsed = parse_partition_dir(directory.name)
-        if parsed is None:
+        # A future log (AlterReplicaLogDirs): the copy of a partition being moved to another
+        # log directory of this broker.
+        future = parse_future_dir(directory.name)
+        found = parsed or future
+        if found is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
-        self.topic, self.partition = parsed
+        self.is_future = future is not None
+        self.topic, self.partition = found
         self.dir = directory
         self.log_dir = log_dir or LogDirState(directory.parent)
         self.config = config

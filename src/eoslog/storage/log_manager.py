@@ -11,7 +11,15 @@ Files in each of ``log.dirs`` (Kafka's names where Kafka has the same file):
   Without it the segments after each partition's recovery point are re-validated.
 - ``.lock``: one broker per directory;
 - ``<topic>-<partition>/``: the segments; a new partition goes to the online directory holding
-  the fewest partitions (Kafka's LogManager.nextLogDirs).
+  the fewest partitions (Kafka's LogManager.nextLogDirs), or to the one AlterReplicaLogDirs
+  named for it before it existed (Kafka's preferred log directory);
+- ``<topic>-<partition>.<uuid>-future/``: a future log, the copy of a partition being moved here
+  from another directory of this broker (AlterReplicaLogDirs, KIP-113). The replica layer copies
+  the current log into it and then ``replace_current_with_future`` swaps them: the current
+  directory is renamed ``.deleted`` first, then the future one takes the partition's name. So at
+  start-up a future log whose partition has no current log anywhere was cut between those two
+  renames and is completed (Kafka's recoverAbandonedFutureLogs); one beside its current log is
+  recovered like any log and its copy resumes; one of a partition no longer held goes.
 
 The first directory is also the metadata directory: ``topics.json`` (topic name → topic id,
 partition count, config overrides; KRaft keeps this in ``__cluster_metadata``, one node needs no
@@ -37,7 +45,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +59,8 @@ from eoslog.storage.log import (
     SINGLE_NODE_LEADER_EPOCH,
     OffsetOutOfRange,
     PartitionLog,
+    future_dir_name,
+    parse_future_dir,
     parse_partition_dir,
     partition_dir_name,
 )
@@ -143,6 +153,10 @@ class LogManager:
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
+        # Partitions being moved to another log directory: their future logs (KIP-113).
+        self.futures: dict[tuple[str, int], PartitionLog] = {}
+        # Where AlterReplicaLogDirs asked a partition not held yet to be made (Kafka's preferredLogDirs).
+        self.preferred_log_dirs: dict[tuple[str, int], Path] = {}
         self.had_clean_shutdown = False
         self._lock_fds: list[int] = []
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_async)
@@ -173,6 +187,7 @@ class LogManager:
                 "recovery point", ", ".join(map(str, unclean)),
             )
         self._load_topics()
+        self._complete_interrupted_moves()
         found = self._partition_dirs()
         checkpoints = {d: (read_checkpoint(d / RECOVERY_POINT_FILE), read_checkpoint(d / LOG_START_FILE),
                            read_checkpoint(d / HIGH_WATERMARK_FILE) if self.replicated else {})
@@ -191,8 +206,48 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp, 0) if self.replicated else None,
                     log_dir=self.dir_states[d],
                 )
+        self._load_future_logs(checkpoints)
         self._remove_stray_dirs()
         self.checkpoint()
+
+    def _holds(self, tp: tuple[str, int]) -> bool:
+        info = self.topics.get(tp[0])
+        return info is not None and tp[1] in info.local_partitions()
+
+    def _future_dirs(self) -> list[tuple[tuple[str, int], Path]]:
+        return [(parsed, child) for d in self.log_dirs for child in sorted(d.iterdir())
+                if child.is_dir() and (parsed := parse_future_dir(child.name)) is not None]
+
+    def _complete_interrupted_moves(self) -> None:
+        """A future log of a held partition with no current log in any directory: the swap was cut
+        after it renamed the current log away (``replace_current_with_future``), when the future
+        log had everything; it becomes the current log (Kafka's recoverAbandonedFutureLogs)."""
+        current = self._partition_dirs()
+        for tp, path in self._future_dirs():
+            if tp in current or not self._holds(tp):
+                continue
+            log.warning("completing the move of %s-%d to %s, which a crash interrupted", *tp, path.parent)
+            os.replace(path, path.with_name(partition_dir_name(*tp)))
+            fsync_dir(path.parent)
+            current[tp] = path.parent
+
+    def _load_future_logs(self, checkpoints: Mapping[Path, tuple[dict[tuple[str, int], int], ...]]) -> None:
+        """Future logs beside their current log (a move a restart interrupted): recovered like any
+        log, their copy resumes once the replica layer runs (Kafka's ZooKeeper-mode broker resumes
+        them at its LeaderAndIsr). Others are strays."""
+        for tp, path in self._future_dirs():
+            current = self.logs.get(tp)
+            if current is None or tp in self.futures or current.log_dir.path == path.parent:
+                continue
+            recovery, starts, high_watermarks = checkpoints[path.parent]
+            self.futures[tp] = PartitionLog(
+                path, current.config, self._clock_ms, log_start_offset=starts.get(tp, 0),
+                recovery_point=recovery.get(tp, 0), clean_shutdown=self.had_clean_shutdown,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                high_watermark=high_watermarks.get(tp, 0) if self.replicated else None,
+                log_dir=self.dir_states[path.parent],
+            )
+            log.info("the move of %s-%d from %s to %s resumes", *tp, current.log_dir.path, path.parent)
 
     def _partition_dirs(self) -> dict[tuple[str, int], Path]:
         """Which log directory holds each partition directory found (the first, if in several)."""
@@ -325,10 +380,13 @@ class LogManager:
         for d in (child for log_dir in self.log_dirs for child in log_dir.iterdir()):
             if not d.is_dir():
                 continue
-            parsed = parse_partition_dir(d.name.removesuffix(".deleted"))
+            name = d.name.removesuffix(".deleted")
+            future = parse_future_dir(name)
+            parsed = parse_partition_dir(name) or future
             if parsed is None:
                 continue
-            if d.name.endswith(".deleted") or parsed not in self.logs or self.logs[parsed].dir != d:
+            kept = self.futures if future is not None else self.logs
+            if d.name.endswith(".deleted") or parsed not in kept or kept[parsed].dir != d:
                 log.info("removing stray partition directory %s", d)
                 _rmtree(d)
 
@@ -348,6 +406,12 @@ class LogManager:
         then halt when no log directory is left."""
         offline = sorted(f"{t}-{p}" for (t, p), lg in self.logs.items() if lg.log_dir is state)
         log.warning("stopping serving logs in %s: partitions %s are offline", state.path, ", ".join(offline))
+        for tp, future in list(self.futures.items()):
+            if future.log_dir is state or self.logs[tp].log_dir is state:
+                # The move stops (Kafka's removeOfflineLogs of futureLogs); the next start resumes
+                # or drops it.
+                log.warning("the move of %s-%d to %s stops: %s is offline", *tp, future.log_dir.path, state.path)
+                del self.futures[tp]
         for listener in self.log_dir_failure_listeners:
             listener(state.path)
         if not self.live_log_dirs:
@@ -359,7 +423,8 @@ class LogManager:
         """The online directories and the logs in each (an offline one's files are no longer
         written: Kafka drops an offline directory's checkpoints)."""
         by_dir: dict[Path, dict[tuple[str, int], PartitionLog]] = {d: {} for d in self.live_log_dirs}
-        for tp, lg in self.logs.items():
+        # (A partition's future log is in another directory than its current one.)
+        for tp, lg in [*self.logs.items(), *self.futures.items()]:
             if lg.log_dir.path in by_dir:
                 by_dir[lg.log_dir.path][tp] = lg
         return by_dir
@@ -381,11 +446,11 @@ class LogManager:
             # is on disk.
             log.warning("%s is offline: not shut down cleanly", d)
         self._sync_partition_dir_entries()
-        for lg in self.all_logs():
+        for lg in [*self.all_logs(), *self._online_futures()]:
             lg.flush()
             lg.snapshot_producer_state()
         self.checkpoint()
-        for lg in self.logs.values():
+        for lg in [*self.logs.values(), *self.futures.values()]:
             lg.close()
         for d in self.live_log_dirs:
             atomic_write(d / CLEAN_SHUTDOWN_FILE, b"")
@@ -519,6 +584,8 @@ class LogManager:
         log.info("deleted topic %s", name)
 
     def _delete_log(self, name: str, partition: int) -> None:
+        self.remove_future_log(name, partition)
+        self.preferred_log_dirs.pop((name, partition), None)
         lg = self.logs.pop((name, partition), None)
         if lg is None:
             return
@@ -546,7 +613,9 @@ class LogManager:
         plog = self.logs.get((name, partition))
         if plog is None:
             self.log_dir_state.check_online(f"creating a log of {name}")  # topics.json is written
-            [log_dir] = self._place((partition,))
+            preferred = self.preferred_log_dirs.pop((name, partition), None)
+            [log_dir] = ([preferred] if preferred is not None and self.dir_states[preferred].offline is None
+                         else self._place((partition,)))
             self._make_partition_dirs(name, (partition,), [log_dir], self._first_epoch)
             plog = self.logs[(name, partition)] = self._new_log(info, partition, log_dir)
             info.held = tuple(sorted({*(info.held or ()), partition}))
@@ -650,6 +719,92 @@ class LogManager:
             plog.delete_segments_below_log_start()
         return plog.log_start_offset
 
+    # -- moving a replica between log directories (AlterReplicaLogDirs, KIP-113) -------------
+
+    def _online_futures(self) -> list[PartitionLog]:
+        return [lg for lg in self.futures.values() if lg.log_dir.offline is None]
+
+    def create_future_log(self, topic: str, partition: int, target: Path) -> PartitionLog:
+        """An empty future log of a held partition in ``target`` (another online directory), which
+        the replica layer fills from the current log (Kafka's getOrCreateLog(isFuture=true))."""
+        tp = (topic, partition)
+        current = self.logs[tp]
+        if tp in self.futures or current.log_dir.path == target:
+            raise ValueError(f"{topic}-{partition} already has a future log or is in {target}")
+        self.dir_states[target].check_online(f"moving {topic}-{partition} to")
+        d = target / future_dir_name(topic, partition)
+        d.mkdir()
+        future = self.futures[tp] = PartitionLog(
+            d, current.config, self._clock_ms, producer_id_expiration_ms=self.producer_id_expiration_ms,
+            log_dir=self.dir_states[target], new=True)
+        log.info("moving %s-%d from %s to %s: future log %s", topic, partition, current.log_dir.path, target, d.name)
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> None:
+        """Drop a partition's future log (the move cancelled or sent elsewhere, the replica deleted).
+        Renamed ``.deleted`` before its files go, so that a crash never leaves a partial copy that
+        a restart would take for a future log to resume."""
+        future = self.futures.pop((topic, partition), None)
+        if future is None:
+            return
+        future.close()
+        if future.log_dir.offline is not None:
+            return  # its files stay until a start finds it (a stray then)
+        target = future.dir.with_name(future.dir.name + ".deleted")
+        os.replace(future.dir, target)
+        _rmtree(target)
+        log.info("removed the future log of %s-%d in %s", topic, partition, future.log_dir.path)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap a partition's current log for its future log, which has every offset of it (the
+        caller checked the log end offsets, with no append in between): the future log is flushed
+        and closed, the current directory renamed ``.deleted`` (then deleted), the future directory
+        renamed to the partition's name, and the log reopened there. A crash between the two renames
+        leaves the future log alone, which the next start completes (``_complete_interrupted_moves``);
+        before the first, the next start resumes the copy. Kafka's replaceCurrentWithFutureLog
+        renames in the other order and refuses to start with both directories named alike."""
+        tp = (topic, partition)
+        source, future = self.logs[tp], self.futures[tp]
+        if future.log_end_offset != source.log_end_offset:
+            raise ValueError(f"the future log of {topic}-{partition} ends at {future.log_end_offset}, "
+                             f"the current log at {source.log_end_offset}")
+        for entry in source.epochs.entries:  # (the current log's epoch that has no batch yet too)
+            future.epochs.assign(entry.epoch, entry.start_offset)
+        future.flush()
+        future.snapshot_producer_state()
+        future.close()
+        source.close()  # (its index files are written out by path, before the directory is renamed)
+        deleted = source.dir.with_name(source.dir.name + ".deleted")
+        try:
+            os.replace(source.dir, deleted)
+            fsync_dir(source.dir.parent)
+        except OSError as e:
+            raise source.io_failed("moving", e) from e
+        del self.futures[tp]
+        target = future.dir.with_name(partition_dir_name(topic, partition))
+        try:
+            os.replace(future.dir, target)
+            fsync_dir(target.parent)
+        except OSError as e:
+            raise future.io_failed("moving", e) from e
+        moved = self.logs[tp] = PartitionLog(
+            target, source.config, self._clock_ms,
+            log_start_offset=max(source.log_start_offset, future.log_start_offset),
+            recovery_point=future.log_end_offset, producer_id_expiration_ms=self.producer_id_expiration_ms,
+            high_watermark=source.high_watermark, log_dir=future.log_dir,
+        )
+        moved.leader_epoch = source.leader_epoch
+        # The copy's own producer state, exactly as its appends and high watermarks built it (the
+        # ended transactions whose markers the high watermark has not passed too, which no
+        # snapshot holds).
+        future.producer_state.dir = target
+        moved.producer_state = future.producer_state
+        self.checkpoint()
+        _rmtree(deleted)
+        log.info("%s-%d moved from %s to %s at offset %d", topic, partition, source.log_dir.path,
+                 moved.log_dir.path, moved.log_end_offset)
+        return moved
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
@@ -694,7 +849,7 @@ class LogManager:
         flushing them all: one fsync per directory, not one per log)."""
         for d in self.live_log_dirs:
             fsync_dir(d)
-        for lg in self.all_logs():
+        for lg in [*self.all_logs(), *self._online_futures()]:
             lg.parent_entry_synced()
 
     def run_time_flush(self) -> None:

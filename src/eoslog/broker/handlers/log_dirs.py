@@ -1,6 +1,8 @@
 """DescribeLogDirs (key 35): this broker's log directories and the replicas in each, as
 Kafka's KafkaApis answers it (DESCRIBE on the cluster; a null topic list means every replica);
-what it reports is the replica layer's (``replica/log_dirs.py``)."""
+what it reports is the replica layer's (``replica/log_dirs.py``). AlterReplicaLogDirs (key 34):
+move replicas to another log directory of this broker (ALTER on the cluster), which the replica
+layer does (``replica/alter_log_dirs.py``)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from eoslog.security.acls import AclOperation
 from eoslog.types import TopicPartition
 
 if TYPE_CHECKING:
-    from eoslog.protocol.requests import DescribeLogDirsRequest
-    from eoslog.protocol.responses import DescribeLogDirsResponse
+    from eoslog.protocol.requests import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
+    from eoslog.protocol.responses import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
 
 
 async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
@@ -46,4 +48,24 @@ def _result(module: Any, d: LogDirDescription) -> Any:
                  total_bytes=d.total_bytes, usable_bytes=d.usable_bytes, is_cordoned=False)
 
 
-APIS = [ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, handle_describe_log_dirs)]
+async def handle_alter_replica_log_dirs(ctx: RequestContext, request: AlterReplicaLogDirsRequest
+                                        ) -> AlterReplicaLogDirsResponse:
+    module = response_types(ctx)
+    targets = {TopicPartition(str(t.name), int(p)): str(d.path) for d in request.dirs for t in d.topics
+               for p in t.partitions}
+    if ctx.allowed_on_cluster(AclOperation.ALTER):
+        results = ctx.state.replicas.alter_replica_log_dirs(targets)
+    else:
+        results = dict.fromkeys(targets, Errors.CLUSTER_AUTHORIZATION_FAILED)
+    by_topic: dict[str, list[Any]] = {}
+    for tp, error in results.items():
+        by_topic.setdefault(tp.topic, []).append(build(
+            module.AlterReplicaLogDirPartitionResult, partition_index=tp.partition, error_code=error_code(error)))
+    return cast("AlterReplicaLogDirsResponse", build(
+        module.AlterReplicaLogDirsResponse, throttle_time=NO_THROTTLE,
+        results=tuple(build(module.AlterReplicaLogDirTopicResult, topic_name=t, partitions=tuple(ps))
+                      for t, ps in by_topic.items())))
+
+
+APIS = [ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 5, handle_describe_log_dirs),
+        ApiSpec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2, handle_alter_replica_log_dirs)]
