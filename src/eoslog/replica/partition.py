@@ -322,7 +322,8 @@ class Partition:
         bound = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
         try:
             found, next_offset = plog.read_file_records(fetch_offset, max_bytes, upper_bound=bound, min_one=min_one)
-            records: bytes | FileRecords = b"" if found is None else found if in_file else found.read()
+            records: bytes | FileRecords = (b"" if found is None else found.read()
+                                            if isinstance(found, FileRecords) and not in_file else found)
         except OffsetOutOfRange:
             return FetchedRecords(Errors.OFFSET_OUT_OF_RANGE)
         except KafkaStorageError:

@@ -10,9 +10,14 @@ there are, segment files never hold more than ``capacity`` descriptors — the r
 process's limit stays free for sockets. A segment ``touch``es its descriptor at each use; a closed
 one is opened again (``open``), so an evicted segment costs one ``open`` on its next use.
 
-An evicted descriptor is closed on the event loop's next turn, not at once: a fetch answer holds
-the descriptors of the segment slices it sends (``FileRecords``) until the loop moves on, and a
-segment opened by a later partition of the same answer must not close an earlier one's.
+A fetch answer refers to the descriptors of the segment slices it sends (``FileRecords``) until
+the loop moves on, so a segment opened by a later partition of the same answer must not close an
+earlier one's: such descriptors are ``pin``ned for the turn, and an evicted pinned descriptor is
+closed on the loop's next turn, any other at once. At most half the capacity is pinned in one
+turn; past that a slice is read into memory at once (``LogSegment.file_records``). So the
+descriptors open never exceed 1.5 times the capacity, whatever one answer spans (before, an
+answer over 300 partitions under a limit of 256 held every one of their descriptors, hit EMFILE
+and took the log directory offline).
 Group commit syncs through duplicated descriptors (``LogSegment.dup_fd``), which eviction never
 touches. Process-wide, as the descriptor limit is (one broker per process).
 """
@@ -50,6 +55,9 @@ class FdCache:
     def __init__(self, capacity: int | None = None) -> None:
         self.capacity = default_capacity() if capacity is None else max(1, capacity)
         self._open: OrderedDict[int, _Owner] = OrderedDict()  # id(owner) → owner, least recent first
+        # Descriptors a slice refers to until the loop's next turn (``pin``).
+        self._pinned: set[int] = set()
+        self._pin_limit = max(1, self.capacity // 2)
         self.opened = 0  # descriptors opened (a first use or a use after eviction)
         self.evicted = 0
 
@@ -72,8 +80,29 @@ class FdCache:
             closing, victim._open_fd = victim._open_fd, None
             if closing is not None:
                 self.evicted += 1
-                _close_later(closing)
+                if closing in self._pinned:
+                    _close_later(closing)
+                else:
+                    os.close(closing)
         return fd
+
+    def pin(self, fd: int) -> bool:
+        """Keep ``fd`` (an open descriptor of the cache) open until the event loop's next turn,
+        for a slice that refers to it; False when half the capacity is pinned already this turn
+        (the caller reads the bytes now). Without a running loop nothing needs pinning: an
+        evicted descriptor is then closed at once either way, and slices are read at once."""
+        if fd in self._pinned:
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return True
+        if len(self._pinned) >= self._pin_limit:
+            return False
+        if not self._pinned:
+            loop.call_soon(self._pinned.clear)
+        self._pinned.add(fd)
+        return True
 
     def close(self, owner: _Owner) -> None:
         """``owner`` is closed for good (its segment closed, deleted or retired)."""

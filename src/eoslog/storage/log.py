@@ -699,15 +699,16 @@ class PartitionLog:
         """Batches from ``offset`` below ``upper_bound`` (default: the high watermark)."""
         records, _ = self.read_file_records(offset, max_bytes, upper_bound, min_one)
         try:
-            data = records.read() if records is not None else b""
+            data = b"" if records is None else records if isinstance(records, bytes) else records.read()
         except OSError as e:
             raise self.io_failed("reading", e) from e
         return FetchInfo(data, self.high_watermark, self.last_stable_offset, self.log_start_offset)
 
     def read_file_records(self, offset: int, max_bytes: int, upper_bound: int | None = None,
-                          min_one: bool = True) -> tuple[FileRecords | None, int]:
+                          min_one: bool = True) -> tuple[FileRecords | bytes | None, int]:
         """Where the batches ``read`` would return lie: their slice of a segment file (None
-        when there are none) and the offset after the last of them. The slice must be sent or
+        when there are none; their bytes when the descriptor cache could not pin another
+        descriptor this turn) and the offset after the last of them. The slice must be sent or
         read before the event loop moves on (``FileRecords``)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(

@@ -271,10 +271,13 @@ class LogSegment:
         start, end, _ = found
         return self.pread(start, end - start) if end > start else b""
 
-    def file_records(self, start: int, end: int) -> FileRecords:
+    def file_records(self, start: int, end: int) -> FileRecords | bytes:
         """The bytes [start, end) of the log file, to be sent or read before the event loop
-        moves on (``FileRecords``)."""
-        return FileRecords(self._fd, start, end - start)
+        moves on (``FileRecords``); read at once when the descriptor cache has pinned as many
+        descriptors this turn as it may (``FdCache.pin``)."""
+        fd = self._fd
+        records = FileRecords(fd, start, end - start)
+        return records if self._files.pin(fd) else records.read()
 
     def locate(self, offset: int, max_bytes: int, max_offset: int | None = None,
                min_one: bool = True) -> tuple[int, int, int] | None:
