@@ -26,6 +26,8 @@ each side counts and every round is in the JSON. Cases (``--cases``):
   returning; the broker's CPU seconds; the descriptors the broker gained, per partition
   (with the process's soft descriptor limit beside: eoslog keeps segment files open up to half
   of it, ``storage/fd_cache.py``).
+  And the leader-epoch-checkpoint files of the topic made or rewritten by those first writes
+  (by inode and mtime; each side's files are counted before and after).
 - ``txns``: ``--producers`` transactional producers (librdkafka, one thread each) offering
   ``--rate`` transactions per second together for ``--txn-s`` seconds (after a ``--warmup-s``
   start): each begins a transaction, sends one 100 B record to one of 10 partitions, commits
@@ -233,6 +235,7 @@ def case_first_write(broker: BrokerProcess | KafkaBroker, n: int) -> dict[str, A
         if err is not None:
             errors.append(str(err))
 
+    checkpoints_before = epoch_checkpoints(broker.data_dir, topic)
     fds_before = psutil.Process(pid).num_fds()
     cpu0, t0 = cpu_s(pid), time.monotonic()
     for p in range(n):
@@ -246,7 +249,24 @@ def case_first_write(broker: BrokerProcess | KafkaBroker, n: int) -> dict[str, A
     return {"partitions": n, "seconds": round(t1 - t0, 3), "broker_cpu_s": round(cpu_s(pid) - cpu0, 3),
             "fds_before": fds_before, "fds_after": fds_after,
             "fds_per_partition": round((fds_after - fds_before) / n, 3),
-            "fd_soft_limit": fd_soft_limit(pid)}
+            "fd_soft_limit": fd_soft_limit(pid),
+            "epoch_checkpoints_before": len(checkpoints_before),
+            "epoch_checkpoints_written": checkpoints_written(checkpoints_before,
+                                                            epoch_checkpoints(broker.data_dir, topic))}
+
+
+def epoch_checkpoints(data_dir: Path, topic: str) -> dict[str, tuple[int, int]]:
+    """Each partition's leader-epoch-checkpoint file of ``topic``: (inode, mtime ns)."""
+    out = {}
+    for path in data_dir.glob(f"{topic}-*/leader-epoch-checkpoint"):
+        st = path.stat()
+        out[str(path)] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def checkpoints_written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> int:
+    """Checkpoint files made or rewritten (a new inode: replaced by rename; a new mtime: in place)."""
+    return sum(1 for path, stamp in after.items() if before.get(path) != stamp)
 
 
 def fd_soft_limit(pid: int) -> int:
@@ -352,6 +372,9 @@ def figures(r: dict[str, Any]) -> dict[str, tuple[float, bool]]:
         fw = r["first_write"]
         out[f"first write to {fw['partitions']}: s"] = (fw["seconds"], False)
         out[f"first write to {fw['partitions']}: broker CPU s"] = (fw["broker_cpu_s"], False)
+        if "epoch_checkpoints_written" in fw:
+            out[f"first write to {fw['partitions']}: leader-epoch checkpoints written"] = (
+                fw["epoch_checkpoints_written"], False)
         if "fds_per_partition" in fw:
             out[f"first write to {fw['partitions']}: descriptors per partition"] = (fw["fds_per_partition"], False)
     if "txns" in r and r["txns"]["commit_p50_ms"] is not None:
