@@ -24,7 +24,7 @@ import argparse
 import dataclasses
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,13 @@ class KafkaSide(KafkaCluster):
     """Apache Kafka's three nodes, offering what the cluster cases use of eoslog's ``Cluster``:
     brokers by id, any live one, the cluster's metadata."""
 
-    def __init__(self, root: Path, session_timeout_ms: int) -> None:
+    def __init__(self, root: Path, session_timeout_ms: int, overrides: Mapping[str, str] | None = None) -> None:
         super().__init__(root, overrides={
             "broker.session.timeout.ms": str(session_timeout_ms),  # eoslog: zookeeper.session.timeout.ms
             "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3",
             "auto.leader.rebalance.enable": "false",
+            **(overrides or {}),
         })
 
     @property

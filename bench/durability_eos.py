@@ -73,8 +73,10 @@ def start_pair(work: Path, case: str, topics: list[str], records: int) -> list[S
 
 
 def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str, source: str = "in",
-              retry_backoff_ms: int = 100) -> float:
-    """One copier per partition of ``source`` into ``out``; seconds from the first one copying to the last done."""
+              retry_backoff_ms: int = 100, commits_ms: list[float] | None = None) -> float:
+    """One copier per partition of ``source`` into ``out``; seconds from the first one copying to
+    the last done. ``commits_ms``: each committed transaction's commit latency is appended
+    (send_offsets_to_transaction + commit_transaction, as the copier times it)."""
     marks: dict[str, list[float]] = {"started": [], "done": []}
     procs = [subprocess.Popen(
         [sys.executable, str(COPIER), "--client", "confluent", "--bootstrap", bootstrap, "--input-topic", source,
@@ -86,9 +88,12 @@ def copy_once(bootstrap: str, out: str, txn: int, batch_bytes: int, tag: str, so
     def follow(proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            ev = json.loads(line).get("ev")
+            event = json.loads(line)
+            ev = event.get("ev")
             if ev in marks:
                 marks[ev].append(time.monotonic())
+            elif ev == "txn" and commits_ms is not None and "commit_ms" in event:
+                commits_ms.append(float(event["commit_ms"]))  # list.append: safe across the threads
 
     threads = [threading.Thread(target=follow, args=(p,), daemon=True) for p in procs]
     for t in threads:

@@ -301,3 +301,32 @@ def plot_eos_latency(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def plot_reassignment(results: dict[str, Any], path: Path) -> None:
+    """Three panels, each side's best: move MB/s (unthrottled, throttled, the throttle as a line),
+    the copy's records/s and its commit p99 per mode."""
+    best = results["best"]
+    colours = {"eoslog": "tab:blue", "kafka": "tab:orange"}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    modes = ("alone", "unthrottled", "throttled")
+    panels = ((["move unthrottled MB/s", "move throttled MB/s"], ["unthrottled", "throttled"], "MB/s moved"),
+              ([f"copy {m} records/s" for m in modes], list(modes), "copy records/s"),
+              ([f"copy {m} commit p99 ms" for m in modes], list(modes), "copy commit p99 (ms)"))
+    for ax, (keys, ticks, label) in zip(axes, panels, strict=True):
+        for i, side in enumerate(best):
+            offset = -0.2 + 0.4 * i
+            ax.bar([k + offset for k in range(len(keys))], [best[side][k] for k in keys], width=0.4,
+                   color=colours.get(side), label=side)
+        ax.set_xticks(range(len(keys)), ticks)
+        ax.set_ylabel(label)
+        ax.legend()
+    axes[0].axhline(results["settings"]["throttle_mb_s"], color="grey", linestyle="--", label="throttle")
+    axes[0].legend()
+    s = results["settings"]
+    fig.suptitle(f"bench/reassignment.py: {s['move_mb']} MB moved per reassignment, copy of {s['copy_records']} "
+                 f"records during moves; {results['kafka'] or ''}; load {results['machine']['load_avg_at_start'][0]} "
+                 "at start (shared machine)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -211,6 +211,7 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
                     count += 1
                     rep.where["sent"] = count
                     position = rec.offset + 1
+            committing = time.monotonic()  # the commit's latency: offsets, flush and EndTxn
             call(client, rep, "send_offsets_to_transaction",
                  partial(client.send_offsets_to_transaction, position))
             if intent == "abort":
@@ -235,7 +236,8 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
             position = committed
             continue
         committed = position
-        rep.emit("txn", txn=txn, intent=intent, result="committed", records=count, position=committed)
+        rep.emit("txn", txn=txn, intent=intent, result="committed", records=count, position=committed,
+                 commit_ms=round((time.monotonic() - committing) * 1000, 2))
     rep.emit("done", position=committed, transactions=seq)
     client.close()
     os._exit(EXIT_DONE)
