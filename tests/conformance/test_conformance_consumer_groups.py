@@ -26,8 +26,8 @@ from conformance.test_conformance_groups import heartbeat as heartbeat_classic
 from conformance.test_conformance_groups import join as join_classic
 from conformance.test_conformance_groups import leave as leave_classic
 from conformance.test_conformance_groups import sync
-from eoslog.client.consumer.protocol import Assignment
 from eoslog.client.types import TopicPartition
+from eoslog.protocol.consumer_protocol import Assignment
 from eoslog.protocol.messages import build
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69

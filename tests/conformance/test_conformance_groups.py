@@ -24,8 +24,8 @@ from conformance.steps import (
     offset_commit,
     offset_fetch,
 )
-from eoslog.client.consumer.protocol import Assignment, Subscription, encode_assignment, encode_subscription
 from eoslog.client.types import TopicPartition
+from eoslog.protocol.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
 from eoslog.protocol.messages import build
 
 CATALOGUE = Catalogue("groups")

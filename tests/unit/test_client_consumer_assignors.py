@@ -17,7 +17,8 @@ from eoslog.client.consumer.assignors import (
     make_assignors,
     rebalance_protocol,
 )
-from eoslog.client.consumer.protocol import (
+from eoslog.client.types import TopicPartition as TP
+from eoslog.protocol.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
@@ -25,7 +26,6 @@ from eoslog.client.consumer.protocol import (
     encode_assignment,
     encode_subscription,
 )
-from eoslog.client.types import TopicPartition as TP
 
 COOP = RebalanceProtocol.COOPERATIVE
 

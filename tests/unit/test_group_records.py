@@ -16,7 +16,6 @@ from eoslog.coordinator.group.records import (
     OffsetCommitValue,
     RecordFormatError,
     UnknownKey,
-    assignment_partitions,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -25,9 +24,9 @@ from eoslog.coordinator.group.records import (
     encode_offset_commit_key,
     encode_offset_commit_value,
     offsets_partition_for,
-    subscription_topics,
 )
 from eoslog.coordinator.partitioning import java_string_hash
+from eoslog.protocol.consumer_protocol import ProtocolError, decode_assignment, decode_subscription
 
 
 def _s(text: str | None) -> bytes:
@@ -144,11 +143,13 @@ def test_group_metadata_value_old_versions() -> None:
 
 
 def test_consumer_protocol_parsing() -> None:
+    """The group reads members' subscriptions and the admin client their assignments with the
+    one codec (protocol/consumer_protocol.py), from hand-built bytes of old versions."""
     subscription = struct.pack(">hi", 1, 2) + _s("a") + _s("b") + _b(b"") + struct.pack(">i", 0)
-    assert subscription_topics(subscription) == {"a", "b"}
-    with pytest.raises(RecordFormatError):
-        subscription_topics(b"\x00")
+    assert decode_subscription(subscription).topics == ("a", "b")
+    with pytest.raises(ProtocolError):
+        decode_subscription(b"\x00")
     assignment = (struct.pack(">hi", 0, 2) + _s("a") + struct.pack(">iii", 2, 0, 3) + _s("b")
                   + struct.pack(">ii", 1, 1) + _b(b""))
-    assert assignment_partitions(assignment) == [("a", 0), ("a", 3), ("b", 1)]
-    assert assignment_partitions(b"") == []
+    assert decode_assignment(assignment).partitions == (("a", 0), ("a", 3), ("b", 1))
+    assert decode_assignment(b"").partitions == ()

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
+# The one (topic, partition) value: the consumer protocol's codec (``eoslog.protocol``), which
+# the client shares with the broker, yields it.
+from eoslog.types import TopicPartition as TopicPartition
 
 
 class HasTopicPartition(Protocol):

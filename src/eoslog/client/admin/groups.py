@@ -11,12 +11,8 @@ GroupSubscribedToTopicError).
 
 from __future__ import annotations
 
-import importlib
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
-
-from kio.serial import entity_reader
 
 from eoslog.client.admin.core import GROUP_KEY_TYPE, AdminCore, MakeRequest, raise_for
 from eoslog.client.admin.types import GroupDescription, GroupListing, MemberDescription
@@ -24,6 +20,7 @@ from eoslog.client.errors import UnsupportedVersionError
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from eoslog.protocol.messages import build, request_types
 
 DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_DELETE, DELETE_GROUPS = 15, 16, 47, 42
@@ -48,19 +45,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
-_ASSIGNMENT_VERSIONS = 3  # the newest ConsumerProtocolAssignment kio knows; later ones only add fields
-_I16 = struct.Struct(">h")
-
-
 def assignment_partitions(data: bytes) -> tuple[TopicPartition, ...]:
-    """The partitions of a ConsumerProtocolAssignment (int16 version, then its fields)."""
-    if len(data) < _I16.size:
-        return ()
-    version = min(max(_I16.unpack_from(data)[0], 0), _ASSIGNMENT_VERSIONS)
-    module = importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{version}.data")
-    assignment, _ = entity_reader(module.ConsumerProtocolAssignment)(memoryview(data), _I16.size)
-    return tuple(TopicPartition(str(t.topic), int(p)) for t in assignment.assigned_partitions for p in t.partitions)
+    """The partitions of a ConsumerProtocolAssignment (none when it is shorter than a version)."""
+    return decode_assignment(data).partitions if len(data) >= 2 else ()
 
 
 def _raise_partition_errors(group_id: str, topics: Any) -> None:

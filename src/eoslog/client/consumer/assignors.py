@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
-from eoslog.client.consumer.protocol import DEFAULT_GENERATION, Subscription
 from eoslog.client.types import TopicPartition
+from eoslog.protocol.consumer_protocol import DEFAULT_GENERATION, Subscription
 
 _GENERATION = struct.Struct(">i")
 

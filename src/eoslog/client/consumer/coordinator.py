@@ -49,15 +49,6 @@ from eoslog.client.consumer.membership import (
     MemberState,
 )
 from eoslog.client.consumer.metrics import ConsumerMetrics
-from eoslog.client.consumer.protocol import (
-    Assignment,
-    ProtocolError,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from eoslog.client.consumer.subscription_state import SubscriptionState, SubscriptionType
 from eoslog.client.errors import (
     KafkaError,
@@ -67,6 +58,15 @@ from eoslog.client.errors import (
 from eoslog.client.types import OffsetAndMetadata, TopicPartition
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.consumer_protocol import (
+    Assignment,
+    ProtocolError,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 

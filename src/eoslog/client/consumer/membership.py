@@ -30,11 +30,11 @@ from eoslog.client.aio_client import AioClient
 from eoslog.client.aio_connection import AioConnection, open_connection
 from eoslog.client.consumer.config import ConsumerConfig
 from eoslog.client.consumer.metrics import ConsumerMetrics
-from eoslog.client.consumer.protocol import CONSUMER_PROTOCOL_TYPE
 from eoslog.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, error_for
 from eoslog.client.types import ConsumerGroupMetadata
 from eoslog.client.versions import ApiVersionTable
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from eoslog.protocol.errors import ErrorCode
 from eoslog.protocol.messages import build, request_types
 

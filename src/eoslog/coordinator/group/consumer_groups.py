@@ -40,9 +40,6 @@ from dataclasses import dataclass, replace
 
 import re2
 
-from eoslog.client.consumer.protocol import Assignment as ProtocolAssignment
-from eoslog.client.consumer.protocol import ProtocolError, decode_subscription, encode_assignment
-from eoslog.client.types import TopicPartition
 from eoslog.coordinator.group.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError, member_order
 from eoslog.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -71,10 +68,17 @@ from eoslog.coordinator.group.reconciliation import FencedMemberError, Owned, ne
 from eoslog.coordinator.internal_topic import CoordinatorAppendError, InternalTopic, KeyValue
 from eoslog.coordinator.timers import Scheduler
 from eoslog.errors import Errors
+from eoslog.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ProtocolError,
+    decode_subscription,
+    encode_assignment,
+)
+from eoslog.protocol.consumer_protocol import Assignment as ProtocolAssignment
+from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
 # A member's timers: its session, its revocation (rebalance timeout), and a classic-protocol member's
 # JoinGroup after being told to rejoin and SyncGroup after its join (both within its rebalance timeout).
 MEMBER_TIMERS = ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync")

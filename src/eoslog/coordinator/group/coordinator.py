@@ -23,14 +23,6 @@ import logging
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eoslog.client.consumer.protocol import Assignment as ProtocolAssignment
-from eoslog.client.consumer.protocol import (
-    ProtocolError,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-)
-from eoslog.client.types import TopicPartition as ClientTopicPartition
 from eoslog.config import BrokerConfig
 from eoslog.coordinator.group.assignors import parse_assignors
 from eoslog.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
@@ -56,7 +48,6 @@ from eoslog.coordinator.group.rebalance import (
     validate_member,
 )
 from eoslog.coordinator.group.records import (
-    CONSUMER_PROTOCOL_TYPE,
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -74,6 +65,14 @@ from eoslog.coordinator.internal_topic import drive_loader, finish_loader
 from eoslog.coordinator.record_codec import CoordinatorRecordError
 from eoslog.coordinator.timers import AsyncioScheduler, Scheduler
 from eoslog.errors import Errors
+from eoslog.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from eoslog.protocol.consumer_protocol import Assignment as ProtocolAssignment
 from eoslog.records import CompressionType
 from eoslog.replica import ReplicaManager
 from eoslog.types import TopicPartition
@@ -296,7 +295,7 @@ class GroupCoordinator:
             except (ProtocolError, KeyError):
                 version = 0
             target = consumer.target.get(m.member_id, {})
-            partitions = tuple(sorted(ClientTopicPartition(names[t], p) for t, ps in target.items() if t in names
+            partitions = tuple(sorted(TopicPartition(names[t], p) for t, ps in target.items() if t in names
                                       for p in ps))
             assignments[m.member_id] = classic.get(m.member_id).assignment = encode_assignment(
                 ProtocolAssignment(partitions, None, min(version, 3)))

@@ -19,14 +19,9 @@ from eoslog.coordinator.group.member import (
     Protocols,
 )
 from eoslog.coordinator.group.offsets import GroupOffsets
-from eoslog.coordinator.group.records import (
-    CONSUMER_PROTOCOL_TYPE,
-    GroupMetadataValue,
-    MemberRecord,
-    RecordFormatError,
-    subscription_topics,
-)
+from eoslog.coordinator.group.records import GroupMetadataValue, MemberRecord
 from eoslog.coordinator.group.state import VALID_PREVIOUS, GroupState, transition
+from eoslog.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ProtocolError, decode_subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,8 +254,8 @@ class GroupMetadata:
         topics: set[str] = set()
         try:
             for m in self.members.values():
-                topics |= subscription_topics(m.metadata(self.protocol_name))
-        except (RecordFormatError, KeyError):
+                topics.update(decode_subscription(m.metadata(self.protocol_name)).topics)
+        except (ProtocolError, KeyError):
             return None
         return frozenset(topics)
 

@@ -311,39 +311,3 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
             )
         )
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
-
-
-# -- consumer protocol -----------------------------------------------------------------------
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-def subscription_topics(metadata: bytes) -> frozenset[str]:
-    """Topics of a ConsumerProtocolSubscription (any version: they lead every version).
-
-    Raises RecordFormatError when ``metadata`` is not one.
-    """
-    r = _Reader(metadata)
-    version = r.i16()
-    if version < 0:
-        raise RecordFormatError(f"ConsumerProtocolSubscription version {version}")
-    count = r.i32()
-    if count < 0:
-        raise RecordFormatError(f"ConsumerProtocolSubscription with {count} topics")
-    return frozenset(r.string() for _ in range(count))
-
-
-def assignment_partitions(assignment: bytes) -> list[tuple[str, int]]:
-    """(topic, partition) pairs of a ConsumerProtocolAssignment (empty when there is none).
-
-    Layout of every version: int16 version, [topic string, [partition int32]], ...
-    """
-    if not assignment:
-        return []
-    r = _Reader(assignment)
-    r.i16()
-    out: list[tuple[str, int]] = []
-    for _ in range(max(r.i32(), 0)):
-        topic = r.string()
-        out.extend((topic, r.i32()) for _ in range(max(r.i32(), 0)))
-    return out

@@ -13,6 +13,9 @@ Both are non-flexible structs after an int16 version::
 The structs are kio's generated ones. We write version 3, as Java's ConsumerProtocol does;
 we read every version, and a newer one as far as we know it (fields are only ever
 appended), as Java does.
+It lives in ``protocol`` because both sides read it: eoslog.client's classic membership, and
+the broker's group coordinator (a classic member's metadata in a consumer group, the online
+upgrade and downgrade), which must not import the client.
 What this module must never do: decide anything — assignors and the coordinator do.
 """
 
@@ -29,8 +32,8 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from eoslog.client.types import TopicPartition
 from eoslog.protocol.messages import build
+from eoslog.types import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 3
