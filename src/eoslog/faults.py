@@ -7,6 +7,8 @@ one function here; unarmed, that is a set look-up and nothing happens. Armed by:
 - ``EOSLOG_TEST_CRASH_AT`` (environment of the broker process): the transaction coordinator
   SIGKILLs its broker at ``before_prepare`` | ``after_prepare`` | ``between_markers`` |
   ``after_markers`` | ``after_complete`` of a transaction it ends (``CrashPoints``);
+  the log manager at ``log_dir_move_between_renames``, when it swaps a replica moved to another
+  log directory (``LogManager.replace_current_with_future``);
 - the Spark sink's ``eoslog.sink.test.failAt`` option (``spark.sink_options.FaultPoints``):
   the driver's commit raises or pauses (``pause_until_released``) around its decision, a write
   task's Python worker exits as a crash would (``exit_now``) or pauses with its transaction

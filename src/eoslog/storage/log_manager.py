@@ -52,6 +52,7 @@ from typing import Any
 
 from eoslog.config import ConfigError, TopicConfig
 from eoslog.errors import Errors, KafkaError
+from eoslog.faults import CrashPoints
 from eoslog.storage.checkpoint import read_checkpoint, write_checkpoint
 from eoslog.storage.fileio import atomic_write, fsync_dir
 from eoslog.storage.leader_epoch import write_first_checkpoint
@@ -75,6 +76,8 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"  # Kafka's name
 TOPICS_FILE = "topics.json"
 META_FILE = "meta.properties"
+# Test fault points (faults.py): the swap of a moved replica killed between its two renames.
+MOVE_CRASH_POINTS = ("log_dir_move_between_renames",)
 
 # DeleteRecords' offset meaning "up to the high watermark" (DeleteRecordsRequest.HIGH_WATERMARK).
 HIGH_WATERMARK = -1
@@ -162,6 +165,7 @@ class LogManager:
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_async)
         self._topics_lock = threading.Lock()
         self._topics_version = self._topics_written = 0
+        self._crash_points = CrashPoints.from_env(MOVE_CRASH_POINTS)
 
     # -- start-up and shut-down ---------------------------------------------------
 
@@ -781,6 +785,7 @@ class LogManager:
         except OSError as e:
             raise source.io_failed("moving", e) from e
         del self.futures[tp]
+        self._crash_points.reached("log_dir_move_between_renames")
         target = future.dir.with_name(partition_dir_name(topic, partition))
         try:
             os.replace(future.dir, target)
