@@ -449,6 +449,31 @@ def test_a_replica_being_removed_rejoins_the_isr_after_its_broker_restarts(clust
     _checked(cluster, topic, history, (receiver, leader))
 
 
+def test_a_removed_replica_the_leader_took_back_as_the_reassignment_completed_leaves_the_isr(
+        cluster: Cluster, admin: Admin) -> None:
+    """The leader may take a removed replica back into the ISR until it sees every target
+    replica in sync; if it does so between the controller's completing state write and its
+    final assignment write (a target replica fell out meanwhile), the ISR names a broker the
+    assignment no longer has, which no leader would ever shrink away. Made here by writing that
+    state as the leader would (conditionally, in its epoch): the controller takes the broker
+    out on that ISR change. (Without Reassignments.strays the ISR stayed (3, 2, 1).)"""
+    topic = "stray-in-isr"
+    create_topic(cluster.any_alive().bootstrap, topic, assignment={0: [1, 2]})
+    tp = TopicPartition(topic, 0)
+    assert admin.alter_partition_reassignments({tp: [3, 2]}) == {tp: None}
+    _settled(cluster, topic, (3, 2))
+    wait_until(lambda: not admin.list_partition_reassignments([tp]), "the reassignment done", 60)
+    assert cluster.zookeeper is not None
+    path = znodes.partition_state_path(topic, 0)
+    with zookeeper_client(cluster.zookeeper.connect_string) as zk:
+        data, stat = zk.get(path)
+        state = znodes.LeaderAndIsr.decode(path, data, stat.version)
+        zk.set(path, state.with_isr((*state.isr, 1)).encode(), version=stat.version)
+    _settled(cluster, topic, (3, 2))
+    with Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"}) as producer:
+        producer.send(topic, b"after", partition=0).result(30)
+
+
 @pytest.mark.parametrize("ending", ["completes", "cancelled"])
 def test_a_reassignment_interrupted_by_kill_9_of_the_controller_and_a_receiving_broker(
         cluster: Cluster, admin: Admin, ending: str) -> None:
