@@ -97,12 +97,14 @@ class Cluster:
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
                  zookeeper: ZooKeeperServer | None = None, lab: Lab | None = None,
                  per_broker: Callable[[int, int], dict[str, str]] | None = None,
-                 connect: Connect | None = None) -> None:
+                 connect: Connect | None = None, more_log_dirs: Callable[[int], list[Path]] | None = None) -> None:
         """``zookeeper``: one the module already runs (the cluster then uses a chroot of its own).
         ``per_broker(broker id, its first listener's port)``: overrides of one broker (listeners).
         ``lab``: each broker in a network namespace of its own (tests/support/netns.py), ZooKeeper in
         the test's namespace on the lab's bridge. ``connect``: how the harness's own requests
-        reach a broker's first listener (TLS, a SASL login), when it is not PLAINTEXT."""
+        reach a broker's first listener (TLS, a SASL login), when it is not PLAINTEXT.
+        ``more_log_dirs(broker id)``: its log directories after its own data directory (JBOD)."""
+        self.more_log_dirs = more_log_dirs
         self.connect = connect
         self.root = root
         self.lab = lab
@@ -141,7 +143,8 @@ class Cluster:
         port = self.ports[i]
         self.brokers[i] = BrokerProcess(self.root / f"broker-{i}" / "data", port, overrides={
             **self.overrides, "broker.id": str(i), "zookeeper.connect": self.zookeeper_connect,
-            **(self.per_broker(i, port) if self.per_broker else {})}, **placement)
+            **(self.per_broker(i, port) if self.per_broker else {})},
+            more_log_dirs=self.more_log_dirs(i) if self.more_log_dirs else None, **placement)
         return self.brokers[i]
 
     def add_broker(self, broker_id: int | None = None) -> BrokerProcess:

@@ -11,6 +11,7 @@ import pytest
 from eoslog.cluster.znodes import (
     BrokerRegistration,
     LeaderAndIsr,
+    LogDirEvent,
     ProducerIdBlock,
     TopicAssignment,
     ZnodeDataError,
@@ -88,3 +89,14 @@ def test_malformed_state_names_the_path(data: bytes) -> None:
     path = partition_state_path("t", 0)
     with pytest.raises(ZnodeDataError, match="/brokers/topics/t/partitions/0/state"):
         LeaderAndIsr.decode(path, data)
+
+
+def test_a_log_dir_event_is_kafkas_with_the_broker_epoch_and_offline_partitions() -> None:
+    event = LogDirEvent(2, 4096, (("cut", 0), ("t", 3)))
+    doc = json.loads(event.encode())
+    assert (doc["version"], doc["broker"], doc["event"]) == (1, 2, 1)  # what Kafka's controller reads
+    assert LogDirEvent.decode("/log_dir_event_notification/log_dir_event_0000000001", event.encode()) == event
+    # Kafka's own (no eoslog fields): a broker epoch nobody has, no partitions.
+    assert LogDirEvent.decode("/x", b'{"version":1,"broker":2,"event":1}') == LogDirEvent(2, -1, ())
+    with pytest.raises(ZnodeDataError, match="/x"):
+        LogDirEvent.decode("/x", b'{"version":1}')

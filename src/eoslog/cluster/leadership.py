@@ -13,6 +13,12 @@ AlterPartitionManager and controller do, as a conditional ZooKeeper update).
   conditionally on the version this broker last saw, and only once ZooKeeper accepted it does
   the partition use the new ISR (through the cache, as any state).
 - ``on_leader`` / ``on_follower`` tell the coordinators when an internal partition moves.
+- A log directory of this broker fails (``log_dir_failed``, KIP-112): the controller is told which
+  replicas went offline through a ``/log_dir_event_notification/log_dir_event_`` sequential znode
+  (Kafka's propagateLogDirEvent), and gives their partitions new leaders and ISRs without them.
+  Named leader or ISR member of an offline replica later (the controller did not know yet), this
+  broker takes no role and tells it again, as Kafka's broker answers such a LeaderAndIsr with
+  KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -20,12 +26,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from eoslog.cluster.fetcher import FetcherManager
 from eoslog.cluster.metadata import Change, ClusterMetadata
 from eoslog.cluster.registry import update_isr
 from eoslog.cluster.zk import ZkSession
-from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr, controlled_shutdown_path
+from eoslog.cluster.znodes import (
+    LOG_DIR_EVENT_PREFIX,
+    NO_LEADER,
+    LeaderAndIsr,
+    LogDirEvent,
+    controlled_shutdown_path,
+)
 from eoslog.replica import Partition, ReplicaManager
 from eoslog.storage import LogManager
 from eoslog.types import INTERNAL_TOPICS, TopicPartition
@@ -58,6 +71,7 @@ class Leadership:
     def start(self) -> None:
         self._unsubscribe = self.metadata.subscribe(self._on_change)
         self.replicas.follower_fetch_listener = self._maybe_expand_isr
+        self.logs.log_dir_failure_listeners.append(self.log_dir_failed)
         for topic in list(self.metadata.topics):
             self._apply_topic(topic)
         for topic in [t for t in self.logs.topics if t not in self.metadata.topics]:
@@ -69,6 +83,8 @@ class Leadership:
             self._unsubscribe()
             self._unsubscribe = None
         self.replicas.follower_fetch_listener = None
+        if self.log_dir_failed in self.logs.log_dir_failure_listeners:
+            self.logs.log_dir_failure_listeners.remove(self.log_dir_failed)
         for task in list(self._tasks):
             task.cancel()
         self.fetchers.stop_all()
@@ -131,6 +147,14 @@ class Leadership:
         self.logs.ensure_replica(tp.topic, assignment.topic_id, len(assignment.partitions), tp.partition,
                                  dict(self.metadata.topic_configs.get(tp.topic, {})), tp.topic in INTERNAL_TOPICS)
         partition = self.replicas.get_partition(tp) or self.replicas.create_partition(tp)
+        if partition.log.offline:
+            self._applied[tp] = (state.leader_epoch, state.zk_version, replicas)
+            self.fetchers.stop(tp)
+            if state.leader == self.broker_id or self.broker_id in state.isr:
+                log.warning("%s: named %s in epoch %d, but its log directory failed: telling the controller",
+                            tp, "leader" if state.leader == self.broker_id else "in the ISR", state.leader_epoch)
+                self._spawn(self._notify_log_dir_failure())
+            return
         new_epoch = applied is None or state.leader_epoch != applied[0] or partition.leader_epoch != state.leader_epoch
         self._applied[tp] = (state.leader_epoch, state.zk_version, replicas)
         if state.leader == self.broker_id:
@@ -161,6 +185,32 @@ class Leadership:
             self.replicas.high_watermark_moved(tp)  # clients parked here get NOT_LEADER_OR_FOLLOWER
         else:
             partition.replicas = replicas
+
+    # -- a failed log directory (KIP-112) -------------------------------------------------------
+
+    def log_dir_failed(self, log_dir: Path) -> None:
+        """``log_dir`` went offline (the log manager's listener, after the replica layer's)."""
+        for tp, plog in self.logs.logs.items():
+            if plog.log_dir.path == log_dir:
+                self.fetchers.stop(TopicPartition(*tp))
+        self._spawn(self._notify_log_dir_failure())
+
+    async def _notify_log_dir_failure(self) -> None:
+        """Every offline replica of this broker, in a new notification (Kafka's
+        propagateLogDirEvent); retried while ZooKeeper is unreachable."""
+        for attempt in range(10):
+            registration = self.metadata.brokers.get(self.broker_id)
+            offline = tuple(sorted((t, p) for (t, p), plog in self.logs.logs.items() if plog.offline))
+            event = LogDirEvent(self.broker_id, registration.epoch if registration is not None else -1, offline)
+            try:
+                await self.zk.create(LOG_DIR_EVENT_PREFIX, event.encode(), sequence=True)
+                log.warning("told the controller: replicas of %s are offline on broker %d",
+                            ", ".join(f"{t}-{p}" for t, p in offline), self.broker_id)
+                return
+            except Exception as e:  # ZooKeeper unreachable for now
+                log.warning("could not write the log directory event (attempt %d): %s", attempt + 1, e)
+                await asyncio.sleep(1.0)
+        log.error("the controller was not told of this broker's failed log directory")
 
     # -- the leader's ISR -------------------------------------------------------------------
 

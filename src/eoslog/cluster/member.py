@@ -186,6 +186,8 @@ class ClusterMember:
     async def _watch(self) -> None:
         await self.zk.watch_children(znodes.BROKER_IDS, lambda _path, _children: self._brokers.poke())
         await self.zk.watch_children(znodes.CONTROLLED_SHUTDOWN, lambda _path, _children: self._shutdowns.poke())
+        await self.zk.watch_children(znodes.LOG_DIR_EVENT_NOTIFICATION,
+                                     lambda _path, children: self.metadata.log_dir_events() if children else None)
         await self.zk.watch_children(znodes.DELETE_TOPICS,
                                      lambda _path, topics: self.metadata.set_delete_requests(frozenset(topics)))
         await self.zk.watch_data(znodes.REASSIGN_PARTITIONS, self._on_reassign_requests)

@@ -35,7 +35,7 @@ class PartitionView:
 
 # A change, for listeners: ("brokers", None), ("topic", name), ("state", TopicPartition),
 # ("controller", None), ("config", name), ("shutdown", None), ("deletes", None),
-# ("reassignments", None).
+# ("reassignments", None), ("log_dir_events", None).
 Change = tuple[str, object]
 
 
@@ -129,6 +129,10 @@ class ClusterMetadata:
             self.states[tp] = state
         self._changed(("state", tp))
         return True
+
+    def log_dir_events(self) -> None:
+        """``/log_dir_event_notification`` got children (only the controller reads them)."""
+        self._changed(("log_dir_events", None))
 
     def set_shutdown_requests(self, requests: dict[int, int]) -> None:
         if requests != self.shutdown_requests:

@@ -33,10 +33,15 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 # The finalized features (KIP-584), FeatureZNode's JSON: eoslog.features encodes it.
 FEATURE = "/feature"
+# A broker's log directory failed (KIP-112): it creates a sequential child, the controller reads,
+# acts on and deletes it (Kafka's LogDirEventNotificationZNode).
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = f"{LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 
 # Created at start-up by every broker (idempotently), as KafkaZkClient.createTopLevelPaths.
 PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, TOPIC_CONFIGS, DELETE_TOPICS,
-                    CONTROLLED_SHUTDOWN, CONTROLLER_ELECTION)
+                    CONTROLLED_SHUTDOWN, CONTROLLER_ELECTION, LOG_DIR_EVENT_NOTIFICATION)
 
 NO_LEADER = -1  # LeaderAndIsr.NoLeader
 INITIAL_LEADER_EPOCH = 0
@@ -161,6 +166,34 @@ class BrokerRegistration:
             host, port = next(iter(listeners.values()))
         rack = doc.get("rack")
         return cls(broker_id, str(host), int(port), None if rack is None else str(rack), epoch, listeners)
+
+
+# -- /log_dir_event_notification ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEvent:
+    """Kafka's ``{"version":1,"broker":B,"event":1}``, with eoslog's additions: the broker epoch
+    of the registration that failed, and its offline partitions (Kafka's controller learns them from
+    the LeaderAndIsr answers it then asks for; eoslog's brokers send none)."""
+
+    broker: int
+    broker_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+    def encode(self) -> bytes:
+        return _dumps({"version": 1, "broker": self.broker, "event": LOG_DIR_FAILURE_EVENT,
+                       "broker_epoch": self.broker_epoch,
+                       "partitions": [{"topic": t, "partition": p} for t, p in self.partitions]})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> LogDirEvent:
+        doc = _loads(path, data)
+        try:
+            return cls(int(_field(path, doc, "broker")), int(doc.get("broker_epoch", -1)),
+                       tuple((str(p["topic"]), int(p["partition"])) for p in doc.get("partitions", ())))
+        except (TypeError, KeyError, ValueError) as e:
+            raise ZnodeDataError(f"{path}: {e}") from None
 
 
 # -- /controller, /controller_epoch -----------------------------------------------------------

@@ -35,6 +35,7 @@ from eoslog.cluster.controller.events import (
     ControllerEvent,
     ElectLeaders,
     ListReassignments,
+    LogDirEventNotification,
     ReassignmentIsrChange,
     Startup,
     TopicChange,
@@ -47,7 +48,7 @@ from eoslog.cluster.controller.states import PartitionState, check_transition
 from eoslog.cluster.metadata import Change, ClusterMetadata
 from eoslog.cluster.registry import load_metadata, read_state
 from eoslog.cluster.zk import Op, TransactionFailed, ZkSession
-from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr
+from eoslog.cluster.znodes import NO_LEADER, LeaderAndIsr, LogDirEvent, ZnodeDataError
 from eoslog.errors import Errors
 from eoslog.types import TopicPartition
 
@@ -87,6 +88,9 @@ class Controller:
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self._live: dict[int, int] = {}  # broker id → broker epoch, as last handled
         self.shutting_down: set[int] = set()
+        # Replicas in a failed log directory of a live broker (Kafka's offline replicas, KIP-112):
+        # broker id → its partitions that may neither lead nor stay in an ISR, until it restarts.
+        self.offline_replicas: dict[int, set[TopicPartition]] = {}
         self.reassignments = Reassignments(self)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -124,6 +128,7 @@ class Controller:
         self.partition_states.clear()
         self._live.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
         self.reassignments.clear()
 
     def enqueue(self, event: ControllerEvent) -> None:
@@ -164,6 +169,8 @@ class Controller:
             self.enqueue(TopicDeletion())
         elif kind == "reassignments":
             self.enqueue(ZkReassignment())
+        elif kind == "log_dir_events":
+            self.enqueue(LogDirEventNotification())
         elif kind == "state":
             # Partition states are not events (the controller reads them when it decides),
             # except for a partition being reassigned, which completes on an ISR change, and
@@ -200,6 +207,8 @@ class Controller:
             await self._controlled_shutdowns()
         elif isinstance(event, TopicDeletion):
             await self._delete_topics()
+        elif isinstance(event, LogDirEventNotification):
+            await self._log_dir_events()
         elif isinstance(event, AutoPreferredElection):
             await self._rebalance_leaders()
         elif isinstance(event, ZkReassignment):
@@ -230,6 +239,13 @@ class Controller:
         """Brokers that may lead: registered and not shutting down."""
         return set(self.metadata.brokers) - self.shutting_down
 
+    def _offline_on(self, tp: TopicPartition) -> set[int]:
+        return {b for b, tps in self.offline_replicas.items() if tp in tps}
+
+    def candidates_for(self, tp: TopicPartition) -> set[int]:
+        """Brokers that may lead ``tp``: candidates whose replica of it is not offline."""
+        return self.candidates() - self._offline_on(tp)
+
     def all_partitions(self) -> list[TopicPartition]:
         return [tp for topic in sorted(self.metadata.topics) for tp in self.metadata.partitions_of(topic)]
 
@@ -248,6 +264,7 @@ class Controller:
                 self._move(tp, PartitionState.ONLINE if online else PartitionState.OFFLINE)
         await self._settle(self.all_partitions())
         await self._controlled_shutdowns()
+        await self._log_dir_events()
         await self.reassignments.resume()
         await self._delete_topics()
 
@@ -261,6 +278,7 @@ class Controller:
             log.info("brokers gone: %s", sorted(gone))
             self.shutting_down -= gone
             for broker in gone:
+                self.offline_replicas.pop(broker, None)  # a restarted broker says again what failed
                 await self.zk.delete(znodes.controlled_shutdown_path(broker))
         if started:
             log.info("brokers started: %s", sorted(started))
@@ -287,13 +305,14 @@ class Controller:
         if self.partition_states.get(tp) is PartitionState.NEW and tp not in self.metadata.states:
             await self._initialize(tp)
             return
-        live = set(self.metadata.brokers)
+        # A replica in a failed log directory counts as gone (Kafka's OfflineReplica).
+        live = set(self.metadata.brokers) - self._offline_on(tp)
 
         def decide(current: LeaderAndIsr) -> LeaderAndIsr | None:
             if current.leader in live and current.leader not in self.shutting_down:
                 isr, _ = isr_without(current.isr, current.leader, set(current.isr) - live)
                 return None if isr == current.isr else self._with_isr(current, isr)
-            elected = offline_election(self.metadata.replicas(tp), current.isr, self.candidates(),
+            elected = offline_election(self.metadata.replicas(tp), current.isr, self.candidates_for(tp),
                                        self._unclean_enabled(tp.topic))
             if elected is None:
                 if current.leader == NO_LEADER:
@@ -375,6 +394,34 @@ class Controller:
             self._move(tp, PartitionState.NON_EXISTENT)
             del self.partition_states[tp]
 
+    async def _log_dir_events(self) -> None:
+        """Kafka's onBrokerLogDirFailure: each notification's broker has replicas offline; they
+        leave the ISRs and the partitions they led get new leaders (``_settle``). Notifications
+        are deleted once read; one of a registration that is gone (the broker restarted or died)
+        is stale: a restarted broker notifies again, a dead one's replicas are offline anyway."""
+        changed: set[TopicPartition] = set()
+        for name in sorted(await self.zk.children(znodes.LOG_DIR_EVENT_NOTIFICATION)):
+            path = f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+            node = await self.zk.get(path)
+            if node is not None:
+                try:
+                    event = LogDirEvent.decode(path, node.data)
+                except ZnodeDataError as e:
+                    log.warning("ignoring %s", e)
+                else:
+                    registration = self.metadata.brokers.get(event.broker)
+                    if registration is not None and registration.epoch == event.broker_epoch:
+                        tps = {TopicPartition(t, p) for t, p in event.partitions}
+                        known = self.offline_replicas.setdefault(event.broker, set())
+                        changed |= tps - known
+                        known |= tps
+                        log.warning("broker %d: a log directory failed; its replicas of %s are offline",
+                                    event.broker, ", ".join(sorted(f"{t}-{p}" for t, p in event.partitions))
+                                    or "no partition")
+            await self.zk.delete(path)
+        if changed:
+            await self._settle(sorted(tp for tp in changed if tp in self.partition_states))
+
     async def _controlled_shutdowns(self) -> None:
         for broker, epoch in sorted(self.metadata.shutdown_requests.items()):
             registration = self.metadata.brokers.get(broker)
@@ -441,9 +488,9 @@ class Controller:
                 return
 
             def decide(state: LeaderAndIsr) -> LeaderAndIsr | None:
-                if state.leader in self.candidates():
+                if state.leader in self.candidates_for(tp):
                     return None
-                elected = offline_election(replicas, state.isr, self.candidates(), unclean_enabled=True)
+                elected = offline_election(replicas, state.isr, self.candidates_for(tp), unclean_enabled=True)
                 if elected is None:
                     return None
                 if elected.unclean:

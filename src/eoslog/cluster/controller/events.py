@@ -44,6 +44,11 @@ class TopicDeletion:
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification`` has children: brokers' log directories failed."""
+
+
+@dataclass(frozen=True, slots=True)
 class AutoPreferredElection:
     """The leader-imbalance timer fired."""
 
@@ -92,4 +97,5 @@ class ReassignmentIsrChange:
 AnsweredEvent = ElectLeaders | AlterReassignments | ListReassignments
 
 ControllerEvent = (Startup | BrokerChange | TopicChange | ControlledShutdownChange | TopicDeletion
-                   | AutoPreferredElection | ZkReassignment | ReassignmentIsrChange | AnsweredEvent)
+                   | LogDirEventNotification | AutoPreferredElection | ZkReassignment | ReassignmentIsrChange
+                   | AnsweredEvent)
