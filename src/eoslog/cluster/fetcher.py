@@ -14,13 +14,15 @@ the ISR, named in ``follower.replication.throttled.replicas``) is left out of th
 the appends of a fetch are fsynced (one group-commit round) before the next fetch reports
 them to the leader, so an acks=all write is acknowledged only once every ISR member that
 counts has it on disk (markers come the same way). Errors back off for
-``replica.fetch.backoff.ms``; a leader change arrives through the metadata cache and moves
-the partition to another fetcher.
+``replica.fetch.backoff.ms``, cut short by a partition added meanwhile (as Kafka's fetcher
+thread waits on a condition its addPartitions signals); a leader change arrives through the
+metadata cache and moves the partition to another fetcher.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from dataclasses import dataclass
@@ -95,8 +97,8 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while True:
+            self._wake.clear()  # set by a partition added from here on: it cuts a back-off short
             if not self.partitions:
-                self._wake.clear()
                 await self._wake.wait()
                 continue
             try:
@@ -107,18 +109,25 @@ class ReplicaFetcher:
                 if ready:
                     progressed = await self._fetch(ready) or progressed
                 if not progressed:  # every partition errored or waits for its leadership to settle
-                    await asyncio.sleep(LEADER_CATCHING_UP_S if self._leader_behind else self.settings.backoff_s)
+                    await self._back_off(LEADER_CATCHING_UP_S if self._leader_behind else self.settings.backoff_s)
             except (ClientError, OSError) as e:  # the leader is unreachable or went away
                 log.debug("fetcher for leader %d: %s", self.leader_id, e)
-                await asyncio.sleep(self.settings.backoff_s)
+                await self._back_off(self.settings.backoff_s)
             except KafkaError as e:  # a log directory of this broker failed (group commit's round)
                 log.warning("fetcher for leader %d: %s", self.leader_id, e)
-                await asyncio.sleep(self.settings.backoff_s)
+                await self._back_off(self.settings.backoff_s)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("fetcher for leader %d failed; backing off", self.leader_id)
-                await asyncio.sleep(self.settings.backoff_s)
+                await self._back_off(self.settings.backoff_s)
+
+    async def _back_off(self, seconds: float) -> None:
+        """Kafka's partitionMapCond.await(fetchBackOffMs), which addPartitions signals: a
+        partition added since this round began (a reassignment's new replica, a new leader
+        epoch) ends the wait, so it does not wait out a back-off that was not its own."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
 
     def _partition(self, tp: TopicPartition, state: _FetchState) -> Partition | None:
         """The local replica if it still follows this leader in that epoch."""
