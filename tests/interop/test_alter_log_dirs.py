@@ -15,6 +15,8 @@ as a stray): ``test_a_move_killed_between_its_renames_is_completed`` fails with 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,3 +234,29 @@ def test_a_move_killed_between_its_renames_is_completed(broker: BrokerProcess, t
     final_check(broker, history, 1)
     assert {p: d for p, (d, _, _) in where(broker, tmp_path).items()} == {0: target}
     assert "completing the move of moving-0" in broker.log_text()
+
+
+def test_eoslog_partitions_move_dir_moves_a_replica_and_follows_it(broker: BrokerProcess, tmp_path: Path) -> None:
+    """``eoslog partitions move-dir``: the same move from eoslog's CLI, followed to its end; a
+    directory that is not one of log.dirs is refused with the broker's error."""
+    with RawClient(broker.bootstrap) as raw:
+        assert create_topic(raw, TOPIC, 1) == 0
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(2000):
+        p.produce(TOPIC, b"r-%d" % i, partition=0)
+    assert p.flush(60) == 0
+    [(current, _, _)] = where(broker, tmp_path).values()
+    target = other_disk(broker, current)
+
+    def move(log_dir: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "eoslog", "partitions", "move-dir", "--topic", TOPIC,
+                               "--partition", "0", "--log-dir", log_dir, "--bootstrap-server", broker.bootstrap],
+                              capture_output=True, text=True, timeout=120)
+
+    refused = move(str(tmp_path / "not-a-log-dir"))
+    assert refused.returncode != 0 and "cannot move moving-0 on broker 0" in refused.stdout + refused.stderr
+    moved = move(target)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert f"moving-0 on broker 0 is in {target}" in moved.stdout
+    assert where(broker, tmp_path) == {0: (target, False, 0)}
+    assert [v for _, v in read_all(broker.bootstrap, TOPIC, 0, timeout_s=60)] == [b"r-%d" % i for i in range(2000)]

@@ -3,7 +3,9 @@
 headings, plus ``--remove-broker`` (a proposal that empties a broker) and, while a reassignment
 runs, a progress bar per moving replica (bytes copied / the leader's). Proposals move the
 fewest replicas that even the brokers out (``tools/placement.py``), not Kafka's fresh placement.
-``eoslog cluster rebalance`` proposes, asks, and executes throttled in one go."""
+``eoslog cluster rebalance`` proposes, asks, and executes throttled in one go. ``eoslog partitions
+move-dir`` moves a replica to another log directory of its broker (AlterReplicaLogDirs, as
+kafka-reassign-partitions.sh does for a JSON with ``log_dirs``), with a progress bar."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from eoslog.client.types import TopicPartition
 from eoslog.tools import placement, reassign
 from eoslog.tools.reassign import Assignment
 
-partitions_app = typer.Typer(help="Move partitions between brokers (KIP-455).", no_args_is_help=True)
+partitions_app = typer.Typer(help="Move partitions between brokers (KIP-455) or a broker's disks (KIP-113).",
+                             no_args_is_help=True)
 app.add_typer(partitions_app, name="partitions")
 
 POLL_S = 0.5
@@ -200,4 +203,53 @@ def follow(admin: Admin) -> None:
                     bars.update(task, completed=total)
             if not ongoing:
                 return
+            time.sleep(POLL_S)
+
+
+@partitions_app.command("move-dir")
+def move_dir_command(
+    topic: Annotated[str, typer.Option("--topic", help="The partition's topic")],
+    partition: Annotated[int, typer.Option("--partition", min=0, help="The partition")],
+    log_dir: Annotated[str, typer.Option("--log-dir", metavar="PATH",
+                                         help="One of the broker's log.dirs, as kafka-log-dirs.sh lists it")],
+    broker: Annotated[int, typer.Option("--broker", help="The broker whose replica moves")] = 0,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the copy until done")] = True,
+    bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
+    command_config: CommandConfig = None,
+) -> None:
+    """Move a replica to another log directory of its broker while it is served (AlterReplicaLogDirs):
+    the broker copies it there, catches up with its writes and swaps the copy in."""
+    tp = TopicPartition(topic, partition)
+    with user_errors("partitions move-dir"), open_admin(bootstrap_server, command_config=command_config) as admin:
+        [error] = admin.alter_replica_log_dirs({(tp, broker): log_dir}).values()
+        if error is not None:
+            raise CommandError(f"cannot move {topic}-{partition} on broker {broker} to {log_dir}: {error}")
+        typer.echo(f"Successfully started moving {topic}-{partition} on broker {broker} to {log_dir}")
+        if wait:
+            _follow_move(admin, tp, broker, log_dir)
+            typer.echo(f"{topic}-{partition} on broker {broker} is in {log_dir}")
+
+
+def _follow_move(admin: Admin, tp: TopicPartition, broker: int, log_dir: str) -> None:
+    """A progress bar (the future replica's bytes against the current one's) until the replica is
+    in ``log_dir`` with no future replica left."""
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with Progress(*columns, console=table_console(), transient=False) as bars:
+        task = bars.add_task(f"{tp.topic}-{tp.partition} → {log_dir}", total=1)
+        while True:
+            dirs = admin.describe_log_dirs([broker])[broker]
+            current = {path: d.replica_infos[tp] for path, d in dirs.items()
+                       if tp in d.replica_infos and not d.replica_infos[tp].is_future}
+            future = [d.replica_infos[tp] for d in dirs.values()
+                      if tp in d.replica_infos and d.replica_infos[tp].is_future]
+            size = max([r.size for r in current.values()] or [1])
+            if not future and any(Path(path) in (Path(log_dir), Path(log_dir).resolve()) for path in current):
+                bars.update(task, total=size, completed=size)
+                return
+            if not future and not current:
+                raise CommandError(f"broker {broker} no longer holds {tp.topic}-{tp.partition}")
+            if not future:
+                raise CommandError(f"{tp.topic}-{tp.partition} on broker {broker} is not being moved to {log_dir} "
+                                   f"(it is in {', '.join(current)})")
+            bars.update(task, total=max(size, future[0].size, 1), completed=future[0].size)
             time.sleep(POLL_S)

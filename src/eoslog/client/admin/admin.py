@@ -84,6 +84,7 @@ class Admin(BlockingFacade):
     alter_partition_reassignments = _blocking(AIOAdmin.alter_partition_reassignments)
     list_partition_reassignments = _blocking(AIOAdmin.list_partition_reassignments)
     describe_log_dirs = _blocking(AIOAdmin.describe_log_dirs)
+    alter_replica_log_dirs = _blocking(AIOAdmin.alter_replica_log_dirs)
     list_offsets = _blocking(AIOAdmin.list_offsets)
     delete_records = _blocking(AIOAdmin.delete_records)
     list_groups = _blocking(AIOAdmin.list_groups)
