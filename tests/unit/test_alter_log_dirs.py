@@ -23,6 +23,7 @@ from eoslog.errors import Errors
 from eoslog.records import build_batch
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager, alter_log_dirs
 from eoslog.storage import AppendOrigin, LogManager, PartitionLog
+from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.types import TopicPartition
 
 CLOCK_MS = 1_700_000_000_000
@@ -119,6 +120,7 @@ def test_a_replica_moves_while_written_to(tmp_path: Path, monkeypatch: pytest.Mo
             node.marker(TRANSACTIONAL, commit=i % 3 != 0)
         await node.settle()
         assert node.logs.log_dir_of("t", 0) == d1
+        old = node.log(MOVING)
         assert node.replicas.alter_replica_log_dirs({MOVING: str(d2)}) == {MOVING: Errors.NONE}
         described = {d.path: d for d in node.replicas.describe_log_dirs({MOVING})}
         [future] = described[str(d2.resolve())].replicas
@@ -142,6 +144,11 @@ def test_a_replica_moves_while_written_to(tmp_path: Path, monkeypatch: pytest.Mo
         assert await node.read_committed(MOVING) == await node.read_committed(REFERENCE)
         assert node.logs.futures == {}
         assert not [p for p in d1.iterdir() if p.name.startswith("t-0")]
+        # A reader that held the old log across the move (a coordinator's loader between two chunks)
+        # gets an error, and the directory the log left stays online.
+        with pytest.raises(KafkaStorageError, match="moved to another log directory"):
+            old.read(0, 1 << 20)
+        assert node.logs.offline_log_dirs == []
 
     asyncio.run(run())
     assert [(d.path, r.is_future) for d in node.replicas.describe_log_dirs({MOVING}) for r in d.replicas] == [

@@ -216,7 +216,9 @@ def read_chunks(topic: InternalTopic, partition: int, chunk_bytes: int) -> Itera
     plog = topic.partition_log(partition)
     offset, end = plog.log_start_offset, plog.log_end_offset
     while offset < end:
-        data = plog.read(offset, chunk_bytes, upper_bound=end).records
+        # Looked up at each chunk: between two, the partition may have moved to another log
+        # directory (AlterReplicaLogDirs), with the same offsets in a new log.
+        data = topic.partition_log(partition).read(offset, chunk_bytes, upper_bound=end).records
         if not data:
             return
         chunk: list[tuple[BatchHeader, bytes]] = []

@@ -173,6 +173,7 @@ class PartitionLog:
         if found is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
         self.is_future = future is not None
+        self.replaced = False  # swapped for its future log (LogManager.replace_current_with_future)
         self.topic, self.partition = found
         self.dir = directory
         self.log_dir = log_dir or LogDirState(directory.parent)
@@ -378,7 +379,11 @@ class PartitionLog:
                                  f"offline ({self.log_dir.offline})")
 
     def io_failed(self, what: str, error: OSError) -> KafkaStorageError:
-        """An I/O error of this log: its directory goes offline."""
+        """An I/O error of this log: its directory goes offline — unless the log was replaced by
+        its copy in another directory (``replaced``) and the error is of a reader still holding
+        it across the move, whose files are gone: the directory is sound."""
+        if self.replaced:
+            return KafkaStorageError(f"{what} {self.topic}-{self.partition}: it moved to another log directory")
         self.log_dir.fail(f"error while {what} {self.topic}-{self.partition}", error)
         return KafkaStorageError(f"{what} {self.topic}-{self.partition} failed: {error}")
 

@@ -784,6 +784,7 @@ class LogManager:
             fsync_dir(source.dir.parent)
         except OSError as e:
             raise source.io_failed("moving", e) from e
+        source.replaced = True
         del self.futures[tp]
         self._crash_points.reached("log_dir_move_between_renames")
         target = future.dir.with_name(partition_dir_name(topic, partition))

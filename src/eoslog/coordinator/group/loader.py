@@ -89,7 +89,8 @@ def load_partition(
     offset, end = plog.log_start_offset, plog.log_end_offset
     replay = _Replay()
     while offset < end:
-        data = plog.read(offset, chunk_bytes, upper_bound=end).records
+        # (Looked up at each chunk: the partition may move to another log directory in between.)
+        data = topic.partition_log(partition).read(offset, chunk_bytes, upper_bound=end).records
         if not data:
             break
         for pos, h in iter_batch_headers(data):
