@@ -9,6 +9,9 @@ offline, the broker tells the controller through ``/log_dir_event_notification``
 controller gives ``cut-0`` a new leader from the ISR without it; the broker keeps running and
 serving ``kept-0`` from its other directory, its log and ``kafka_log_logmanager_offlinelogdirectorycount``
 say what failed, and the history checker (Jepsen's anomalies) finds no acknowledged record lost.
+A second test moves a follower's replica between its disks (throttled) under the same producer and
+kills that broker with SIGKILL mid-copy: after its restart the copy resumes and completes, nothing
+acknowledged is lost or doubled, and the moved replica is byte-identical to the leader's.
 
 Mutant (not committed): ``Leadership.log_dir_failed`` not writing the notification — the broker
 stays leader of an offline partition, the producer's writes get KAFKA_STORAGE_ERROR, and the test
@@ -116,3 +119,58 @@ def test_a_failed_disk_moves_its_partitions_leadership_and_the_broker_serves_the
     report = check(history)
     print(report.summary())
     assert report.ok, report.summary()
+
+
+def partition_bytes(cluster: Cluster, broker: int, topic: str) -> bytes:
+    """The partition's segments on one broker, from whichever of its log directories holds it."""
+    [directory] = [d / f"{topic}-0" for d in cluster.brokers[broker].log_dirs if (d / f"{topic}-0").is_dir()]
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def test_a_follower_killed_mid_move_resumes_it_after_its_restart(cluster: Cluster, tmp_path: Path) -> None:
+    bootstrap = cluster.any_alive().bootstrap
+    mover = 2
+    assert int(create_topic(bootstrap, "moving", assignment={0: [1, mover, 3]},
+                            configs={"min.insync.replicas": "2"}).error_code) == 0
+    cluster.wait_for(lambda m: len(m.topics["moving"][0].isr) == 3, "moving-0's ISR whole")
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    for i in range(24_000):
+        p.produce("moving", b"pre-%d-" % i + b"x" * 240, partition=0)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    [(current, target)] = [(d, o) for d, o in ((own_dir(cluster, mover), cut_dir(cluster, mover)),
+                                               (cut_dir(cluster, mover), own_dir(cluster, mover)))
+                           if (Path(d) / "moving-0").is_dir()]
+    history = History()
+    with Writer(cluster, "moving", history) as writer:
+        wait_until(lambda: writer.sent >= 500, "writes to moving-0", 120)
+        plan = tmp_path / "move.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moving", "partition": 0, "replicas": [1, mover, 3], "log_dirs": ["any", target, "any"]}]}))
+        run_tool(REASSIGN, ["--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file", str(plan),
+                            "--replica-alter-log-dirs-throttle", "200000"], tmp_path)
+        futures = lambda: list(Path(target).glob("moving-0.*-future"))  # noqa: E731
+        wait_until(lambda: futures() and sum(f.stat().st_size for f in futures()[0].glob("*.log")) > 0,
+                   "the copy under way", 120)
+        cluster.brokers[mover].kill()  # SIGKILL mid-copy
+        assert futures() and (Path(current) / "moving-0").is_dir()
+        cluster.brokers[mover].start()
+
+        def done() -> bool:
+            out = run_tool(REASSIGN, ["--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file",
+                                      str(plan)], tmp_path, check=False).stdout
+            return "completed successfully" in out and "still in progress" not in out
+
+        wait_until(done, "the move done after the restart", 240)
+        sent = writer.sent
+        wait_until(lambda: writer.sent > sent + 500, "writes after the move", 120)
+    assert (Path(target) / "moving-0").is_dir() and not (Path(current) / "moving-0").exists() and not futures()
+    assert "resumes" in cluster.brokers[mover].log_text()
+    leader = cluster.wait_for(lambda m: len(m.topics["moving"][0].isr) == 3, "the ISR whole again").topics[
+        "moving"][0].leader
+    history.final_read(0, read_all(cluster.brokers[leader].bootstrap, "moving", timeout_s=120))
+    report = check(history)
+    assert report.ok, report.summary()
+    wait_until(lambda: partition_bytes(cluster, mover, "moving") == partition_bytes(cluster, leader, "moving"),
+               "the moved replica byte-identical to the leader's", 120)
