@@ -201,12 +201,16 @@ class ReplicaManager:
             self._appended(tp)
         self.stats.forget(name)
 
-    def _appended(self, tp: TopicPartition) -> None:
-        """Records were appended to ``tp``: waiting fetches (followers read up to the log
-        end, consumers up to the high watermark it may have moved) and acks=all produces
-        look again."""
+    def _appended(self, tp: TopicPartition, high_watermark_moved: bool = True) -> None:
+        """Records were appended to ``tp`` (or its state changed): waiting fetches (followers read
+        up to the log end, consumers up to the high watermark it may have moved) look again, and
+        acks=all produces and coordinator writes when ``high_watermark_moved`` (the only thing
+        an append changes that they wait for: under group commit or with followers, an append
+        leaves the high watermark where it was, and waking each waiter of the partition at every
+        append cost a check and a new future and timer per waiter — quadratic under load)."""
         self.fetch_purgatory.notify(tp)
-        self.produce_purgatory.notify(tp)
+        if high_watermark_moved:
+            self.produce_purgatory.notify(tp)
 
     def _written(self, partition: Partition) -> None:
         """A leader appended to ``partition``: the next group-commit round syncs it."""
@@ -289,6 +293,7 @@ class ReplicaManager:
     def _append_to_leader(self, partition: Partition, records: bytes, origin: AppendOrigin,
                           required_acks: int, transaction_version: int = 0) -> tuple[ProduceResult, AppendInfo | None]:
         """``transaction_version`` 2: a v2 producer's partition was just added to its transaction."""
+        high_watermark = partition.log.high_watermark
         try:
             # An empty record set is INVALID_RECORD (ProduceRequest.validateRecords).
             info = partition.append_records_to_leader(records, origin, required_acks, transaction_version)
@@ -305,7 +310,7 @@ class ReplicaManager:
                 record_errors=tuple(e.record_errors) if isinstance(e, RecordValidationError) else (),
             ), None
         if not info.duplicate:
-            self._appended(partition.tp)
+            self._appended(partition.tp, partition.log.high_watermark != high_watermark)
             self.stats.appended(partition.tp.topic, len(records), info.records)
             self._written(partition)
         return ProduceResult(Errors.NONE, info.first_offset, info.log_append_time, info.log_start_offset), info
@@ -353,12 +358,13 @@ class ReplicaManager:
         Raises KafkaError; OSError as KAFKA_STORAGE_ERROR. Does not wait for followers: on a
         single node the ISR is this broker, and the append is complete when this returns."""
         partition = self.partition_or_error(tp)
+        high_watermark = partition.log.high_watermark
         try:
             info = partition.append_records_to_leader(records, AppendOrigin.COORDINATOR, ACKS_ALL,
                                                       transaction_version)
         except OSError as e:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"{tp.topic}-{tp.partition}: {e}") from e
-        self._appended(tp)
+        self._appended(tp, partition.log.high_watermark != high_watermark)
         self._written(partition)
         return info
 
