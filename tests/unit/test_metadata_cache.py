@@ -30,13 +30,16 @@ import pytest
 from eoslog.broker.handlers.base import build
 from eoslog.broker.handlers.metadata import _error_entry, _topic_entry
 from eoslog.broker.metadata_cache import TopicEntries
-from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNode
+from eoslog.broker.metadata_support import Advertised, MetadataSupport, SingleNode, TopicDescription
+from eoslog.cluster.metadata import PartitionView
 from eoslog.cluster.znodes import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from eoslog.config import BrokerConfig
+from eoslog.errors import Errors
 from eoslog.metrics.requests import error_counts
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.codec import EncodedItems, decode_response, encode_entity, encode_response
-from eoslog.protocol.errors import ErrorCode
+from eoslog.protocol.codec import decode_response, encode_response
+from eoslog.protocol.encoded import EncodedItems, encode_entity
+from eoslog.protocol.errors import ErrorCode, error_code
 from eoslog.protocol.messages import response_types
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
@@ -91,12 +94,32 @@ def test_a_spliced_response_is_kios_encoding_byte_for_byte(version: int) -> None
             == encode_response(1, response(version, ()), ApiKey.METADATA))
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_topic_entry_is_kios_encoding_byte_for_byte(version: int) -> None:
+    """The handler's entry (partitions encoded flat, spliced into the topic) against the same
+    entry built of kio objects and encoded by kio."""
+    m = response_types(ApiKey.METADATA, version)
+    views = [PartitionView(0, 2, 7, (2, 1, 3), (2, 3), (), Errors.NONE),
+             PartitionView(1, -1, 0, (1,), (), (1,), Errors.LEADER_NOT_AVAILABLE),
+             PartitionView(2, 300_000, 2**31 - 1, tuple(range(200)), tuple(range(130)), (5,), Errors.NONE)]
+    for topic, operations in ((TopicDescription("t", uuid.uuid4(), False, views), OMITTED),
+                              (TopicDescription("__consumer_offsets", uuid.uuid4(), True, views[:1]), 0b111000),
+                              (TopicDescription("empty", uuid.uuid4(), False, []), OMITTED)):
+        reference = build(
+            m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic.name, topic_id=topic.topic_id,
+            is_internal=topic.internal, topic_authorized_operations=operations, partitions=tuple(
+                build(m.MetadataResponsePartition, error_code=error_code(p.error), partition_index=p.partition,
+                      leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                      offline_replicas=p.offline_replicas)
+                for p in topic.partitions))
+        assert _topic_entry(m, topic, operations) == encode_entity(reference), topic.name
+
+
 def entry(entries: TopicEntries, support: MetadataSupport, name: str, version: int = 12,
           operations: int = OMITTED) -> Any:
     """The topic's entry as the Metadata handler gets it, decoded (None: no entry)."""
     m = response_types(ApiKey.METADATA, version)
-    kept = entries.entry(support, version, name, operations,
-                         lambda topic: encode_entity(_topic_entry(m, topic, lambda _name: operations)))
+    kept = entries.entry(support, version, name, operations, lambda topic: _topic_entry(m, topic, operations))
     if kept is None:
         return None
     frame = encode_response(1, response(version, EncodedItems([kept.data])), ApiKey.METADATA)

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from eoslog.errors import Errors
-from eoslog.protocol.codec import EncodedItems
+from eoslog.protocol.encoded import EncodedItems
 from eoslog.stats import LatencyHistogram
 
 # Response class → (its error code field, if any; the tuple fields whose structs hold error codes

@@ -9,11 +9,9 @@ can read the answer before it knows which versions the broker speaks.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import logging
 import struct
-from collections.abc import Iterable
 from functools import cache
 from typing import Any, NamedTuple, Protocol
 
@@ -23,10 +21,10 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.serial.writers import write_compact_array_length, write_legacy_array_length
 from kio.static.primitive import i16, i32
 
 from eoslog.protocol.api_keys import ApiKey
+from eoslog.protocol.encoded import EncodedItems, spliced
 from eoslog.protocol.messages import request_types, response_types
 
 log = logging.getLogger(__name__)
@@ -173,70 +171,8 @@ class _ChunkWriter:
         return [_SIZE.pack(self.size), *self.chunks]
 
 
-class EncodedItems:
-    """The items of a response's array field already encoded, each for the response's version,
-    written as they are: a Metadata response's topics, which a broker keeps encoded while they
-    do not change (``broker/metadata_cache.py``). ``error_codes``: the items' non-zero error
-    codes, nested ones included (the request metrics count them)."""
-
-    __slots__ = ("error_codes", "items")
-
-    def __init__(self, items: list[bytes], error_codes: Iterable[int] = ()) -> None:
-        self.items = items
-        self.error_codes = list(error_codes)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __repr__(self) -> str:
-        return f"EncodedItems({len(self.items)} items, {sum(map(len, self.items))} bytes)"
-
-
 # The one array field of an API's response that may be given as EncodedItems.
 _ENCODED_FIELD = {int(ApiKey.METADATA): "topics"}
-
-
-_AFTER: dict[tuple[type[Any], str], int] = {}
-
-
-def _after_field(cls: type[Any], name: str) -> int:
-    """How many bytes ``cls``'s encoding has after field ``name``'s: only fixed-size int32
-    fields may follow it, and the (empty) tagged-field count of a flexible version."""
-    known = _AFTER.get((cls, name))
-    if known is not None:
-        return known
-    names = [f.name for f in dataclasses.fields(cls)]
-    after = dataclasses.fields(cls)[names.index(name) + 1:]
-    if any("tag" in f.metadata for f in dataclasses.fields(cls)):
-        raise TypeError(f"{cls.__name__} has tagged fields: {name} cannot be spliced")
-    if any(f.metadata.get("kafka_type") != "int32" for f in after):
-        raise TypeError(f"{cls.__name__}: a field after {name} is not an int32")
-    size = _AFTER[cls, name] = 4 * len(after) + (1 if cls.__flexible__ else 0)
-    return size
-
-
-def _write_spliced(out: _ChunkWriter, response: Any, name: str, items: EncodedItems) -> None:
-    """``response`` with its array field ``name`` written from already encoded items: the rest
-    encoded by kio with the array empty, the items put where the empty array was."""
-    cls = type(response)
-    body = io.BytesIO()
-    _writer(cls)(body, dataclasses.replace(response, **{name: ()}))
-    raw = body.getvalue()
-    empty = b"\x01" if cls.__flexible__ else b"\x00\x00\x00\x00"  # an empty compact / legacy array
-    end = len(raw) - _after_field(cls, name)
-    start = end - len(empty)
-    if raw[start:end] != empty:  # cannot happen while _after_field holds; never send a wrong frame
-        raise AssertionError(f"{cls.__name__}: no empty {name} array at byte {start}")
-    length = io.BytesIO()
-    if cls.__flexible__:
-        write_compact_array_length(length, len(items))
-    else:
-        write_legacy_array_length(length, i32(len(items)))
-    out.write(raw[:start])
-    out.write(length.getvalue())
-    for item in items.items:
-        out.write(item)
-    out.write(raw[end:])
 
 
 def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> list[Chunk]:
@@ -251,17 +187,13 @@ def encode_response_chunks(correlation_id: int, response: Any, api_key: int) -> 
     name = _ENCODED_FIELD.get(api_key)
     items = getattr(response, name, None) if name is not None else None
     if name is not None and isinstance(items, EncodedItems):
-        _write_spliced(out, response, name, items)
+        for part in spliced(response, name, items.items):
+            out.write(part)
     else:
         _writer(type(response))(out, response)
     return out.finish()
 
 
-def encode_entity(entity: Any) -> bytes:
-    """One kio entity's encoding (an item of an array, for ``EncodedItems``)."""
-    buf = io.BytesIO()
-    _writer(type(entity))(buf, entity)
-    return buf.getvalue()
 
 
 def read_chunks(chunks: list[Chunk]) -> list[Buffer]:

@@ -32,8 +32,8 @@ from eoslog.broker.handlers.base import (
 from eoslog.broker.handlers.topics import create_with_defaults
 from eoslog.broker.metadata_support import TopicDescription
 from eoslog.protocol.api_keys import ApiKey
-from eoslog.protocol.codec import EncodedItems, encode_entity
-from eoslog.protocol.errors import ErrorCode, error_code
+from eoslog.protocol.encoded import EncodedItems, encode_entity, flat_encoder, spliced
+from eoslog.protocol.errors import ErrorCode
 from eoslog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -44,19 +44,22 @@ if TYPE_CHECKING:
 TopicOps = Callable[[str], int]
 
 
-def _topic_entry(module: ModuleType, topic: TopicDescription, topic_ops: TopicOps) -> Any:
-    return build(
+def _topic_entry(module: ModuleType, topic: TopicDescription, operations: int) -> bytes:
+    """The topic's entry, encoded: its partitions straight from their values (``encode_flat``:
+    a topic of 5,000 partitions took ~40 ms through kio objects, enough to hold up every other
+    client of the loop when it changed), spliced into the rest."""
+    partition = flat_encoder(module.MetadataResponsePartition)
+    partitions = [partition({
+        "error_code": p.error.value, "partition_index": p.partition, "leader_id": p.leader,
+        "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
+        "offline_replicas": p.offline_replicas,
+    }) for p in topic.partitions]
+    entry = build(
         module.MetadataResponseTopic,
         error_code=ErrorCode.none, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
-        partitions=tuple(
-            build(module.MetadataResponsePartition,
-                  error_code=error_code(p.error), partition_index=p.partition, leader_id=p.leader,
-                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
-                  offline_replicas=p.offline_replicas)
-            for p in topic.partitions
-        ),
-        topic_authorized_operations=topic_ops(topic.name),
+        partitions=(), topic_authorized_operations=operations,
     )
+    return b"".join(spliced(entry, "partitions", partitions))
 
 
 def _error_entry(module: ModuleType, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
@@ -80,7 +83,7 @@ class _Entries:
         ops = self.topic_ops(name)
         encoded = self.ctx.state.metadata_entries.entry(
             self.ctx.state.metadata_support, self.ctx.api_version, name, ops,
-            lambda topic: encode_entity(_topic_entry(self.module, topic, lambda _name: ops)))
+            lambda topic: _topic_entry(self.module, topic, ops))
         if encoded is not None:
             self.items.append(encoded.data)
             self.error_codes += encoded.error_codes
