@@ -27,6 +27,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from eoslog.client.admin import Admin
+from eoslog.client.errors import ReplicaNotAvailableError
+from eoslog.client.types import TopicPartition
 from support.acked_writer import Writer
 from support.cluster_harness import Cluster, create_topic, read_all
 from support.cutfs import CutFs
@@ -174,3 +177,26 @@ def test_a_follower_killed_mid_move_resumes_it_after_its_restart(cluster: Cluste
     assert report.ok, report.summary()
     wait_until(lambda: partition_bytes(cluster, mover, "moving") == partition_bytes(cluster, leader, "moving"),
                "the moved replica byte-identical to the leader's", 120)
+
+
+def test_a_replica_added_by_reassignment_is_made_in_the_log_dir_the_plan_names(cluster: Cluster,
+                                                                               tmp_path: Path) -> None:
+    """kafka-reassign-partitions.sh adding a replica on broker 3 with a log_dirs entry for it: broker
+    3 holds nothing of the topic yet, so AlterReplicaLogDirs answers REPLICA_NOT_AVAILABLE (not
+    UNKNOWN_TOPIC_OR_PARTITION, which would fail the tool) and remembers the directory; the tool
+    retries until the replica is made — there (Kafka's preferred log directory)."""
+    bootstrap = cluster.any_alive().bootstrap
+    assert int(create_topic(bootstrap, "grow", assignment={0: [1]}).error_code) == 0
+    cluster.wait_for(lambda m: m.topics["grow"][0].leader == 1, "grow-0 led by broker 1")
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        [answer] = admin.alter_replica_log_dirs({(TopicPartition("grow", 0), 3): cut_dir(cluster, 3)}).values()
+    assert isinstance(answer, ReplicaNotAvailableError), answer
+    plan = tmp_path / "grow.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "grow", "partition": 0, "replicas": [1, 3], "log_dirs": ["any", cut_dir(cluster, 3)]}]}))
+    out = run_tool(REASSIGN, ["--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file", str(plan)],
+                   tmp_path).stdout
+    assert "Successfully started moving log directory" in out, out
+    cluster.wait_for(lambda m: m.topics["grow"][0].isr == (1, 3), "broker 3 in grow-0's ISR")
+    assert (Path(cut_dir(cluster, 3)) / "grow-0").is_dir() and not (Path(own_dir(cluster, 3)) / "grow-0").exists()
+    assert "moving grow-0" not in cluster.brokers[3].log_text()  # made there, not moved there

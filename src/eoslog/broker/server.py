@@ -114,6 +114,7 @@ class Broker:
                                                       int(config["replication.quota.window.size.seconds"]) * 1000))
         self.replicas.replica_selector = selector_named(str(config["replica.selector.class"]))
         self.replicas.broker_racks = lambda: {b.node_id: b.rack for b in support.live_brokers()}
+        self.replicas.log_dir_mover.topic_exists = lambda topic: support.topic_id(topic) is not None
         self.groups = GroupCoordinator.for_broker(config, self.replicas, wall_clock_ms)
         self.txns = TransactionCoordinator.for_broker(
             config, self.replicas, wall_clock_ms, support.producer_ids.generate_producer_id,

@@ -68,6 +68,9 @@ class LogDirMover:
         self._wait_for_append = wait_for_append
         self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         self.bytes_copied = 0
+        # Whether the cluster has the topic (the broker sets its metadata's answer): a partition of
+        # a topic this broker holds no replica of yet is REPLICA_NOT_AVAILABLE, not unknown.
+        self.topic_exists: Callable[[str], bool] = lambda topic: topic in logs.topics
 
     # -- AlterReplicaLogDirs -------------------------------------------------------------------
 
@@ -94,7 +97,7 @@ class LogDirMover:
             return Errors.KAFKA_STORAGE_ERROR
         current = self.logs.logs.get(key)
         if current is None:
-            if tp.topic not in self.logs.topics:
+            if not self.topic_exists(tp.topic):
                 return Errors.UNKNOWN_TOPIC_OR_PARTITION
             self.logs.preferred_log_dirs[key] = target
             return Errors.REPLICA_NOT_AVAILABLE
