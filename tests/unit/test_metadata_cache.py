@@ -101,7 +101,7 @@ def test_a_topic_entry_is_kios_encoding_byte_for_byte(version: int) -> None:
     m = response_types(ApiKey.METADATA, version)
     views = [PartitionView(0, 2, 7, (2, 1, 3), (2, 3), (), Errors.NONE),
              PartitionView(1, -1, 0, (1,), (), (1,), Errors.LEADER_NOT_AVAILABLE),
-             PartitionView(2, 300_000, 2**31 - 1, tuple(range(200)), tuple(range(130)), (5,), Errors.NONE)]
+             PartitionView(2, 300_000, 2**31 - 1, tuple(range(300)), tuple(range(130)), (5,), Errors.NONE)]
     for topic, operations in ((TopicDescription("t", uuid.uuid4(), False, views), OMITTED),
                               (TopicDescription("__consumer_offsets", uuid.uuid4(), True, views[:1]), 0b111000),
                               (TopicDescription("empty", uuid.uuid4(), False, []), OMITTED)):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kio.serial import entity_writer
+from kio.serial.writers import write_compact_array_length
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -56,17 +57,19 @@ def encode_entity(entity: Any) -> bytes:
     return buf.getvalue()
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+def _compact_length(n: int) -> bytes:
+    buf = io.BytesIO()
+    write_compact_array_length(buf, n)
+    return buf.getvalue()
+
+
+_COMPACT_LENGTHS = [_compact_length(n) for n in range(256)]  # kio's, kept: every array writes one
 
 
 def _array_length(flexible: bool, n: int) -> bytes:
-    return _uvarint(n + 1) if flexible else _INT32.pack(n)
+    if not flexible:
+        return _INT32.pack(n)
+    return _COMPACT_LENGTHS[n] if n < len(_COMPACT_LENGTHS) else _compact_length(n)
 
 
 _AFTER: dict[tuple[type[Any], str], int] = {}
