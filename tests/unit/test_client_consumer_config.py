@@ -64,7 +64,14 @@ def test_assignor_names_and_java_class_names() -> None:
     ({"session.timeout.ms": "soon"}, "session.timeout.ms: not an integer"),
     ({"check.crcs": "maybe"}, "check.crcs: Expected value to be either true or false"),
     ({"heartbeat.interval.ms": 10000, "session.timeout.ms": 6000}, "must be lower than session.timeout.ms"),
-    ({"group.protocol": "consumer"}, "classic group protocol only"),
+    ({"group.protocol": "modern"}, "group.protocol: String must be one of: classic, consumer"),
+    # Java's ConsumerConfig: the consumer protocol leaves these to the broker; the assignor is the broker's.
+    ({"group.protocol": "consumer", "session.timeout.ms": 10000}, "session.timeout.ms cannot be set when "
+                                                                    "group.protocol=consumer"),
+    ({"group.protocol": "consumer", "heartbeat.interval.ms": 1000}, "heartbeat.interval.ms cannot be set"),
+    ({"group.protocol": "consumer", "partition.assignment.strategy": "range"},
+     "partition.assignment.strategy cannot be set"),
+    ({"group.remote.assignor": "uniform"}, "group.remote.assignor cannot be set when group.protocol=classic"),
     ({"group.instance.id": "", "group.id": "g"}, "non-empty"),
     ({"value.deserializer": "utf-8"}, "value.deserializer must be callable"),
     ({"fetch.max.wait": 100}, "unknown consumer configuration 'fetch.max.wait'"),
@@ -72,6 +79,11 @@ def test_assignor_names_and_java_class_names() -> None:
 def test_invalid_settings_are_refused_with_a_clear_error(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigException, match=re.escape(message)):
         consumer_config({**BOOT, **settings})
+
+
+def test_the_consumer_protocol_with_a_remote_assignor() -> None:
+    c = make(group_id="g", group_protocol="CONSUMER", group_remote_assignor="range")
+    assert (c.group_protocol, c.group_remote_assignor) == ("consumer", "range")
 
 
 def test_bootstrap_servers_are_required() -> None:

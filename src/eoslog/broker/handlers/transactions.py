@@ -322,6 +322,10 @@ async def _verify_offsets_partition(ctx: RequestContext, request: TxnOffsetCommi
     return _abortable(Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED else error, ctx.api_version, 4)
 
 
+# The first TxnOffsetCommit version whose answer may carry STALE_MEMBER_EPOCH (Kafka 4.4).
+STALE_MEMBER_EPOCH_TXN_OFFSET_COMMIT_VERSION = 6
+
+
 async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     module = response_types(ctx)
     now = ctx.state.clock_ms()
@@ -345,6 +349,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
                 outcome = await replicated(ctx, groups.topic, groups.partition_for(request.group_id), Errors.NONE)
                 committed = {tp: outcome if e is Errors.NONE else e for tp, e in committed.items()}
             errors.update(committed)
+    if ctx.api_version < STALE_MEMBER_EPOCH_TXN_OFFSET_COMMIT_VERSION:
+        # Kafka's TxnOffsetCommitRequest.supportsStaleMemberEpochError: older versions get ILLEGAL_GENERATION.
+        errors = {tp: Errors.ILLEGAL_GENERATION if e is Errors.STALE_MEMBER_EPOCH else e for tp, e in errors.items()}
     topics = tuple(
         build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(
             build(module.TxnOffsetCommitResponsePartition, partition_index=p,

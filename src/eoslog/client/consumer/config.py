@@ -33,6 +33,10 @@ _client_ids = itertools.count(1)
 
 Deserializer = Callable[[bytes | None], Any]
 
+GROUP_PROTOCOLS = ("classic", "consumer")
+# Settings of the classic protocol that the consumer protocol leaves to the broker (Java's
+# ConsumerConfig refuses them with group.protocol=consumer).
+_CLASSIC_ONLY = ("session_timeout_ms", "heartbeat_interval_ms", "partition_assignment_strategy")
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = {READ_UNCOMMITTED: 0, READ_COMMITTED: 1}
@@ -56,6 +60,7 @@ class ConsumerConfig:
     client_id: str = ""
     group_instance_id: str | None = None
     group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
     isolation_level: str = READ_UNCOMMITTED
     auto_offset_reset: str = "latest"
     enable_auto_commit: bool = True
@@ -144,9 +149,7 @@ def consumer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) ->
         elif key == "auto_offset_reset":
             values[key] = _parse_choice(key, value, OFFSET_RESET_POLICIES)
         elif key == "group_protocol":
-            if str(value).strip().lower() != "classic":
-                raise invalid(key, value, "eoslog's consumer speaks the classic group protocol only")
-            values[key] = "classic"
+            values[key] = _parse_choice(key, value, GROUP_PROTOCOLS)
         elif key == "partition_assignment_strategy":
             values[key] = _parse_assignors(value)
         elif key in _BOOL_NAMES:
@@ -167,6 +170,12 @@ def consumer_config(settings: Mapping[str, Any] | None = None, **kwargs: Any) ->
         values["enable_auto_commit"] = False
         if values.get("group_instance_id") is not None:
             raise ConfigException("group.instance.id cannot be set without a group.id")
+    if values.get("group_protocol") == "consumer":
+        for key in _CLASSIC_ONLY:
+            if key in raw:
+                raise ConfigException(f"{kafka_name(key)} cannot be set when group.protocol=consumer")
+    elif values.get("group_remote_assignor") is not None:
+        raise ConfigException("group.remote.assignor cannot be set when group.protocol=classic")
     session = values.get("session_timeout_ms", _FIELDS["session_timeout_ms"].default)
     heartbeat = values.get("heartbeat_interval_ms", _FIELDS["heartbeat_interval_ms"].default)
     if heartbeat >= session:

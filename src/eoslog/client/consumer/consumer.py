@@ -39,6 +39,7 @@ from typing import Any, Self, TypeVar
 
 from eoslog.client.aio_client import AioClient
 from eoslog.client.consumer.config import ConsumerConfig, consumer_config
+from eoslog.client.consumer.consumer_membership import ConsumerGroupMembership
 from eoslog.client.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from eoslog.client.consumer.errors import NoOffsetForPartitionError
 from eoslog.client.consumer.fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
@@ -149,7 +150,8 @@ class AIOConsumer:
         client.start()
         self._fetcher = Fetcher(client, self._subscriptions, c, self._metrics, self._wake)
         if c.group_id is not None:
-            self._coordinator = ConsumerCoordinator(
+            membership = ConsumerGroupMembership if c.group_protocol == "consumer" else ConsumerCoordinator
+            self._coordinator = membership(
                 c, client, self._subscriptions, self._metrics, self._wake,
                 on_assignment_change=self._fetcher.clear_buffered,
             )
@@ -221,27 +223,40 @@ class AIOConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._subscriptions.assigned())
 
-    def subscribe(self, topics: str | Iterable[str], *, on_assign: RebalanceCallback | None = None,
-                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
-        """Join the group for ``topics`` (a list, or one regular expression starting with '^').
+    def subscribe(self, topics: str | Iterable[str] = (), *, pattern: str | None = None,
+                  on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
+                  on_lost: RebalanceCallback | None = None) -> None:
+        """Join the group for ``topics`` (a list, or one regular expression starting with '^',
+        matched here), or, with ``group.protocol=consumer``, for the topics the coordinator
+        matches with ``pattern`` (RE2/J syntax, Java's ``subscribe(SubscriptionPattern)``).
         Callbacks get ``(consumer, partitions)``: on_revoke before partitions are taken
         away, on_assign after the new ones are given (only the added ones, under the
-        cooperative protocol), on_lost when they were taken without a revocation (the
-        member fell out of the group; defaults to on_revoke)."""
+        cooperative and consumer protocols), on_lost when they were taken without a
+        revocation (the member fell out of the group; defaults to on_revoke)."""
         client, _ = self._parts()
         coordinator = self._group()
         names = [topics] if isinstance(topics, str) else list(topics)
-        if not names:
+        if pattern is not None:
+            if names:
+                raise ValueError("subscribe() takes topics or a pattern, not both")
+            if self.config.group_protocol != "consumer":
+                raise IllegalStateError("subscribe(pattern=...) is matched by the coordinator: it needs "
+                                        "group.protocol=consumer")
+            if not pattern:
+                raise ValueError("subscribe() with an empty pattern")
+        elif not names:
             raise IllegalStateError("subscribe() with no topics: call unsubscribe() instead")
         listener = self._listener
         listener.on_assign, listener.on_revoke, listener.on_lost = on_assign, on_revoke, on_lost
         subs = self._subscriptions
-        if len(names) == 1 and names[0].startswith("^"):
+        if pattern is not None:
+            subs.subscribe_regex(pattern)
+        elif len(names) == 1 and names[0].startswith("^"):
             try:
-                pattern = re.compile(names[0])
+                compiled = re.compile(names[0])
             except re.error as e:
                 raise ValueError(f"invalid subscription pattern {names[0]!r}: {e}") from None
-            subs.subscribe_pattern(pattern)
+            subs.subscribe_pattern(compiled)
         else:
             for name in names:
                 if not isinstance(name, str) or not name.strip() or name.startswith("^"):
@@ -540,12 +555,13 @@ class Consumer(BlockingFacade):
     def assignment(self) -> set[TopicPartition]:
         return self._run(self._aio.assignment)
 
-    def subscribe(self, topics: str | Iterable[str], *, on_assign: RebalanceCallback | None = None,
-                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None) -> None:
+    def subscribe(self, topics: str | Iterable[str] = (), *, pattern: str | None = None,
+                  on_assign: RebalanceCallback | None = None, on_revoke: RebalanceCallback | None = None,
+                  on_lost: RebalanceCallback | None = None) -> None:
         names = topics if isinstance(topics, str) else list(topics)
         self._run(lambda: self._aio.subscribe(
-            names, on_assign=self._in_caller_thread(on_assign), on_revoke=self._in_caller_thread(on_revoke),
-            on_lost=self._in_caller_thread(on_lost)))
+            names, pattern=pattern, on_assign=self._in_caller_thread(on_assign),
+            on_revoke=self._in_caller_thread(on_revoke), on_lost=self._in_caller_thread(on_lost)))
 
     def subscription(self) -> set[str]:
         return self._run(self._aio.subscription)

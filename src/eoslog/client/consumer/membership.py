@@ -64,7 +64,7 @@ SYNC_GROUP = ApiKey.SYNC_GROUP
 # Java's AbstractCoordinator.JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may wait a whole rebalance.
 JOIN_GROUP_TIMEOUT_LAPSE_S = 5.0
 MAX_VERSIONS = {ApiKey.FIND_COORDINATOR: 4, JOIN_GROUP: 9, HEARTBEAT: 4, LEAVE_GROUP: 5, SYNC_GROUP: 5,
-                ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9}
+                ApiKey.OFFSET_COMMIT: 9, ApiKey.OFFSET_FETCH: 9, ApiKey.CONSUMER_GROUP_HEARTBEAT: 1}
 COORDINATOR_MOVED = frozenset({E.not_coordinator, E.coordinator_not_available})
 
 

@@ -29,6 +29,7 @@ class SubscriptionType(Enum):
     NONE = auto()
     AUTO_TOPICS = auto()
     AUTO_PATTERN = auto()
+    AUTO_REGEX = auto()  # a regular expression the coordinator matches (KIP-848, RE2/J syntax)
     USER_ASSIGNED = auto()
 
 
@@ -57,6 +58,7 @@ class SubscriptionState:
         self.type = SubscriptionType.NONE
         self.topics: frozenset[str] = frozenset()  # subscribed topics (a pattern: those it matched)
         self.pattern: re.Pattern[str] | None = None
+        self.regex: str | None = None
         self.assignment: dict[TopicPartition, PartitionState] = {}
         # Bumped whenever the assignment changes, so that in-flight work can tell.
         self.assignment_id = 0
@@ -71,7 +73,7 @@ class SubscriptionState:
 
     @property
     def auto_assigned(self) -> bool:
-        return self.type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
+        return self.type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_REGEX)
 
     def subscribe(self, topics: Iterable[str]) -> bool:
         """Subscribe to topics; True when the subscription changed."""
@@ -81,6 +83,11 @@ class SubscriptionState:
     def subscribe_pattern(self, pattern: re.Pattern[str]) -> None:
         self._set_type(SubscriptionType.AUTO_PATTERN)
         self.pattern = pattern
+
+    def subscribe_regex(self, regex: str) -> None:
+        """The coordinator resolves the topics; ``topics`` follows what it assigns."""
+        self._set_type(SubscriptionType.AUTO_REGEX)
+        self.regex = regex
 
     def match_pattern(self, all_topics: Iterable[str]) -> bool:
         """Subscribe to the topics the pattern matches; True when that set changed."""
@@ -96,6 +103,7 @@ class SubscriptionState:
         self.type = SubscriptionType.NONE
         self.topics = frozenset()
         self.pattern = None
+        self.regex = None
         self._replace_assignment(())
 
     # -- assignment -------------------------------------------------------------------------

@@ -361,6 +361,10 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
         E.group_authorization_failed: Action.ABORTABLE,
         E.unknown_member_id: Action.ABORTABLE,
         E.illegal_generation: Action.ABORTABLE,
+        # A consumer-protocol member's stale epoch (a zombie of a KIP-848 group): abortable, as Kafka 4.4's
+        # TxnOffsetCommitHandler makes it (with GROUP_ID_NOT_FOUND).
+        E.stale_member_epoch: Action.ABORTABLE,
+        E.group_id_not_found: Action.ABORTABLE,
         E.fenced_instance_id: Action.ABORTABLE,
         E.rebalance_in_progress: Action.ABORTABLE,
         E.invalid_producer_epoch: Action.FENCED,
