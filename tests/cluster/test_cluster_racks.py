@@ -23,8 +23,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.cluster_harness import Cluster, create_topic, settled
+from support.cluster_harness import Cluster, create_topic, metadata, settled
 from support.harness import free_ports, wait_until
+from support.kafka_harness import KafkaCluster, cluster_marked
 from support.rawkafka import RawClient, fetch_request
 from support.txn_batches import write_transactions
 
@@ -71,22 +72,44 @@ def test_new_topics_replicas_cover_every_rack(cluster: Cluster) -> None:
     assert {RACKS[b] for b in leaders} == set(RACKS.values()) and max(map(leaders.count, RACKS)) == 2, placed
 
 
-def test_brokers_without_a_rack_count_as_one_more_rack(tmp_path: Path) -> None:
-    """Racks on some brokers only (two in rack-a, two without): Kafka 4.4's controller places
-    the rackless brokers as one more rack (StripedReplicaPlacer, run from .reference/lib), so
-    CreateTopics succeeds and every partition has a replica in rack-a and one without a rack.
-    Kafka ≤ 3.x refused; eoslog ignored the racks, placing partitions on (1, 2) or (3, 4)."""
-    racks = {1: "rack-a", 2: "rack-a", 3: None, 4: None}
-    c = Cluster(tmp_path, size=4,
-                per_broker=lambda i, _port: {"broker.rack": r} if (r := racks[i]) else {}).start()
+HALF_RACKED = {1: "rack-a", 2: None, 3: None}
+
+
+@pytest.mark.parametrize("kind", cluster_marked(["eoslog", "kafka-cluster"]))
+def test_brokers_without_a_rack_count_as_one_more_rack(tmp_path: Path, kind: str) -> None:
+    """Racks on some brokers only (broker 1 in rack-a, 2 and 3 without), on eoslog's cluster and
+    on Apache Kafka 4.4's three KRaft nodes alike: CreateTopics succeeds and, the rackless
+    brokers placed as one more rack (Kafka's StripedReplicaPlacer), every partition has broker
+    1 and one of the two others. Kafka <= 3.x refused; eoslog ignored the racks, putting
+    partitions on (2, 3)."""
+    rack = {i: {"broker.rack": r} if (r := HALF_RACKED[i]) else {} for i in HALF_RACKED}
+    brokers: Cluster | KafkaCluster
+    if kind == "eoslog":
+        brokers = Cluster(tmp_path, size=3, per_broker=lambda i, _port: rack[i]).start()
+        bootstrap = brokers.any_alive().bootstrap
+    else:
+        brokers = KafkaCluster(tmp_path)
+        for node in brokers.nodes:
+            node.overrides.update(rack[node.node_id])
+        brokers.start()
+        bootstrap = brokers.nodes[0].bootstrap
     try:
-        result = create_topic(c.any_alive().bootstrap, "half-racked", 12, 2)
+        result = create_topic(bootstrap, "half-racked", 12, 2)
         assert int(result.error_code) == 0, result
-        meta = c.wait_for(lambda m: len(m.topics.get("half-racked", {})) == 12, "half-racked's 12 partitions")
-        placed = {p: m.replicas for p, m in meta.topics["half-racked"].items()}
-        assert all({racks[b] for b in replicas} == {"rack-a", None} for replicas in placed.values()), placed
+        placed: dict[int, tuple[int, ...]] = {}
+
+        def created() -> bool:
+            meta = metadata(bootstrap, ["half-racked"]).topics.get("half-racked", {})
+            placed.update({p: m.replicas for p, m in meta.items()})
+            return len(meta) == 12 and all(m.leader >= 0 for m in meta.values())
+
+        wait_until(created, "half-racked's 12 partitions led", 60)
+        assert all({HALF_RACKED[b] for b in replicas} == {"rack-a", None} for replicas in placed.values()), placed
     finally:
-        c.stop()
+        if isinstance(brokers, KafkaCluster):
+            brokers.kill()
+        else:
+            brokers.stop()
 
 
 def _read(cluster: Cluster, rack: str | None, expected: int) -> list[tuple[int, bytes, bytes]]:
