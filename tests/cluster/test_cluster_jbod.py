@@ -46,11 +46,12 @@ LEADER = 1  # the broker whose cutfs directory fails: cut-0's preferred leader
 
 @pytest.fixture
 def cluster(cutfs: CutFs, zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
-    (cutfs.mountpoint / "jbod").mkdir()
+    on_cutfs = cutfs.mountpoint / tmp_path.name  # (the mount is the module's: a directory per test)
+    on_cutfs.mkdir()
     metrics = dict(zip((1, 2, 3), free_ports(3), strict=True))
     c = Cluster(tmp_path / "jbod", overrides={"log.flush.policy": "group-commit"}, zookeeper=zookeeper,
                 per_broker=lambda i, _port: {"metrics.listener": f"http://127.0.0.1:{metrics[i]}"},
-                more_log_dirs=lambda i: [cutfs.mountpoint / "jbod" / f"broker-{i}"])
+                more_log_dirs=lambda i: [on_cutfs / f"broker-{i}"])
     c.metrics_ports = metrics  # type: ignore[attr-defined]
     c.start()
     yield c
@@ -100,7 +101,7 @@ def test_a_failed_disk_moves_its_partitions_leadership_and_the_broker_serves_the
         wait_until(lambda: writer.sent > sent + 500, "writes after the move", 120)
         assert offline_dirs_metric(cluster, LEADER) == 0
         failed_before = len(cutfs.stats()["failed_fsyncs"])
-        cutfs.fail_fsync(f"/jbod/broker-{LEADER}/cut-0/*.log")
+        cutfs.fail_fsync(f"/{tmp_path.name}/broker-{LEADER}/cut-0/*.log")
         wait_until(lambda: len(cutfs.stats()["failed_fsyncs"]) > failed_before, "the leader's fsync to fail", 120)
         meta = cluster.wait_for(lambda m: m.topics["cut"][0].leader in (2, 3) and LEADER not in m.topics["cut"][0].isr,
                                 "cut-0 led elsewhere, broker 1 out of its ISR", 120, via=2)
