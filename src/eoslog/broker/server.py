@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eoslog.broker import gc_policy
 from eoslog.broker.acceptor import Acceptor, bind
 from eoslog.broker.connection import KafkaProtocol
 from eoslog.broker.connection_quotas import ConnectionQuotas, check_connection_limits
@@ -397,6 +398,7 @@ class Broker:
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     status = await broker.startup()
+    gc_policy.after_startup()
     joined = broker.metadata_support.ready_note(broker.state.cluster_id)
     others = ", ".join(f"{name}://{host}:{port}" for name, (host, port)
                        in broker.advertised.by_listener.items())

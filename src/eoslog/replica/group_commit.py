@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from eoslog.replica.partition import Partition
+from eoslog.running_loop import LoopRef
 from eoslog.storage.fileio import report_failed_syncs, sync_files
 from eoslog.storage.log import SyncPlan
 from eoslog.storage.log_dir_failure import KafkaStorageError
@@ -58,13 +59,14 @@ class GroupCommit:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []  # ``synced`` callers, answered by the next round
+        self._loop = LoopRef()
         self.stats = GroupCommitStats()
 
     def written(self, partition: Partition) -> None:
         """``partition`` was appended to: the next round syncs it. Outside an event loop (start-up,
         unit tests) the log is flushed at once."""
         try:
-            loop = asyncio.get_running_loop()
+            loop = self._loop.get()
         except RuntimeError:
             partition.log.flush()
             self._on_durable(partition)
@@ -82,7 +84,7 @@ class GroupCommit:
         """Return once a round begun after this call has synced ``partitions`` (a follower's
         appends, before its next fetch reports them to the leader); KafkaStorageError when the
         log directory of one of them is offline (its fsync failed: nothing to report)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[None] = self._loop.get().create_future()
         self._waiters.append(waiter)
         partitions = list(partitions)
         for partition in partitions:

@@ -15,12 +15,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 
+from eoslog.running_loop import LoopRef, time_out
 from eoslog.types import TopicPartition
 
 
 class Purgatory:
     def __init__(self) -> None:
         self._waiters: defaultdict[TopicPartition, set[asyncio.Future[float | None]]] = defaultdict(set)
+        self._loop = LoopRef()
 
     def notify(self, tp: TopicPartition) -> None:
         waiters = self._waiters.pop(tp, None)
@@ -35,12 +37,12 @@ class Purgatory:
         notification) or ``timeout_s`` passes (None). One future and one timer per wait (an
         ``asyncio.wait_for`` of a shielded future made three more objects and callbacks for every
         acks=all produce and coordinator write)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop.get()
         fut: asyncio.Future[float | None] = loop.create_future()
         keys = tuple(partitions)
         for tp in keys:
             self._waiters[tp].add(fut)
-        timer = loop.call_later(timeout_s, _expire, fut)
+        timer = loop.call_later(timeout_s, time_out, fut)
         try:
             return await fut
         finally:
@@ -54,8 +56,3 @@ class Purgatory:
 
     def waiting(self) -> int:
         return sum(len(s) for s in self._waiters.values())
-
-
-def _expire(fut: asyncio.Future[float | None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

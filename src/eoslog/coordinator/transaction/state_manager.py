@@ -34,6 +34,7 @@ from eoslog.coordinator.transaction.metadata import TransactionMetadata, TxnTran
 from eoslog.coordinator.transaction.state import TxnState
 from eoslog.coordinator.transaction.topic import TransactionStateTopic
 from eoslog.errors import Errors
+from eoslog.running_loop import LoopRef, time_out
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class TransactionStateManager:
         self.active = True
         # transactional id → futures of ``transition_ended`` callers, woken by the next change.
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
+        self._loop = LoopRef()
 
     def partition_for(self, transactional_id: str) -> int:
         return transaction_partition_for(transactional_id, self.topic.num_partitions)
@@ -202,12 +204,17 @@ class TransactionStateManager:
         """Return after the next append of a transition of ``transactional_id`` (completed,
         abandoned or kept pending), a change of ownership or loading of any partition, or
         shutdown; at the latest after ``timeout_s``. The caller looks at the state again."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = self._loop.get()
+        waiter: asyncio.Future[None] = loop.create_future()
         waiters = self._watchers.setdefault(transactional_id, [])
         waiters.append(waiter)
+        # One future and one timer (asyncio.wait made a set, a callback and a second future
+        # for each of the held requests every transaction's next AddPartitionsToTxn makes).
+        timer = loop.call_later(timeout_s, time_out, waiter)
         try:
-            await asyncio.wait([waiter], timeout=timeout_s)
+            await waiter
         finally:
+            timer.cancel()
             if waiter in waiters:
                 waiters.remove(waiter)
             if not waiters and self._watchers.get(transactional_id) is waiters:
