@@ -4,6 +4,7 @@ one broker, eoslog beside Apache Kafka (and beside an earlier eoslog build) in o
     python bench/scale.py --against kafka [--partitions 1000,5000] [--rounds 2]
     python bench/scale.py --a-src /tmp/eoslog-before/src --against kafka     # + a build before a change
     python bench/scale.py --cases txns --against kafka [--producers 100 --rate 1000]
+    python bench/scale.py --cases offset-commits --against kafka [--groups 200 --commit-rate 2000]
 
 Each round starts every side's broker afresh (eoslog's on its default ``log.flush.policy``,
 group commit; Kafka on its defaults, no fsync), one after the other, the order rotating from
@@ -34,6 +35,12 @@ each side counts and every round is in the JSON. Cases (``--cases``):
   (commit_transaction: the flush, EndTxn), at its own pace of rate/producers per second
   (falling behind, it runs back to back). Served transactions per second over the timed part,
   commit latency p50/p99, the broker's CPU seconds per 1,000 transactions.
+- ``offset-commits``: ``--groups`` consumer groups (one librdkafka consumer each, one thread
+  each, not subscribed: a standalone group's commit, generation -1) offering
+  ``--commit-rate`` OffsetCommits per second together for ``--commit-s`` seconds (after the
+  warm-up): each commits the next offset of one partition of a 10-partition topic,
+  synchronously, at its own pace (falling behind, back to back). Served commits per second,
+  commit latency p50/p99 (``commit()`` call to return), the broker's CPU seconds per 1,000.
 
 Ratios are eoslog / Kafka (and eoslog / before): higher is better for rates, lower for times,
 latencies and descriptors. Output: a table, ``bench/results/scale-<timestamp>.json``,
@@ -56,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from rich.console import Console
 from rich.table import Table
@@ -70,6 +77,7 @@ BYSTANDER_TOPIC = "bystander"
 BYSTANDER_INTERVAL_S = 0.002
 TXN_TOPIC = "txns"
 TXN_PARTITIONS = 10
+COMMIT_TOPIC = "commits"
 VALUE = b"v" * 100
 
 
@@ -276,44 +284,50 @@ def fd_soft_limit(pid: int) -> int:
     return -1
 
 
-def case_txns(broker: BrokerProcess | KafkaBroker, producers: int, rate: float, txn_s: float,
-              warmup_s: float) -> dict[str, Any]:
-    pid = broker_pid(broker)
+def topic_led(broker: BrokerProcess | KafkaBroker, name: str, partitions: int) -> None:
     client = admin(broker.bootstrap)
-    create_topic(client, TXN_TOPIC, TXN_PARTITIONS)
-    wait_led(client, TXN_TOPIC, TXN_PARTITIONS)
-    per_producer = rate / producers
-    start = time.monotonic() + 5.0 + producers * 0.02  # after every producer's InitProducerId
-    measure_from, end = start + warmup_s, start + warmup_s + txn_s
-    commits: list[tuple[float, float]] = []  # (committed at, commit latency s)
+    create_topic(client, name, partitions)
+    wait_led(client, name, partitions)
+
+
+# One client's session: (op(k) → the latency of its k-th operation in seconds, close()).
+Session = tuple[Callable[[int], float], Callable[[], None]]
+
+
+def paced(pid: int, clients: int, rate: float, seconds: float, warmup_s: float,
+          session: Callable[[int], Session]) -> dict[str, Any]:
+    """``clients`` threads, each opening ``session(i)`` and then running its operation at its own
+    pace of rate/clients per second (falling behind, back to back) until the end: served per
+    second, latency p50/p99 and the broker's CPU per 1,000 over the timed part (after the warm-up)."""
+    per_client = rate / clients
+    start = time.monotonic() + 5.0 + clients * 0.02  # after every client's set-up
+    measure_from, end = start + warmup_s, start + warmup_s + seconds
+    done_ops: list[tuple[float, float]] = []  # (done at, latency s)
     failures: list[str] = []
     lock = threading.Lock()
 
     def run(i: int) -> None:
-        p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"scale-txn-{i}",
-                      "linger.ms": 0, "enable.idempotence": True})
+        close: Callable[[], None] = lambda: None  # noqa: E731
         try:
-            p.init_transactions(60)
+            op, close = session(i)
             k = 0
             while True:
-                due = start + (k + i / producers) / per_producer
+                due = start + (k + i / clients) / per_client
                 now = time.monotonic()
                 if now >= end:
                     break
                 if due > now:
                     time.sleep(due - now)
-                p.begin_transaction()
-                p.produce(TXN_TOPIC, VALUE, partition=(i + k) % TXN_PARTITIONS)
-                t = time.monotonic()
-                p.commit_transaction(60)
-                done = time.monotonic()
+                latency = op(k)
                 with lock:
-                    commits.append((done, done - t))
+                    done_ops.append((time.monotonic(), latency))
                 k += 1
         except KafkaException as e:
             failures.append(str(e))
+        finally:
+            close()
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(producers)]
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
         t.start()
     while time.monotonic() < measure_from:
@@ -324,16 +338,54 @@ def case_txns(broker: BrokerProcess | KafkaBroker, producers: int, rate: float, 
     cpu1 = cpu_s(pid)
     for t in threads:
         t.join(120)
-    timed = [lat for at, lat in commits if measure_from <= at < end]
-    ms = [x * 1000 for x in timed]
+    ms = [lat * 1000 for at, lat in done_ops if measure_from <= at < end]
     return {
-        "producers": producers, "offered_per_s": rate, "seconds": txn_s,
-        "served_per_s": round(len(timed) / txn_s, 1),
+        "offered_per_s": rate, "seconds": seconds,
+        "served_per_s": round(len(ms) / seconds, 1),
         "commit_p50_ms": round(percentile(ms, 0.5), 2) if ms else None,
         "commit_p99_ms": round(percentile(ms, 0.99), 2) if ms else None,
-        "broker_cpu_s_per_1000": round((cpu1 - cpu0) / max(len(timed), 1) * 1000, 3),
+        "broker_cpu_s_per_1000": round((cpu1 - cpu0) / max(len(ms), 1) * 1000, 3),
         "failures": failures[:5],
     }
+
+
+def case_txns(broker: BrokerProcess | KafkaBroker, producers: int, rate: float, txn_s: float,
+              warmup_s: float) -> dict[str, Any]:
+    topic_led(broker, TXN_TOPIC, TXN_PARTITIONS)
+
+    def session(i: int) -> Session:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"scale-txn-{i}",
+                      "linger.ms": 0, "enable.idempotence": True})
+        p.init_transactions(60)
+
+        def transaction(k: int) -> float:
+            p.begin_transaction()
+            p.produce(TXN_TOPIC, VALUE, partition=(i + k) % TXN_PARTITIONS)
+            t = time.monotonic()
+            p.commit_transaction(60)
+            return time.monotonic() - t
+
+        return transaction, lambda: None
+
+    return {"producers": producers, **paced(broker_pid(broker), producers, rate, txn_s, warmup_s, session)}
+
+
+def case_offset_commits(broker: BrokerProcess | KafkaBroker, groups: int, rate: float, commit_s: float,
+                        warmup_s: float) -> dict[str, Any]:
+    topic_led(broker, COMMIT_TOPIC, TXN_PARTITIONS)
+
+    def session(i: int) -> Session:
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"scale-group-{i}",
+                      "enable.auto.commit": False})
+
+        def commit(k: int) -> float:
+            t = time.monotonic()
+            c.commit(offsets=[TopicPartition(COMMIT_TOPIC, i % TXN_PARTITIONS, k + 1)], asynchronous=False)
+            return time.monotonic() - t
+
+        return commit, c.close
+
+    return {"groups": groups, **paced(broker_pid(broker), groups, rate, commit_s, warmup_s, session)}
 
 
 def run_side(side: Side, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -347,6 +399,9 @@ def run_side(side: Side, args: argparse.Namespace, work: Path) -> dict[str, Any]
                 out["first_write"] = case_first_write(broker, args.partitions[-1])
         if "txns" in args.cases:
             out["txns"] = case_txns(broker, args.producers, args.rate, args.txn_s, args.warmup_s)
+        if "offset-commits" in args.cases:
+            out["offset_commits"] = case_offset_commits(broker, args.groups, args.commit_rate, args.commit_s,
+                                                        args.warmup_s)
     finally:
         broker.stop(timeout=300)
         shutil.rmtree(data.parent, ignore_errors=True)
@@ -383,6 +438,12 @@ def figures(r: dict[str, Any]) -> dict[str, tuple[float, bool]]:
         out["txns: commit p50 ms"] = (t["commit_p50_ms"], False)
         out["txns: commit p99 ms"] = (t["commit_p99_ms"], False)
         out["txns: broker CPU s per 1000"] = (t["broker_cpu_s_per_1000"], False)
+    if "offset_commits" in r and r["offset_commits"]["commit_p50_ms"] is not None:
+        o = r["offset_commits"]
+        out[f"OffsetCommit, {o['groups']} groups: served per s"] = (o["served_per_s"], True)
+        out[f"OffsetCommit, {o['groups']} groups: p50 ms"] = (o["commit_p50_ms"], False)
+        out[f"OffsetCommit, {o['groups']} groups: p99 ms"] = (o["commit_p99_ms"], False)
+        out[f"OffsetCommit, {o['groups']} groups: broker CPU s per 1000"] = (o["broker_cpu_s_per_1000"], False)
     return out
 
 
@@ -405,6 +466,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--producers", type=int, default=100)
     p.add_argument("--rate", type=float, default=1000.0, help="transactions per second offered, all producers")
     p.add_argument("--txn-s", type=float, default=15.0)
+    p.add_argument("--groups", type=int, default=200, help="consumer groups of the offset-commits case")
+    p.add_argument("--commit-rate", type=float, default=2000.0, help="OffsetCommits per second offered, all groups")
+    p.add_argument("--commit-s", type=float, default=15.0)
     p.add_argument("--warmup-s", type=float, default=3.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--against", choices=["kafka"])
