@@ -169,6 +169,9 @@ def test_moving_a_replica_is_refused_as_kafka_refuses_it(tmp_path: Path) -> None
     assert answers == {MOVING: Errors.LOG_DIR_NOT_FOUND, TopicPartition("nope", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION,
                        TopicPartition("t", 7): Errors.REPLICA_NOT_AVAILABLE, REFERENCE: Errors.NONE}
     assert node.logs.futures == {} and node.logs.preferred_log_dirs == {("t", 7): d2}
+    node.logs.dir_states[d2].fail("a test", OSError(5, "Input/output error"))
+    assert node.replicas.alter_replica_log_dirs({MOVING: str(d1), REFERENCE: str(d2)}) == {
+        MOVING: Errors.NONE, REFERENCE: Errors.KAFKA_STORAGE_ERROR}  # (already there; the target offline)
 
 
 def test_a_move_cut_mid_copy_resumes_at_the_next_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,3 +269,17 @@ def test_a_future_log_follows_a_truncated_current_log(tmp_path: Path) -> None:
     asyncio.run(run())
     assert_same(node)
     node.logs.shutdown()
+
+
+def test_no_move_starts_while_any_log_dir_is_offline(tmp_path: Path) -> None:
+    """Kafka makes no future log while a log directory is offline (the replica may still be there)."""
+    dirs = [tmp_path / f"d{i}" for i in (1, 2, 3)]
+    config = BrokerConfig.load(overrides={"log.dirs": ",".join(map(str, dirs))})
+    logs = LogManager(dirs, config.topic_defaults(), lambda: CLOCK_MS)
+    logs.startup()
+    logs.create_topic("t", 1)
+    replicas = ReplicaManager(0, logs, lambda: CLOCK_MS)
+    assert logs.log_dir_of("t", 0) == dirs[0]
+    logs.dir_states[dirs[2]].fail("a test", OSError(5, "Input/output error"))
+    assert replicas.alter_replica_log_dirs({MOVING: str(dirs[1])}) == {MOVING: Errors.KAFKA_STORAGE_ERROR}
+    assert logs.futures == {} and not list(dirs[1].glob("*-future"))

@@ -80,7 +80,8 @@ class LogDirMover:
         UNKNOWN_TOPIC_OR_PARTITION for a topic this broker does not know, REPLICA_NOT_AVAILABLE
         for a partition it does not hold yet (the directory is remembered for when it comes: the
         reassignment tool retries until the replica is there), INVALID_TOPIC_EXCEPTION for a name
-        too long for a future directory; NONE once the move is under way (or done: the replica is
+        too long for a future directory, KAFKA_STORAGE_ERROR while any log directory is offline
+        (Kafka makes no future log then); NONE once the move is under way (or done: the replica is
         in that directory already, and a move elsewhere is cancelled)."""
         return {tp: self._alter(tp, path) for tp, path in targets.items()}
 
@@ -109,6 +110,10 @@ class LogDirMover:
             self.cancel(tp)
         if current.log_dir.path == target or key in self.logs.futures:
             return Errors.NONE
+        if self.logs.offline_log_dirs:
+            # Kafka makes no future log while any log directory is offline (getOrCreateLog).
+            log.warning("cannot move %s: log directories %s are offline", tp, self.logs.offline_log_dirs)
+            return Errors.KAFKA_STORAGE_ERROR
         try:
             self.logs.create_future_log(tp.topic, tp.partition, target)
         except KafkaStorageError:
