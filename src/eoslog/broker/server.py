@@ -59,7 +59,7 @@ from eoslog.replica.selector import selector_named
 from eoslog.security.listeners import advertised_listeners, listeners, server_ssl_context, unprotected_settings
 from eoslog.share.manager import HELD_CHECK_INTERVAL_S, SharePartitionManager
 from eoslog.share.partition import ShareSettings
-from eoslog.storage import LogManager
+from eoslog.storage import LogManager, unsynced_witness
 from eoslog.storage.cleaner import LogCleaner
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 SHUTDOWN_DRAIN_SECONDS = 5.0
 CHECKPOINT_INTERVAL_S = 60.0
 QUOTA_SENSOR_EXPIRY_CHECK_S = 60.0
+WITNESS_RECHECK_S = 1.0  # how often the unsynced witness waits for the transactions marked at a loss to end
 HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1)
 HALT_DRAIN_SECONDS = 1.0  # answers due when the last log directory failed: a moment to leave
 HALT_CLOSE_SECONDS = 3.0  # a cluster member's ZooKeeper session close, at most
@@ -140,6 +141,10 @@ class Broker:
         self.shares.outcome_listeners.append(self.share_partitions.transaction_decided)
         support.bind(self.replicas, self.groups, self.txns, self.shares)
         self.replicas.verifier = support.transaction_verifier(LocalTransactionVerifier(self.txns))
+        if support.leads_every_local_log and config.group_commit:
+            # One node under group commit: a transaction's writes are made durable before its
+            # PrepareCommit rather than each before its answer (docs/architecture.md, Recovery).
+            self.txns.durable_before_prepare = self.replicas.wait_producer_durable
         self.state = BrokerState(
             config=config, logs=self.logs, producer_ids=support.producer_ids, replicas=self.replicas,
             group_coordinator=self.groups, txn_coordinator=self.txns, share_coordinator=self.shares,
@@ -208,6 +213,11 @@ class Broker:
         if self.replicas.group_commit is not None and not self.logs.had_clean_shutdown:
             # What recovery kept is shown only once it is on disk (a second cut must not undo a read).
             self.logs.flush_all()
+            # A transaction's writes are answered before they are durable: if any write no fsync
+            # covered was lost (a power cut, not a kill -9), none open at the stop may commit
+            # (TransactionCoordinator._mark_open_after_lost_writes).
+            if self.txns.durable_before_prepare is not None:
+                self.txns.unsynced_writes_lost = not unsynced_witness.survived(self.logs.log_dirs)
         self.metadata_support.begin_loading()
         self.replicas.log_dir_mover.resume()  # moves between log directories a restart interrupted
         for lg in self.logs.all_logs():
@@ -297,10 +307,19 @@ class Broker:
         last: it must not rewrite a log that a loader is half-way through."""
         # One node loads them here; in a cluster they load as their partitions' leadership arrives.
         self.metrics_facts.load_seconds.update(await self.metadata_support.load_coordinators())
+        if self.txns.durable_before_prepare is not None:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._write_unsynced_witness()))
         self.txns.startup()
         if self.config["log.cleaner.enable"]:
             # log.cleaner.backoff.ms is dynamic: read before each pause.
             await self._every(lambda: int(self.config["log.cleaner.backoff.ms"]) / 1000, self.cleaner.run)
+
+    async def _write_unsynced_witness(self) -> None:
+        """storage.unsynced_witness, once no transaction open when writes were lost is still open:
+        until then a crash, even a kill -9, must find the loss again (their commits stay refused)."""
+        while self.txns.open_after_lost_writes():
+            await asyncio.sleep(WITNESS_RECHECK_S)
+        unsynced_witness.write(self.logs.live_log_dirs)
 
     async def _every(self, seconds: float | Callable[[], float], job: object) -> None:
         assert callable(job)

@@ -52,6 +52,9 @@ class LocalTransactionVerifier:
     async def is_kept_by_newer_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> bool:
         return self.coordinator.is_fenced_by_kept_transaction(transactional_id, producer_id, producer_epoch)
 
+    def commit_makes_durable(self, transactional_id: str) -> bool:
+        return self.coordinator.commit_makes_durable(transactional_id)
+
 
 class ClusterTransactionVerifier:
     """Cluster mode: the transactional id's coordinator may be another broker; it is asked with
@@ -99,4 +102,9 @@ class ClusterTransactionVerifier:
         elsewhere False, and the coordinator's own checks still fence the old instance."""
         if self._coordinator(transactional_id) == self.cluster.broker_id:
             return await self.local.is_kept_by_newer_producer(transactional_id, producer_id, producer_epoch)
+        return False
+
+    def commit_makes_durable(self, transactional_id: str) -> bool:
+        """Never in a cluster: a transaction's writes are acknowledged once the ISR has them (and,
+        under group commit, once every ISR member fsynced them), as in Kafka."""
         return False

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -64,6 +64,9 @@ from eoslog.types import INTERNAL_TOPICS, TopicPartition
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (0, 1, ACKS_ALL)
+# How long a reader waits for acknowledged writes to become durable (``acknowledged_visible``):
+# Kafka's request.timeout.ms default; a round takes milliseconds unless the disk stalls.
+ACKNOWLEDGED_VISIBLE_TIMEOUT_MS = 30_000
 _REFUSED_BEFORE_THE_LOG = frozenset({
     Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.CORRUPT_MESSAGE, Errors.NOT_LEADER_OR_FOLLOWER,
     Errors.KAFKA_STORAGE_ERROR,
@@ -259,6 +262,11 @@ class ReplicaManager:
             return dict.fromkeys(entries, ProduceResult(Errors.INVALID_REQUIRED_ACKS))
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, int] = {}
+        # A transaction whose coordinator makes its writes durable before its PrepareCommit: its
+        # acks=all writes are answered once appended (the transaction's fsync rounds are its
+        # commit's, docs/architecture.md).
+        durable_at_commit = (transactional_id is not None and self.verifier is not None
+                             and self.verifier.commit_makes_durable(transactional_id))
         for tp, records in entries.items():
             partition = self.get_partition(tp)
             if partition is None:
@@ -281,8 +289,11 @@ class ReplicaManager:
             result, info = self._append_to_leader(partition, records, origin, required_acks,
                                                   TRANSACTION_VERSION_2 if added else 0)
             results[tp] = result
-            if (info is not None and required_acks == ACKS_ALL
-                    and not self._replicated(tp, partition, info.last_offset + 1, results)):
+            if info is None or required_acks != ACKS_ALL:
+                continue
+            if durable_at_commit:
+                partition.acknowledged_end = max(partition.acknowledged_end, info.last_offset + 1)
+            elif not self._replicated(tp, partition, info.last_offset + 1, results):
                 waiting[tp] = info.last_offset + 1
         if waiting:
             if on_appended is not None:
@@ -352,6 +363,44 @@ class ReplicaManager:
             await self._wait_for_isr({tp: required_offset}, results, timeout_ms)
         return results[tp].error if tp in results else Errors.NONE
 
+    async def acknowledged_visible(self, tps: Iterable[TopicPartition],
+                                   timeout_ms: int = ACKNOWLEDGED_VISIBLE_TIMEOUT_MS) -> None:
+        """Until each partition's high watermark has reached the writes it answered before they
+        were durable (``Partition.acknowledged_end``): a Fetch or ListOffsets that comes after
+        an acknowledgement sees the acknowledged records, as after Kafka's acks=all, though the
+        producer did not wait for their fsync round (the reader waits for the rest of it, if
+        it is still running). Returns at ``timeout_ms`` whatever the high watermarks (the
+        reader is then answered with what is durable)."""
+        waiting = self._acknowledged_unsynced(tps)
+        if waiting:
+            await self._wait_for_isr(waiting, {}, timeout_ms)
+
+    def _acknowledged_unsynced(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        waiting: dict[TopicPartition, int] = {}
+        for tp in tps:
+            partition = self.get_partition(tp)
+            if partition is not None and partition.acknowledged_end > partition.high_watermark:
+                waiting[tp] = partition.acknowledged_end
+        return waiting
+
+    async def wait_producer_durable(self, producer_id: int, partitions: Collection[TopicPartition],
+                                    timeout_ms: int) -> Errors:
+        """Until everything ``producer_id`` appended to ``partitions`` is below their high
+        watermarks — under group commit on one node, fsynced (a transaction's writes before its
+        PrepareCommit: ``TransactionCoordinator.make_durable_before_commit``). NONE, or why not."""
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            partition = self.get_partition(tp)
+            entry = None if partition is None else partition.log.producer_state.producers.get(producer_id)
+            if partition is not None and entry is not None and entry.batches:
+                required = entry.last_offset + 1
+                if not self._replicated(tp, partition, required, results):
+                    waiting[tp] = required
+        if waiting:
+            await self._wait_for_isr(waiting, results, timeout_ms)
+        return next((r.error for r in results.values() if r.error is not Errors.NONE), Errors.NONE)
+
     def append_coordinator_records(self, tp: TopicPartition, records: bytes,
                                    transaction_version: int = 0) -> AppendInfo:
         """A coordinator's batch (origin COORDINATOR, acks=all; a marker's ``transaction_version``).
@@ -420,6 +469,8 @@ class ReplicaManager:
         min_bytes = max(1, params.min_bytes)
         wanted = [p.tp for p in partitions]
         follower = params.replica_id >= 0
+        if self._acknowledged_unsynced(wanted):  # (a check first: this is every fetch's path)
+            await self.acknowledged_visible(wanted)
         parked = False
         woken_at: float | None = None  # when the append that ended the last wait notified
         while True:

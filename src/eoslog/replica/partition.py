@@ -105,6 +105,10 @@ class Partition:
     # log.flush.policy=group-commit: this replica's own records count towards the high
     # watermark once fsynced (its recovery point), not once written (``group_commit``).
     durable: bool = False
+    # The end of the writes answered before they were durable (a transaction's, durable at its
+    # commit: ``ReplicaManager.append_records``); a reader waits for the high watermark to reach
+    # it, so that what was acknowledged is seen by whoever asks after (``acknowledged_visible``).
+    acknowledged_end: int = 0
 
     # -- leadership ----------------------------------------------------------------------
 

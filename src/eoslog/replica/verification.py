@@ -45,6 +45,12 @@ class TransactionVerifier(Protocol):
         """True when a newer instance kept this producer's prepared transaction (KIP-939)."""
         ...
 
+    def commit_makes_durable(self, transactional_id: str) -> bool:
+        """True when the transaction's coordinator makes its writes durable before it writes the
+        PrepareCommit that decides them (a single node under group commit): an acks=all write of
+        the transaction is then answered once appended."""
+        ...
+
 
 class TransactionSupportedOperation(Enum):
     """What the client's request version lets the broker do and answer (Kafka's enum of the

@@ -32,6 +32,9 @@ def _lookup(ctx: RequestContext, tp: TopicPartition, timestamp: int,
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     module = response_types(ctx)
     isolation = IsolationLevel(int(getattr(request, "isolation_level", 0)))
+    # What was acknowledged before it was durable counts as written (ReplicaManager.acknowledged_visible).
+    await ctx.state.replicas.acknowledged_visible(
+        [TopicPartition(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions])
     topics = []
     for topic in request.topics:
         described = ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)  # Kafka's check

@@ -260,10 +260,13 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
     else:
         coordinator = ctx.state.txn_coordinator
         client_version = TRANSACTION_VERSION_2 if ctx.api_version >= END_TXN_V2_VERSION else 0
-        result = await coordinator.held("EndTxn", request.transactional_id, lambda: coordinator.end_transaction(
-            request.transactional_id, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
-            client_version,
-        ), lambda r: r.error)
+        durable = (await coordinator.make_durable_before_commit(request.transactional_id, int(request.producer_id))
+                   if request.committed else Errors.NONE)
+        result = EndTxnResult(durable) if durable is not Errors.NONE else await coordinator.held(
+            "EndTxn", request.transactional_id, lambda: coordinator.end_transaction(
+                request.transactional_id, int(request.producer_id), int(request.producer_epoch),
+                bool(request.committed), client_version,
+            ), lambda r: r.error)
         error = await _replicated_txn(ctx, request.transactional_id, result.error)
         if error is not result.error:
             result = EndTxnResult(error)
@@ -345,7 +348,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
                 getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
                 int(getattr(request, "generation_id", -1)), offsets,
             )
-            if any(e is Errors.NONE for e in committed.values()):
+            if (any(e is Errors.NONE for e in committed.values())
+                    and not ctx.state.txn_coordinator.commit_makes_durable(request.transactional_id)):
                 outcome = await replicated(ctx, groups.topic, groups.partition_for(request.group_id), Errors.NONE)
                 committed = {tp: outcome if e is Errors.NONE else e for tp, e in committed.items()}
             errors.update(committed)

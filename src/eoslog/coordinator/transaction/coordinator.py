@@ -40,7 +40,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -88,6 +88,8 @@ _EXPIRE_TIMER = ("txn", "expire-transactional-ids")
 # Kafka's request.timeout.ms default, which its marker channel's requests have.
 MARKER_WRITE_TIMEOUT_MS = 30_000
 T = TypeVar("T")
+# (producer id, partitions, timeout ms) → NONE once the producer's writes to them are durable.
+DurableWrites = Callable[[int, Collection[TopicPartition], int], Awaitable[Errors]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,17 @@ class TransactionCoordinator:
                                         wait_replicated=state.topic.wait_offset_replicated)
         self._crash_points = crash_points or CrashPoints()
         self.counts = TransactionCounts()
+        # Set on a single node under group commit (broker/server.py): waits until a producer's
+        # writes to some partitions are durable; its transactions' writes are then answered once
+        # appended and made durable before PrepareCommit (``commit_makes_durable``).
+        self.durable_before_prepare: DurableWrites | None = None
+        # Set by the broker when writes no fsync covered were lost at its last stop (a power cut:
+        # storage.unsynced_witness): the transactions open then are marked as they load
+        # (``_mark_open_after_lost_writes``) and may not commit.
+        self.unsynced_writes_lost = False
+        # transactional id → (producer id, epoch, start time) of a transaction open when writes
+        # were lost: it may have lost an acknowledged one (``make_durable_before_commit``).
+        self._lost_writes: dict[str, tuple[int, int, int]] = {}
 
     @classmethod
     def for_broker(
@@ -288,6 +301,8 @@ class TransactionCoordinator:
                 complete = m.prepare_complete(self._now())
                 self.markers.add(PendingCompleteTxn(m.transactional_id, epoch, m, complete, set(m.partitions),
                                                     marker_producer=marker_producer))
+        if self.unsynced_writes_lost:
+            self._mark_open_after_lost_writes(loaded.values())
 
     def startup(self) -> None:
         """Start the periodic abort of timed-out transactions and expiry of idle ids."""
@@ -661,6 +676,73 @@ class TransactionCoordinator:
             else:
                 log.warning("timed-out transaction of %s not aborted: %s", t.transactional_id, error)
         return aborted
+
+    # -- writes durable at commit (a single node under group commit) --------------------------------
+
+    def commit_makes_durable(self, transactional_id: str) -> bool:
+        """Whether ``transactional_id``'s writes (its Produce batches, its TxnOffsetCommit) may be
+        answered once appended, before they are durable: true when this coordinator makes them
+        durable before it writes the transaction's PrepareCommit (``durable_before_prepare``, set on
+        a single node under group commit), and the transaction is not a two-phase-commit one (its
+        client's prepare must find its writes durable: KIP-939)."""
+        if self.durable_before_prepare is None:
+            return False
+        error, entry = self.state.get(transactional_id)
+        return error is Errors.NONE and entry is not None and not entry.metadata.is_two_phase_commit
+
+    async def make_durable_before_commit(self, transactional_id: str, producer_id: int) -> Errors:
+        """EndTxn(commit), before anything else: the transaction's writes so far made durable —
+        PrepareCommit must never reach the disk ahead of a write it commits. NONE when there is
+        nothing to wait for (the request is then handled, and refused if it must be, as always);
+        COORDINATOR_NOT_AVAILABLE (retriable) when the writes could not be made durable;
+        UNKNOWN_PRODUCER_ID when the transaction was open when writes were lost
+        (``_mark_open_after_lost_writes``): abortable, and the client's abort bumps the epoch
+        (Kafka's clients: KIP-360), so its producer goes on with a new transaction."""
+        if self.durable_before_prepare is None:
+            return Errors.NONE
+        error, entry = self.state.get(transactional_id)
+        if error is not Errors.NONE or entry is None:
+            return Errors.NONE
+        m = entry.metadata
+        if m.state is not TxnState.ONGOING or m.is_two_phase_commit or not m.partitions:
+            return Errors.NONE
+        if self._lost_writes.get(transactional_id) == (m.producer_id, m.producer_epoch, m.txn_start_timestamp):
+            log.warning("%s: commit refused, the transaction was open when the broker lost writes no fsync "
+                        "covered (it may have lost an acknowledged one); the client aborts it", transactional_id)
+            return Errors.UNKNOWN_PRODUCER_ID
+        outcome = await self.durable_before_prepare(producer_id, tuple(m.partitions),
+                                                    self.config.marker_write_timeout_ms)
+        if outcome is not Errors.NONE:
+            log.warning("%s: its writes were not made durable before its commit (%s)", transactional_id,
+                        outcome.name)
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        return Errors.NONE
+
+    def _mark_open_after_lost_writes(self, loaded: Iterable[TransactionMetadata]) -> None:
+        """``unsynced_writes_lost``: an open transaction's writes were answered before they were
+        durable (``durable_before_prepare``), so any of them may be gone, and none may commit:
+        its EndTxn(commit) is refused, abortably (``make_durable_before_commit``). Not aborted
+        here: a producer fenced by an abort under a bumped epoch would have to start over,
+        where a refused commit lets it abort and go on. Prepared ones roll forward as always
+        (their writes were durable before PREPARE_* was written); two-phase-commit ones keep
+        theirs (their writes waited to be durable)."""
+        for m in loaded:
+            if m.state is TxnState.ONGOING and not m.pending_transition_in_progress and not m.is_two_phase_commit:
+                self._lost_writes[m.transactional_id] = (m.producer_id, m.producer_epoch, m.txn_start_timestamp)
+                log.warning("%s: open when the broker lost writes no fsync covered: its commit will be refused",
+                            m.transactional_id)
+
+    def open_after_lost_writes(self) -> bool:
+        """Whether a transaction open when writes were lost is still open (forgetting those that ended)."""
+        for transactional_id, open_ in list(self._lost_writes.items()):
+            error, entry = self.state.get(transactional_id)
+            if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                continue
+            m = entry.metadata if entry is not None and error is Errors.NONE else None
+            if m is None or m.state is not TxnState.ONGOING or (
+                    m.producer_id, m.producer_epoch, m.txn_start_timestamp) != open_:
+                del self._lost_writes[transactional_id]
+        return bool(self._lost_writes)
 
     # -- holding instead of CONCURRENT_TRANSACTIONS -----------------------------------------------
 
