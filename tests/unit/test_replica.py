@@ -19,7 +19,7 @@ from eoslog.coordinator.internal_topic import internal_topic_replication
 from eoslog.errors import Errors, KafkaError
 from eoslog.records import ControlRecordType, build_batch, build_control_batch, iter_batch_headers
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager, TxnMarkerWrite
-from eoslog.storage import AppendOrigin, LogManager
+from eoslog.storage import AppendInfo, AppendOrigin, LogManager
 from eoslog.types import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -168,6 +168,41 @@ def test_a_txn_marker_is_acknowledged_only_once_the_isr_has_it(tmp_path: Path) -
         return acknowledged, unreplicated
 
     assert asyncio.run(scenario()) == (Errors.NONE, Errors.REQUEST_TIMED_OUT)
+
+
+def test_markers_of_one_partition_go_in_one_append_and_a_refused_one_alone(tmp_path: Path) -> None:
+    """Several transactions' markers for one partition are appended together (one write); when
+    one of them is refused the append writes nothing and each is written alone: the others are
+    still written, in order, and the refused one gets its own error. The log then holds exactly
+    the accepted markers, the transactions they end are no longer open, and the listener heard
+    each written marker once."""
+    rm = manager(tmp_path)
+    heard: list[tuple[int, int, bool]] = []
+    rm.on_txn_marker(TP.topic, lambda partition, pid, commit: heard.append((partition, pid, commit)))
+    for pid in (PID, PID + 1, PID + 2):
+        assert produce(rm, records(b"x", pid=pid, seq=0, transactional=True)) == Errors.NONE
+    appends: list[TopicPartition] = []
+    append = rm.append_coordinator_records
+
+    def counted(tp: TopicPartition, batch: bytes, transaction_version: int = 0) -> AppendInfo:
+        appends.append(tp)
+        return append(tp, batch, transaction_version)
+
+    rm.append_coordinator_records = counted  # type: ignore[method-assign]
+    together = [TxnMarkerWrite(TP, PID, 0, 0, True), TxnMarkerWrite(TP, PID + 1, 0, 0, False)]
+    end = rm.partition_or_error(TP).log.log_end_offset
+    assert asyncio.run(rm.write_txn_markers(together, 5_000)) == [Errors.NONE, Errors.NONE]
+    assert appends == [TP]  # one append for both
+    log = rm.partition_or_error(TP).log
+    assert log.log_end_offset == end + 2
+    # A stale epoch among them (the producer's epoch is 0; -1 is older): the others are written.
+    stale = [TxnMarkerWrite(TP, PID + 2, 0, 0, True), TxnMarkerWrite(TP, PID, -1, 0, True)]
+    assert asyncio.run(rm.write_txn_markers(stale, 5_000))[0] is Errors.NONE
+    assert log.log_end_offset == end + 3
+    assert heard == [(0, PID, True), (0, PID + 1, False), (0, PID + 2, True)]
+    controls = [h for _, h in iter_batch_headers(log.read(end, 1 << 20).records)]
+    assert [(h.producer_id, h.is_control) for h in controls] == [(PID, True), (PID + 1, True), (PID + 2, True)]
+    assert log.last_stable_offset == log.log_end_offset
 
 
 def test_isr_shrinking_below_min_isr_after_the_append(tmp_path: Path) -> None:

@@ -421,41 +421,63 @@ class ReplicaManager:
                          coordinator_epoch: int, commit: bool, transaction_version: int = 0) -> Errors:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers): the producer's
         transaction in ``tp`` ends and the last stable offset moves."""
-        batch = build_control_batch(
-            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
-            producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, timestamp=self.clock_ms(),
-        )
+        marker = TxnMarkerWrite(tp, producer_id, producer_epoch, coordinator_epoch, commit, transaction_version)
         try:
-            self.append_coordinator_records(tp, batch, transaction_version)
+            self.append_coordinator_records(tp, self._control_batch(marker), transaction_version)
         except KafkaError as e:
             if e.error is Errors.KAFKA_STORAGE_ERROR:
                 log.error("marker for %s-%d not written: %s", tp.topic, tp.partition, e)
             else:
                 log.warning("marker for %s-%d refused: %s", tp.topic, tp.partition, e)
             return e.error
-        listener = self._marker_listeners.get(tp.topic)
-        if listener is not None:
-            listener(tp.partition, producer_id, commit)
+        self._marker_written(marker)
         return Errors.NONE
+
+    def _control_batch(self, m: TxnMarkerWrite) -> bytes:
+        return build_control_batch(ControlRecordType.COMMIT if m.commit else ControlRecordType.ABORT,
+                                   producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                                   coordinator_epoch=m.coordinator_epoch, timestamp=self.clock_ms())
+
+    def _marker_written(self, m: TxnMarkerWrite) -> None:
+        listener = self._marker_listeners.get(m.tp.topic)
+        if listener is not None:
+            listener(m.tp.partition, m.producer_id, m.commit)
+
+    def _write_txn_markers_together(self, markers: Sequence[TxnMarkerWrite]) -> bool:
+        """Several transactions' markers for one partition (and one transaction version) in one
+        append: one write and one pass over the producers' state instead of one each. True if
+        written; False if the append refused them (nothing is written then: each is written
+        alone after, to get its own answer)."""
+        try:
+            self.append_coordinator_records(markers[0].tp, b"".join(self._control_batch(m) for m in markers),
+                                            markers[0].transaction_version)
+        except KafkaError:
+            return False
+        for m in markers:
+            self._marker_written(m)
+        return True
 
     async def write_txn_markers(self, markers: Sequence[TxnMarkerWrite], timeout_ms: int) -> list[Errors]:
         """WriteTxnMarkers as Kafka answers it (acks=all): every marker appended
-        (``write_txn_marker``), then each written one acknowledged once its partition's ISR has
-        it (with group commit, once fsynced). The coordinator writes COMPLETE_* only after every
-        marker it counts as written; one acknowledged on append alone could be truncated away by
-        a new leader that never had it, and its transaction's records end up in the next one."""
-        errors: list[Errors] = []
-        ends: dict[int, tuple[TopicPartition, int]] = {}
+        (``write_txn_marker``; the markers of one partition in one append when they can be),
+        then each written one acknowledged once its partition's ISR has it (with group commit,
+        once fsynced). The coordinator writes COMPLETE_* only after every marker it counts as
+        written; one acknowledged on append alone could be truncated away by a new leader that
+        never had it, and its transaction's records end up in the next one."""
+        errors: list[Errors] = [Errors.NONE] * len(markers)
+        by_append: dict[tuple[TopicPartition, int], list[int]] = {}
         for i, m in enumerate(markers):
-            errors.append(self.write_txn_marker(m.tp, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                                m.commit, m.transaction_version))
-            if errors[i] is Errors.NONE:
-                ends[i] = (m.tp, self.partition_or_error(m.tp).log.log_end_offset)
-        waits = [self.wait_for_replication(tp, end, timeout_ms) for tp, end in ends.values()]
-        for i, error in zip(ends, await asyncio.gather(*waits), strict=True):
-            errors[i] = error
-        return errors
+            by_append.setdefault((m.tp, m.transaction_version), []).append(i)
+        ends: dict[TopicPartition, int] = {}  # each partition's end after its written markers
+        for (tp, _), indexes in by_append.items():
+            if len(indexes) == 1 or not self._write_txn_markers_together([markers[i] for i in indexes]):
+                for i in indexes:
+                    errors[i] = self.write_txn_marker(*markers[i])
+            if any(errors[i] is Errors.NONE for i in indexes):
+                ends[tp] = self.partition_or_error(tp).log.log_end_offset
+        waits = [self.wait_for_replication(tp, end, timeout_ms) for tp, end in ends.items()]
+        replicated = dict(zip(ends, await asyncio.gather(*waits), strict=True))
+        return [replicated[m.tp] if error is Errors.NONE else error for m, error in zip(markers, errors, strict=True)]
 
     # -- fetch ------------------------------------------------------------------------------------
 
