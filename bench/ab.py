@@ -114,6 +114,7 @@ def parse_args() -> argparse.Namespace:
     for side in ("a", "b"):
         p.add_argument(f"--{side}-config", metavar="KEY=VALUE", action="append", default=[],
                        help=f"a broker config of build {side.upper()} (repeatable), e.g. log.flush.policy=kafka")
+    p.add_argument("--cases", help="only these cases, comma-separated (e.g. acksall,acksall-100B)")
     p.add_argument("--no-save", action="store_true")
     args = p.parse_args()
     if (args.a_src is None) == (args.against is None):
@@ -230,6 +231,13 @@ def main() -> None:
     cases = [*produce_cases, *txns, "fetch"]
     if args.against:
         cases = [*produce_cases, "acks1" + SMALL, "acksall" + SMALL, *txns, "fetch", "fetch" + SMALL, LATENCY]
+    if args.cases:  # any case of either list, in its order (the 100 B ones for two builds too)
+        known = [*produce_cases, "acks1" + SMALL, "acksall" + SMALL, *txns, "fetch", "fetch" + SMALL, LATENCY]
+        wanted = args.cases.split(",")
+        unknown = set(wanted) - set(known)
+        if unknown:
+            raise SystemExit(f"unknown cases {sorted(unknown)}; known: {', '.join(known)}")
+        cases = [c for c in known if c in wanted]
     names = ("kafka", "eoslog") if args.against else ("A", "B")
     work = Path(tempfile.mkdtemp(prefix="eoslog-ab-"))
     builds: list[Build] = []
@@ -283,7 +291,7 @@ def main() -> None:
         table.add_row(case, f"{a['mb_s']:.1f}", f"{b['mb_s']:.1f}", f"{r['b_over_a']:.2f}", f"{a['mb_per_cpu_s']:.1f}",
                       f"{b['mb_per_cpu_s']:.1f}", f"{r['b_over_a_cpu']:.2f}", f"{r['b_over_a_cpu_median']:.2f}")
     console.print(table)
-    extras = side_facts(builds) if args.against else {}
+    extras = side_facts(builds) if args.against and LATENCY in cases else {}
     if extras:
         render_side_facts(extras)
     console.print(f"load average at the end: {load_end:.2f}")
@@ -301,7 +309,7 @@ def main() -> None:
         path = RESULTS_DIR / f"{prefix}-{stamp}.json"
         path.write_text(json.dumps(doc, indent=1))
         console.print(f"saved {path}")
-        if args.against:
+        if args.against and not args.cases:  # (a subset of the cases is not the latest run)
             (RESULTS_DIR / f"{prefix}-latest.json").write_text(json.dumps(doc, indent=1))
             plot_ratios(doc, RESULTS_DIR / f"{prefix}-latest.png")
             console.print(f"saved {RESULTS_DIR / f'{prefix}-latest.png'}")
