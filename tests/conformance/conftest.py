@@ -9,9 +9,10 @@ nothing of the sessions before it that it would compare."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -63,11 +64,12 @@ def warm_up(bootstrap: str, version: int) -> None:
         wait_until(lambda: int(c.call(init).error_code) == 0, f"{bootstrap}: a first producer id", WARM_UP_TIMEOUT_S)
 
 
-@pytest.fixture(scope="package")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
-    """Both brokers, for every module of the package."""
-    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", KAFKA_SETTINGS)
-    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data", overrides=EOSLOG_SETTINGS)
+@contextlib.contextmanager
+def broker_pair(tmp_path_factory: pytest.TempPathFactory,
+                extra: Mapping[str, str] | None = None) -> Iterator[tuple[Broker, Broker]]:
+    """An eoslog broker and a Kafka broker configured alike (plus ``extra`` on both), warmed up."""
+    kafka = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", {**KAFKA_SETTINGS, **(extra or {})})
+    eoslog = BrokerProcess(tmp_path_factory.mktemp("eoslog") / "data", overrides={**EOSLOG_SETTINGS, **(extra or {})})
     # Both start, and then warm up, side by side: Kafka's storage tool, JVM start-up and internal
     # topics dominate; eoslog's start fits in their shadow.
     try:
@@ -82,6 +84,13 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, 
             eoslog.stop()
     finally:
         kafka.kill()  # nothing is checked after: no controlled shutdown to wait for
+
+
+@pytest.fixture(scope="package")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Broker]]:
+    """Both brokers, for every module of the package."""
+    with broker_pair(tmp_path_factory) as pair:
+        yield pair
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -252,3 +252,32 @@ def _online_downgrade(t: Target) -> None:
     describe_classic(t, "cg-d", label="stable classic group")
     offset_fetch(t, "cg-d", "cg-down", [0], require_stable=True, label="offsets kept")
     leave_classic(t, "cg-d", classic, label="classic leaves")
+
+
+@session("static-member-downgrade", "a static consumer member (group.instance.id) commits and leaves for a moment "
+         "(epoch -2, its partitions kept for it); the application comes back with a classic client and the same "
+         "group.instance.id: its JoinGroup replaces the static member, the group becomes a classic group, the "
+         "static classic member leads and syncs; offsets kept; it leaves")
+def _static_member_downgrade(t: Target) -> None:
+    create_topic(t, "cg-sdown", 2)
+    find_coordinator(t, "cg-sd", key_type=0)
+    n = join(t, "cg-sd", "sd1", topics=("cg-sdown",), instance="inst-sd", label="static consumer member joins")
+    n = heartbeat(t, "cg-sd", "sd1", int(n.member_epoch), owned=owned_of(n), instance="inst-sd",
+                  label="static consumer member steady")
+    offset_commit(t, "cg-sd", "cg-sdown", 0, 11, generation=int(n.member_epoch), member="sd1",
+                  version=t.v(OFFSET_COMMIT, 9), label="static consumer member commits")
+    heartbeat(t, "cg-sd", "sd1", -2, instance="inst-sd", label="static consumer member leaves for a moment (-2)")
+    describe(t, "cg-sd", label="its partitions kept for it")
+    first = join_classic(t, "cg-sd", instance="inst-sd", topics=("cg-sdown",),
+                         label="classic JoinGroup with the same group.instance.id")
+    describe_classic(t, "cg-sd", label="DescribeGroups after the static replacement")
+    describe(t, "cg-sd", label="ConsumerGroupDescribe after the static replacement")
+    member, generation = str(first.member_id), int(first.generation_id)
+    if int(first.error_code) == 0:
+        both = Assignment(partitions=(TopicPartition("cg-sdown", 0), TopicPartition("cg-sdown", 1)))
+        sync(t, "cg-sd", generation, member, {member: both}, instance="inst-sd", label="static classic member syncs")
+        heartbeat_classic(t, "cg-sd", generation, member, instance="inst-sd", label="static classic heartbeat")
+        describe_classic(t, "cg-sd", label="stable")
+    offset_fetch(t, "cg-sd", "cg-sdown", [0, 1], require_stable=True, label="offsets kept")
+    leave_classic(t, "cg-sd", member, instance="inst-sd", label="static classic member leaves")
+    describe_classic(t, "cg-sd", label="after it left")

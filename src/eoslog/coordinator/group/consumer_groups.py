@@ -31,7 +31,6 @@ beside this in the same shape (``share_groups``); classic groups are the ``Rebal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import uuid
@@ -221,6 +220,10 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
             lambda _g, _s: None)
         self.on_classic_replaced: Callable[[str], None] = lambda _gid: None
         self.on_member_fenced: list[Callable[[ConsumerGroup, str], None]] = []
+        # A classic JoinGroup replaced a static member (same group.instance.id): the group coordinator
+        # may turn the group into a classic group (Kafka's downgrade on a static member's replacement);
+        # True when it did.
+        self.on_static_member_replaced: Callable[[ConsumerGroup], bool] = lambda _group: False
         self._answering: set[asyncio.Task[None]] = set()  # classic members' answers awaiting replication
 
     # -- records ----------------------------------------------------------------------------------
@@ -673,11 +676,11 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         new_hash = metadata_hash(names, self.topics())
         records.append(ConsumerRecord(ConsumerRecordKind.METADATA, gid, None,
                                       GroupMetadata(group.group_epoch + 1, new_hash)))
-        # The others' new target at once (Kafka 4.4 too: its assignment epoch follows a leave, but not a
-        # classic member's LeaveGroup); if the assignor fails, the next heartbeat tries again.
-        if not by_leave_group:
-            with contextlib.suppress(HeartbeatError):
-                records += self._maybe_assign(group, self.settings(gid), records, removed=[member_id])
+        # No new target for the others here (Kafka 4.4's consumerGroupFenceMembers): their next heartbeat
+        # computes it; only a group left empty has its assignment epoch follow at once.
+        if not members:
+            records.append(ConsumerRecord(ConsumerRecordKind.TARGET_ASSIGNMENT_METADATA, gid, None,
+                                          TargetMetadata(group.group_epoch + 1, self.scheduler.now_ms())))
         return self.write(group, records)
 
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:
@@ -758,6 +761,8 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
     # must rejoin to move on.
 
     def classic_join(self, group: ConsumerGroup, req: JoinRequest, callback: JoinCallback) -> None:
+        existing = None if req.group_instance_id is None else group.static_member(req.group_instance_id)
+        replacing = existing is not None and not req.member_id  # (with a member id: the same member, or fenced)
         try:
             result, records = self._classic_join(group, req)
         except HeartbeatError as e:
@@ -767,6 +772,10 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
             callback(result)
             return
         error = self.write(group, records)
+        if error == Errors.NONE and replacing and self.on_static_member_replaced(group):
+            self._answer_when_replicated(group.group_id, error, lambda e: callback(
+                result if e == Errors.NONE else JoinResult(e, req.member_id)))
+            return  # now a classic group, the joining member in it at its generation
         member = group.member(result.member_id)
         if error == Errors.NONE and member is not None and member.classic is not None:
             gid, mid = group.group_id, result.member_id
@@ -778,6 +787,10 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
 
     def _classic_join(self, group: ConsumerGroup, req: JoinRequest) -> tuple[JoinResult, list[ConsumerRecord]]:
         settings = self.settings(group.group_id)
+        if settings.migration_policy == "disabled":  # Kafka's throwIfClassicMemberCannotJoinConsumerGroup
+            raise HeartbeatError(Errors.INCONSISTENT_GROUP_PROTOCOL,
+                                 f"Cannot join the consumer group {group.group_id} with the classic protocol because "
+                                 "the group migration is disabled.")
         member_id = req.member_id or str(uuid.uuid4())
         if len(group.members) >= settings.max_size and member_id not in group.members and not (
                 req.group_instance_id is not None and group.static_member(req.group_instance_id) is not None):
@@ -910,16 +923,17 @@ class ConsumerGroupCoordinator(ModernGroups[ConsumerGroup, ConsumerGroupSettings
         return Errors.NONE
 
     def classic_leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> Errors:
-        try:
-            if instance_id is not None and not member_id:
-                found = group.static_member(instance_id)
-                if found is None or found.classic is None:
-                    raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID)
-                member = found
-            else:
-                member = self._classic_member_of(group, member_id, instance_id)
-        except HeartbeatError as e:
-            return e.error
+        # Kafka 4.4's classicGroupLeaveToConsumerGroup: any member may be removed so, whatever its protocol
+        # (an administrator removes a static member by its instance id alone).
+        if instance_id is None:
+            found = group.member(member_id)
+        else:
+            found = group.static_member(instance_id)
+            if found is not None and member_id and found.member_id != member_id:
+                return Errors.FENCED_INSTANCE_ID
+        if found is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        member = found
         log.info("[GroupId %s] Member %s left the consumer group through LeaveGroup.", group.group_id,
                  member.member_id)
         return self.fence(group, member.member_id, by_leave_group=True)

@@ -181,6 +181,7 @@ class GroupCoordinator:
         self.consumer.upgrade_classic = self._consumer_group_in_place_of
         self.consumer.on_classic_replaced = self._forget_classic_group
         self.consumer.on_member_fenced.append(self._maybe_downgrade)
+        self.consumer.on_static_member_replaced = self._maybe_downgrade_on_replacement
         self.share.is_classic_group = lambda gid: gid in self.groups or gid in self.consumer.groups
 
     @classmethod
@@ -279,6 +280,23 @@ class GroupCoordinator:
         if not others or any(m.classic is None for m in others) or not settings.downgrade_enabled \
                 or len(others) > settings.classic_max_size:
             return
+        self._convert_to_classic(consumer, others, rebalance=True)
+
+    def _maybe_downgrade_on_replacement(self, consumer: ConsumerGroup) -> bool:
+        """Kafka's downgrade when the last consumer-protocol member, a static one, was replaced by a
+        classic JoinGroup with its group.instance.id: the group becomes a classic group at once —
+        Stable, the joining member with the target it took over, no rebalance. True when it did."""
+        settings = self.config.consumer
+        members = list(consumer.members.values())
+        if not members or any(m.classic is None for m in members) or not settings.downgrade_enabled \
+                or len(members) > settings.classic_max_size:
+            return False
+        return self._convert_to_classic(consumer, members, rebalance=False)
+
+    def _convert_to_classic(self, consumer: ConsumerGroup, others: list[ConsumerGroupMember], *,
+                            rebalance: bool) -> bool:
+        """A consumer group whose members (``others``) all use the classic protocol becomes a classic
+        group at its group epoch, written with its tombstones in one batch (Kafka's convertToClassicGroup)."""
         gid, now = consumer.group_id, self.scheduler.now_ms()
         classic = GroupMetadata(gid, GroupState.STABLE, now)
         classic.generation_id = consumer.group_epoch
@@ -302,13 +320,15 @@ class GroupCoordinator:
         record = (encode_group_metadata_key(GroupMetadataKey(gid)),
                   encode_group_metadata_value(classic.to_record(assignments, now)))
         if self.consumer.remove(consumer, [record]) != Errors.NONE:
-            return  # stays a consumer group; the member is fenced from it as usual
+            return False  # stays a consumer group; the member is fenced from it as usual
         log.info("[GroupId %s] Converted the consumer group to a classic group.", gid)
         classic.offsets = consumer.offsets
         self.groups[gid] = classic
         for member in classic.members.values():
             self.rebalancer.schedule_heartbeat(classic, member)
-        self.rebalancer.rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
+        if rebalance:
+            self.rebalancer.rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
+        return True
 
     def offsets_of(self, group_id: str) -> GroupOffsets | None:
         """The committed offsets of whichever group holds ``group_id``."""
