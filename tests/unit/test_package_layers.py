@@ -23,7 +23,7 @@ LAYERS = [
     {"storage", "client", "quotas"},
     {"records", "protocol"},
     {"features"},
-    {"errors", "types", "config", "stats", "faults", "javahash"},
+    {"errors", "types", "config", "stats", "faults", "javahash", "running_loop"},
     {"kafka_configs"},  # data generated from Kafka's jars, read by config and the DescribeConfigs handler
 ]
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
