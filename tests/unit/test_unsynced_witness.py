@@ -41,3 +41,9 @@ def test_without_a_boot_id_nothing_survives(tmp_path: Path, monkeypatch: pytest.
     write([tmp_path])
     monkeypatch.setattr(unsynced_witness, "BOOT_ID", tmp_path / "no-such-file")
     assert not survived([tmp_path])  # fail closed: a kill cannot be told from a power cut
+
+
+def test_a_witness_that_cannot_be_written_counts_as_a_loss(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"  # (a log directory removed or unwritable)
+    write([gone])  # logged, not raised: the broker runs on
+    assert not survived([gone])
