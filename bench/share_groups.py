@@ -10,8 +10,8 @@ Per consumer count: a fresh topic of one partition holding ``--records`` records
 many confluent-kafka ``ShareConsumer`` processes (librdkafka's KIP-932 client, implicit
 acknowledgement: each poll accepts the previous one's records; ``max.poll.records`` 500).
 Records/s: from the first record handed out until the consumers together have been handed every
-record (each reports what each poll returned); apart, the seconds from every consumer subscribed
-to the first record (joining, and the share-partition's state initialized: Kafka's share
+record (each reports what each poll returned); apart, the seconds from the moment every consumer,
+already subscribed, is told to start polling (all at once) to the first record (joining, and the share-partition's state initialized: Kafka's share
 coordinator does it a heartbeat or more after the join, eoslog's within it). Same clients on both brokers, Kafka's
 default share settings on both (``share.record.lock.duration.ms`` 30 s,
 ``share.partition.max.record.locks`` 2000). A share-partition hands each record to one member at a
@@ -48,6 +48,7 @@ c.subscribe([sys.argv[3]])
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
 print("ready", flush=True)
+sys.stdin.readline()  # "go": every consumer polls from the same moment
 while not stop:
     got = [m for m in c.poll(0.5) if m.error() is None]
     if got:
@@ -101,7 +102,7 @@ def one_case(bootstrap: str, consumers: int, records: int, timeout_s: float) -> 
     first: list[float] = []  # when the first record was handed out
     ready = [threading.Event() for _ in range(consumers)]
     procs = [subprocess.Popen([sys.executable, "-c", CONSUMER, bootstrap, group, topic, f"c{i}"],
-                              stdout=subprocess.PIPE, text=True) for i in range(consumers)]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i in range(consumers)]
 
     def follow(i: int) -> None:
         out = procs[i].stdout
@@ -121,6 +122,10 @@ def one_case(bootstrap: str, consumers: int, records: int, timeout_s: float) -> 
             if not e.wait(120):
                 raise SystemExit("a share consumer did not start")
         started = time.monotonic()
+        for p in procs:  # subscribed, none has polled yet: none joined the group before the others
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
         while sum(delivered) < records:
             if time.monotonic() - started > timeout_s:
                 raise SystemExit(f"{consumers} consumers: {sum(delivered)} of {records} records after {timeout_s} s")
