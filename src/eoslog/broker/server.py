@@ -216,7 +216,7 @@ class Broker:
             # A transaction's writes are answered before they are durable: if any write no fsync
             # covered was lost (a power cut, not a kill -9), none open at the stop may commit
             # (TransactionCoordinator._mark_open_after_lost_writes).
-            if self.txns.durable_before_prepare is not None:
+            if self.txns.durable_before_prepare is not None and not self.logs.was_empty:
                 self.txns.unsynced_writes_lost = not unsynced_witness.survived(self.logs.log_dirs)
         self.metadata_support.begin_loading()
         self.replicas.log_dir_mover.resume()  # moves between log directories a restart interrupted

@@ -161,6 +161,7 @@ class LogManager:
         # Where AlterReplicaLogDirs asked a partition not held yet to be made (Kafka's preferredLogDirs).
         self.preferred_log_dirs: dict[tuple[str, int], Path] = {}
         self.had_clean_shutdown = False
+        self.was_empty = True  # no topic was ever made here before this start
         self._lock_fds: list[int] = []
         self._creating: set[str] = set()  # topics whose logs are being made (create_topic_async)
         self._topics_lock = threading.Lock()
@@ -185,7 +186,8 @@ class LogManager:
                 m.unlink()
                 # Durably: a power cut later must not find a stale marker and trust the indexes.
                 fsync_dir(m.parent)
-        if unclean and (self.log_dir / TOPICS_FILE).exists():
+        self.was_empty = not (self.log_dir / TOPICS_FILE).exists()
+        if unclean and not self.was_empty:
             log.warning(
                 "no clean-shutdown marker in %s: re-validating segments past each partition's "
                 "recovery point", ", ".join(map(str, unclean)),
