@@ -611,9 +611,12 @@ def test_transactional_copy_is_exactly_once(copy_run: CopyRun) -> None:
     # The run proved what it should: every planned crash happened, the planned aborts
     # happened, and no copier died on its own.
     assert run.broker_kills == s.broker_kills, run.diagnosis()
+    # Aborted records for the readers to skip: some copier aborted on purpose. Not every one
+    # must: a copier whose last instance starts late (after a fatal error from a power cut's
+    # lost, acknowledged batch) may finish its share in a few large transactions, none aborted.
+    assert sum(c.txns["aborted on purpose"] for c in run.copiers) > 0, run.diagnosis()
     for c in run.copiers:
         assert c.kills == s.copier_kills, f"{c.transactional_id} killed {c.kills} times\n{run.diagnosis()}"
-        assert c.txns["aborted on purpose"] > 0, run.diagnosis()
         assert not c.unplanned_exits, f"{c.transactional_id} exited on its own\n{run.diagnosis()}"
         if s.client not in WEDGING_CLIENTS:
             assert not c.stuck_exits, f"{c.transactional_id}: a client call hung\n{run.diagnosis()}"
