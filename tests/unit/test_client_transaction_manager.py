@@ -4,6 +4,7 @@ and the error tables of the request handlers, driven with kio responses — no I
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
@@ -123,6 +124,21 @@ def test_a_timed_out_call_is_retried_by_calling_it_again() -> None:
     assert tm.begin_commit() is first  # the pending result, not a second EndTxn
     with pytest.raises(IllegalStateError, match="previous call to `commit_transaction` timed out"):
         tm.begin_abort()
+
+
+def test_a_commit_that_completed_after_its_call_timed_out_is_what_the_retry_gets() -> None:
+    """Java's isAcked: seen in CI on Kafka's cluster, a commit_transaction timed out after 30 s,
+    completed a moment later, and the retry raised 'Cannot commit a transaction in state READY'."""
+    tm = tm_in(S.IN_TRANSACTION)
+    first = tm.begin_commit()
+    first.succeed()  # the EndTxn answered after the caller's wait timed out (never acked)
+    tm.transition_to(S.READY)
+    assert tm.begin_commit() is first
+    asyncio.run(first.wait(0))  # the retry sees the success: acked now
+    with pytest.raises(IllegalStateError, match="READY"):
+        tm.begin_commit()  # a second commit with no transaction begun is still refused
+    tm.begin_transaction()
+    assert tm.begin_commit() is not first
 
 
 def test_send_needs_a_transaction() -> None:

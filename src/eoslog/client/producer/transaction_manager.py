@@ -185,6 +185,8 @@ class TransactionManager:
         if pending is None:
             return None
         if pending[2].done:
+            if pending[1] is target and not pending[2].acked:
+                return pending[2]  # it completed after the call timed out: the retry sees how
             self._pending_transition = None
             return None
         if pending[1] is not target:
@@ -223,6 +225,7 @@ class TransactionManager:
                 f"Cannot begin a transaction because the previous call to `{self._pending_transition[0]}` "
                 "timed out and must be retried"
             )
+        self._pending_transition = None
         self._fail_if_error("begin_transaction")
         self._fail_if_prepared("begin_transaction")
         if self.state is not State.READY:

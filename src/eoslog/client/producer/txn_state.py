@@ -75,6 +75,9 @@ class TxnResult:
     def __init__(self, operation: str) -> None:
         self.operation = operation
         self.done = False
+        # A caller saw the outcome (Java's isAcked): until then a call that timed out and is
+        # made again gets this result, even when it completed meanwhile.
+        self.acked = False
         self.error: BaseException | None = None
         self._waiters: list[asyncio.Future[None]] = []
 
@@ -105,6 +108,7 @@ class TxnResult:
                     f"{self.operation} did not complete within {timeout_s * 1000 if timeout_s else 0:.0f} ms; "
                     "call it again to keep waiting"
                 ) from None
+        self.acked = True
         if self.error is not None:
             raise self.error
 
