@@ -11,9 +11,10 @@ many confluent-kafka ``ShareConsumer`` processes (librdkafka's KIP-932 client, i
 acknowledgement: each poll accepts the previous one's records; ``max.poll.records`` 500).
 Records/s: from the first record handed out until the consumers together have been handed every
 record (each reports what each poll returned); apart, the seconds from the moment every consumer,
-already subscribed, is told to start polling (all at once) to the first record (joining, and the share-partition's state initialized: Kafka's share
-coordinator does it a heartbeat or more after the join, eoslog's within it). Same clients on both brokers, Kafka's
-default share settings on both (``share.record.lock.duration.ms`` 30 s,
+already subscribed, is told to start polling (all at once) to the first record (joining, and the
+share-partition's state initialized: Kafka's share coordinator does it a heartbeat or more after
+the join, eoslog's within it). Same clients on both brokers, Kafka's default share settings on both
+(``share.record.lock.duration.ms`` 30 s,
 ``share.partition.max.record.locks`` 2000). A share-partition hands each record to one member at a
 time, and its in-flight window (the record locks) bounds how many records all members together
 hold: more members on one partition split that window; they do not widen it.

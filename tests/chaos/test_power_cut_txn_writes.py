@@ -173,6 +173,10 @@ def test_a_kill_loses_no_acknowledged_transactional_write_and_the_transaction_co
         node.broker.kill()
         node.start()
         producer.commit_transaction(120)
+        # EndTxn is answered once the commit is decided (PrepareCommit); the marker that moves
+        # the last stable offset past the records follows it, as in Kafka.
+        wait_until(lambda: read(node.bootstrap, "read_committed") != [],
+                   "the commit's marker written (read_committed reads past the transaction)", 120)
         values = read(node.bootstrap, "read_committed")
         print(f"after the kill: read_committed holds {len(values)} records")
         assert values == [b"kept-%d" % i for i in range(RECORDS)], "not the transaction's records"

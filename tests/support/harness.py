@@ -21,30 +21,59 @@ from typing import Self
 READY_TIMEOUT_S = 60.0
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _worker_port_range() -> range:
+    """This process's share of the ports below the kernel's ephemeral range. A port the kernel
+    handed out for ``bind(0)`` is an ephemeral one: between being chosen and the broker binding
+    it (or a killed broker restarting on it), any client's outgoing connection may take it as its
+    local port ("Address already in use" in CI). Ports below the range are never taken that way,
+    and each pytest-xdist worker gets a slice of its own, so workers never race each other."""
+    low, high = 10000, min(_ephemeral_low(), 32768)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = (high - low) // max(workers, 1)
+    return range(low + index * size, low + (index + 1) * size)
+
+
+_PORTS = _worker_port_range()
+_next_port = _PORTS.start + (os.getpid() * 7919) % max(len(_PORTS), 1)  # a new run starts elsewhere
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_ports(n: int, avoid: Iterable[int] = ()) -> list[int]:
-    """``n`` distinct free ports, none in ``avoid`` (ports chosen earlier and not bound yet:
-    the kernel may hand a just-closed port out again, as successive free_port calls can)."""
+    """``n`` distinct free ports, none in ``avoid`` (ports chosen earlier and not bound yet), taken
+    in turn from this worker's slice below the ephemeral range: a port is handed out again only
+    after the whole slice has been (thousands of ports later)."""
+    global _next_port
     unwanted = set(avoid)
-    held: list[socket.socket] = []  # open together until all are chosen: distinct
     chosen: list[int] = []
-    try:
-        while len(chosen) < n:
-            s = socket.socket()
-            held.append(s)
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-            if port not in unwanted:
-                chosen.append(port)
-        return chosen
-    finally:
-        for s in held:
-            s.close()
+    for _ in range(len(_PORTS)):
+        port = _next_port
+        _next_port = _PORTS.start if _next_port + 1 >= _PORTS.stop else _next_port + 1
+        if port not in unwanted and port not in chosen and _bindable(port):
+            chosen.append(port)
+            if len(chosen) == n:
+                return chosen
+    raise RuntimeError(f"no {n} free ports in {_PORTS}")
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60.0, *,
