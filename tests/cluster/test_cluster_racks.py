@@ -14,6 +14,9 @@ its last stable offset — see the test's docstring for what it caught.)
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +26,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from eoslog.tools.placement import NOT_ALL_BROKERS_HAVE_RACKS
 from support.cluster_harness import Cluster, create_topic, metadata, settled
 from support.harness import free_ports, wait_until
-from support.kafka_harness import KafkaCluster, cluster_marked
+from support.kafka_harness import KafkaCluster, cluster_marked, run_tool
 from support.rawkafka import RawClient, fetch_request
 from support.txn_batches import write_transactions
 
@@ -73,6 +77,11 @@ def test_new_topics_replicas_cover_every_rack(cluster: Cluster) -> None:
 
 
 HALF_RACKED = {1: "rack-a", 2: None, 3: None}
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+def _eoslog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eoslog", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("kind", cluster_marked(["eoslog", "kafka-cluster"]))
@@ -81,7 +90,12 @@ def test_brokers_without_a_rack_count_as_one_more_rack(tmp_path: Path, kind: str
     on Apache Kafka 4.4's three KRaft nodes alike: CreateTopics succeeds and, the rackless
     brokers placed as one more rack (Kafka's StripedReplicaPlacer), every partition has broker
     1 and one of the two others. Kafka <= 3.x refused; eoslog ignored the racks, putting
-    partitions on (2, 3)."""
+    partitions on (2, 3).
+
+    A proposal is refused instead: Kafka 4.4's kafka-reassign-partitions.sh --generate reads
+    the racks from DescribeCluster (a rackless broker's is null, on eoslog's wire as on
+    Kafka's) and refuses the mix unless given --disable-rack-aware; ``eoslog partitions
+    reassign --generate`` and ``eoslog cluster rebalance`` refuse it with Kafka's words."""
     rack = {i: {"broker.rack": r} if (r := HALF_RACKED[i]) else {} for i in HALF_RACKED}
     brokers: Cluster | KafkaCluster
     if kind == "eoslog":
@@ -105,6 +119,21 @@ def test_brokers_without_a_rack_count_as_one_more_rack(tmp_path: Path, kind: str
 
         wait_until(created, "half-racked's 12 partitions led", 60)
         assert all({HALF_RACKED[b] for b in replicas} == {"rack-a", None} for replicas in placed.values()), placed
+
+        (tmp_path / "topics.json").write_text(json.dumps({"version": 1, "topics": [{"topic": "half-racked"}]}))
+        generate = ["--bootstrap-server", bootstrap, "--topics-to-move-json-file", str(tmp_path / "topics.json"),
+                    "--broker-list", "1,2,3", "--generate"]
+        refused = run_tool(REASSIGN, generate, tmp_path, check=False)
+        assert refused.returncode != 0 and NOT_ALL_BROKERS_HAVE_RACKS in refused.stdout + refused.stderr, refused
+        allowed = run_tool(REASSIGN, [*generate, "--disable-rack-aware"], tmp_path)
+        assert "Proposed partition reassignment configuration" in allowed.stdout, allowed
+        for command in (["partitions", "reassign", "--generate"], ["cluster", "rebalance", "--yes"]):
+            out = _eoslog(*command, "--topics", "half-racked", "--bootstrap-server", bootstrap)
+            assert (out.returncode, out.stderr.strip()) == (
+                1, f"eoslog {' '.join(command[:2])}: error: {NOT_ALL_BROKERS_HAVE_RACKS}"), out
+        out = _eoslog("partitions", "reassign", "--generate", "--disable-rack-aware", "--topics", "half-racked",
+                      "--bootstrap-server", bootstrap)
+        assert out.returncode == 0 and "Proposed partition reassignment configuration" in out.stdout, out
     finally:
         if isinstance(brokers, KafkaCluster):
             brokers.kill()

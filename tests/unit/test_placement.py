@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from eoslog.client.types import TopicPartition
-from eoslog.tools.placement import copies, moves, propose
+from eoslog.tools.placement import NOT_ALL_BROKERS_HAVE_RACKS, copies, moves, propose, racks_to_use
 
 
 def _three_broker_topic(partitions: int = 12) -> dict[TopicPartition, tuple[int, ...]]:
@@ -94,3 +94,42 @@ def test_brokers_without_a_rack_count_as_one_rack_when_others_have_racks() -> No
     half: dict[int, str | None] = {1: "a", 2: "a", 3: None, 4: None}
     placed = assign_replicas(list(half), 12, 2, racks=half)
     assert all({half[b] for b in replicas} == {"a", None} for replicas in placed.values()), placed
+
+
+def test_a_proposal_counts_brokers_without_a_rack_as_one_rack_as_new_topics_do() -> None:
+    """The controller places a new topic's replicas with the rackless brokers as one rack
+    (Kafka 4.4's StripedReplicaPlacer); a proposal keeps that spread and restores it. Before,
+    ``propose`` took each rackless broker for a rack of its own: it left (3, 4) partitions
+    with no replica in rack a, and evening the brokers of the placement below moved broker 1's
+    replicas onto (2, 3) — the partitions lost rack a."""
+    from eoslog.cluster.controller.assignment import assign_replicas
+
+    half: dict[int, str | None] = {1: "a", 2: None, 3: None}
+    placed = assign_replicas(list(half), 6, 2, start=0, shift=0, racks=half)
+    assert all({half[b] for b in r} == {"a", None} for r in placed.values()), placed
+    now = {TopicPartition("t", p): r for p, r in placed.items()}
+    assert moves(now, propose(now, half.keys(), half)) == {}  # broker 1 holds 6, the others 3: racks first
+
+    two: dict[int, str | None] = {1: "a", 2: "a", 3: None, 4: None}
+    now = {TopicPartition("t", p): (3, 4) if p % 2 else (4, 3) for p in range(4)}
+    after = propose(now, two.keys(), two)
+    assert all({two[b] for b in r} == {"a", None} for r in after.values()), after
+    assert copies(now, after) == 4 and set(_replicas_per_broker(after).values()) == {2}
+
+
+def test_racks_to_use_refuses_a_mix_as_kafka_reassign_partitions_generate_does() -> None:
+    """ReassignPartitionsCommand.getBrokerMetadata of Kafka 4.4: among the brokers to use (those
+    registered), some with a rack and some without is refused with its message unless rack
+    awareness is off (--disable-rack-aware), which places as if no broker had one."""
+    racks: dict[int, str | None] = {1: "a", 2: "b", 3: None, 4: ""}
+    with pytest.raises(ValueError) as refused:
+        racks_to_use(racks, [1, 2, 3])
+    assert str(refused.value) == ("Not all brokers have rack information. Add --disable-rack-aware in command "
+                                  "line to make replica assignment without rack information.")
+    assert str(refused.value) == NOT_ALL_BROKERS_HAVE_RACKS
+    with pytest.raises(ValueError, match="Not all brokers have rack information"):
+        racks_to_use(racks, [1, 4])  # an empty broker.rack is none
+    assert racks_to_use(racks, [1, 2, 3], rack_aware=False) == {1: None, 2: None, 3: None}
+    assert racks_to_use(racks, [1, 2]) == {1: "a", 2: "b"}  # rackless brokers not to be used do not count
+    assert racks_to_use(racks, [3, 4]) == {3: None, 4: None}
+    assert racks_to_use(racks, [1, 2, 9]) == {1: "a", 2: "b"}  # an unregistered one is left out, as Kafka does

@@ -76,6 +76,8 @@ def reassign_command(
                                                       help="--generate: move every replica off these brokers")] = None,
     output: Annotated[Path | None, typer.Option("--output", metavar="FILE",
                                                 help="--generate: write the proposal there")] = None,
+    disable_rack_aware: Annotated[bool, typer.Option("--disable-rack-aware", help="--generate: without regard "
+                                                     "to racks (needed when only some brokers have one)")] = False,
     throttle: Annotated[int | None, typer.Option("--throttle", metavar="BYTES/S", min=1,
                                                  help="--execute: replication throttle while moving")] = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="--execute: follow it until done")] = True,
@@ -90,7 +92,7 @@ def reassign_command(
     with user_errors("partitions reassign"), open_admin(bootstrap_server, command_config=command_config) as admin:
         if generate:
             _generate(admin, topics, _ids(broker_list, "--broker-list"), _ids(remove_broker, "--remove-broker"),
-                      output)
+                      output, rack_aware=not disable_rack_aware)
         elif execute:
             target = _plan_file(reassignment_json_file)
             before = reassign.current(admin, sorted({tp.topic for tp in target}))
@@ -126,15 +128,17 @@ def reassign_command(
 
 
 def _generate(admin: Admin, topics: str | None, brokers: list[int] | None, removed: list[int] | None,
-              output: Path | None) -> tuple[Assignment, int]:
+              output: Path | None, rack_aware: bool) -> tuple[Assignment, int]:
     """Propose and print the fewest moves that even the brokers (and racks) out: the partitions
-    that move, and how many replicas are to be copied."""
+    that move, and how many replicas are to be copied. Refused, as Kafka's ``--generate``, when
+    some of the brokers to use have a rack and others not, unless not ``rack_aware``."""
     names = [t for t in topics.split(",") if t] if topics else None
     now = reassign.current(admin, names)
     nodes = admin.describe_cluster().nodes
     use = set(brokers if brokers is not None else [n.id for n in nodes]) - set(removed or ())
     try:
-        proposed = placement.propose(now, use, {n.id: n.rack for n in nodes})
+        racks = placement.racks_to_use({n.id: n.rack for n in nodes}, use, rack_aware)
+        proposed = placement.propose(now, use, racks)
     except ValueError as e:
         raise CommandError(str(e)) from None
     changed = placement.moves(now, proposed)
@@ -155,6 +159,8 @@ def rebalance_command(
                                           help="Replication throttle while replicas are copied")] = 50_000_000,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Execute without asking")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow it until done")] = True,
+    disable_rack_aware: Annotated[bool, typer.Option("--disable-rack-aware", help="Without regard to racks "
+                                                     "(needed when only some brokers have one)")] = False,
     bootstrap_server: BootstrapServer = DEFAULT_BOOTSTRAP_SERVER,
     command_config: CommandConfig = None,
 ) -> None:
@@ -162,7 +168,7 @@ def rebalance_command(
     then, once confirmed, execute it throttled (as ``partitions reassign --generate`` then
     ``--execute --throttle``), following each moving replica."""
     with user_errors("cluster rebalance"), open_admin(bootstrap_server, command_config=command_config) as admin:
-        changed, copies = _generate(admin, topics, None, None, None)
+        changed, copies = _generate(admin, topics, None, None, None, rack_aware=not disable_rack_aware)
         if not changed:
             typer.echo("The cluster is balanced: nothing to move.")
             return

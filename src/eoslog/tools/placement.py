@@ -20,6 +20,12 @@ Control's and Redpanda's balancers this moves only what it must:
 Every move is one replica copied; step 3 makes only the moves needed to bring the fullest
 brokers down to their share (each move lowers the excess by one), preferring the smallest
 partitions when their sizes are given.
+
+Racks are the controller's (``rack_of``): the brokers without a ``broker.rack`` are one rack
+together, so a proposal spreads partitions as CreateTopics places them (Kafka 4.4's
+StripedReplicaPlacer). Which racks to use is ``racks_to_use``: as kafka-reassign-partitions.sh
+``--generate`` (ReassignPartitionsCommand.getBrokerMetadata), a mix of brokers with and without a
+rack is refused unless rack awareness is turned off (``--disable-rack-aware``).
 """
 
 from __future__ import annotations
@@ -28,12 +34,24 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 
 from eoslog.client.types import TopicPartition
+from eoslog.cluster.controller.assignment import rack_of as _rack
 
 Assignment = dict[TopicPartition, tuple[int, ...]]
 
+NOT_ALL_BROKERS_HAVE_RACKS = ("Not all brokers have rack information. Add --disable-rack-aware in command line "
+                              "to make replica assignment without rack information.")  # Kafka's, word for word
 
-def _rack(racks: Mapping[int, str | None], broker: int) -> str:
-    return racks.get(broker) or f"broker-{broker}"  # a broker without a rack is a rack of its own
+
+def racks_to_use(racks: Mapping[int, str | None], brokers: Collection[int], rack_aware: bool = True
+                 ) -> dict[int, str | None]:
+    """The racks of the registered ``brokers`` a proposal may use (``racks``: every registered
+    broker's), None for each without rack awareness; ValueError with Kafka's message when some
+    of them have a rack and others not."""
+    use = {b: (racks[b] or None) if rack_aware else None for b in brokers if b in racks}
+    rackless = sum(r is None for r in use.values())
+    if rack_aware and 0 < rackless < len(use):
+        raise ValueError(NOT_ALL_BROKERS_HAVE_RACKS)
+    return use
 
 
 def propose(current: Mapping[TopicPartition, tuple[int, ...]], brokers: Collection[int],

@@ -27,6 +27,12 @@ from eoslog.errors import Errors, KafkaError
 NO_RACK = ""  # the brokers without a broker.rack, one rack together (never a rack's name)
 
 
+def rack_of(racks: Mapping[int, str | None], broker: int) -> str:
+    """``broker``'s rack for placing replicas: its ``broker.rack``, or ``NO_RACK`` (the
+    rackless brokers one rack together, as Kafka 4.4's StripedReplicaPlacer keys them)."""
+    return racks.get(broker) or NO_RACK
+
+
 class AssignmentError(KafkaError):
     """Kafka's InvalidReplicationFactorException / InvalidPartitionsException /
     InvalidReplicaAssignmentException, with Kafka's message."""
@@ -49,9 +55,9 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     n = len(ids)
     start = random.randrange(n) if start is None else start
     shift = random.randrange(n) if shift is None else shift
-    rack_of = {b: (racks or {}).get(b) or NO_RACK for b in ids}
-    if any(r != NO_RACK for r in rack_of.values()):
-        return _assign_rack_aware(ids, rack_of, partitions, replication_factor, first_partition, start, shift)
+    placed_racks = {b: rack_of(racks or {}, b) for b in ids}
+    if any(r != NO_RACK for r in placed_racks.values()):
+        return _assign_rack_aware(ids, placed_racks, partitions, replication_factor, first_partition, start, shift)
     out: dict[int, tuple[int, ...]] = {}
     for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
