@@ -81,10 +81,12 @@ class Errors:
             self.client.append(str(err))
 
 
-def create_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+def create_topic(bootstrap: str, topic: str, timeout_s: float = 60.0, config: dict[str, Any] | None = None) -> None:
     """Create ``topic`` with PARTITIONS partitions and wait until each has a leader: Apache
-    Kafka answers CreateTopics (and an auto-creating Metadata) before its partitions are led."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    Kafka answers CreateTopics (and an auto-creating Metadata) before its partitions are led.
+    ``config``: the client's settings, of which the connection's (security.*, ssl.*, sasl.*) are used."""
+    security = {k: v for k, v in (config or {}).items() if k.startswith(("security.", "ssl.", "sasl."))}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **security})
     try:
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout_s)
     except KafkaException as e:
@@ -114,7 +116,7 @@ def open_producer(bootstrap: str, topic: str, config: dict[str, Any], errors: Er
         "bootstrap.servers": bootstrap, **PRODUCER_BASE, **config,
         "on_delivery": errors.on_delivery, "error_cb": errors.on_error,
     })
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, config=config)
     md = producer.list_topics(topic, timeout=30)
     parts = len(md.topics[topic].partitions)
     if parts != PARTITIONS:

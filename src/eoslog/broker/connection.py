@@ -21,7 +21,12 @@ Reads avoid copies on the produce path: small frames collect in one receive buff
 a frame too large for it is read by the event loop straight into a buffer of its own
 (``get_buffer``), which is then handed to the dispatcher as a read-only view. Responses
 go out with ``writelines``; a Fetch's records, slices of segment files, go from the page
-cache to a plaintext socket with ``sendfile`` (``_write``), as Kafka sends them.
+cache to a plaintext socket with ``sendfile`` (``_write``), as Kafka sends them. On a TLS
+connection a response goes to the transport in pieces of at most ``TLS_WRITE_BYTES``
+(``_tls_pieces``), its small buffers joined: the TLS transport encrypts all it is handed into
+one memory buffer before sending any of it, which for a whole Fetch response of megabytes is
+grown by copying, again and again (bench/README.md, "Security": the encrypting side's CPU per
+GB halved), and a record per tiny buffer costs a cipher set-up each.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ _SIZE = struct.Struct(">i")
 MAX_QUEUED_REQUESTS = 16
 MAX_AWAITING_ACKS = 16  # detached produces of one connection not answered yet
 RECEIVE_BUFFER_BYTES = 256 * 1024  # one per thread, shared by its connections (_receive_buffer)
+TLS_WRITE_BYTES = 256 * 1024  # most handed to a TLS transport at once (_tls_pieces)
+TLS_JOIN_BYTES = 16 * 1024  # buffers smaller than a TLS record's payload are joined into one record
 _BYTES = (bytes, bytearray, memoryview)
 
 
@@ -147,6 +154,35 @@ def _run_until(coro: Coroutine[Any, Any, Any], stop: Callable[[], bool],
             return False, awaiting
 
 
+def _tls_pieces(chunks: list[Chunk]) -> Generator[Buffer, None, None]:
+    """A response's bytes for a TLS transport, in order: runs of small buffers joined (up to a
+    TLS record's payload), large ones and file regions in slices of at most TLS_WRITE_BYTES,
+    each region read as its slices are asked for."""
+    small: list[Buffer] = []
+    small_bytes = 0
+    for chunk in chunks:
+        size = len(chunk)
+        if isinstance(chunk, _BYTES) and size < TLS_JOIN_BYTES:
+            small.append(chunk)
+            small_bytes += size
+            if small_bytes >= TLS_JOIN_BYTES:
+                yield b"".join(small)
+                small, small_bytes = [], 0
+            continue
+        if small:
+            yield b"".join(small)
+            small, small_bytes = [], 0
+        if isinstance(chunk, _BYTES):
+            view = memoryview(chunk).cast("B")
+            for start in range(0, len(view), TLS_WRITE_BYTES):
+                yield view[start : start + TLS_WRITE_BYTES]
+            continue
+        for start in range(0, size, TLS_WRITE_BYTES):
+            yield chunk.read(start, min(TLS_WRITE_BYTES, size - start))
+    if small:
+        yield b"".join(small)
+
+
 class FlowControl:
     """Writer-side back-pressure, as in uvicorn: wait while the transport is paused."""
 
@@ -196,6 +232,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self.busy = False  # a request is being processed (used by graceful shutdown)
         self.last_active = time.monotonic()  # last bytes read or response written
         self._socket_fd: int | None = None  # plaintext: responses' file regions go out with sendfile
+        self._tls = False  # responses go out in pieces (_tls_pieces)
 
     # -- asyncio.Protocol callbacks ---------------------------------------------------
 
@@ -215,6 +252,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and ssl_object is None and not self.listener.protocol.uses_tls:
             self._socket_fd = sock.fileno()
+        self._tls = ssl_object is not None
         self.connections.add(self)
         self.last_active = time.monotonic()
         self._worker = asyncio.get_running_loop().create_task(self._run())
@@ -275,7 +313,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             if size + 4 > len(buf):
                 # Too large for the receive buffer: read the rest straight into its own.
                 frame = bytearray(size)
-                frame[:available] = buf[pos + 4 : end]
+                frame[:available] = memoryview(buf)[pos + 4 : end]
                 self._frame, self._frame_filled = frame, available
                 pos = end
             break
@@ -448,6 +486,14 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         take at once, and every region on a TLS connection, is read and left to the transport.
         Either way the regions are read or sent before this returns, as they must be."""
         assert self.transport is not None
+        if self._tls:
+            try:
+                for piece in _tls_pieces(chunks):
+                    self.transport.write(piece)
+            except OSError as e:  # a segment could not be read whole: the frame is cut, so is the connection
+                log.warning("closing connection from %s: %s", self.peer, e)
+                self.close()
+            return
         if all(isinstance(c, _BYTES) for c in chunks):
             self.transport.writelines(cast("list[Buffer]", chunks))
             return
@@ -472,8 +518,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             if due.closes:
                 self.close()
             if due.frames is not None and not self._closed:
-                assert self.transport is not None
-                self.transport.writelines(due.frames)
+                self._write(cast("list[Chunk]", due.frames))
                 self.last_active = time.monotonic()
 
     def _detached_done(self, task: asyncio.Task[None], due: _Due) -> None:

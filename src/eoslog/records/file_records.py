@@ -32,9 +32,9 @@ class FileRecords:
     def __repr__(self) -> str:
         return f"FileRecords(fd={self.fd}, position={self.position}, size={self.size})"
 
-    def read(self, skip: int = 0) -> bytes:
-        """The bytes of the slice, from ``skip`` on."""
-        want = self.size - skip
+    def read(self, skip: int = 0, size: int | None = None) -> bytes:
+        """The bytes of the slice from ``skip`` on: ``size`` of them, or all the rest."""
+        want = self.size - skip if size is None else size
         data = os.pread(self.fd, want, self.position + skip)
         if len(data) != want:  # the file shrank under us: never send a short frame
             raise OSError(f"short read of a segment: {len(data)} of {want} bytes at {self.position + skip}")
