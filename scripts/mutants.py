@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,7 @@ COPY_IGNORE = (".git", ".venv", ".reference", "build", "test-artifacts", "__pyca
                ".ruff_cache", ".pytest_cache", "*.egg-info")
 LINKED = (".reference",)
 LOGS = ROOT / "test-artifacts" / "mutants"
+SUMMARY = re.compile(r"\b\d+ (failed|passed|errors?)\b.* in [0-9.]+s")  # pytest's last line
 
 
 class Outcome(enum.Enum):
@@ -147,13 +149,15 @@ def apply(mutant: Mutant, tree: Path) -> None:
         path.write_text(text.replace(edit.old, edit.new))
 
 
-def classify(returncode: int) -> Outcome:
-    """pytest's exit status: 1 is failed tests (the mutant caught), 0 all passed (it survived);
-    anything else (interrupted, internal or usage error, no tests collected) ran nothing to judge."""
+def classify(returncode: int, output: str = "") -> Outcome:
+    """pytest's exit status: 1 is failed tests (the mutant caught) — unless only errors (a fixture
+    that could not set up) made it, which judge nothing; 0 all passed (it survived); anything
+    else (interrupted, internal or usage error, no tests collected) ran nothing to judge."""
     if returncode == 0:
         return Outcome.SURVIVED
     if returncode == 1:
-        return Outcome.CAUGHT
+        summary = next((line for line in reversed(output.splitlines()) if SUMMARY.search(line)), "")
+        return Outcome.ERROR if " error" in summary and " failed" not in summary else Outcome.CAUGHT
     return Outcome.ERROR
 
 
@@ -199,7 +203,7 @@ def run_one(mutant: Mutant, *, root: Path = ROOT, python: str = sys.executable, 
         for test in mutant.tests:
             proc = subprocess.run(pytest_command(python, [test]), cwd=tree, env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-            outcomes.append(classify(proc.returncode))
+            outcomes.append(classify(proc.returncode, proc.stdout))
             outputs.append(f"==> {test}: exit {proc.returncode} ({outcomes[-1].value})\n{proc.stdout}")
     seconds = time.monotonic() - start
     log: Path | None = None

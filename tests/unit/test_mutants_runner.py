@@ -41,7 +41,9 @@ def test_an_edit_whose_old_text_is_gone_or_ambiguous_is_refused(tmp_path: Path, 
 
 
 def test_pytest_exit_statuses_are_classified() -> None:
-    assert mutants.classify(1) is Outcome.CAUGHT  # tests failed
+    assert mutants.classify(1, "1 failed in 2.00s") is Outcome.CAUGHT  # tests failed
+    assert mutants.classify(1, "1 failed, 1 error in 2.00s") is Outcome.CAUGHT
+    assert mutants.classify(1, "1 error in 2.00s") is Outcome.ERROR  # a fixture failed: nothing judged
     assert mutants.classify(0) is Outcome.SURVIVED  # all passed with the mutant in
     for status in (2, 3, 4, 5):  # interrupted, internal error, usage error, nothing collected
         assert mutants.classify(status) is Outcome.ERROR
