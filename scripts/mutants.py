@@ -220,10 +220,16 @@ def run_one(mutant: Mutant, *, root: Path = ROOT, python: str = sys.executable, 
 
 
 def _failure(output: str) -> str:
-    """The first assertion line pytest printed (what the test saw), else its summary line."""
+    """What the test saw: the first line of pytest's last block of ``E`` lines (the exception
+    that ended the test, after any it chained), else its summary line."""
     lines = [line for line in output.splitlines() if line.strip()]
-    first = next((line[1:].strip() for line in lines if line.startswith("E ")), None)
-    return first or (lines[-1] if lines else "")
+    blocks: list[list[str]] = []
+    for previous, line in zip(["", *lines], lines, strict=False):
+        if line.startswith("E "):
+            if not previous.startswith("E "):
+                blocks.append([])
+            blocks[-1].append(line[1:].strip())
+    return blocks[-1][0] if blocks else (lines[-1] if lines else "")
 
 
 def select(mutants: Sequence[Mutant], only: Iterable[str]) -> list[Mutant]:

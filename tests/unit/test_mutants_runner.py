@@ -104,3 +104,11 @@ def test_every_catalogued_mutant_applies_to_todays_code(tmp_path: Path) -> None:
         mutants.apply(m, tmp_path / m.name)  # raises, naming the file, when the code moved
         for test in m.tests:
             assert (ROOT / test.split("::")[0]).is_file(), f"{m.name}: {test} names no test file"
+
+
+def test_the_reported_failure_is_the_exception_that_ended_the_test() -> None:
+    output = ("E   asyncio.exceptions.CancelledError\n\nduring handling, another exception occurred:\n"
+              "E   TimeoutError\n>   pytest.fail(...)\nE   Failed: nothing more after 7 of 9 bytes\n"
+              "E   (more)\nFAILED t.py::test_x\n1 failed in 1.00s\n")
+    assert mutants._failure(output) == "Failed: nothing more after 7 of 9 bytes"
+    assert mutants._failure("1 passed in 1.00s\n") == "1 passed in 1.00s"
