@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 
 from eoslog.client.types import TopicPartition
-from eoslog.cluster.controller.assignment import rack_of as _rack
+from eoslog.types import rack_of as _rack
 
 Assignment = dict[TopicPartition, tuple[int, ...]]
 

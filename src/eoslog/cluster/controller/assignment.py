@@ -23,14 +23,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from eoslog.errors import Errors, KafkaError
-
-NO_RACK = ""  # the brokers without a broker.rack, one rack together (never a rack's name)
-
-
-def rack_of(racks: Mapping[int, str | None], broker: int) -> str:
-    """``broker``'s rack for placing replicas: its ``broker.rack``, or ``NO_RACK`` (the
-    rackless brokers one rack together, as Kafka 4.4's StripedReplicaPlacer keys them)."""
-    return racks.get(broker) or NO_RACK
+from eoslog.types import NO_RACK, rack_of
 
 
 class AssignmentError(KafkaError):
