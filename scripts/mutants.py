@@ -53,7 +53,7 @@ COPY_IGNORE = (".git", ".venv", ".reference", "build", "test-artifacts", "__pyca
                ".ruff_cache", ".pytest_cache", "*.egg-info")
 LINKED = (".reference",)
 LOGS = ROOT / "test-artifacts" / "mutants"
-SUMMARY = re.compile(r"\b\d+ (failed|passed|errors?)\b.* in [0-9.]+s")  # pytest's last line
+SUMMARY = re.compile(r"\b\d+ (failed|passed|skipped|errors?)\b.* in [0-9.]+s")  # pytest's last line
 
 
 class Outcome(enum.Enum):
@@ -151,12 +151,13 @@ def apply(mutant: Mutant, tree: Path) -> None:
 
 def classify(returncode: int, output: str = "") -> Outcome:
     """pytest's exit status: 1 is failed tests (the mutant caught) — unless only errors (a fixture
-    that could not set up) made it, which judge nothing; 0 all passed (it survived); anything
-    else (interrupted, internal or usage error, no tests collected) ran nothing to judge."""
-    if returncode == 0:
-        return Outcome.SURVIVED
+    that could not set up) made it, which judge nothing; 0 all passed (it survived), unless all
+    were skipped; anything else (interrupted, internal or usage error, no tests collected) ran
+    nothing to judge."""
+    summary = next((line for line in reversed(output.splitlines()) if SUMMARY.search(line)), "")
+    if returncode == 0:  # (only skipped is no pass: nothing judged)
+        return Outcome.ERROR if "skipped" in summary and " passed" not in summary else Outcome.SURVIVED
     if returncode == 1:
-        summary = next((line for line in reversed(output.splitlines()) if SUMMARY.search(line)), "")
         return Outcome.ERROR if " error" in summary and " failed" not in summary else Outcome.CAUGHT
     return Outcome.ERROR
 

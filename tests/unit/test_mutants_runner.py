@@ -44,7 +44,9 @@ def test_pytest_exit_statuses_are_classified() -> None:
     assert mutants.classify(1, "1 failed in 2.00s") is Outcome.CAUGHT  # tests failed
     assert mutants.classify(1, "1 failed, 1 error in 2.00s") is Outcome.CAUGHT
     assert mutants.classify(1, "1 error in 2.00s") is Outcome.ERROR  # a fixture failed: nothing judged
-    assert mutants.classify(0) is Outcome.SURVIVED  # all passed with the mutant in
+    assert mutants.classify(0, "1 passed in 2.00s") is Outcome.SURVIVED  # all passed with the mutant in
+    assert mutants.classify(0, "1 passed, 1 skipped in 2.00s") is Outcome.SURVIVED
+    assert mutants.classify(0, "1 skipped in 2.00s") is Outcome.ERROR  # skipped: nothing judged
     for status in (2, 3, 4, 5):  # interrupted, internal error, usage error, nothing collected
         assert mutants.classify(status) is Outcome.ERROR
     assert mutants.combine([Outcome.CAUGHT, Outcome.CAUGHT]) is Outcome.CAUGHT
