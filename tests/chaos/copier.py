@@ -842,6 +842,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+# How long a copier started while its broker restarts keeps trying to reach it. librdkafka's,
+# kafka-python's and aiokafka's clients connect lazily and retry for ever; eoslog's Producer
+# bootstraps in its constructor and gives up after max.block.ms (60 s, as Java's initTransactions
+# does), which an Apache Kafka broker restarting on a loaded machine can outlast.
+CREATE_CLIENTS_S = 300.0
+
+
+def create_clients(rep: Reporter, args: argparse.Namespace) -> CopierClient:
+    deadline = time.monotonic() + CREATE_CLIENTS_S
+    attempt = 0
+    while True:
+        try:
+            return ADAPTERS[args.client](args)
+        except Exception as exc:
+            if args.client == EOSLOG and _bootstrap_timed_out(exc) and time.monotonic() < deadline:
+                rep.emit("error", stage="create clients", kind=RETRIABLE, attempt=attempt, error=repr(exc))
+                attempt += 1
+                continue
+            fail(rep, EXIT_UNEXPECTED, "create clients", exc, OTHER)
+
+
+def _bootstrap_timed_out(exc: BaseException) -> bool:
+    from eoslog.client.errors import KafkaTimeoutError
+
+    return isinstance(exc, KafkaTimeoutError)
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     args = parse_args(argv)
     if args.client != CONFLUENT and (args.debug or args.client == EOSLOG):
@@ -850,10 +877,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
     rep = Reporter(args.transactional_id, args.instance, args.stuck_after_s)
-    try:
-        client = ADAPTERS[args.client](args)
-    except Exception as exc:
-        fail(rep, EXIT_UNEXPECTED, "create clients", exc, OTHER)
+    client = create_clients(rep, args)
     if isinstance(client, KafkaPythonCopier):
         rep.dropped = client.request_dropped
     try:
