@@ -23,7 +23,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,19 +143,24 @@ async def through_socket(broker: Broker, frames: list[bytes], expected_bytes: in
     try:
         for frame in frames:
             await loop.sock_sendall(sock, frame)
-        received = bytearray()
-        while len(received) < expected_bytes:
-            try:  # a hang guard, not a timing: a short stream leaves the reader waiting forever
-                chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 60)
-            except TimeoutError:
-                pytest.fail(f"nothing more after {len(received)} of {expected_bytes} bytes")
-            assert chunk, f"the broker closed the connection after {len(received)} of {expected_bytes} bytes"
-            received += chunk
-        return bytes(received)
+        return await receive(lambda: loop.sock_recv(sock, 65536), expected_bytes)
     finally:
         sock.close()
         server.close()
         await server.wait_closed()
+
+
+async def receive(recv: Callable[[], Awaitable[bytes]], expected_bytes: int) -> bytes:
+    """``expected_bytes`` read with ``recv``; fails if the broker closes or goes quiet first."""
+    received = bytearray()
+    while len(received) < expected_bytes:
+        try:  # a hang guard, not a timing: a short stream leaves the reader waiting forever
+            chunk = await asyncio.wait_for(recv(), 60)
+        except TimeoutError:
+            pytest.fail(f"nothing more after {len(received)} of {expected_bytes} bytes")
+        assert chunk, f"the broker closed the connection after {len(received)} of {expected_bytes} bytes"
+        received += chunk
+    return bytes(received)
 
 
 def split(data: bytes) -> list[bytes]:
@@ -297,15 +302,7 @@ async def through_tls(broker: Broker, frames: list[bytes], expected_bytes: int, 
         for frame in frames:
             writer.write(frame)
         await writer.drain()
-        received = bytearray()
-        while len(received) < expected_bytes:
-            try:  # a hang guard, not a timing: a short stream leaves the reader waiting forever
-                chunk = await asyncio.wait_for(reader.read(65536), 60)
-            except TimeoutError:
-                pytest.fail(f"nothing more after {len(received)} of {expected_bytes} bytes")
-            assert chunk, f"the broker closed the connection after {len(received)} of {expected_bytes} bytes"
-            received += chunk
-        return bytes(received)
+        return await receive(lambda: reader.read(65536), expected_bytes)
     finally:
         writer.close()
         server.close()
