@@ -208,7 +208,17 @@ def _offsets_admin(t: Target) -> None:
     alter("alter the empty group", 3)
     describe_offsets(t, group, topic, "offsets after the alter")
     joined(t, group, member, (topic,), 1)
-    share_fetch(t, group, member, 0, tid, label="fetch from the new start")
+    # Kafka loads the share-partition again after the alter; under load its first ShareFetch can
+    # end empty before that is done, so a new session is opened until records come, then recorded.
+    def first_records() -> Any:
+        r = share_fetch(t, group, member, 0, tid, record=False)
+        if not any(p.records for x in r.responses for p in x.partitions):
+            share_fetch(t, group, member, -1, tid, wait_ms=0, forget=True, record=False)
+        return r
+
+    fetched = t.until("records from the new start", first_records,
+                      lambda r: any(p.records for x in r.responses for p in x.partitions))
+    t.record("fetch from the new start", fetched)
     share_fetch(t, group, member, -1, tid, wait_ms=0, forget=True, record=False)
     heartbeat(t, group, member, -1, None, record=False)
     t.until("the member gone", lambda: describe_state(t, group), lambda s: s == "Empty")
