@@ -35,7 +35,7 @@ from eoslog.metrics.broker import LogDirCollector
 from eoslog.metrics.server import READY_PATH, MetricsServer
 from eoslog.records import build_batch
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager
-from eoslog.storage import LogManager
+from eoslog.storage import AppendOrigin, LogManager
 from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.storage.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from eoslog.types import TopicPartition
@@ -330,3 +330,39 @@ def test_with_two_log_dirs_a_failed_one_takes_only_its_partitions_offline(tmp_pa
     assert again.logs[("t", survivor)].log_end_offset == 2
     assert all(again.logs[("t", p)].log_end_offset >= 1 for p in range(4))
     again.shutdown()
+
+
+def test_a_replica_deleted_under_a_parked_fetch_and_an_fsync_round_leaves_its_directory_online(
+        broker: Broker) -> None:
+    """A partition deleted (its replica reassigned away, its topic deleted) while a fetch is
+    parked on it and its writes wait for the next group-commit round: the parked fetch, answered
+    at the deletion, and the round find its files closed and its directory gone, which is no
+    I/O failure of the log directory. In a CI run a broker took its only log directory offline
+    so, and halted, while partitions moved to a new broker."""
+    partition = broker.replicas.partition_or_error(TP)
+    group_commit = broker.replicas.group_commit
+    assert group_commit is not None
+
+    async def run() -> None:
+        assert await broker.produce(b"synced") is Errors.NONE
+        params = FetchParams(-1, 5000, 1, 1 << 20, IsolationLevel.READ_UNCOMMITTED)
+        parked = asyncio.ensure_future(broker.replicas.fetch_messages(params, [FetchPartition(TP, 1, 1 << 20)]))
+        await asyncio.sleep(0.05)
+        assert not parked.done()
+        partition.append_records_to_leader(batch(b"unsynced"), AppendOrigin.CLIENT, 1)
+        partition.log.roll()  # a new segment: its entry in the partition's directory is synced next round
+        group_commit.written(partition)  # the round is due: it runs at this task's next await
+        # As the leadership layer removes a replica (cluster/leadership.py _remove), no await in between.
+        broker.logs.remove_replica("t", 0)
+        broker.replicas.high_watermark_moved(TP)
+        await group_commit.sync_round()
+        [fetched] = await parked
+        assert fetched.error in (Errors.KAFKA_STORAGE_ERROR, Errors.NOT_LEADER_OR_FOLLOWER,
+                                 Errors.UNKNOWN_TOPIC_OR_PARTITION), fetched
+        with pytest.raises(KafkaStorageError, match="its replica was deleted from this broker"):
+            partition.log.read(0, 1 << 20)
+
+    asyncio.run(run())
+    assert broker.logs.offline_log_dirs == [] and broker.halts == 0
+    broker.logs.create_topic("u", 1, {})  # the directory goes on serving
+    assert broker.logs.logs[("u", 0)].log_end_offset == 0

@@ -173,7 +173,10 @@ class PartitionLog:
         if found is None:
             raise ValueError(f"{directory} is not a <topic>-<partition> directory")
         self.is_future = future is not None
-        self.replaced = False  # swapped for its future log (LogManager.replace_current_with_future)
+        # Why this log object is no longer the partition's log on this broker, if it is not: its
+        # replica was swapped for its future log (LogManager.replace_current_with_future) or
+        # deleted (the replica moved to other brokers, or its topic was deleted).
+        self.retired: str | None = None
         self.topic, self.partition = found
         self.dir = directory
         self.log_dir = log_dir or LogDirState(directory.parent)
@@ -379,11 +382,11 @@ class PartitionLog:
                                  f"offline ({self.log_dir.offline})")
 
     def io_failed(self, what: str, error: OSError) -> KafkaStorageError:
-        """An I/O error of this log: its directory goes offline — unless the log was replaced by
-        its copy in another directory (``replaced``) and the error is of a reader still holding
-        it across the move, whose files are gone: the directory is sound."""
-        if self.replaced:
-            return KafkaStorageError(f"{what} {self.topic}-{self.partition}: it moved to another log directory")
+        """An I/O error of this log: its directory goes offline — unless the log was retired (moved
+        to another directory, or deleted) and the error is of a reader or an fsync round still
+        holding it, whose files are gone: the directory is sound."""
+        if self.retired is not None:
+            return KafkaStorageError(f"{what} {self.topic}-{self.partition}: {self.retired}")
         self.log_dir.fail(f"error while {what} {self.topic}-{self.partition}", error)
         return KafkaStorageError(f"{what} {self.topic}-{self.partition} failed: {error}")
 

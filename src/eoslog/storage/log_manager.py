@@ -595,6 +595,7 @@ class LogManager:
         lg = self.logs.pop((name, partition), None)
         if lg is None:
             return
+        lg.retired = "its replica was deleted from this broker"
         lg.close()
         target = lg.dir.with_name(lg.dir.name + ".deleted")
         os.replace(lg.dir, target)
@@ -786,7 +787,7 @@ class LogManager:
             fsync_dir(source.dir.parent)
         except OSError as e:
             raise source.io_failed("moving", e) from e
-        source.replaced = True
+        source.retired = "it moved to another log directory"
         del self.futures[tp]
         self._crash_points.reached("log_dir_move_between_renames")
         target = future.dir.with_name(partition_dir_name(topic, partition))
