@@ -177,6 +177,21 @@ def call(client: CopierClient, rep: Reporter, stage: str, fn: Callable[[], T]) -
     fail(rep, EXIT_UNEXPECTED, stage, None, f"still retriable after {MAX_RETRIES} attempts")
 
 
+def wait_at_gate(client: CopierClient, rep: Reporter, gate_dir: Path, transactional_id: str) -> None:
+    """While ``gate_dir/gate`` exists: the records sent so far acknowledged (a client with
+    ``flush_sends``; the others skip the gate), ``at-gate-<id>`` there, wait."""
+    gate, flush = gate_dir / "gate", getattr(client, "flush_sends", None)
+    if flush is None or not gate.exists():
+        return
+    call(client, rep, "flush_sends", flush)
+    at = gate_dir / f"at-gate-{transactional_id}"
+    at.touch()
+    rep.emit("gate", **rep.where)
+    while gate.exists():
+        time.sleep(0.01)
+    at.unlink()
+
+
 def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoReturn:
     rng = random.Random(f"{args.seed}/{args.transactional_id}/{args.instance}")
 
@@ -211,6 +226,8 @@ def copy(client: CopierClient, args: argparse.Namespace, rep: Reporter) -> NoRet
                     count += 1
                     rep.where["sent"] = count
                     position = rec.offset + 1
+                    if args.gate_dir is not None and intent == "commit" and count == size // 2:
+                        wait_at_gate(client, rep, args.gate_dir, args.transactional_id)
             committing = time.monotonic()  # the commit's latency: offsets, flush and EndTxn
             call(client, rep, "send_offsets_to_transaction",
                  partial(client.send_offsets_to_transaction, position))
@@ -375,6 +392,10 @@ class ConfluentCopier(TimedTransactionCalls):
             raise RuntimeError(f"consumer position {positions[0].offset} != copied up to {position}")
         self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
                                                   CALL_TIMEOUT_S)
+
+    def flush_sends(self) -> None:
+        """Until every record sent so far is acknowledged (or failed: the commit then fails)."""
+        self.producer.flush(CALL_TIMEOUT_S)
 
     def close(self) -> None:
         self.consumer.close()
@@ -837,6 +858,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stuck-after-s", type=float, default=60.0,
                    help="exit with EXIT_STUCK when one client call takes longer than this")
+    p.add_argument("--gate-dir", type=Path, default=None,
+                   help="tests' gate: while GATE_DIR/gate exists, a transaction meant to commit stops halfway, "
+                        "its records so far acknowledged (the clients that can flush), and says so with "
+                        "GATE_DIR/at-gate-<transactional id>")
     p.add_argument("--debug", default="", help="librdkafka debug contexts (to stderr), e.g. eos,protocol; "
                                                 "any value turns on kafka-python's/aiokafka's debug log")
     return p.parse_args(argv)

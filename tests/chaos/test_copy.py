@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,10 +172,12 @@ class Instance:
 class CopierProcess:
     """One input partition's copier across its restarts; follows its JSON progress lines."""
 
-    def __init__(self, scenario: Scenario, bootstrap: str, partition: int, log_path: Path) -> None:
+    def __init__(self, scenario: Scenario, bootstrap: str, partition: int, log_path: Path,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.scenario, self.bootstrap, self.partition = scenario, bootstrap, partition
         self.transactional_id = f"copier-{partition}"
         self.log_path = log_path
+        self.extra_args = extra_args  # more of copier.py's options (a run's own: --gate-dir)
         self.debug = os.environ.get("EOSLOG_COPY_DEBUG") or (
             RDKAFKA_DEBUG if scenario.client in (CONFLUENT, CONFLUENT_848) else "")
         self.instances: list[Instance] = []
@@ -201,7 +203,7 @@ class CopierProcess:
         cmd = [sys.executable, str(COPIER), "--client", self.scenario.client, "--bootstrap", self.bootstrap,
                "--input-topic", INPUT, "--input-partition", str(self.partition), "--output-topic", OUTPUT,
                "--transactional-id", self.transactional_id, "--group-id", GROUP, "--instance", str(n),
-               "--seed", str(SEED), "--debug", self.debug]
+               "--seed", str(SEED), "--debug", self.debug, *self.extra_args]
         with open(self.log_path, "ab") as log:
             log.write(f"--- instance {n} ---\n".encode())
             log.flush()
@@ -332,6 +334,9 @@ class CopyRun:
         self.copiers: list[CopierProcess] = []
         self.broker_kills = 0
         self.bouncer: threading.Thread | None = None
+        self.copier_args: tuple[str, ...] = ()  # more options for every copier (a subclass's)
+        # While true, no copier is killed (a subclass's fault that needs a copier alive).
+        self.copier_kills_held: Callable[[], bool] = lambda: False
         self.bounce_error: Exception | None = None
         self.timeline: list[str] = []
         self.t0 = time.monotonic()
@@ -393,7 +398,7 @@ class CopyRun:
         self.note(f"seeded {self.s.records} records")
 
     def copy(self) -> None:
-        self.copiers = [CopierProcess(self.s, self.bootstrap, p, self.tmp / f"copier-{p}.log")
+        self.copiers = [CopierProcess(self.s, self.bootstrap, p, self.tmp / f"copier-{p}.log", self.copier_args)
                         for p in range(self.s.input_partitions)]
         for c in self.copiers:
             c.start()
@@ -414,7 +419,7 @@ class CopyRun:
                 raise AssertionError(f"copy not done after {self.s.deadline_s:.0f}s\n{self.diagnosis()}")
             for i, c in enumerate(self.copiers):
                 c.check_exit()
-                if c.done or c.kills >= self.s.copier_kills:
+                if c.done or c.kills >= self.s.copier_kills or self.copier_kills_held():
                     continue
                 if i not in kill_due and c.instance_progress() >= self.s.kill_after_progress:
                     kill_due[i] = now + self.rng.uniform(0.0, 0.5)  # land inside a transaction

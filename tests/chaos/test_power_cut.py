@@ -21,6 +21,7 @@ One cutfs mount per module (tests/conftest.py); each test has its own data direc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -33,7 +34,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from copier import AIOKAFKA, CONFLUENT, EOSLOG, KAFKA_PYTHON
-from test_copy import CopyRun, Scenario
+from test_copy import OUTPUT, CopyRun, Scenario
 from test_copy import test_transactional_copy_is_exactly_once as check_copy_run
 
 from eoslog.storage.fileio import fsync_dir
@@ -423,8 +424,12 @@ class PowerCutCopyRun(CopyRun):
 
     def __init__(self, scenario: Scenario, tmp: Path, node: PowerCutBroker) -> None:
         self.node = node
+        self.stalled_cuts: list[int] = []  # indexes in node.dropped of the cuts on a stalled disk
+        self.gate_dir = tmp / "copier-gate"  # copier.py's --gate-dir
+        self.gate_dir.mkdir()
         super().__init__(scenario, tmp, data_dir=node.broker.data_dir, overrides=node.broker.overrides)
         node.broker = self.broker
+        self.copier_args = ("--gate-dir", str(self.gate_dir))
 
     def bounce_broker(self, down_s: float) -> None:
         try:
@@ -438,13 +443,43 @@ class PowerCutCopyRun(CopyRun):
             self.bounce_error = exc
 
     def before_cut(self) -> None:
-        """What happens to the broker before the power goes (here nothing: the cut is the fault)."""
+        """What happens to the broker before the power goes: the first and the last cut land
+        while the disk has stopped answering the fsync a group-commit round waits on
+        (``PowerCutBroker.stall_group_commit``) and a copier's transaction holds acknowledged
+        writes that no fsync covered (a transaction's writes are answered once appended and
+        made durable before its PrepareCommit, fbd95ff); the second cut lands wherever the
+        copy is."""
+        if self.broker_kills == 2:
+            return
+        # A copier's transaction halfway (its records so far acknowledged: its output partitions
+        # are in the transaction), then the stall, then the rest of its records: acknowledged
+        # once appended, never synced. (No copier at the gate within the wait: the cut comes anyway.)
+        # The copiers at the gate are not killed until their transaction has ended (after the
+        # restart): a killed copier's transaction is aborted, whatever the cut took.
+        self.copier_kills_held = lambda: True
+        gate = self.gate_dir / "gate"
+        gate.touch()
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: any(self.gate_dir.glob("at-gate-*")), "a copier at the gate", 20)
+        at_gate = sorted(p.name.removeprefix("at-gate-") for p in self.gate_dir.glob("at-gate-*"))
+        gated = {c: sum(c.txns.values()) for c in self.copiers if c.transactional_id in at_gate}
+        self.copier_kills_held = lambda: any(sum(c.txns.values()) == ended for c, ended in gated.items())
+        self.node.stall_group_commit()
+        gate.unlink()
+        self.note(f"disk stalled, then the rest of the transaction of {', '.join(at_gate) or 'no copier'} sent")
+        time.sleep(self.rng.uniform(0.3, 0.6))
+        self.stalled_cuts.append(len(self.node.dropped))
 
 
 COPY_SCENARIO = Scenario(CONFLUENT, 12_000, 2, 3, broker_kills=CUTS, copier_kills=1, deadline_s=300.0)
 
 
 def test_transactional_copy_survives_power_cuts(cutfs: CutFs, tmp_path: Path) -> None:
+    """test_copy's checks through three power cuts, two of them while the output's fsyncs are
+    stalled (``PowerCutCopyRun.before_cut``). Mutant shown (tests/mutants/catalogue.toml,
+    txn-witness-always-survived-copy): the broker taking a power cut for a kill -9
+    (unsynced_witness.survived always True) lets a copier commit a transaction whose
+    acknowledged records the cut lost."""
     node = PowerCutBroker(cutfs, "copy", tmp_path, {})
     run = PowerCutCopyRun(COPY_SCENARIO, tmp_path, node)
     try:
@@ -452,3 +487,7 @@ def test_transactional_copy_survives_power_cuts(cutfs: CutFs, tmp_path: Path) ->
     finally:
         run.close()
     assert len(node.dropped) == CUTS
+    # The stalled cuts hit what they aim at: acknowledged transactional writes of the output.
+    output_losses = [sum(n for path, n in node.dropped[i]["dropped_by_file"].items() if f"/{OUTPUT}-" in path)
+                     for i in run.stalled_cuts]
+    assert len(output_losses) == 2 and all(output_losses), (output_losses, node.dropped)

@@ -109,6 +109,10 @@ def make_operations() -> Any:
             self.stats: dict[str, Any] = {"fsyncs": 0, "dir_fsyncs": 0, "cuts": 0, "writes": 0,
                                           "failed_fsyncs": [], "bytes_lost_by_failed_fsyncs": 0}
             self.fsync_faults: list[dict[str, Any]] = []  # armed: {"pattern", "nth"} (nth counts down)
+            # A disk that stops answering fsyncs of some files until the power goes or they are
+            # released (stall_fsync, release_stalls).
+            self.stall_patterns: list[str] = []
+            self.stalls_end = threading.Event()
 
         # -- helpers ---------------------------------------------------------------
 
@@ -156,6 +160,31 @@ def make_operations() -> Any:
                 self.fsync_faults.append({"pattern": pattern, "nth": nth})
                 return {"armed": len(self.fsync_faults)}
 
+        def stall_fsync(self, pattern: str) -> dict[str, Any]:
+            with self.mutex:
+                self.stall_patterns.append(pattern)
+                self.stats.setdefault("stalled_fsyncs", 0)
+                return {"stalling": len(self.stall_patterns)}
+
+        def release_stalls(self) -> dict[str, Any]:
+            with self.mutex:
+                self.stall_patterns = []
+                self.stalls_end.set()
+                self.stalls_end = threading.Event()
+                return {}
+
+        def _stall(self, path: str | None) -> None:
+            """Wait while fsyncs of ``path`` are stalled; EIO if the power went meanwhile."""
+            with self.mutex:
+                if path is None or not any(fnmatch.fnmatchcase(path, p) for p in self.stall_patterns):
+                    return
+                self.stats["stalled_fsyncs"] += 1
+                end, cuts = self.stalls_end, self.stats["cuts"]
+            end.wait()  # (outside the mutex: other operations go on)
+            with self.mutex:
+                if self.stats["cuts"] != cuts:
+                    raise FuseOSError(errno.EIO)
+
         def _open_handle(self, node: Node) -> int:
             fh = self.next_fh
             self.next_fh += 1
@@ -167,7 +196,7 @@ def make_operations() -> Any:
         def cut(self, written_back: list[str] | None = None) -> dict[str, Any]:
             with self.mutex:
                 dropped: dict[str, Any] = {"dropped_bytes": 0, "dropped_entries": 0, "examples": [],
-                                           "written_back": 0}
+                                           "written_back": 0, "dropped_by_file": {}}
                 seen: set[int] = set()
 
                 def restore(node: Node, path: str = "") -> None:
@@ -188,7 +217,10 @@ def make_operations() -> Any:
                         node.dirty_from = None
                     else:
                         if node.dirty_from is not None:
-                            dropped["dropped_bytes"] += max(len(node.data) - node.dirty_from, 0)
+                            lost = max(len(node.data) - node.dirty_from, 0)
+                            dropped["dropped_bytes"] += lost
+                            if lost:
+                                dropped["dropped_by_file"][path] = lost
                         node.data = bytearray(node.synced)
                         node.dirty_from = None
 
@@ -197,6 +229,7 @@ def make_operations() -> Any:
                 self.handles.clear()
                 self.frozen = True
                 self.stats["cuts"] += 1
+                self.release_stalls()  # the stalled fsyncs fail: the power is gone
                 return dropped
 
         def thaw(self) -> dict[str, int]:
@@ -315,6 +348,7 @@ def make_operations() -> Any:
         def fsync(self, path: str, datasync: int, fh: int) -> int:
             # A disk's flush takes time, during which writes go on: the power may go in between.
             time.sleep(self.fsync_delay_s)
+            self._stall(path)
             with self.mutex:
                 self._check()
                 node = self._node(path, fh)
@@ -396,6 +430,10 @@ def _serve_control(ops: Any, sock_path: str) -> None:
                     answer = ops.thaw()
                 elif command == "fail_fsync":
                     answer = ops.fail_fsync(**json.loads(argument))
+                elif command == "release_stalls":
+                    answer = ops.release_stalls()
+                elif command == "stall_fsync":
+                    answer = ops.stall_fsync(**json.loads(argument))
                 elif command == "stats":
                     with ops.mutex:
                         answer = dict(ops.stats)
@@ -453,6 +491,16 @@ class CutFs:
         """The ``nth`` fsync from now of a path matching ``pattern`` (fnmatch, from the mount's root:
         ``/dir/file``) returns EIO and loses the file's unsynced writes, as Linux does."""
         self._request(f"fail_fsync {json.dumps({'pattern': pattern, 'nth': nth})}")
+
+    def stall_fsync(self, pattern: str) -> None:
+        """From now until the next cut, fsyncs of paths matching ``pattern`` (as ``fail_fsync``'s)
+        do not return — a disk that stops answering — and then fail, the power gone; the
+        ``stalled_fsyncs`` of ``stats()`` counts them. ``release_stalls`` ends the stall sooner."""
+        self._request(f"stall_fsync {json.dumps({'pattern': pattern})}")
+
+    def release_stalls(self) -> None:
+        """The stalled fsyncs go on (and succeed); later ones are not stalled."""
+        self._request("release_stalls")
 
     def stats(self) -> dict[str, Any]:
         return self._request("stats")

@@ -5,13 +5,17 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoslog.faults import CRASH_ENV
 from eoslog.storage.fileio import fsync_dir
 from support.cutfs import CutFs
-from support.harness import BrokerProcess
+from support.harness import BrokerProcess, wait_until
 
 SMALL_INTERNAL_TOPICS = {
     "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
@@ -19,11 +23,16 @@ SMALL_INTERNAL_TOPICS = {
 }
 
 
+# A bystander topic whose segment's fsync the disk stops answering (PowerCutBroker.stall_group_commit).
+STALLED_TOPIC = "stalled-disk"
+
+
 class PowerCutBroker:
     """A broker whose data directory is on cutfs; ``power_cut`` drops what was not fsynced."""
 
     def __init__(self, fs: CutFs, name: str, logs: Path, overrides: dict[str, str]) -> None:
         self.fs = fs
+        self.name = name  # its data directory's, under the mount point
         data = fs.mountpoint / name
         data.mkdir()
         fsync_dir(fs.mountpoint)  # the test's own directory is durable from the start
@@ -55,7 +64,35 @@ class PowerCutBroker:
         self.broker.kill()
         self.fs.thaw()
 
+    def kill(self) -> None:
+        """kill -9 (no cut: the page cache keeps every write). A broker blocked in a stalled fsync
+        dies only once the file system answers it: the stalls end with the signal sent."""
+        proc = self.broker.proc
+        assert proc is not None
+        proc.send_signal(signal.SIGKILL)
+        self.fs.release_stalls()
+        proc.wait(30)
+
     def stop(self) -> None:
         """A clean stop: the next test's cut drops nothing of this one's."""
         if self.broker.alive():
             self.broker.stop()
+
+    def stall_group_commit(self) -> None:
+        """The disk stops answering fsyncs of a bystander topic's segment, and one record is
+        written to it: the broker's group-commit round waits on that fsync and no later round
+        starts, so whatever the broker appends from now on — a transaction's records, answered
+        once appended — stays unsynced until the power goes (``power_cut``; cutfs'
+        ``release_stalls`` ends the stall without a cut). The fsync of the writes' own file is
+        not the one stalled: FUSE holds a file's inode lock through its fsync, which would stop
+        the broker's writes to that file, and its event loop with them."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        if STALLED_TOPIC not in admin.list_topics(timeout=30).topics:
+            admin.create_topics([NewTopic(STALLED_TOPIC, 1, 1)])[STALLED_TOPIC].result(60)
+        before = int(self.fs.stats().get("stalled_fsyncs", 0))
+        self.fs.stall_fsync(f"/{self.name}/{STALLED_TOPIC}-*/*.log")
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": 0, "linger.ms": 0})
+        producer.produce(STALLED_TOPIC, b"the record whose fsync the disk never answers")
+        assert producer.flush(30) == 0
+        wait_until(lambda: int(self.fs.stats().get("stalled_fsyncs", 0)) > before,
+                   "the broker's group-commit round waiting on the stalled fsync", 60, interval_s=0.02)
