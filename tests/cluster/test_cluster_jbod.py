@@ -35,7 +35,7 @@ from support.cluster_harness import Cluster, create_topic, read_all
 from support.cutfs import CutFs
 from support.harness import free_ports, wait_until
 from support.history import History, check
-from support.kafka_harness import run_tool
+from support.kafka_harness import JVM_POLL_S, run_tool
 from support.zk_harness import ZooKeeperServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -166,7 +166,7 @@ def test_a_follower_killed_mid_move_resumes_it_after_its_restart(cluster: Cluste
                                       str(plan)], tmp_path, check=False).stdout
             return "completed successfully" in out and "still in progress" not in out
 
-        wait_until(done, "the move done after the restart", 240)
+        wait_until(done, "the move done after the restart", 240, interval_s=JVM_POLL_S)
         sent = writer.sent
         wait_until(lambda: writer.sent > sent + 500, "writes after the move", 120)
     assert (Path(target) / "moving-0").is_dir() and not (Path(current) / "moving-0").exists() and not futures()

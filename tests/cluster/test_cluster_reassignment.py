@@ -37,7 +37,7 @@ from support.acked_writer import Writer
 from support.cluster_harness import Cluster, ClusterMeta, create_topic, read_all, segment_bytes
 from support.harness import wait_until
 from support.history import History, check
-from support.kafka_harness import run_tool
+from support.kafka_harness import JVM_POLL_S, run_tool
 from support.rawkafka import RawClient, request_module
 from support.zk_harness import zookeeper_client
 
@@ -296,7 +296,7 @@ def test_kafka_reassign_partitions_tool_generates_executes_throttled_and_verifie
         return "Reassignment of partition tooled-0 is completed." in out and \
             "Reassignment of partition tooled-1 is completed." in out and "Clearing broker-level throttles" in out
 
-    wait_until(verified, "--verify reporting both reassignments complete", 120)
+    wait_until(verified, "--verify reporting both reassignments complete", 120, interval_s=JVM_POLL_S)
     for broker in (1, 2, 3):
         assert _broker_configs(admin, broker) == {"leader.replication.throttled.rate": None,
                                                   "follower.replication.throttled.rate": None}

@@ -29,7 +29,7 @@ from support.acked_writer import Writer
 from support.cluster_harness import read_all, wait_until
 from support.harness import BrokerProcess
 from support.history import ABORT, COMMIT, INFO, OK, History, check
-from support.kafka_harness import run_tool
+from support.kafka_harness import JVM_POLL_S, run_tool
 from support.rawkafka import RawClient, create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -171,7 +171,7 @@ def test_kafka_reassign_partitions_moves_replicas_between_disks_under_writes(bro
             seen_future.update(p for p, (d, future, lag) in now.items() if future and d == targets[p] and lag > 0)
             return verify_done(broker, tmp_path)
 
-        wait_until(done, "the moves done (--verify)", 240)
+        wait_until(done, "the moves done (--verify)", 240, interval_s=JVM_POLL_S)
         sent = idempotent.sent
         wait_until(lambda: idempotent.sent > sent + 200, "writes after the moves", 60)
     assert seen_future == {0, 1}  # kafka-log-dirs.sh showed each future replica catching up
@@ -195,11 +195,13 @@ def test_a_move_killed_mid_copy_resumes_at_the_next_start(broker: BrokerProcess,
     with Writer(broker, TOPIC, history, partition=0) as idempotent, TxnWriter(broker.bootstrap, 1, history):
         wait_until(lambda: idempotent.sent > 0, "writing", 60)
         start_moves(broker, tmp_path, targets)
-        wait_until(lambda: all(future for _, future, _ in where(broker, tmp_path).values()), "both moving", 60)
+        wait_until(lambda: all(future for _, future, _ in where(broker, tmp_path).values()), "both moving", 60,
+                   interval_s=JVM_POLL_S)
         broker.kill()  # SIGKILL mid-copy
         assert [p for d in broker.log_dirs for p in d.glob("*-future")]
         broker.start()
-        wait_until(lambda: verify_done(broker, tmp_path), "the moves done after the restart", 240)
+        wait_until(lambda: verify_done(broker, tmp_path), "the moves done after the restart", 240,
+                   interval_s=JVM_POLL_S)
         sent = idempotent.sent
         wait_until(lambda: idempotent.sent > sent + 200, "writes after the moves", 60)
     assert {p: d for p, (d, _, _) in where(broker, tmp_path).items()} == targets

@@ -20,7 +20,7 @@ import pytest
 from eoslog.client import Producer
 from support import rawkafka as raw
 from support.harness import BrokerProcess, wait_until
-from support.kafka_harness import run_tool
+from support.kafka_harness import JVM_POLL_S, run_tool
 
 TOOLS = "org.apache.kafka.tools."
 TOPIC = "tools-data"
@@ -148,7 +148,8 @@ def test_consumer_group_command_describe_and_reset(broker: BrokerProcess, tmp_pa
                    "--describe", "--group", "cli-group")
         return [r for r in rows(out) if r[:2] == ["cli-group", "cli-group-topic"]]
 
-    wait_until(lambda: [r[3:6] for r in described()] == [["50", "50", "0"]], "offset 50, lag 0")
+    wait_until(lambda: [r[3:6] for r in described()] == [["50", "50", "0"]], "offset 50, lag 0",
+               interval_s=JVM_POLL_S)
     reset = tool(tmp_path, "consumer.group.ConsumerGroupCommand", "--bootstrap-server", bs, "--reset-offsets",
                  "--group", "cli-group", "--topic", "cli-group-topic", "--to-offset", "20", "--execute")
     assert [r[1:] for r in rows(reset) if r[0] == "cli-group"] == [["cli-group-topic", "0", "20"]]

@@ -35,6 +35,9 @@ SPARK_KAFKA_LIB = REFERENCE_LIB / "spark-kafka"  # spark-sql-kafka-0-10 and the 
 SETUP_HINT = ("run scripts/setup.sh: it resolves reference/pom.xml with Maven into .reference/lib "
               "(needs Java 17 and Maven; as root it installs Maven with apt-get)")
 READY_TIMEOUT_S = 120.0
+# How often a test polls with a Kafka tool (a JVM each time, about a CPU-second): wait_until's
+# 50 ms default would start them back to back and take a core from the rest of the suite.
+JVM_POLL_S = 1.0
 READY_LINE = "Kafka Server started"
 
 # Startup on 2 shared cores matters more than peak speed: tests run many short JVMs.
