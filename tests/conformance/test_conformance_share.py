@@ -87,6 +87,25 @@ def share_fetch(t: Target, group: str, member: str, epoch: int, tid: Any, *, par
                 topics=() if forget else topics, forgotten_topics_data=forgotten)
 
 
+def has_records(response: Any) -> bool:
+    return any(p.records for x in response.responses for p in x.partitions)
+
+
+def fetch_until_records(t: Target, group: str, member: str, epoch: int, tid: Any, label: str) -> int:
+    """ShareFetch at ``epoch``, then the next epochs, until an answer carries records (under load
+    Kafka can answer before records just released are acquirable again), recorded under
+    ``label``; the session's next epoch."""
+    state = {"epoch": epoch}
+
+    def fetch() -> Any:
+        response = share_fetch(t, group, member, state["epoch"], tid, record=False)
+        state["epoch"] += 1
+        return response
+
+    t.record(label, t.until(label, fetch, has_records))
+    return state["epoch"]
+
+
 def share_ack(t: Target, group: str, member: str, epoch: int, tid: Any, *batches: tuple[int, int, tuple[int, ...]],
               label: str | None = None) -> Any:
     v = t.v(ACK, 1)
@@ -125,8 +144,8 @@ def _fetch_acknowledge(t: Target) -> None:
     share_ack(t, group, member, 1, tid, (0, 3, (ACCEPT,)), (4, 5, (RELEASE,)), (6, 7, (REJECT, REJECT)),
               label="acknowledge 0-3 accept, 4-5 release, 6-7 reject")
     describe_offsets(t, group, topic, "offsets after the first acknowledgements")
-    share_fetch(t, group, member, 2, tid, label="fetch the released ones again")
-    share_fetch(t, group, member, 3, tid, ack=((4, 5, (ACCEPT,)), (8, 9, (ACCEPT,))), wait_ms=200,
+    epoch = fetch_until_records(t, group, member, 2, tid, "fetch the released ones again")
+    share_fetch(t, group, member, epoch, tid, ack=((4, 5, (ACCEPT,)), (8, 9, (ACCEPT,))), wait_ms=200,
                 label="accept the rest with the next fetch")
     describe_offsets(t, group, topic, "offsets at the end")
     share_fetch(t, group, member, -1, tid, wait_ms=0, forget=True, label="close the session")
@@ -212,13 +231,11 @@ def _offsets_admin(t: Target) -> None:
     # end empty before that is done, so a new session is opened until records come, then recorded.
     def first_records() -> Any:
         r = share_fetch(t, group, member, 0, tid, record=False)
-        if not any(p.records for x in r.responses for p in x.partitions):
+        if not has_records(r):
             share_fetch(t, group, member, -1, tid, wait_ms=0, forget=True, record=False)
         return r
 
-    fetched = t.until("records from the new start", first_records,
-                      lambda r: any(p.records for x in r.responses for p in x.partitions))
-    t.record("fetch from the new start", fetched)
+    t.record("fetch from the new start", t.until("records from the new start", first_records, has_records))
     share_fetch(t, group, member, -1, tid, wait_ms=0, forget=True, record=False)
     heartbeat(t, group, member, -1, None, record=False)
     t.until("the member gone", lambda: describe_state(t, group), lambda s: s == "Empty")
