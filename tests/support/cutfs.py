@@ -107,7 +107,8 @@ def make_operations() -> Any:
             self.frozen = False
             self.fsync_delay_s = float(os.environ.get("CUTFS_FSYNC_DELAY_MS", "2")) / 1000
             self.stats: dict[str, Any] = {"fsyncs": 0, "dir_fsyncs": 0, "cuts": 0, "writes": 0,
-                                          "failed_fsyncs": [], "bytes_lost_by_failed_fsyncs": 0}
+                                          "failed_fsyncs": [], "bytes_lost_by_failed_fsyncs": 0,
+                                          "stalled_fsyncs": 0}
             self.fsync_faults: list[dict[str, Any]] = []  # armed: {"pattern", "nth"} (nth counts down)
             # A disk that stops answering fsyncs of some files until the power goes or they are
             # released (stall_fsync, release_stalls).
@@ -163,7 +164,6 @@ def make_operations() -> Any:
         def stall_fsync(self, pattern: str) -> dict[str, Any]:
             with self.mutex:
                 self.stall_patterns.append(pattern)
-                self.stats.setdefault("stalled_fsyncs", 0)
                 return {"stalling": len(self.stall_patterns)}
 
         def release_stalls(self) -> dict[str, Any]:

@@ -91,10 +91,10 @@ class PowerCutBroker:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         if STALLED_TOPIC not in admin.list_topics(timeout=30).topics:
             admin.create_topics([NewTopic(STALLED_TOPIC, 1, 1)])[STALLED_TOPIC].result(60)
-        before = int(self.fs.stats().get("stalled_fsyncs", 0))
+        before = int(self.fs.stats()["stalled_fsyncs"])
         self.fs.stall_fsync(f"/{self.name}/{STALLED_TOPIC}-*/*.log")
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": 0, "linger.ms": 0})
         producer.produce(STALLED_TOPIC, b"the record whose fsync the disk never answers")
         assert producer.flush(30) == 0
-        wait_until(lambda: int(self.fs.stats().get("stalled_fsyncs", 0)) > before,
+        wait_until(lambda: int(self.fs.stats()["stalled_fsyncs"]) > before,
                    "the broker's group-commit round waiting on the stalled fsync", 60, interval_s=0.02)
