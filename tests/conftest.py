@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +26,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     deps.configure(config)
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        _hide_hypothesis_from_children(config)
+
+
+def _hide_hypothesis_from_children(config: pytest.Config) -> None:
+    """The processes the tests start (brokers, eoslog's CLI, copiers, Spark's Python workers) run
+    without hypothesis, as they do where eoslog is installed: kio registers a hypothesis strategy
+    for each of its types when hypothesis can be imported, a third of a second of every such
+    process's start. Only this process's children see it: the tests themselves use hypothesis,
+    and the pytest-xdist controller does not call this, so its workers keep it."""
+    hidden = Path(tempfile.mkdtemp(prefix="eoslog-tests-"))
+    (hidden / "hypothesis").mkdir()
+    (hidden / "hypothesis" / "__init__.py").write_text(
+        'raise ImportError("hypothesis is hidden from processes started by the tests (tests/conftest.py)")\n')
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(hidden), os.environ.get("PYTHONPATH")) if p)
+    config.add_cleanup(lambda: shutil.rmtree(hidden, ignore_errors=True))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks

@@ -37,7 +37,7 @@ from kio.static.primitive import i32
 
 from support.deps import require
 from support.harness import BrokerProcess, free_port, wait_until
-from support.kafka_harness import JVM_FLAGS, kafka_classpath, run_tool, write_log_config
+from support.kafka_harness import JVM_FLAGS, class_data_flags, kafka_classpath, run_tool, write_log_config
 from support.rawkafka import (
     RawClient,
     create_topic,
@@ -154,7 +154,8 @@ def _java(broker: BrokerProcess, work: Path, mode: str, client_id: str, topic: s
     require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
             "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
     return subprocess.Popen(
-        ["java", *JVM_FLAGS, "-Xmx256m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
+        ["java", *JVM_FLAGS, *class_data_flags(),
+         "-Xmx256m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
          "-cp", kafka_classpath(), str(JAVA_SOURCE), mode, broker.bootstrap, topic, client_id, str(WARMUP_S),
          str(MEASURE_S)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -18,7 +18,14 @@ import pytest
 
 from support.deps import require
 from support.harness import BrokerProcess, in_parallel
-from support.kafka_harness import JVM_FLAGS, READY_TIMEOUT_S, KafkaBroker, kafka_classpath, write_log_config
+from support.kafka_harness import (
+    JVM_FLAGS,
+    READY_TIMEOUT_S,
+    KafkaBroker,
+    class_data_flags,
+    kafka_classpath,
+    write_log_config,
+)
 
 SOURCE = Path(__file__).parent / "java" / "ClientsCheck.java"
 
@@ -26,7 +33,8 @@ SOURCE = Path(__file__).parent / "java" / "ClientsCheck.java"
 def run_checks(bootstrap: str, work: Path) -> dict[str, str]:
     require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
             "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
-    cmd = ["java", *JVM_FLAGS, "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
+    cmd = ["java", *JVM_FLAGS, *class_data_flags(),
+           "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
            "-cp", kafka_classpath(), str(SOURCE), bootstrap]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]

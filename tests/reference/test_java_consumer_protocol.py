@@ -20,7 +20,7 @@ import pytest
 
 from support.deps import require
 from support.harness import BrokerProcess
-from support.kafka_harness import JVM_FLAGS, kafka_classpath, write_log_config
+from support.kafka_harness import JVM_FLAGS, class_data_flags, kafka_classpath, write_log_config
 
 SOURCE = Path(__file__).parent / "java" / "ConsumerProtocolCheck.java"
 BROKER_OVERRIDES = {
@@ -48,7 +48,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def run(broker: BrokerProcess, scenario: str, work: Path) -> tuple[list[Line], int]:
     require("a JDK (javac; Java's single-file source launcher needs its compiler)", shutil.which("javac") is not None,
             "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
-    cmd = ["java", *JVM_FLAGS, "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
+    cmd = ["java", *JVM_FLAGS, *class_data_flags(),
+           "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'ERROR')}",
            "-cp", kafka_classpath(), str(SOURCE), broker.bootstrap, scenario]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -30,7 +30,7 @@ from support import rawkafka as raw
 from support.deps import require
 from support.features import kafka_describe_producers, kafka_features_tool
 from support.harness import BrokerProcess, wait_until
-from support.kafka_harness import JVM_FLAGS, kafka_classpath, write_log_config
+from support.kafka_harness import JVM_FLAGS, class_data_flags, kafka_classpath, write_log_config
 from support.markers import Marker, epoch_reused, epochs_not_advancing, transaction_markers
 
 SOURCE = Path(__file__).parent / "java" / "PaymentsBalances.java"
@@ -46,7 +46,8 @@ class StreamsApp:
         javac = shutil.which("javac")
         require("a JDK (javac; Java's single-file source launcher needs its compiler)", javac is not None,
                 "apt-get install -y openjdk-17-jdk-headless (scripts/setup.sh does it)")
-        self.cmd = ["java", *JVM_FLAGS, "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'WARN')}",
+        self.cmd = ["java", *JVM_FLAGS, *class_data_flags(),
+                    "-Xmx384m", f"-Dlog4j2.configurationFile={write_log_config(work, 'WARN')}",
                     "-cp", kafka_classpath(), str(SOURCE), bootstrap, str(work / "state")]
         self.log = work / "streams.log"
         self.proc: subprocess.Popen[str] | None = None
