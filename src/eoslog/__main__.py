@@ -1,3 +1,3 @@
-from eoslog.cli.main import app
+from eoslog.cli import run
 
-app()
+run()

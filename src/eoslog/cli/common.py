@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from eoslog.client.admin import Admin
 from eoslog.client.errors import KafkaError
 from eoslog.client.settings import parse_bootstrap
 from eoslog.tools import ToolError
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from eoslog.client.admin import Admin
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -28,6 +29,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@app.callback()
+def main() -> None:
+    """eoslog: a Kafka-compatible broker with exactly-once transactions."""
 
 
 # -- shared by the client commands (topics, produce, consume) ----------------------
@@ -106,6 +112,8 @@ def open_admin(bootstrap_server: str, timeout_s: float = 30.0, command_config: P
 
     The broker is tried first (``check_reachable``), so that an unreachable one is one
     readable error at once; the admin client alone would keep retrying for its whole timeout."""
+    from eoslog.client.admin import Admin  # not at import: `eoslog broker` loads this module too
+
     check_reachable(bootstrap_server)
     admin = Admin({"bootstrap.servers": bootstrap_server, "client.id": "eoslog-cli",
                    "default.api.timeout.ms": int(timeout_s * 1000), **command_settings(command_config)})
