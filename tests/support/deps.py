@@ -13,6 +13,7 @@ every test or fails.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from typing import NoReturn
@@ -75,6 +76,7 @@ def require_kcat() -> str:
     return require_executable("kcat", KCAT_HINT, "kafkacat")
 
 
+@functools.cache  # each check runs `java -version`; every JVM a test starts asks
 def require_java() -> str:
     """The java Spark will use (Java 17 or newer, ``$JAVA_HOME/bin/java`` else PATH)."""
     from eoslog.spark.session import SparkSetupError

@@ -7,7 +7,7 @@ import importlib
 from eoslog.cli import COMMANDS
 from eoslog.cli.common import app
 
-for _module in dict.fromkeys(COMMANDS.values()):
+for _module in dict.fromkeys(m for modules in COMMANDS.values() for m in modules):
     importlib.import_module(f"eoslog.cli.{_module}")
 
 __all__ = ["app"]
