@@ -69,8 +69,12 @@ MAX_RETRIES = 60
 CALL_TIMEOUT_S = 30.0
 
 RETRIABLE, ABORTABLE, FATAL, OTHER = "retriable", "abortable", "fatal", "other"
-# NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, librdkafka's _TIMED_OUT.
-_COORDINATOR_MOVING = frozenset({16, 15, 14, -185})
+# Errors Kafka's clients retry that librdkafka reports without its retriable flag from some calls:
+# a coordinator moving (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS),
+# librdkafka's _TIMED_OUT, and a partition's leader moving (query_watermark_offsets answered by a
+# former leader after a kill -9: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+# FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) — Kafka's consumer retries these in endOffsets.
+_RETRIABLE_UNFLAGGED = frozenset({16, 15, 14, -185, 6, 5, 74, 75})
 
 T = TypeVar("T")
 
@@ -326,9 +330,7 @@ class ConfluentCopier(TimedTransactionCalls):
                 return FATAL
             if err.txn_requires_abort():
                 return ABORTABLE
-            # Kafka's retriable coordinator errors (a coordinator moving between brokers of a
-            # cluster), which librdkafka's committed() reports without the retriable flag.
-            if err.retriable() or err.code() in _COORDINATOR_MOVING:
+            if err.retriable() or err.code() in _RETRIABLE_UNFLAGGED:
                 return RETRIABLE
         return OTHER
 
