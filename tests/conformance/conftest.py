@@ -34,6 +34,10 @@ SHARED_SETTINGS = {
     # by KIP-1263's interval, not on a background thread), so both answer a heartbeat alike.
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
+    # The sessions' records carry a fixed timestamp (steps.TS, 2023), past the default 7 days'
+    # retention: Kafka's first retention check (30 s after its start) deleted the segments of the
+    # sessions then running, which then fetched OFFSET_OUT_OF_RANGE on Kafka alone.
+    "log.retention.ms": "-1",
 }
 # eoslog's node id matches the Kafka node's, so partition leaders and coordinators compare equal.
 EOSLOG_SETTINGS = {"node.id": "1", **SHARED_SETTINGS}

@@ -28,6 +28,7 @@ alike. What Kafka answers, and eoslog with it:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -132,35 +133,41 @@ def _config_type(name: str, defn: ConfigDef | None, kafka_type: str | None = Non
 _NULL_IN_KAFKA = frozenset(n for n, (_, default, _) in KAFKA_BROKER.items() if default is None)
 
 
+def _static_default(name: str) -> str | None:
+    """A broker config's default as Kafka's ``staticDefaultConfigs`` has it: eoslog's own for the
+    configs it defines (none where Kafka defines none), Kafka's for the rest (hour/minute aliases)."""
+    defn = BROKER_CONFIGS.get(name)
+    if defn is not None:
+        return None if defn.default is None or name in _NULL_IN_KAFKA else config_string(defn.default)
+    return KAFKA_BROKER.get(name, ("", None))[1]
+
+
 def _broker_synonyms(broker: BrokerConfig, primary: str, *, per_broker: bool = True) -> list[ConfigSynonym]:
     """The broker-level chain for ``primary`` as Kafka's ConfigHelper.configSynonyms lists
-    it: the names set dynamically for this broker, then cluster-wide, then statically, then
-    the primary name's default. Only the cluster-wide ones for the cluster-default resource."""
+    it: every name of its unit chain (``log.retention.ms``, ``.minutes``, ``.hours``) set
+    dynamically for this broker, then cluster-wide, then statically, then each one's default —
+    without the names listed before the first ``primary`` (Kafka's ``dropWhile``: describing
+    ``log.retention.hours`` does not list a static ``log.retention.ms``, describing
+    ``log.retention.ms`` lists ``log.retention.hours``' default after it). Only the cluster-wide
+    ones for the cluster-default resource."""
     chain = SYNONYM_CHAIN.get(primary, (primary,))
     known = primary in BROKER_CONFIGS or primary in _UNIT_ALIASES or primary in KAFKA_BROKER
     known = known and not is_secret(primary)
+    defaults = {n: d for n in chain if (d := _static_default(n)) is not None}
     layers: list[tuple[dict[str, Any], ConfigSource]] = [
         (broker.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
         (broker.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         ({n: config_string(broker.static_value(n)) for n in chain if n in broker.explicit},
          ConfigSource.STATIC_BROKER_CONFIG),
+        (defaults, ConfigSource.DEFAULT_CONFIG),
     ]
-    out = [
+    listed = [
         # Kafka treats a key it has no definition for as possibly a password.
         ConfigSynonym(n, layer[n] if known else None, source)
         for layer, source in layers if per_broker or source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         for n in chain if n in layer
     ]
-    head = BROKER_CONFIGS.get(chain[0])
-    if per_broker and head is not None and head.default is not None and head.name not in _NULL_IN_KAFKA:
-        out.append(ConfigSynonym(head.name, config_string(head.default), ConfigSource.DEFAULT_CONFIG))
-    elif per_broker and primary != chain[0] and KAFKA_BROKER.get(primary, ("", None))[1] is not None:
-        # An hour/minute alias lists its own default (Kafka drops the names before it in the chain).
-        out.append(ConfigSynonym(primary, KAFKA_BROKER[primary][1], ConfigSource.DEFAULT_CONFIG))
-    elif per_broker and head is None and primary in KAFKA_BROKER and KAFKA_BROKER[primary][1] is not None:
-        out.append(ConfigSynonym(primary, None if is_secret(primary) else KAFKA_BROKER[primary][1],
-                                 ConfigSource.DEFAULT_CONFIG))
-    return out
+    return list(itertools.dropwhile(lambda s: s.name != primary, listed))
 
 
 def _entry(name: str, value: str | None, synonyms: list[ConfigSynonym], defn: ConfigDef | None, *,
