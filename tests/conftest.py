@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support import deps, distribution
+from support import deps, distribution, kafka_harness
 from support.cutfs import FUSE_HINT, CutFs, fuse_missing
 from support.harness import BrokerProcess
 
@@ -26,6 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     deps.configure(config)
+    kafka_harness.brokers_favour_start_up()
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         _hide_hypothesis_from_children(config)
 
