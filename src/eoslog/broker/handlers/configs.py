@@ -8,12 +8,14 @@ alike. What Kafka answers, and eoslog with it:
   an override; else the broker synonym that supplies it — DYNAMIC_BROKER_CONFIG (altered for
   this broker), DYNAMIC_DEFAULT_BROKER_CONFIG (altered cluster-wide), STATIC_BROKER_CONFIG
   (the properties file or a flag) — or DEFAULT_CONFIG. With ``include_synonyms`` the chain
-  is listed in that order. Kafka drops synonyms listed before the primary broker name (its
-  ``log.retention.ms`` has no default; ``log.retention.hours=168`` supplies it); eoslog's
-  primary names all have defaults, so the chain is kept whole and its head is the source. A
+  is listed in that order, each layer over the whole unit chain (``log.retention.ms``,
+  ``.minutes``, ``.hours``) with each name's default last, and then — Kafka's ``dropWhile`` —
+  without the names listed before the primary broker name. So with ``log.retention.ms`` set a
+  topic's retention.ms lists it and then ``log.retention.hours``' default (168), and with only
+  ``log.retention.hours`` set it lists nothing and says DEFAULT_CONFIG, as Kafka 4.4 does. A
   primary name whose Kafka default is null (``log.retention.ms``, ``log.roll.ms``,
   ``log.flush.interval.ms``) gets no DEFAULT_CONFIG synonym, as from Kafka (checked by
-  tests/conformance, produce-fetch/describe-configs).
+  tests/conformance, whose brokers set ``log.retention.ms``: configs/*, produce-fetch/describe-configs).
 - BROKER (4) named by this node's id: every broker config plus any other key that was
   set; unknown keys are reported as Kafka does (sensitive, value null, type UNKNOWN).
   BROKER with an empty name: the cluster-wide dynamic defaults that were set, each with
