@@ -44,7 +44,7 @@ from eoslog.client.types import TopicPartition
 from support.cluster_harness import Cluster
 from support.deps import require
 from support.harness import BrokerProcess, free_port, wait_until
-from support.kafka_harness import JVM_FLAGS, class_data_flags, kafka_classpath, write_log_config
+from support.kafka_harness import C1_ONLY, JVM_FLAGS, class_data_flags, kafka_classpath, write_log_config
 from support.markers import epochs_not_advancing, transaction_markers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -90,7 +90,7 @@ class Worker:
             "session.timeout.ms=6000", "heartbeat.interval.ms=1000", "scheduled.rebalance.max.delay.ms=0",
             "plugin.discovery=service_load",
         ]) + "\n")
-        self.cmd = ["java", *JVM_FLAGS, *class_data_flags(), "-Xmx384m", "-XX:TieredStopAtLevel=1",
+        self.cmd = ["java", *JVM_FLAGS, *class_data_flags(), "-Xmx384m", *C1_ONLY,
                     f"-Dlog4j2.configurationFile={write_log_config(work, 'INFO')}",
                     "-cp", f"{kafka_classpath()}{os.pathsep}{classes}",  # Kafka's jars first: their class-data archive
                     "org.apache.kafka.connect.cli.ConnectDistributed", str(props)]
