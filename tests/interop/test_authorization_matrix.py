@@ -104,6 +104,12 @@ class World:
         self.coordinator(group, 0)
         assert set(error_codes(self.admin.call(offset_commit_request(group)))) == {0}
 
+    def share_group(self) -> None:
+        """SHARE_GROUP exists, Empty: the admin's member joins and leaves (as the heartbeat rows' do)."""
+        self.coordinator(SHARE_GROUP, 0)
+        for epoch, topics in ((0, (TOPIC,)), (-1, None)):
+            assert int(self.admin.call(share_heartbeat_request(epoch, topics)).error_code) == 0
+
     def member(self, group: str) -> None:
         """The admin joins ``group`` and syncs as its leader: ``members[group]`` = (generation, member id)."""
         self.coordinator(group, 0)
@@ -633,14 +639,14 @@ ROWS: list[Row] = [
         lambda w: req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequest", groups=(
             req("DescribeShareGroupOffsets", 1, "DescribeShareGroupOffsetsRequestGroup", group_id=SHARE_GROUP,
                 topics=None),)),
-        leaked=lambda r: any(g.topics for g in r.groups)),
+        setup=World.share_group, leaked=lambda r: any(g.topics for g in r.groups)),
     Row("AlterShareGroupOffsets", [Need(Res.GROUP, SHARE_GROUP, Op.READ, GROUP_DENIED),
                                    Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
         lambda w: req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequest", group_id=SHARE_GROUP, topics=(
             req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequestTopic", topic_name=TOPIC, partitions=(
                 req("AlterShareGroupOffsets", 0, "AlterShareGroupOffsetsRequestPartition", partition_index=i32(0),
                     start_offset=i64(1)),)),)),
-        codes=_refusals),
+        setup=World.share_group, codes=_refusals),
     *[Row(api, [Need(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, CLUSTER_DENIED)],
           lambda w, api=api: share_state_request(w, api), codes=_refusals)  # type: ignore[misc]
       for api in ("InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
@@ -649,7 +655,7 @@ ROWS: list[Row] = [
                                     Need(Res.TOPIC, TOPIC, Op.READ, TOPIC_DENIED)],
         lambda w: req("DeleteShareGroupOffsets", 0, "DeleteShareGroupOffsetsRequest", group_id=SHARE_GROUP, topics=(
             req("DeleteShareGroupOffsets", 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=TOPIC),)),
-        codes=_refusals),
+        setup=World.share_group, codes=_refusals),
 ]
 
 # Served APIs with no row here, and why.
