@@ -20,7 +20,8 @@ from eoslog.broker.metadata_support import BrokerEndpoint
 from eoslog.broker.zk_support import ZkSupport
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.protocol.messages import build, request_types, response_types
-from eoslog.security.session import ANONYMOUS
+from eoslog.security.listeners import Listener, SecurityProtocol
+from eoslog.security.session import ANONYMOUS, Session
 
 
 class _ClusterSupport:
@@ -36,9 +37,13 @@ class _ClusterState:
     metadata_support = _ClusterSupport()
 
 
-def _ctx(api_key: ApiKey, version: int, client_id: str) -> RequestContext:
+def _ctx(api_key: ApiKey, version: int, client_id: str, session: Session | None = None) -> RequestContext:
     return RequestContext(api_key, version, 7, client_id, ANONYMOUS, "127.0.0.1:50000",
-                          cast("BrokerState", _ClusterState()))
+                          cast("BrokerState", _ClusterState()), session)
+
+
+def _connection() -> Session:
+    return Session(Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092), ANONYMOUS, "127.0.0.1")
 
 
 def _logged(caplog: pytest.LogCaptureFixture, ctx: RequestContext, request: Any, response: Any) -> list[str]:
@@ -68,9 +73,9 @@ def test_markers_from_another_broker_are_not_logged_an_admins_are(caplog: pytest
         "write ABORT marker for producer 5 epoch 1 on orders-0: NONE"]
 
 
-def _commit(generation: int, member: str) -> tuple[Any, Any]:
+def _commit(generation: int, member: str, group: str = "billing") -> tuple[Any, Any]:
     q, r = request_types(ApiKey.OFFSET_COMMIT, 8), response_types(ApiKey.OFFSET_COMMIT, 8)
-    request = build(q.OffsetCommitRequest, group_id="billing", generation_id_or_member_epoch=generation,
+    request = build(q.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=generation,
                     member_id=member, group_instance_id=None, topics=(build(
                         q.OffsetCommitRequestTopic, name="orders", partitions=(build(
                             q.OffsetCommitRequestPartition, partition_index=0, committed_offset=7,
@@ -87,6 +92,23 @@ def test_a_members_commit_is_not_logged_an_admin_reset_is(caplog: pytest.LogCapt
     (line,) = _logged(caplog, ctx, *_commit(-1, ""))
     assert line.endswith("commit offsets of group billing (no generation) orders-0 to 7: "
                          "orders-0 UNKNOWN_MEMBER_ID")
+
+
+def test_a_standalone_consumers_later_commits_are_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    """A connection's first no-generation commit to a group at INFO (an admin tool's reset), its
+    later ones to that group at DEBUG (a standalone consumer committing as it goes); a new
+    connection, or another group, is logged at INFO again."""
+    first = _connection()
+    commit = _commit(-1, "")
+    assert len(_logged(caplog, _ctx(ApiKey.OFFSET_COMMIT, 8, "consumer", first), *commit)) == 1
+    assert _logged(caplog, _ctx(ApiKey.OFFSET_COMMIT, 8, "consumer", first), *commit) == []
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="eoslog.audit"):
+        audit.record(_ctx(ApiKey.OFFSET_COMMIT, 8, "consumer", first), *commit)
+    assert [(r.levelno, r.getMessage().endswith("orders-0 to 7: orders-0 UNKNOWN_MEMBER_ID"))
+            for r in caplog.records] == [(logging.DEBUG, True)]
+    assert len(_logged(caplog, _ctx(ApiKey.OFFSET_COMMIT, 8, "tool", _connection()), *commit)) == 1
+    assert len(_logged(caplog, _ctx(ApiKey.OFFSET_COMMIT, 8, "consumer", first), *_commit(-1, "", "payroll"))) == 1
 
 
 def test_a_secret_configs_value_is_hidden(caplog: pytest.LogCaptureFixture) -> None:

@@ -85,6 +85,9 @@ class Session:
     expires_at: float | None = None  # monotonic; None: never (connections.max.reauth.ms=0)
     close_after_response: bool = False
     _reauthenticating: bool = field(default=False)
+    # Groups whose no-generation OffsetCommit this connection has had audited at INFO
+    # (``broker.audit``: its later ones are logged at DEBUG).
+    audited_commit_groups: set[str] = field(default_factory=set)
 
     def admits(self, api_key: int) -> bool:
         """May this request be processed? (False: the connection is closed unanswered.)"""
