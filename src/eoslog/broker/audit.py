@@ -10,8 +10,8 @@ OffsetCommit from a group member (generation >= 0). A commit with generation -1 
 is an admin's offset reset (AlterConsumerGroupOffsets) or a standalone consumer's commit, which
 the request cannot tell apart; an admin tool commits once on its connection, a standalone
 consumer commits as it goes, so a connection's first such commit to a group is logged at INFO
-and its later ones at DEBUG (a line per commit cost a standalone committer's broker 17 % of its
-time; the console logs each of its own actions besides).
+and its later ones at DEBUG (a line per commit was 2,000 lines a second for 200 standalone
+groups, 17 % of the event loop's samples; the console logs each of its own actions besides).
 """
 
 from __future__ import annotations
