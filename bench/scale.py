@@ -42,6 +42,13 @@ each side counts and every round is in the JSON. Cases (``--cases``):
   synchronously, at its own pace (falling behind, back to back). Served commits per second,
   commit latency p50/p99 (``commit()`` call to return), the broker's CPU seconds per 1,000.
 
+- ``connections``: ``--connections`` idle client connections (plain sockets, each has sent one
+  ApiVersions request and read its answer, then stays open sending nothing) opened to the broker
+  while the bystander above produces; the broker's resident memory before and with them (per
+  connection, and whole: goal ≤ 32 KiB each, 20,000 under 1 GB), and the bystander's latency in
+  the ``--idle-s`` seconds before they were opened against the same seconds while they are held
+  (goal: unchanged). The file-descriptor limit is raised for the run (the broker inherits it).
+
 Ratios are eoslog / Kafka (and eoslog / before): higher is better for rates, lower for times,
 latencies and descriptors. Output: a table, ``bench/results/scale-<timestamp>.json``,
 ``scale-latest.json`` and ``scale-latest.png``. Nothing is asserted.
@@ -53,7 +60,10 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shutil
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -231,6 +241,77 @@ def case_create(broker: BrokerProcess | KafkaBroker, partitions: list[int], idle
     return out
 
 
+def api_versions_frame(correlation_id: int) -> bytes:
+    """An ApiVersions v0 request (header v1: api key 18, version 0, correlation id, client id)."""
+    client_id = b"scale-idle"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def open_idle_connections(bootstrap: str, n: int) -> list[socket.socket]:
+    """``n`` connections, each answered one ApiVersions request, then left idle."""
+    host, port = bootstrap.rsplit(":", 1)
+    socks: list[socket.socket] = []
+    try:
+        for i in range(n):
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(api_versions_frame(i))
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            if len(s.recv(size, socket.MSG_WAITALL)) != size:
+                raise RuntimeError(f"connection {i}: short ApiVersions answer")
+            socks.append(s)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def raise_descriptor_limit(wanted: int) -> None:
+    """Room for ``wanted`` more descriptors in this process and the brokers it starts (root may
+    raise the hard limit too)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(wanted, hard), max(wanted, hard)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def case_connections(broker: BrokerProcess | KafkaBroker, n: int, idle_s: float) -> dict[str, Any]:
+    pid = broker_pid(broker)
+    topic_led(broker, BYSTANDER_TOPIC, 1)
+    bystander = Bystander(broker.bootstrap).start()
+    try:
+        time.sleep(1.0)  # connected, warm
+        before_start = time.monotonic()
+        time.sleep(idle_s)
+        before_end = time.monotonic()
+        rss_before = psutil.Process(pid).memory_info().rss
+        t0 = time.monotonic()
+        socks = open_idle_connections(broker.bootstrap, n)
+        opened_s = time.monotonic() - t0
+        try:
+            time.sleep(2.0)  # every connection's set-up done and settled
+            held_start = time.monotonic()
+            time.sleep(idle_s)
+            held_end = time.monotonic()
+            rss_held = psutil.Process(pid).memory_info().rss
+        finally:
+            for sock in socks:
+                sock.close()
+    finally:
+        bystander.stop()
+    return {
+        "connections": n, "opened_s": round(opened_s, 2),
+        "rss_before_mb": round(rss_before / 2**20, 1), "rss_held_mb": round(rss_held / 2**20, 1),
+        "kib_per_connection": round((rss_held - rss_before) / n / 1024, 1),
+        "bystander_before": latency_figures(bystander.latencies(before_start, before_end)),
+        "bystander_held": latency_figures(bystander.latencies(held_start, held_end)),
+    }
+
+
 def case_first_write(broker: BrokerProcess | KafkaBroker, n: int) -> dict[str, Any]:
     pid = broker_pid(broker)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
@@ -402,6 +483,8 @@ def run_side(side: Side, args: argparse.Namespace, work: Path) -> dict[str, Any]
         if "offset-commits" in args.cases:
             out["offset_commits"] = case_offset_commits(broker, args.groups, args.commit_rate, args.commit_s,
                                                         args.warmup_s)
+        if "connections" in args.cases:
+            out["connections"] = case_connections(broker, args.connections, args.idle_s)
     finally:
         broker.stop(timeout=300)
         shutil.rmtree(data.parent, ignore_errors=True)
@@ -444,6 +527,14 @@ def figures(r: dict[str, Any]) -> dict[str, tuple[float, bool]]:
         out[f"OffsetCommit, {o['groups']} groups: p50 ms"] = (o["commit_p50_ms"], False)
         out[f"OffsetCommit, {o['groups']} groups: p99 ms"] = (o["commit_p99_ms"], False)
         out[f"OffsetCommit, {o['groups']} groups: broker CPU s per 1000"] = (o["broker_cpu_s_per_1000"], False)
+    if "connections" in r:
+        c = r["connections"]
+        out[f"{c['connections']} idle connections: broker RSS MB"] = (c["rss_held_mb"], False)
+        out[f"{c['connections']} idle connections: KiB per connection"] = (c["kib_per_connection"], False)
+        for when in ("before", "held"):
+            if c[f"bystander_{when}"].get("n"):
+                out[f"{c['connections']} idle connections: producer p99 {when}, ms"] = (
+                    c[f"bystander_{when}"]["p99_ms"], False)
     return out
 
 
@@ -469,6 +560,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--groups", type=int, default=200, help="consumer groups of the offset-commits case")
     p.add_argument("--commit-rate", type=float, default=2000.0, help="OffsetCommits per second offered, all groups")
     p.add_argument("--commit-s", type=float, default=15.0)
+    p.add_argument("--connections", type=int, default=20000, help="idle connections of the connections case")
     p.add_argument("--warmup-s", type=float, default=3.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--against", choices=["kafka"])
@@ -485,6 +577,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    if "connections" in args.cases:
+        raise_descriptor_limit(2 * args.connections + 4096)  # the client's sockets and the broker's
     config = dict(kv.split("=", 1) for kv in args.config)
     sides = [Side("eoslog", REPO_ROOT / "src", config)]
     if args.a_src is not None:
