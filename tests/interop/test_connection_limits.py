@@ -11,6 +11,9 @@ eoslog and on Apache Kafka 4.4 alike.
   Kafka has one client listener): its connection is served and the least recently active
   connection of another listener is closed.
 - ``max.connections.per.ip=0`` without overrides refuses to start, with Kafka's message.
+- (eoslog only) Clients' sockets cannot take the descriptors the broker keeps for its logs: under
+  a low descriptor limit, connections opened until the broker closes the next one at once leave
+  acks=all produce (each needs a descriptor for its fsync round) acknowledged throughout.
 
 Nothing here is timed: each wait is for an observable condition (a closed socket, bytes held by
 the kernel, an answer), with a hang guard.
@@ -19,6 +22,7 @@ the kernel, an answer), with a hang guard.
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,6 +33,7 @@ from clients import RawConnection, request_module
 
 from support.harness import BrokerProcess, free_port, wait_until
 from support.kafka_harness import AnyBroker, start_broker
+from support.rawkafka import LATEST, RawClient, create_topic, list_offset, produce, simple_batch
 
 KINDS = ["eoslog", "kafka"]
 
@@ -190,3 +195,60 @@ def test_per_ip_zero_without_overrides_refuses_to_start(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # never listened
+
+
+DESCRIPTOR_LIMIT = 600  # the broker keeps the top 64 (a tenth, at least 64) for its logs
+
+
+def answered_connection(host: str, port: int) -> socket.socket | None:
+    """A new connection's ApiVersions answered (the socket, left open), or None when the broker
+    closed it unanswered."""
+    sock = socket.create_connection((host, port), timeout=30)
+    body = struct.pack(">hhih", 18, 0, 1, 4) + b"idle"
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    try:
+        size = sock.recv(4, socket.MSG_WAITALL)
+        if len(size) == 4 and len(sock.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)):
+            return sock
+    except ConnectionResetError:
+        pass
+    sock.close()
+    return None
+
+
+def test_clients_sockets_cannot_take_the_descriptors_the_logs_need(tmp_path: Path) -> None:
+    """Before: the sockets took every descriptor, the next fsync round's dup failed with EMFILE,
+    the log directory went offline and the broker halted."""
+    broker = BrokerProcess(tmp_path / "data", prefix=["prlimit", f"--nofile={DESCRIPTOR_LIMIT}", "--"]).start()
+    idle: list[socket.socket] = []
+    try:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with RawClient(broker.bootstrap) as client:
+            assert create_topic(client, "kept", 1) == 0
+            wait_until(lambda: produce(client, "kept", 0, simple_batch([b"first"]))[0] == 0, "a first produce")
+            acknowledged = 1
+            refused = False
+            while not refused:
+                assert len(idle) < DESCRIPTOR_LIMIT, "every descriptor went to a socket"
+                sock = answered_connection(host, int(port))
+                if sock is None:
+                    refused = True
+                else:
+                    idle.append(sock)
+                if len(idle) % 50 == 0 or refused:
+                    assert produce(client, "kept", 0, simple_batch([b"%d" % len(idle)])) == (0, acknowledged)
+                    acknowledged += 1
+            for i in range(5):  # at the ceiling, durable produce goes on
+                assert produce(client, "kept", 0, simple_batch([b"more %d" % i])) == (0, acknowledged)
+                acknowledged += 1
+            assert broker.alive()
+            assert "Rejected connection from 127.0.0.1: the broker keeps its last" in broker.log_text()
+            assert list_offset(client, "kept", 0, LATEST) == (0, acknowledged)
+            for sock in idle[: len(idle) // 2]:
+                sock.close()
+            wait_until(lambda: (s := answered_connection(host, int(port))) is not None and idle.append(s) is None,
+                       "a connection answered again once others closed")
+    finally:
+        for sock in idle:
+            sock.close()
+        broker.stop()

@@ -8,6 +8,7 @@ unsynced writes."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from eoslog.errors import Errors
 from eoslog.protocol.api_keys import ApiKey
 from eoslog.records import build_batch
 from eoslog.replica import FetchParams, FetchPartition, IsolationLevel, ReplicaManager
+from eoslog.replica.group_commit import RETRY_WITHOUT_DESCRIPTORS_S
 from eoslog.stats import LOG_FLUSH
 from eoslog.storage import LogManager
 from eoslog.types import TopicPartition
@@ -86,6 +88,44 @@ def test_acks_all_is_answered_after_the_fsync_that_covers_it(tmp_path: Path,
         assert one[tp].error is Errors.NONE and partition.high_watermark == 1
         await rm.wait_for_replication(tp, 2, 5000)
         assert partition.high_watermark == 2
+
+    asyncio.run(run())
+
+
+def test_a_round_short_of_descriptors_leaves_its_partitions_to_a_later_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process out of descriptors (clients' sockets took them) while a round takes one per
+    segment: nothing is acknowledged and no ``synced`` caller answered before a later round has
+    synced the partition, and the log directory stays online (before: EMFILE took it offline and
+    halted the broker)."""
+    rm = manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    partition = rm.get_partition(tp)
+    assert partition is not None and rm.group_commit is not None
+    out_of_descriptors = [True]
+    real_dup = os.dup
+
+    def dup(fd: int) -> int:
+        if out_of_descriptors[0]:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_dup(fd)
+
+    monkeypatch.setattr(os, "dup", dup)
+
+    async def run() -> None:
+        assert rm.group_commit is not None
+        produce = asyncio.create_task(rm.append_records({tp: batch(b"a")}, required_acks=-1, timeout_ms=30_000))
+        follower = asyncio.create_task(rm.group_commit.synced([partition]))
+        for _ in range(3):  # rounds come and go, each short of a descriptor
+            await asyncio.sleep(2 * RETRY_WITHOUT_DESCRIPTORS_S)
+        assert not produce.done() and not follower.done(), "answered before any round synced it"
+        assert partition.high_watermark == 0 and partition.log.recovery_point == 0
+        assert partition.log.log_dir.offline is None, "out of descriptors taken for a failed disk"
+        out_of_descriptors[0] = False
+        result = (await asyncio.wait_for(produce, 10))[tp]
+        await asyncio.wait_for(follower, 10)
+        assert result.error is Errors.NONE
+        assert partition.high_watermark == 1 and partition.log.recovery_point == 1
 
     asyncio.run(run())
 

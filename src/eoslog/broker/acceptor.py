@@ -2,10 +2,11 @@
 
 It accepts only while the connection quotas give its listener a slot (``max.connections``), so
 a connection beyond the limit waits in the kernel's listen backlog, unread and unanswered, as
-with Kafka; a connection from an address at its ``max.connections.per.ip`` is closed as soon as
-it is accepted. Each accepted socket becomes a ``KafkaProtocol`` in a task of its own (a TLS
-handshake must not hold up the next accept); the quotas count it from the accept on, and the
-connection gives its slot back when it ends (or here, when it never got going).
+with Kafka; a connection from an address at its ``max.connections.per.ip``, or one that would
+take a descriptor kept for storage, is closed as soon as it is accepted. Each accepted socket
+becomes a ``KafkaProtocol`` in a task of its own (a TLS handshake must not hold up the next
+accept); the quotas count it from the accept on, and the connection gives its slot back when it
+ends (or here, when it never got going).
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class Acceptor:
                 conn, address = await loop.sock_accept(self.sock)
             except OSError as e:
                 log.warning("accepting a connection on %s failed: %s", self.listener_name, e)
+                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
+                continue
+            if not self.quotas.within_descriptors(conn.fileno(), str(address[0])):
+                conn.close()  # storage's reserve: taking it could halt the broker (connection_quotas)
                 await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
                 continue
             protocol = self.make_protocol()

@@ -11,6 +11,11 @@
   (only by its own listener limit): its connection is taken, and the least recently active
   connection of another listener is closed to make room (Kafka's closeExcessConnections).
 
+- Descriptors (eoslog's, not Kafka's): a client's socket may not take one of the top tenth of
+  the process's soft ``RLIMIT_NOFILE`` (at least 64), kept for the logs' files, group-commit
+  rounds and checkpoints; a socket accepted there is closed at once. Without it, enough idle
+  connections made the next fsync round fail for want of a descriptor and halted the broker.
+
 Nothing here reads or writes sockets: the acceptor asks ``wait_for_slot`` and ``accept``, a
 connection reports ``release`` when it ends. The limits are read at each decision.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import resource
 import socket
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -71,6 +77,16 @@ def parse_overrides(text: str, resolve: Callable[[str], str] = socket.gethostbyn
     return out
 
 
+def descriptor_ceiling() -> int:
+    """The lowest descriptor number a client's socket may not have. The kernel hands out the
+    lowest free number, so a socket numbered at or above it means fewer descriptors are free
+    than the reserve kept for storage."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 2**31 - 1
+    return soft - max(64, soft // 10)
+
+
 def check_connection_limits(config: BrokerConfig) -> None:
     """Kafka's start-up checks of these settings (KafkaConfig): per-ip 0 needs overrides."""
     overrides = parse_overrides(str(config["max.connections.per.ip.overrides"]))
@@ -92,6 +108,8 @@ class ConnectionQuotas:
         self._freed = asyncio.Event()  # set whenever a counted connection ends
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
+        self.descriptor_ceiling = descriptor_ceiling()
+        self._at_descriptor_ceiling = False  # logged once per stretch
 
     # -- the limits -------------------------------------------------------------------------
 
@@ -134,6 +152,21 @@ class ConnectionQuotas:
         if name == self.protected:
             self._close_excess()
         return True
+
+    def within_descriptors(self, fd: int, host: str) -> bool:
+        """May a socket with descriptor ``fd`` be kept (below the ceiling)? Logged once per stretch."""
+        if fd < self.descriptor_ceiling:
+            if self._at_descriptor_ceiling:
+                self._at_descriptor_ceiling = False
+                log.info("accepting connections again: descriptors are free")
+            return True
+        if not self._at_descriptor_ceiling:
+            self._at_descriptor_ceiling = True
+            log.warning("Rejected connection from %s: the broker keeps its last %d file descriptors for its logs "
+                        "(soft RLIMIT_NOFILE %d); raise the limit (ulimit -n) for more connections",
+                        host, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - self.descriptor_ceiling,
+                        resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        return False
 
     def release(self, conn: QuotedConnection) -> None:
         """A counted connection ended (again: nothing): its slot is free."""

@@ -20,6 +20,10 @@ offset tells the leader how far it has the data, which moves the high watermark,
 not pass what is fsynced on the follower too. One round covers all the partitions of a fetch
 (and whatever else was written meanwhile).
 
+A round that cannot take a descriptor for a partition (the process is out of them: clients'
+sockets can use them all up) leaves that partition for a round shortly after and answers none
+of its ``synced`` callers yet; nothing was synced or failed, so no directory goes offline.
+
 A failed fdatasync is never retried: Linux drops the dirty pages a write-back could not write,
 so a second fdatasync would succeed without them and acknowledge records a power cut then
 takes (fsyncgate). The file's log directory goes offline instead (``storage.log_dir_failure``):
@@ -36,12 +40,14 @@ from dataclasses import dataclass
 
 from eoslog.replica.partition import Partition
 from eoslog.running_loop import LoopRef
-from eoslog.storage.fileio import report_failed_syncs, sync_files
+from eoslog.storage.fileio import DescriptorsExhausted, report_failed_syncs, sync_files
 from eoslog.storage.log import SyncPlan
 from eoslog.storage.log_dir_failure import KafkaStorageError
 from eoslog.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+RETRY_WITHOUT_DESCRIPTORS_S = 0.05  # a round short of descriptors: the next one after this
 
 
 @dataclass
@@ -61,6 +67,7 @@ class GroupCommit:
         self._waiters: list[asyncio.Future[None]] = []  # ``synced`` callers, answered by the next round
         self._loop = LoopRef()
         self.stats = GroupCommitStats()
+        self._short_of_descriptors = False  # the last round left partitions behind (logged once)
 
     def written(self, partition: Partition) -> None:
         """``partition`` was appended to: the next round syncs it. Outside an event loop (start-up,
@@ -113,7 +120,27 @@ class GroupCommit:
         dirty, self._dirty = self._dirty, {}
         waiters, self._waiters = self._waiters, []
         order = sorted(dirty.values(), key=lambda p: p.tp.topic.startswith("__"))  # internal topics last
-        plans = [(p, plan) for p in order if (plan := _begin_sync(p)) is not None]
+        plans: list[tuple[Partition, SyncPlan]] = []
+        left: list[Partition] = []
+        for p in order:
+            try:
+                plan = _begin_sync(p)
+            except DescriptorsExhausted as e:
+                left.append(p)
+                if not self._short_of_descriptors:
+                    log.warning("group commit: %s; the partitions left are synced by a later round", e)
+                continue
+            if plan is not None:
+                plans.append((p, plan))
+        if left:  # their followers' ``synced`` must wait for them too
+            self._short_of_descriptors = True
+            self._dirty.update((p.tp, p) for p in left)
+            self._waiters[:0] = waiters
+            waiters = []
+            self._loop.get().call_later(RETRY_WITHOUT_DESCRIPTORS_S, self._wakeup.set)
+        elif self._short_of_descriptors:
+            self._short_of_descriptors = False
+            log.info("group commit: descriptors available again, every partition synced")
         if not plans:
             _answer(waiters)
             return

@@ -14,6 +14,7 @@ No module of storage calls ``os.fsync``/``os.fdatasync`` but this one (a unit te
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,15 @@ from typing import Any, NamedTuple
 
 from eoslog.stats import LOG_FLUSH
 from eoslog.storage.log_dir_failure import LOG_DIR_FAILURES
+
+
+class DescriptorsExhausted(Exception):
+    """The process is out of file descriptors (EMFILE, ENFILE) while taking one for a sync:
+    nothing was written or synced, the disk is sound, so no log directory goes offline; the
+    caller tries again once descriptors are free (clients' sockets can use them all up)."""
+
+
+OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 def _failed(kind: str, path: Path | str, error: OSError) -> None:

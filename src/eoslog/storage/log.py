@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import re
 import shutil
@@ -36,7 +37,7 @@ from eoslog.records.batch import (
     validate_records,
 )
 from eoslog.records.file_records import FileRecords
-from eoslog.storage.fileio import SyncFile, fsync_dir, open_dir
+from eoslog.storage.fileio import OUT_OF_DESCRIPTORS, DescriptorsExhausted, SyncFile, fsync_dir, open_dir
 from eoslog.storage.leader_epoch import LeaderEpochCache
 from eoslog.storage.log_dir_failure import KafkaStorageError, LogDirState
 from eoslog.storage.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
@@ -670,14 +671,23 @@ class PartitionLog:
         if target <= self.recovery_point:
             return None
         last = self.topic.startswith("__")  # internal topics: synced after the rest of a round
-        files = [SyncFile(seg.dup_fd(), seg.log_path, last=last) for seg in self.segments
-                 if seg.exists and (seg.next_offset > self.recovery_point or seg is self.active_segment)]
         created = tuple(seg for seg in self.segments if not seg.entry_durable)
-        if created:
-            files.append(SyncFile(open_dir(self.dir), self.dir, directory=True, last=last))
         parent = not self._entry_durable
-        if parent:
-            files.append(SyncFile(open_dir(self.dir.parent), self.dir.parent, directory=True, last=last))
+        files: list[SyncFile] = []
+        try:
+            for seg in self.segments:
+                if seg.exists and (seg.next_offset > self.recovery_point or seg is self.active_segment):
+                    files.append(SyncFile(seg.dup_fd(), seg.log_path, last=last))
+            if created:
+                files.append(SyncFile(open_dir(self.dir), self.dir, directory=True, last=last))
+            if parent:
+                files.append(SyncFile(open_dir(self.dir.parent), self.dir.parent, directory=True, last=last))
+        except OSError as e:
+            for f in files:
+                os.close(f.fd)
+            if e.errno in OUT_OF_DESCRIPTORS:
+                raise DescriptorsExhausted(f"syncing {self.topic}-{self.partition}: {e}") from e
+            raise
         return SyncPlan(self, target, self._truncations, files, created, parent)
 
     def end_sync(self, plan: SyncPlan) -> None:
