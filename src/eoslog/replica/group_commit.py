@@ -21,8 +21,9 @@ not pass what is fsynced on the follower too. One round covers all the partition
 (and whatever else was written meanwhile).
 
 A round that cannot take a descriptor for a partition (the process is out of them: clients'
-sockets can use them all up) leaves that partition for a round shortly after and answers none
-of its ``synced`` callers yet; nothing was synced or failed, so no directory goes offline.
+sockets can use them all up) leaves that partition and the ones after it (internal topics
+among them) for a round shortly after and answers none of its ``synced`` callers yet; nothing
+was synced or failed, so no directory goes offline.
 
 A failed fdatasync is never retried: Linux drops the dirty pages a write-back could not write,
 so a second fdatasync would succeed without them and acknowledge records a power cut then
@@ -122,14 +123,14 @@ class GroupCommit:
         order = sorted(dirty.values(), key=lambda p: p.tp.topic.startswith("__"))  # internal topics last
         plans: list[tuple[Partition, SyncPlan]] = []
         left: list[Partition] = []
-        for p in order:
+        for i, p in enumerate(order):
             try:
                 plan = _begin_sync(p)
             except DescriptorsExhausted as e:
-                left.append(p)
+                left = order[i:]  # the rest too: internal topics stay after the data they decide about
                 if not self._short_of_descriptors:
                     log.warning("group commit: %s; the partitions left are synced by a later round", e)
-                continue
+                break
             if plan is not None:
                 plans.append((p, plan))
         if left:  # their followers' ``synced`` must wait for them too
