@@ -22,7 +22,6 @@ the kernel, an answer), with a hang guard.
 from __future__ import annotations
 
 import socket
-import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -200,19 +199,16 @@ def test_per_ip_zero_without_overrides_refuses_to_start(tmp_path: Path) -> None:
 DESCRIPTOR_LIMIT = 600  # the broker keeps the top 64 (a tenth, at least 64) for its logs
 
 
-def answered_connection(host: str, port: int) -> socket.socket | None:
-    """A new connection's ApiVersions answered (the socket, left open), or None when the broker
-    closed it unanswered."""
-    sock = socket.create_connection((host, port), timeout=30)
-    body = struct.pack(">hhih", 18, 0, 1, 4) + b"idle"
-    sock.sendall(struct.pack(">i", len(body)) + body)
+def answered_connection(bootstrap: str) -> RawConnection | None:
+    """A new connection's ApiVersions answered (the connection, left open), or None when the
+    broker closed it unanswered."""
+    conn = connect(bootstrap)
     try:
-        size = sock.recv(4, socket.MSG_WAITALL)
-        if len(size) == 4 and len(sock.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)):
-            return sock
-    except ConnectionResetError:
+        if api_versions(conn):
+            return conn
+    except (ConnectionError, OSError):
         pass
-    sock.close()
+    conn.close()
     return None
 
 
@@ -220,9 +216,8 @@ def test_clients_sockets_cannot_take_the_descriptors_the_logs_need(tmp_path: Pat
     """Before: the sockets took every descriptor, the next fsync round's dup failed with EMFILE,
     the log directory went offline and the broker halted."""
     broker = BrokerProcess(tmp_path / "data", prefix=["prlimit", f"--nofile={DESCRIPTOR_LIMIT}", "--"]).start()
-    idle: list[socket.socket] = []
+    idle: list[RawConnection] = []
     try:
-        host, port = broker.bootstrap.rsplit(":", 1)
         with RawClient(broker.bootstrap) as client:
             assert create_topic(client, "kept", 1) == 0
             wait_until(lambda: produce(client, "kept", 0, simple_batch([b"first"]))[0] == 0, "a first produce")
@@ -230,7 +225,7 @@ def test_clients_sockets_cannot_take_the_descriptors_the_logs_need(tmp_path: Pat
             refused = False
             while not refused:
                 assert len(idle) < DESCRIPTOR_LIMIT, "every descriptor went to a socket"
-                sock = answered_connection(host, int(port))
+                sock = answered_connection(broker.bootstrap)
                 if sock is None:
                     refused = True
                 else:
@@ -246,7 +241,7 @@ def test_clients_sockets_cannot_take_the_descriptors_the_logs_need(tmp_path: Pat
             assert list_offset(client, "kept", 0, LATEST) == (0, acknowledged)
             for sock in idle[: len(idle) // 2]:
                 sock.close()
-            wait_until(lambda: (s := answered_connection(host, int(port))) is not None and idle.append(s) is None,
+            wait_until(lambda: (s := answered_connection(broker.bootstrap)) is not None and idle.append(s) is None,
                        "a connection answered again once others closed")
     finally:
         for sock in idle:

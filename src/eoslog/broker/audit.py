@@ -71,9 +71,14 @@ def _write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest, res
     return f"write {asked}: {_outcome(codes)}"
 
 
+def _members_commit(request: OffsetCommitRequest) -> bool:
+    """A group member's commit (generation or member id): the group's own business."""
+    return request.generation_id_or_member_epoch >= 0 or bool(request.member_id)
+
+
 def _offset_commit(ctx: RequestContext, request: OffsetCommitRequest, response: Any) -> str | None:
-    if request.generation_id_or_member_epoch >= 0 or request.member_id:
-        return None  # a member's commit: the group's own business
+    if _members_commit(request):
+        return None
     asked = ", ".join(f"{t.name}-{p.partition_index} to {p.committed_offset}"
                       for t in request.topics for p in t.partitions)
     return f"commit offsets of group {request.group_id} (no generation) {asked}: {_outcome(_partition_codes(response))}"
@@ -140,8 +145,7 @@ def _inter_broker(ctx: RequestContext) -> bool:
 def _level(ctx: RequestContext, request: Any) -> int:
     """INFO; DEBUG for a no-generation OffsetCommit to a group this connection already had one
     audited for (a standalone consumer committing as it goes)."""
-    if (ctx.api_key != ApiKey.OFFSET_COMMIT or ctx.session is None
-            or request.generation_id_or_member_epoch >= 0 or request.member_id):
+    if ctx.api_key != ApiKey.OFFSET_COMMIT or ctx.session is None or _members_commit(request):
         return logging.INFO
     seen = ctx.session.audited_commit_groups
     if request.group_id in seen:

@@ -77,13 +77,12 @@ def parse_overrides(text: str, resolve: Callable[[str], str] = socket.gethostbyn
     return out
 
 
-def descriptor_ceiling() -> int:
-    """The lowest descriptor number a client's socket may not have. The kernel hands out the
-    lowest free number, so a socket numbered at or above it means fewer descriptors are free
-    than the reserve kept for storage."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+def descriptor_ceiling(soft: int) -> int:
+    """The lowest descriptor number a client's socket may not have under the soft limit
+    ``soft``. The kernel hands out the lowest free number, so a socket numbered at or above it
+    means fewer descriptors are free than the reserve kept for storage."""
     if soft == resource.RLIM_INFINITY:
-        return 2**31 - 1
+        return INT_MAX
     return soft - max(64, soft // 10)
 
 
@@ -108,7 +107,8 @@ class ConnectionQuotas:
         self._freed = asyncio.Event()  # set whenever a counted connection ends
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
-        self.descriptor_ceiling = descriptor_ceiling()
+        self.descriptor_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.descriptor_ceiling = descriptor_ceiling(self.descriptor_limit)
         self._at_descriptor_ceiling = False  # logged once per stretch
 
     # -- the limits -------------------------------------------------------------------------
@@ -164,8 +164,7 @@ class ConnectionQuotas:
             self._at_descriptor_ceiling = True
             log.warning("Rejected connection from %s: the broker keeps its last %d file descriptors for its logs "
                         "(soft RLIMIT_NOFILE %d); raise the limit (ulimit -n) for more connections",
-                        host, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - self.descriptor_ceiling,
-                        resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+                        host, self.descriptor_limit - self.descriptor_ceiling, self.descriptor_limit)
         return False
 
     def release(self, conn: QuotedConnection) -> None:
