@@ -71,10 +71,12 @@ CALL_TIMEOUT_S = 30.0
 RETRIABLE, ABORTABLE, FATAL, OTHER = "retriable", "abortable", "fatal", "other"
 # Errors Kafka's clients retry that librdkafka reports without its retriable flag from some calls:
 # a coordinator moving (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS),
-# librdkafka's _TIMED_OUT, and a partition's leader moving (query_watermark_offsets answered by a
-# former leader after a kill -9: NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
-# FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) — Kafka's consumer retries these in endOffsets.
-_RETRIABLE_UNFLAGGED = frozenset({16, 15, 14, -185, 6, 5, 74, 75})
+# librdkafka's _TIMED_OUT and _TIMED_OUT_QUEUE (committed()'s OffsetFetch queued for a killed group
+# coordinator; Java's consumer throws TimeoutException there, a RetriableException), and a
+# partition's leader moving (query_watermark_offsets answered by a former leader after a kill -9:
+# NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) —
+# Kafka's consumer retries these in endOffsets.
+_RETRIABLE_UNFLAGGED = frozenset({16, 15, 14, -185, -166, 6, 5, 74, 75})
 
 T = TypeVar("T")
 
