@@ -12,6 +12,7 @@ import threading
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LOG_FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+GC_PAUSE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class LatencyHistogram:
@@ -62,3 +63,8 @@ class SharedLatencyHistogram(LatencyHistogram):
 # flushes and group commit's fdatasyncs observe it (storage/fileio.py), one observation per
 # fsync however many appends it covers.
 LOG_FLUSH = SharedLatencyHistogram(LOG_FLUSH_BUCKETS)
+
+# The garbage collector's pauses, one histogram per generation (``broker/gc_policy.py`` observes
+# them): process-wide as the collector is. A collection runs in whichever thread allocated past the
+# threshold (group commit's worker thread too), hence the lock.
+GC_PAUSES = tuple(SharedLatencyHistogram(GC_PAUSE_BUCKETS) for _ in range(3))

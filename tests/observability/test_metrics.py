@@ -142,6 +142,8 @@ def test_scraped_values_equal_the_workload(broker: tuple[BrokerProcess, Scraper]
                         partition=0) == PLAIN - GROUP_OFFSET
     assert scrape.value("kafka_coordinator_group_groupmetadatamanager_numgroupsbystate", state="Empty") >= 1
     assert scrape.value("kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 1
+    # The collector's pauses by generation, each series there from the start.
+    assert all(scrape.value("eoslog_gc_pause_seconds_count", generation=g) >= 0 for g in range(3))
 
     # A transaction left open on partition 0 pins its LSO at its first offset.
     hanging = transactional(b.bootstrap, "metrics-open")

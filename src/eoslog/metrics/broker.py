@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from eoslog.metrics.collector import BrokerCollector, BrokerFacts, BrokerView
 from eoslog.metrics.requests import RequestMetrics
 from eoslog.replica import ReplicaManager
-from eoslog.stats import LOG_FLUSH
+from eoslog.stats import GC_PAUSES, LOG_FLUSH
 from eoslog.storage import LogManager
 
 
@@ -20,6 +20,7 @@ def broker_registry(state: BrokerView, facts: BrokerFacts) -> tuple[CollectorReg
     disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream) no `_created` series, process-wide
     registry = CollectorRegistry()
     registry.register(LogFlushCollector())
+    registry.register(GcPauseCollector())
     registry.register(LogDirCollector(state.logs, state.replicas))
     registry.register(BrokerCollector(state, facts))
     requests = RequestMetrics()
@@ -37,6 +38,21 @@ class LogFlushCollector(Collector):
         buckets, total = LOG_FLUSH.snapshot()
         flushes.add_metric([], buckets, total)
         yield flushes
+
+
+class GcPauseCollector(Collector):
+    """``GC_PAUSES``: the garbage collector's pauses by generation, read when scraped (a full
+    collection walks every live object and stops the event loop meanwhile)."""
+
+    def collect(self) -> Iterator[Metric]:
+        pauses = HistogramMetricFamily(
+            "eoslog_gc_pause_seconds",
+            "garbage collections of the broker process and their duration, by generation (2: full)",
+            labels=["generation"])
+        for generation, histogram in enumerate(GC_PAUSES):
+            buckets, total = histogram.snapshot()
+            pauses.add_metric([str(generation)], buckets, total)
+        yield pauses
 
 
 class LogDirCollector(Collector):
