@@ -102,3 +102,20 @@ def test_clients_reconnect_after_an_idle_close(broker: BrokerProcess) -> None:
         wait_until(probe.closed_by_peer, "the broker closing idle connections", timeout_s=60)
         assert "idle-clients" in admin.list_topics()  # the admin's connection was closed too
     probe.close()
+
+
+def test_thousands_of_idle_connections_are_all_closed(broker: BrokerProcess) -> None:
+    """The sweep yields to the loop every IDLE_SWEEP_SLICE (1,000) connections: every one of
+    2,500 idle connections is still closed, and the broker keeps answering meanwhile."""
+    conns: list[RawConnection] = []
+    try:
+        for _ in range(2500):  # each answered at once, before the limit passes
+            conns.append(conn := RawConnection(broker.bootstrap))
+            api_versions(conn)
+        for conn in conns:
+            wait_until(conn.closed_by_peer, "the broker closing every idle connection", timeout_s=60)
+        with RawConnection(broker.bootstrap) as fresh:
+            api_versions(fresh)
+    finally:
+        for conn in conns:
+            conn.close()

@@ -565,7 +565,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         written for longer than that. Unlike Kafka, a connection whose request is still
         being answered (a JoinGroup waiting for its rebalance, a produce waiting for its
         acks) is never idle."""
-        if self._closed or not self.idle or now - self.last_active <= max_idle_s:
+        if self._closed or now - self.last_active <= max_idle_s or not self.idle:
             return False
         log.debug("closing connection from %s: idle for more than connections.max.idle.ms", self.peer)
         self.close()

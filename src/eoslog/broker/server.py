@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import signal
@@ -70,6 +71,9 @@ log = logging.getLogger(__name__)
 SHUTDOWN_DRAIN_SECONDS = 5.0
 CHECKPOINT_INTERVAL_S = 60.0
 QUOTA_SENSOR_EXPIRY_CHECK_S = 60.0
+# The idle-connection sweep yields to the loop after this many connections: 16,000 held at once
+# took 14-18 ms in one piece.
+IDLE_SWEEP_SLICE = 1000
 WITNESS_RECHECK_S = 1.0  # how often the unsynced witness waits for the transactions marked at a loss to end
 HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1)
 HALT_DRAIN_SECONDS = 1.0  # answers due when the last log directory failed: a moment to leave
@@ -296,10 +300,12 @@ class Broker:
         # within 10% of connections.max.idle.ms late.
         return min(int(self.config["connections.max.idle.ms"]) / 10_000, 30.0)
 
-    def _close_idle_connections(self) -> None:
+    async def _close_idle_connections(self) -> None:
         now, max_idle_s = time.monotonic(), int(self.config["connections.max.idle.ms"]) / 1000
-        for conn in list(self.connections):
+        for i, conn in enumerate(list(self.connections), 1):
             conn.close_if_idle(now, max_idle_s)
+            if i % IDLE_SWEEP_SLICE == 0:
+                await asyncio.sleep(0)
 
     async def _load_coordinators_then_clean(self) -> None:
         """__consumer_offsets first: markers the transaction loader sends again may complete
@@ -326,7 +332,8 @@ class Broker:
         while True:
             await asyncio.sleep(seconds() if callable(seconds) else seconds)
             try:
-                job()
+                if inspect.isawaitable(ran := job()):
+                    await ran
             except Exception:
                 log.exception("background job %s failed", getattr(job, "__name__", job))
 
