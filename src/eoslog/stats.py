@@ -65,6 +65,8 @@ class SharedLatencyHistogram(LatencyHistogram):
 LOG_FLUSH = SharedLatencyHistogram(LOG_FLUSH_BUCKETS)
 
 # The garbage collector's pauses, one histogram per generation (``broker/gc_policy.py`` observes
-# them): process-wide as the collector is. A collection runs in whichever thread allocated past the
-# threshold (group commit's worker thread too), hence the lock.
-GC_PAUSES = tuple(SharedLatencyHistogram(GC_PAUSE_BUCKETS) for _ in range(3))
+# them): process-wide as the collector is. Without a lock although a collection runs in whichever
+# thread allocated past the threshold: collections, their callbacks included, never overlap (the
+# collector's own `collecting` flag), and a lock would deadlock — a scrape reading a histogram
+# under its lock allocates, which can set off the collection whose callback wants that lock.
+GC_PAUSES = tuple(LatencyHistogram(GC_PAUSE_BUCKETS) for _ in range(3))

@@ -38,3 +38,19 @@ def test_installed_once() -> None:
     before = GC_PAUSES[1].count
     gc.collect(1)
     assert GC_PAUSES[1].count - before == 1
+
+
+@pytest.mark.usefixtures("policy")
+def test_a_scrape_that_sets_off_a_collection_does_not_deadlock() -> None:
+    """Reading the histograms allocates; with a collection due at every allocation, the
+    collection's callback observes into the histogram being read — which must not wait for it."""
+    from eoslog.metrics.broker import GcPauseCollector
+
+    before = GC_PAUSES[0].count
+    gc.set_threshold(1, 10, 10)
+    try:
+        for _ in range(200):
+            list(GcPauseCollector().collect())
+    finally:
+        gc.set_threshold(gc_policy.YOUNG_THRESHOLD, 10, 10)
+    assert GC_PAUSES[0].count - before > 0

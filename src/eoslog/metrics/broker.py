@@ -50,8 +50,7 @@ class GcPauseCollector(Collector):
             "garbage collections of the broker process and their duration, by generation (2: full)",
             labels=["generation"])
         for generation, histogram in enumerate(GC_PAUSES):
-            buckets, total = histogram.snapshot()
-            pauses.add_metric([str(generation)], buckets, total)
+            pauses.add_metric([str(generation)], histogram.cumulative(), histogram.total)
         yield pauses
 
 
