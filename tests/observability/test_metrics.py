@@ -251,4 +251,4 @@ def test_docs_dashboard_and_alerts_name_only_scraped_metrics(broker: tuple[Broke
     assert queried and queried <= scraped, queried - scraped
     rules = (DOCS / "prometheus" / "eoslog-alerts.yml").read_text().splitlines()
     alerted = metric_names("\n".join(line for line in rules if line.strip().startswith("expr:")), scraped)
-    assert len(alerted) == 7 and alerted <= scraped, alerted - scraped
+    assert len(alerted) == 8 and alerted <= scraped, alerted - scraped
