@@ -74,9 +74,11 @@ RETRIABLE, ABORTABLE, FATAL, OTHER = "retriable", "abortable", "fatal", "other"
 # librdkafka's _TIMED_OUT and _TIMED_OUT_QUEUE (committed()'s OffsetFetch queued for a killed group
 # coordinator; Java's consumer throws TimeoutException there, a RetriableException), and a
 # partition's leader moving (query_watermark_offsets answered by a former leader after a kill -9:
-# NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) —
+# NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, and
+# librdkafka's own _UNKNOWN_PARTITION, which query_watermark_offsets reported right after a
+# Metadata answer naming both partitions, the one queried leaderless: its leader just killed) —
 # Kafka's consumer retries these in endOffsets.
-_RETRIABLE_UNFLAGGED = frozenset({16, 15, 14, -185, -166, 6, 5, 74, 75})
+_RETRIABLE_UNFLAGGED = frozenset({16, 15, 14, -185, -166, 6, 5, 74, 75, -190})
 
 T = TypeVar("T")
 
